@@ -1,0 +1,54 @@
+# Every target builds .venv from nothing when it is missing; nothing is installed by hand.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+HOST ?= 127.0.0.1
+PORT ?= 3000
+
+# Offline operation: no usage tracking, Dagster state kept inside the project.
+export DO_NOT_TRACK := 1
+export DBT_SEND_ANONYMOUS_USAGE_STATS := False
+export DAGSTER_HOME := $(CURDIR)/.dagster_home
+
+.PHONY: setup run test dev lint bench docs clean
+
+$(STAMP): pyproject.toml constraints.txt
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[dev]"
+	@touch $(STAMP)
+
+$(DAGSTER_HOME)/dagster.yaml: dagster.yaml
+	@mkdir -p $(DAGSTER_HOME)
+	cp dagster.yaml $@
+
+setup: $(STAMP) $(DAGSTER_HOME)/dagster.yaml
+	@$(BIN)/logistics-platform setup
+
+run: setup
+	$(BIN)/logistics-platform generate --if-absent
+	$(BIN)/logistics-platform run
+
+test: setup
+	$(BIN)/ruff check logistics_platform tests benchmarks
+	$(BIN)/python -m pytest -q tests
+
+dev: setup
+	$(BIN)/dagster dev -w workspace.yaml -h $(HOST) -p $(PORT)
+
+lint: setup
+	$(BIN)/ruff check logistics_platform tests benchmarks
+	$(BIN)/ruff format --check logistics_platform tests benchmarks
+	$(BIN)/mypy logistics_platform
+
+bench: setup
+	$(BIN)/python benchmarks/run_all.py
+
+docs: setup
+	$(BIN)/logistics-platform dbt docs generate
+
+clean:
+	rm -rf $(VENV) landing .dagster_home dbt_project/target dbt_project/logs benchmarks/.work
+	find iceberg_warehouse -mindepth 1 ! -name README.md -exec rm -rf {} +

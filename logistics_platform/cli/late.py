@@ -1,0 +1,15 @@
+"""`late` sub-command (placeholder until its capability lands)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("late", help="(not available yet)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    print("late: not available yet")
+    return 2

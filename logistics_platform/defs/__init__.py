@@ -1,0 +1,1 @@
+"""Dagster definitions, one sub-package per domain; each exposes ``build_defs(settings)``."""

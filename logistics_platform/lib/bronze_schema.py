@@ -1,0 +1,241 @@
+"""The bronze contract: topics, their typed columns, metadata columns and partitioning.
+
+Everything that reads or writes bronze (ingest, dbt sources, maintenance, verify) takes names and types
+from here, so the layers cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyiceberg.partitioning import PartitionField, PartitionSpec
+from pyiceberg.schema import Schema
+from pyiceberg.table.sorting import SortField, SortOrder
+from pyiceberg.transforms import DayTransform, IdentityTransform
+from pyiceberg.types import (
+    BooleanType,
+    DecimalType,
+    DoubleType,
+    IcebergType,
+    IntegerType,
+    LongType,
+    NestedField,
+    StringType,
+    TimestampType,
+)
+
+NAMESPACE = "bronze"
+QUARANTINE_TABLE = "quarantine"
+INGEST_LOG_TABLE = "ingest_log"
+
+# Quarantine reasons (sources.md); invalid_value is suffixed with ":<column>".
+REASON_MALFORMED_JSON = "malformed_json"
+REASON_INVALID_OP = "invalid_op"
+REASON_MISSING_KEY = "missing_key"
+REASON_INVALID_VALUE = "invalid_value"
+REASON_INVALID_ENVELOPE = "invalid_envelope"
+QUARANTINE_REASONS = (
+    REASON_MALFORMED_JSON,
+    REASON_INVALID_OP,
+    REASON_MISSING_KEY,
+    REASON_INVALID_VALUE,
+    REASON_INVALID_ENVELOPE,
+)
+
+MONEY = DecimalType(12, 2)
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: IcebergType
+    doc: str
+    required: bool = False
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    """One landing topic and the bronze table it feeds."""
+
+    table: str
+    topic: str
+    key: str
+    columns: tuple[Column, ...]
+    cdc: bool = True
+
+    @property
+    def identifier(self) -> str:
+        return f"{NAMESPACE}.{self.table}"
+
+    @property
+    def column_names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.columns)
+
+
+def _ts(name: str, doc: str) -> Column:
+    return Column(name, TimestampType(), doc)
+
+
+TOPICS: dict[str, TopicSpec] = {
+    spec.table: spec
+    for spec in (
+        TopicSpec(
+            table="tenants",
+            topic="oltp.public.tenants",
+            key="tenant_id",
+            columns=(
+                Column("tenant_id", StringType(), "Tenant key."),
+                Column("name", StringType(), "Tenant display name."),
+                Column("tier", StringType(), "Pricing tier: bronze, silver or gold."),
+                Column("region", StringType(), "Home region of the tenant."),
+                _ts("updated_at", "Row update time in the OLTP database (UTC)."),
+            ),
+        ),
+        TopicSpec(
+            table="couriers",
+            topic="oltp.public.couriers",
+            key="courier_id",
+            columns=(
+                Column("courier_id", LongType(), "Courier key."),
+                Column("name", StringType(), "Courier name."),
+                Column("region", StringType(), "Region the courier works in."),
+                Column("vehicle", StringType(), "bike, motorbike, car or van."),
+                Column("active", BooleanType(), "Whether the courier takes orders."),
+                _ts("updated_at", "Row update time in the OLTP database (UTC)."),
+            ),
+        ),
+        TopicSpec(
+            table="orders",
+            topic="oltp.public.orders",
+            key="order_id",
+            columns=(
+                Column("order_id", LongType(), "Order key."),
+                Column("tenant_id", StringType(), "Tenant that placed the order."),
+                Column("courier_id", LongType(), "Assigned courier; null until assigned."),
+                Column("region", StringType(), "Delivery region."),
+                Column("status", StringType(), "created, assigned, picked_up, in_transit, delivered, cancelled."),
+                Column("total_amount", MONEY, "Order total charged to the customer."),
+                Column("delivery_fee", MONEY, "Part of the total paid to the courier."),
+                _ts("created_at", "Order creation time (UTC)."),
+                _ts("promised_at", "Promised delivery time (UTC)."),
+                _ts("delivered_at", "Actual delivery time (UTC); null until delivered."),
+                _ts("updated_at", "Row update time in the OLTP database (UTC)."),
+            ),
+        ),
+        TopicSpec(
+            table="payments",
+            topic="oltp.public.payments",
+            key="payment_id",
+            columns=(
+                Column("payment_id", LongType(), "Payment key."),
+                Column("order_id", LongType(), "Order the payment belongs to."),
+                Column("amount", MONEY, "Payment amount."),
+                Column("method", StringType(), "card, pix, boleto or cash."),
+                Column("status", StringType(), "authorized, captured, refunded or failed."),
+                _ts("created_at", "Payment creation time (UTC)."),
+                _ts("updated_at", "Row update time in the OLTP database (UTC)."),
+            ),
+        ),
+        TopicSpec(
+            table="tracking_pings",
+            topic="logistics.tracking_pings",
+            key="ping_id",
+            cdc=False,
+            columns=(
+                Column("ping_id", StringType(), "Ping id (uuid): the event identity of a ping."),
+                Column("courier_id", LongType(), "Courier whose device sent the ping."),
+                Column("order_id", LongType(), "Order being carried, if any."),
+                Column("lat", DoubleType(), "Latitude (WGS84)."),
+                Column("lon", DoubleType(), "Longitude (WGS84)."),
+                Column("speed_kmh", DoubleType(), "Speed reported by the device."),
+                _ts("recorded_at", "Device clock time of the ping (UTC): its event time."),
+            ),
+        ),
+    )
+}
+
+TOPIC_BY_NAME: dict[str, TopicSpec] = {spec.topic: spec for spec in TOPICS.values()}
+
+# Metadata columns, in table order after the row columns. All are pure functions of the landing files.
+ADDRESS_COLUMNS: tuple[Column, ...] = (
+    Column("_topic", StringType(), "Kafka topic of the landed line.", True),
+    Column("_kafka_partition", IntegerType(), "Kafka partition, from the file name.", True),
+    Column("_offset", LongType(), "Kafka offset of the line: start offset of the file + line index.", True),
+    Column("_source_file", StringType(), "Landing file, relative to the landing root.", True),
+)
+EVENT_COLUMNS: tuple[Column, ...] = (
+    Column("_event_id", StringType(), "Hash of the event identity: equal for redelivered copies.", True),
+    Column("_event_time", TimestampType(), "Event time: source.ts_ms for CDC, recorded_at for pings (UTC).", True),
+    Column("_arrival_hour", TimestampType(), "Arrival hour (UTC) from the dt=/hr= folder.", True),
+    Column("_is_late", BooleanType(), "Event time earlier than arrival hour start minus allowed lateness.", True),
+    Column("_lateness_seconds", LongType(), "max(0, arrival hour start - event time) in seconds.", True),
+)
+CDC_COLUMNS: tuple[Column, ...] = (
+    Column("_op", StringType(), "Debezium op: c, u, d or r.", True),
+    Column("_lsn", LongType(), "source.lsn: orders the changes of one row.", True),
+    Column("_tx_id", LongType(), "source.txId of the OLTP transaction."),
+    Column("_connector_ts", TimestampType(), "Envelope ts_ms: when the connector processed the change."),
+)
+
+
+def metadata_columns(spec: TopicSpec) -> tuple[Column, ...]:
+    return ADDRESS_COLUMNS + EVENT_COLUMNS + (CDC_COLUMNS if spec.cdc else ())
+
+
+def _schema(columns: tuple[Column, ...]) -> Schema:
+    return Schema(
+        *(
+            NestedField(field_id=i, name=c.name, field_type=c.type, required=c.required, doc=c.doc)
+            for i, c in enumerate(columns, start=1)
+        )
+    )
+
+
+def table_schema(spec: TopicSpec) -> Schema:
+    """Iceberg schema of a bronze data table: row columns, then metadata columns."""
+    return _schema(spec.columns + metadata_columns(spec))
+
+
+QUARANTINE_COLUMNS: tuple[Column, ...] = (
+    *ADDRESS_COLUMNS,
+    Column("_arrival_hour", TimestampType(), "Arrival hour (UTC) from the dt=/hr= folder.", True),
+    Column("reason", StringType(), "Why the line was rejected (sources.md reasons).", True),
+    Column("error_detail", StringType(), "What exactly was wrong, for a person."),
+    Column("raw_line", StringType(), "The line as landed: text, or base64 when not valid UTF-8.", True),
+    Column("raw_encoding", StringType(), "utf-8 or base64.", True),
+)
+
+INGEST_LOG_COLUMNS: tuple[Column, ...] = (
+    Column("topic", StringType(), "Landing topic.", True),
+    Column("arrival_hour", TimestampType(), "Arrival hour (UTC) that was ingested.", True),
+    Column("files", StringType(), "JSON list of [relative path, size] of the input files.", True),
+    Column("fingerprint", StringType(), "Hash of the input file set (names and sizes).", True),
+    Column("file_count", IntegerType(), "Number of input files.", True),
+    Column("bytes", LongType(), "Bytes read.", True),
+    Column("lines", LongType(), "Lines landed.", True),
+    Column("rows", LongType(), "Rows written to the bronze table.", True),
+    Column("quarantined", LongType(), "Lines written to bronze.quarantine.", True),
+    Column("tombstones", LongType(), "Tombstone lines (counted, not stored).", True),
+    Column("late_events", LongType(), "Rows flagged late.", True),
+)
+
+
+def quarantine_schema() -> Schema:
+    return _schema(QUARANTINE_COLUMNS)
+
+
+def ingest_log_schema() -> Schema:
+    return _schema(INGEST_LOG_COLUMNS)
+
+
+def partition_spec(schema: Schema, column: str = "_arrival_hour") -> PartitionSpec:
+    """Day partitions on the arrival hour: an hour's replace touches one partition, compaction merges a day."""
+    source_id = schema.find_field(column).field_id
+    return PartitionSpec(
+        PartitionField(source_id=source_id, field_id=1000, transform=DayTransform(), name=f"{column}_day")
+    )
+
+
+def sort_order(schema: Schema, column: str = "_event_time") -> SortOrder:
+    """Compaction sorts by event time so that event-time scans prune files by their min/max."""
+    return SortOrder(SortField(source_id=schema.find_field(column).field_id, transform=IdentityTransform()))

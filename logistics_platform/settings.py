@@ -1,0 +1,216 @@
+"""The one place that decides the environment (local / prod) and reads configuration from env vars.
+
+Nothing else in the package reads ``os.environ``: everything receives a :class:`Settings`.
+Every variable has a documented default (see ``SETTINGS_DOC`` and the README's settings table).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+DBT_PROJECT_DIR = PROJECT_ROOT / "dbt_project"
+
+ENVIRONMENTS = ("local", "prod")
+
+# name -> (default shown to people, meaning). The README table is generated from this.
+SETTINGS_DOC: dict[str, tuple[str, str]] = {
+    "LOGISTICS_ENV": ("local", "Environment: `local` (embedded SQLite + files) or `prod` (PostgreSQL + S3)."),
+    "LANDING_DIR": ("./landing", "Root of the Kafka Connect landing zone (`topics/<topic>/dt=/hr=`)."),
+    "ICEBERG_CATALOG_URI": (
+        "sqlite:///iceberg_warehouse/catalog.db",
+        "SQLAlchemy URI of the pyiceberg SQL catalog (PostgreSQL in prod).",
+    ),
+    "ICEBERG_WAREHOUSE": ("file://iceberg_warehouse", "Warehouse root for new Iceberg tables (s3:// in prod)."),
+    "DUCKDB_PATH": ("iceberg_warehouse/analytics.duckdb", "DuckDB database file that dbt builds into."),
+    "ALLOWED_LATENESS_HOURS": ("2", "Allowed lateness L: later events update state but not event-time windows."),
+    "ALERT_WEBHOOK_URL": ("(unset)", "Slack-compatible webhook that receives alerts; unset = local log only."),
+    "ALERTS_LOG": (".dagster_home/alerts.jsonl", "JSON Lines file every alert is appended to."),
+    "PARTITIONS_START": ("2026-11-01-00:00", "First arrival-hour partition (Dagster hourly key)."),
+    "DBT_TARGET": ("local (prod when LOGISTICS_ENV=prod)", "dbt target in dbt_project/profiles.yml."),
+    "INGEST_BATCH_ROWS": ("200000", "Rows per Arrow batch / data file written by the bronze ingest."),
+    "BRONZE_FRESHNESS_HOURS": ("2", "Bronze tables older than this fail their freshness check."),
+    "MARTS_FRESHNESS_HOURS": ("26", "Marts older than this fail their freshness check."),
+    "COMPACTION_TARGET_FILE_BYTES": ("134217728", "Target size of compacted data files (128 MiB)."),
+    "COMPACTION_SMALL_FILE_BYTES": ("33554432", "Files below this size are compaction candidates (32 MiB)."),
+    "SNAPSHOT_RETENTION_DAYS": ("7", "Snapshots older than this are expired (tagged ones are kept)."),
+    "SNAPSHOT_MIN_KEEP": ("10", "Expiry always keeps at least this many recent snapshots."),
+    "ORPHAN_SAFETY_DAYS": ("3", "Unreferenced files younger than this are never deleted (commits in flight)."),
+    "MANIFEST_MAX_PER_SNAPSHOT": ("100", "Above this many manifests a snapshot's manifests are consolidated."),
+    "DAILY_TAG_RETENTION_DAYS": ("365", "How long the `daily-YYYY-MM-DD` tags are kept."),
+    "ICEBERG_S3_ENDPOINT": ("(unset)", "S3-compatible endpoint for the warehouse in prod."),
+    "ICEBERG_S3_ACCESS_KEY_ID": ("(unset)", "S3 access key id (prod)."),
+    "ICEBERG_S3_SECRET_ACCESS_KEY": ("(unset)", "S3 secret key (prod)."),
+    "ICEBERG_S3_REGION": ("us-east-1", "S3 region (prod)."),
+}
+
+
+class SettingsError(ValueError):
+    """A configuration value is invalid; the message names the variable and what it accepts."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Resolved platform configuration. Build it with :func:`load_settings`."""
+
+    env: str = "local"
+    landing_dir: Path = PROJECT_ROOT / "landing"
+    catalog_uri: str = f"sqlite:///{PROJECT_ROOT / 'iceberg_warehouse' / 'catalog.db'}"
+    warehouse: str = f"file://{PROJECT_ROOT / 'iceberg_warehouse'}"
+    duckdb_path: Path = PROJECT_ROOT / "iceberg_warehouse" / "analytics.duckdb"
+    allowed_lateness_hours: float = 2.0
+    alert_webhook_url: str | None = None
+    alerts_log: Path = PROJECT_ROOT / ".dagster_home" / "alerts.jsonl"
+    partitions_start: str = "2026-11-01-00:00"
+    dbt_target: str = "local"
+    ingest_batch_rows: int = 200_000
+    bronze_freshness_hours: float = 2.0
+    marts_freshness_hours: float = 26.0
+    compaction_target_file_bytes: int = 128 * 1024 * 1024
+    compaction_small_file_bytes: int = 32 * 1024 * 1024
+    snapshot_retention_days: float = 7.0
+    snapshot_min_keep: int = 10
+    orphan_safety_days: float = 3.0
+    manifest_max_per_snapshot: int = 100
+    daily_tag_retention_days: int = 365
+    s3: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def catalog_name(self) -> str:
+        return "logistics"
+
+    @property
+    def allowed_lateness_seconds(self) -> int:
+        return int(self.allowed_lateness_hours * 3600)
+
+    @property
+    def catalog_properties(self) -> dict[str, str]:
+        """Properties for pyiceberg's SqlCatalog (and the FileIO behind it)."""
+        props = {"uri": self.catalog_uri, "warehouse": self.warehouse}
+        props.update(self.s3)
+        return props
+
+    @property
+    def partitions_start_datetime(self) -> datetime:
+        return datetime.strptime(self.partitions_start, "%Y-%m-%d-%H:%M")
+
+    def with_overrides(self, **changes: object) -> Settings:
+        """A copy with some fields replaced (tests and CLI flags)."""
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+
+def _path(value: str, base: Path) -> Path:
+    p = Path(value).expanduser()
+    return p if p.is_absolute() else (base / p).resolve()
+
+
+def _number(env: Mapping[str, str], name: str, default: float, kind: type = float) -> float:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = kind(raw)
+    except ValueError:
+        raise SettingsError(f"{name}={raw!r} is not a {kind.__name__}; unset it to use {default}") from None
+    if value < 0:
+        raise SettingsError(f"{name}={raw!r} must not be negative")
+    return value
+
+
+def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
+    """Read the settings from ``environ`` (default: the process environment)."""
+    env = dict(os.environ if environ is None else environ)
+    mode = env.get("LOGISTICS_ENV", "local").strip().lower() or "local"
+    if mode not in ENVIRONMENTS:
+        raise SettingsError(f"LOGISTICS_ENV={mode!r}: expected one of {', '.join(ENVIRONMENTS)}")
+    cwd = Path.cwd()
+    d = Settings()
+    start = env.get("PARTITIONS_START", d.partitions_start)
+    try:
+        datetime.strptime(start, "%Y-%m-%d-%H:%M")
+    except ValueError:
+        raise SettingsError(f"PARTITIONS_START={start!r}: expected YYYY-MM-DD-HH:MM, e.g. 2026-11-01-00:00") from None
+
+    catalog_uri = env.get("ICEBERG_CATALOG_URI") or d.catalog_uri
+    warehouse = env.get("ICEBERG_WAREHOUSE") or d.warehouse
+    if warehouse.startswith("file://") and not warehouse.startswith("file:///"):
+        # file://relative/path: resolve against the working directory like every other path setting.
+        warehouse = f"file://{_path(warehouse[len('file://'):], cwd)}"
+    if mode == "prod" and catalog_uri.startswith("sqlite"):
+        raise SettingsError(
+            "LOGISTICS_ENV=prod needs ICEBERG_CATALOG_URI on PostgreSQL "
+            "(postgresql+psycopg2://user@host:5432/db); the SQLite catalog does not take parallel writers"
+        )
+    s3 = {}
+    for key, prop in (
+        ("ICEBERG_S3_ENDPOINT", "s3.endpoint"),
+        ("ICEBERG_S3_ACCESS_KEY_ID", "s3.access-key-id"),
+        ("ICEBERG_S3_SECRET_ACCESS_KEY", "s3.secret-access-key"),
+        ("ICEBERG_S3_REGION", "s3.region"),
+    ):
+        if env.get(key):
+            s3[prop] = env[key]
+
+    return Settings(
+        env=mode,
+        landing_dir=_path(env["LANDING_DIR"], cwd) if env.get("LANDING_DIR") else d.landing_dir,
+        catalog_uri=catalog_uri,
+        warehouse=warehouse,
+        duckdb_path=_path(env["DUCKDB_PATH"], cwd) if env.get("DUCKDB_PATH") else d.duckdb_path,
+        allowed_lateness_hours=_number(env, "ALLOWED_LATENESS_HOURS", d.allowed_lateness_hours),
+        alert_webhook_url=env.get("ALERT_WEBHOOK_URL") or None,
+        alerts_log=_path(env["ALERTS_LOG"], cwd) if env.get("ALERTS_LOG") else d.alerts_log,
+        partitions_start=start,
+        dbt_target=env.get("DBT_TARGET") or ("prod" if mode == "prod" else "local"),
+        ingest_batch_rows=int(_number(env, "INGEST_BATCH_ROWS", d.ingest_batch_rows, int)),
+        bronze_freshness_hours=_number(env, "BRONZE_FRESHNESS_HOURS", d.bronze_freshness_hours),
+        marts_freshness_hours=_number(env, "MARTS_FRESHNESS_HOURS", d.marts_freshness_hours),
+        compaction_target_file_bytes=int(
+            _number(env, "COMPACTION_TARGET_FILE_BYTES", d.compaction_target_file_bytes, int)
+        ),
+        compaction_small_file_bytes=int(
+            _number(env, "COMPACTION_SMALL_FILE_BYTES", d.compaction_small_file_bytes, int)
+        ),
+        snapshot_retention_days=_number(env, "SNAPSHOT_RETENTION_DAYS", d.snapshot_retention_days),
+        snapshot_min_keep=int(_number(env, "SNAPSHOT_MIN_KEEP", d.snapshot_min_keep, int)),
+        orphan_safety_days=_number(env, "ORPHAN_SAFETY_DAYS", d.orphan_safety_days),
+        manifest_max_per_snapshot=int(_number(env, "MANIFEST_MAX_PER_SNAPSHOT", d.manifest_max_per_snapshot, int)),
+        daily_tag_retention_days=int(_number(env, "DAILY_TAG_RETENTION_DAYS", d.daily_tag_retention_days, int)),
+        s3=s3,
+    )
+
+
+def local_settings(root: Path, **overrides: object) -> Settings:
+    """Settings that keep every piece of state under ``root`` (tests, benchmarks, rebuilds)."""
+    root = Path(root).resolve()
+    base = Settings(
+        landing_dir=root / "landing",
+        catalog_uri=f"sqlite:///{root / 'warehouse' / 'catalog.db'}",
+        warehouse=f"file://{root / 'warehouse'}",
+        duckdb_path=root / "warehouse" / "analytics.duckdb",
+        alerts_log=root / "alerts.jsonl",
+    )
+    return base.with_overrides(**overrides) if overrides else base
+
+
+def subprocess_env(settings: Settings) -> dict[str, str]:
+    """Environment for child processes (dbt): the parent's, plus the resolved settings, tracking off."""
+    env = dict(os.environ)
+    env.update(
+        {
+            "LOGISTICS_ENV": settings.env,
+            "LANDING_DIR": str(settings.landing_dir),
+            "ICEBERG_CATALOG_URI": settings.catalog_uri,
+            "ICEBERG_WAREHOUSE": settings.warehouse,
+            "DUCKDB_PATH": str(settings.duckdb_path),
+            "ALLOWED_LATENESS_HOURS": str(settings.allowed_lateness_hours),
+            "DBT_TARGET": settings.dbt_target,
+            "DO_NOT_TRACK": "1",
+            "DBT_SEND_ANONYMOUS_USAGE_STATS": "False",
+        }
+    )
+    return env
