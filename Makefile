@@ -12,7 +12,7 @@ export DO_NOT_TRACK := 1
 export DBT_SEND_ANONYMOUS_USAGE_STATS := False
 export DAGSTER_HOME := $(CURDIR)/.dagster_home
 
-.PHONY: setup run test dev lint bench docs clean
+.PHONY: setup services run test dev lint bench docs clean
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -31,7 +31,15 @@ run: setup
 	$(BIN)/logistics-platform generate --if-absent
 	$(BIN)/logistics-platform run
 
-test: setup
+# The PostgreSQL catalog tests need the local server; start it when this machine has one that is down.
+services:
+	@if command -v pg_isready >/dev/null && ! pg_isready -q -h 127.0.0.1 -p 5432; then \
+		echo "starting PostgreSQL"; \
+		pg_ctlcluster --skip-systemctl-redirect $$(ls /etc/postgresql | head -1) main start; \
+		for i in $$(seq 1 30); do pg_isready -q -h 127.0.0.1 -p 5432 && break; sleep 1; done; \
+	fi
+
+test: setup services
 	$(BIN)/ruff check logistics_platform tests benchmarks
 	$(BIN)/python -m pytest -q tests
 
