@@ -1,0 +1,132 @@
+"""Alerts: a Slack-compatible message for a failed run or check, delivered to a webhook and a local log.
+
+Formatting is pure; :func:`deliver` does the I/O. Delivery never raises: an alert that cannot reach the
+webhook is still in the local JSON Lines log (always written first), and the failure is logged.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import urllib.error
+import urllib.request
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+WEBHOOK_TIMEOUT_SECONDS = 5.0
+# Slack truncates long section text (3000 chars); keep the error readable and the payload valid.
+MAX_ERROR_CHARS = 1500
+
+KIND_RUN_FAILURE = "run_failure"
+KIND_CHECK_FAILURE = "check_failure"
+KIND_FRESHNESS = "freshness"
+
+
+@dataclass(frozen=True)
+class Alert:
+    """What went wrong, where: enough for a person to find the run and re-run the partition."""
+
+    kind: str
+    summary: str
+    error: str
+    run_id: str | None = None
+    job_name: str | None = None
+    assets: tuple[str, ...] = ()
+    partition: str | None = None
+    check_name: str | None = None
+    at: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
+
+    def to_record(self) -> dict[str, Any]:
+        record = asdict(self)
+        record["assets"] = list(self.assets)
+        return record
+
+
+@dataclass(frozen=True)
+class DeliveryResult:
+    logged: bool
+    posted: bool
+    error: str | None = None
+
+
+def _truncate(text: str, limit: int = MAX_ERROR_CHARS) -> str:
+    text = text.strip()
+    return text if len(text) <= limit else text[: limit - 20].rstrip() + "\n... (truncated)"
+
+
+def format_slack(alert: Alert) -> dict[str, Any]:
+    """The Slack incoming-webhook payload: ``text`` (notification fallback) and ``blocks``."""
+    assets = ", ".join(alert.assets) or "-"
+    title = {
+        KIND_RUN_FAILURE: "Run failed",
+        KIND_CHECK_FAILURE: "Asset check failed",
+        KIND_FRESHNESS: "Data is stale",
+    }.get(alert.kind, "Alert")
+    text = (
+        f"{title}: {alert.summary} | run {alert.run_id or '-'} | asset {assets} | "
+        f"partition {alert.partition or '-'} | error: {_truncate(alert.error, 300)}"
+    )
+    fields = [
+        {"type": "mrkdwn", "text": f"*Run*\n`{alert.run_id or '-'}`" + (f" ({alert.job_name})" * bool(alert.job_name))},
+        {"type": "mrkdwn", "text": f"*Asset*\n{assets}"},
+        {"type": "mrkdwn", "text": f"*Partition*\n{alert.partition or '-'}"},
+    ]
+    if alert.check_name:
+        fields.append({"type": "mrkdwn", "text": f"*Check*\n{alert.check_name}"})
+    blocks = [
+        {"type": "header", "text": {"type": "plain_text", "text": f"{title}: {alert.summary}"[:150]}},
+        {"type": "section", "fields": fields},
+        {"type": "section", "text": {"type": "mrkdwn", "text": f"*Error*\n```{_truncate(alert.error)}```"}},
+        {"type": "context", "elements": [{"type": "mrkdwn", "text": f"{alert.kind} at {alert.at}"}]},
+    ]
+    return {"text": text, "blocks": blocks}
+
+
+def append_log(path: Path, alert: Alert) -> None:
+    """Append one JSON line (the alert and its Slack payload) to the local alerts log."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    line = json.dumps({**alert.to_record(), "message": format_slack(alert)}, sort_keys=True)
+    with path.open("a", encoding="utf-8") as fh:
+        fh.write(line + "\n")
+
+
+def post_webhook(url: str, payload: dict[str, Any], timeout: float = WEBHOOK_TIMEOUT_SECONDS) -> None:
+    """POST ``payload`` as JSON; raises on a transport error or a non-2xx answer."""
+    request = urllib.request.Request(
+        url,
+        data=json.dumps(payload).encode("utf-8"),
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
+    with urllib.request.urlopen(request, timeout=timeout) as response:
+        if not 200 <= response.status < 300:
+            raise urllib.error.HTTPError(url, response.status, "webhook refused the alert", response.headers, None)
+
+
+def deliver(alert: Alert, alerts_log: Path, webhook_url: str | None) -> DeliveryResult:
+    """Log the alert locally (always), then POST it when a webhook is configured. Never raises."""
+    logged = True
+    try:
+        append_log(alerts_log, alert)
+    except OSError as exc:
+        logged = False
+        log.error("could not append the alert to %s (%s); check the ALERTS_LOG path", alerts_log, exc)
+    if not webhook_url:
+        return DeliveryResult(logged=logged, posted=False)
+    try:
+        post_webhook(webhook_url, format_slack(alert))
+    except Exception as exc:  # any failure to deliver must not break the sensor that raised the alert
+        log.warning("alert not delivered to ALERT_WEBHOOK_URL (%s); it is in %s", exc, alerts_log)
+        return DeliveryResult(logged=logged, posted=False, error=str(exc))
+    return DeliveryResult(logged=logged, posted=True)
+
+
+def read_log(path: Path) -> list[dict[str, Any]]:
+    """All alerts recorded in the local log (tests and the runbook)."""
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
