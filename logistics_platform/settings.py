@@ -35,6 +35,10 @@ SETTINGS_DOC: dict[str, tuple[str, str]] = {
     "INGEST_BATCH_ROWS": ("200000", "Rows per Arrow batch / data file written by the bronze ingest."),
     "BRONZE_FRESHNESS_HOURS": ("2", "Bronze tables older than this fail their freshness check."),
     "MARTS_FRESHNESS_HOURS": ("26", "Marts older than this fail their freshness check."),
+    "AUTOMATION_DEFAULT_STATUS": (
+        "running",
+        "Initial state of the sensors and schedules in a fresh Dagster instance: `running` or `stopped`.",
+    ),
     "COMPACTION_TARGET_FILE_BYTES": ("134217728", "Target size of compacted data files (128 MiB)."),
     "COMPACTION_SMALL_FILE_BYTES": ("33554432", "Files below this size are compaction candidates (32 MiB)."),
     "SNAPSHOT_RETENTION_DAYS": ("7", "Snapshots older than this are expired (tagged ones are kept)."),
@@ -70,6 +74,7 @@ class Settings:
     ingest_batch_rows: int = 200_000
     bronze_freshness_hours: float = 2.0
     marts_freshness_hours: float = 26.0
+    automation_running: bool = True
     compaction_target_file_bytes: int = 128 * 1024 * 1024
     compaction_small_file_bytes: int = 32 * 1024 * 1024
     snapshot_retention_days: float = 7.0
@@ -155,6 +160,10 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         if env.get(key):
             s3[prop] = env[key]
 
+    automation = (env.get("AUTOMATION_DEFAULT_STATUS") or "running").strip().lower()
+    if automation not in ("running", "stopped"):
+        raise SettingsError(f"AUTOMATION_DEFAULT_STATUS={automation!r}: expected running or stopped")
+
     return Settings(
         env=mode,
         landing_dir=_path(env["LANDING_DIR"], cwd) if env.get("LANDING_DIR") else d.landing_dir,
@@ -169,6 +178,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         ingest_batch_rows=int(_number(env, "INGEST_BATCH_ROWS", d.ingest_batch_rows, int)),
         bronze_freshness_hours=_number(env, "BRONZE_FRESHNESS_HOURS", d.bronze_freshness_hours),
         marts_freshness_hours=_number(env, "MARTS_FRESHNESS_HOURS", d.marts_freshness_hours),
+        automation_running=automation == "running",
         compaction_target_file_bytes=int(
             _number(env, "COMPACTION_TARGET_FILE_BYTES", d.compaction_target_file_bytes, int)
         ),
