@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 HOUR_KEY_FORMAT = "%Y-%m-%d-%H:%M"
 CURSOR_VERSION = 1
@@ -21,6 +23,8 @@ CURSOR_VERSION = 1
 # bounds the cursor (24 entries a day, ~70 bytes each) and the per-tick scan to a fixed window. A change to an
 # hour older than this is still found by `logistics-platform verify` and the backlog check.
 LOOKBACK_DAYS = 7
+_DT = re.compile(r"^dt=(\d{4}-\d{2}-\d{2})$")
+_HR = re.compile(r"^hr=([01]\d|2[0-3])$")
 
 
 def hour_key(hour: datetime) -> str:
@@ -121,3 +125,54 @@ def stale_topics(landed: Mapping[str, str], ingested: Mapping[str, str]) -> dict
         elif ingested[topic] != fp:
             out[topic] = "changed"
     return out
+
+
+def scan_landing(
+    landing_dir: Path, lookback_days: int | None = LOOKBACK_DAYS, hours: Iterable[str] | None = None
+) -> dict[str, dict[str, str]]:
+    """Hour key -> {topic: fingerprint} of the landing zone, for the known topics.
+
+    ``lookback_days`` limits the scan to the days folders within that many days of the newest one (the
+    sensor's window; None scans everything); ``hours`` limits it to those hour keys (the schedule).
+    Fingerprints are :func:`landing.fingerprint`, the same hash the ingest writes to ``bronze.ingest_log``.
+    """
+    from logistics_platform.lib.bronze_schema import TOPIC_BY_NAME
+    from logistics_platform.lib.landing import TOPICS_DIR, fingerprint, list_hour_files
+
+    root = Path(landing_dir) / TOPICS_DIR
+    if not root.is_dir():
+        return {}
+    wanted = {parse_hour_key(h).replace(tzinfo=None) for h in hours} if hours is not None else None
+    folders: list[tuple[str, str, str]] = []  # (topic, day, hh)
+    for topic_dir in root.iterdir():
+        if topic_dir.name not in TOPIC_BY_NAME or not topic_dir.is_dir():
+            continue
+        for dt_dir in topic_dir.iterdir():
+            m = _DT.match(dt_dir.name)
+            if not m or not dt_dir.is_dir():
+                continue
+            for hr_dir in dt_dir.iterdir():
+                h = _HR.match(hr_dir.name)
+                if h and hr_dir.is_dir():
+                    folders.append((topic_dir.name, m[1], h[1]))
+    if lookback_days is not None and folders:
+        newest = datetime.strptime(max(day for _, day, _ in folders), "%Y-%m-%d")
+        oldest_day = (newest - timedelta(days=lookback_days + 1)).strftime("%Y-%m-%d")
+        folders = [f for f in folders if f[1] >= oldest_day]
+    out: dict[str, dict[str, str]] = {}
+    for topic, day, hh in folders:
+        try:
+            hour = datetime.strptime(f"{day} {hh}", "%Y-%m-%d %H")
+        except ValueError:
+            continue
+        if wanted is not None and hour not in wanted:
+            continue
+        files = list_hour_files(Path(landing_dir), topic, hour)
+        if files:
+            out.setdefault(hour_key(hour), {})[topic] = fingerprint(files)
+    return out
+
+
+def hour_fingerprints(scan: Mapping[str, Mapping[str, str]]) -> dict[str, str]:
+    """Hour key -> combined fingerprint, from :func:`scan_landing`."""
+    return {hour: combine_fingerprints(topics) for hour, topics in scan.items()}
