@@ -242,15 +242,18 @@ class LineParser:
         self.arrival_us = parse_timestamp_micros(arrival_hour.isoformat())
         self.late_before_us = self.arrival_us - allowed_lateness_seconds * 1_000_000
         self.evolved = dict(evolved or {})
-        self.columns: list[tuple[str, str]] = [(c.name, kind_of(c.type)) for c in spec.columns]
-        self.columns += [(n, kind_of(t, evolved=True)) for n, t in self.evolved.items()]
+        contract = [(c.name, kind_of(c.type)) for c in spec.columns]
+        self.evolved_kinds = [(n, kind_of(t, evolved=True)) for n, t in self.evolved.items()]
+        self.columns: list[tuple[str, str]] = contract + self.evolved_kinds
         self.known = frozenset(n for n, _ in self.columns)
         self.key = spec.key
         self.key_kind = kind_of(next(c.type for c in spec.columns if c.name == spec.key))
-        self.value_columns = [(n, k) for n, k in self.columns if n != spec.key]
-        self.column_names: tuple[str, ...] = tuple(n for n, _ in self.columns) + tuple(
-            c.name for c in metadata_columns(spec)
+        self.value_columns = [(n, k) for n, k in contract if n != spec.key]
+        # Table order: contract columns, metadata columns, then columns added by schema evolution.
+        self.column_names: tuple[str, ...] = (
+            tuple(n for n, _ in contract) + tuple(c.name for c in metadata_columns(spec)) + tuple(self.evolved)
         )
+        self._n_evolved = len(self.evolved_kinds)
         self.cdc = spec.cdc
         if spec.columns[0].name != spec.key:
             raise ValueError(f"{spec.table}: the key column must come first in the contract")
@@ -290,9 +293,9 @@ class LineParser:
         gap = self.arrival_us - event_us
         return event_us < self.late_before_us, (gap // 1_000_000 if gap > 0 else 0)
 
-    def _values(self, data: dict[str, Any], out: list[Any]) -> Rejected | None:
+    def _values(self, data: dict[str, Any], out: list[Any], columns: list[tuple[str, str]]) -> Rejected | None:
         get = data.get
-        for name, kind in self.value_columns:
+        for name, kind in columns:
             v = get(name)
             if v is None:
                 out.append(None)
@@ -344,8 +347,8 @@ class LineParser:
                 key = self._key(env.get("before"))
             except _BadValue as e:
                 return Rejected(REASON_MISSING_KEY, f"delete: {e.detail}")
-            for name, _ in self.columns:
-                out.append(key if name == self.key else None)
+            out.append(key)
+            out += [None] * len(self.value_columns)
         else:
             after = env.get("after")
             if type(after) is not dict:
@@ -355,7 +358,7 @@ class LineParser:
             except _BadValue as e:
                 return Rejected(REASON_MISSING_KEY, e.detail)
             out.append(key)  # the key is the first column of every topic
-            bad = self._values(after, out)
+            bad = self._values(after, out, self.value_columns)
             if bad is not None:
                 return bad
             extras = self._extras(after)
@@ -377,8 +380,15 @@ class LineParser:
             lsn,
             tx_id if type(tx_id) is int and -_I64 <= tx_id < _I64 else None,
             conn_ts * 1000 if type(conn_ts) is int and -(2**53) <= conn_ts < 2**53 else None,
-            extras,
         )
+        if self._n_evolved:
+            if op == "d":
+                out += [None] * self._n_evolved
+            else:
+                bad = self._values(after, out, self.evolved_kinds)
+                if bad is not None:
+                    return bad
+        out.append(extras)
         return tuple(out)
 
     def _plain(self, obj: dict[str, Any], kafka_partition: int, offset: int, source_file: str) -> ParseResult:
@@ -387,7 +397,7 @@ class LineParser:
         except _BadValue as e:
             return Rejected(REASON_MISSING_KEY, e.detail)
         out: list[Any] = [key]
-        bad = self._values(obj, out)
+        bad = self._values(obj, out, self.value_columns)
         if bad is not None:
             return bad
         event_us = out[self._event_time_index]
@@ -404,7 +414,10 @@ class LineParser:
             self.arrival_us,
             is_late,
             lateness,
-            self._extras(obj),
         )
+        if self._n_evolved:
+            bad = self._values(obj, out, self.evolved_kinds)
+            if bad is not None:
+                return bad
+        out.append(self._extras(obj))
         return tuple(out)
-

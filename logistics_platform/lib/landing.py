@@ -148,8 +148,13 @@ def list_arrival_hours(landing_dir: Path, topics: Iterable[str] | None = None) -
 
 def fingerprint(files: Iterable[LandingFile]) -> str:
     """Deterministic hash of a file set: relative names and sizes, order-independent."""
+    return fingerprint_of((f.relpath, f.size) for f in files)
+
+
+def fingerprint_of(pairs: Iterable[tuple[str, int]]) -> str:
+    """:func:`fingerprint` of (relative path, size) pairs (e.g. as recorded in bronze.ingest_log)."""
     h = hashlib.sha256()
-    for rel, size in sorted((f.relpath, f.size) for f in files):
+    for rel, size in sorted(pairs):
         h.update(f"{rel}\t{size}\n".encode())
     return h.hexdigest()
 
