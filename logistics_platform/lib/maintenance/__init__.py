@@ -1,0 +1,207 @@
+"""Lakehouse maintenance on pyiceberg + pyarrow: compaction, expiry, orphans, manifests, daily tags, time travel.
+
+:func:`maintain_table` runs the steps in the order that keeps every table readable at every point:
+
+1. bound the metadata log (table properties; later commits delete metadata files that fall out of it),
+2. daily tags (before expiry, so the day-end snapshots are protected),
+3. compaction (REPLACE commits; old files stay referenced by the previous snapshots),
+4. manifest consolidation (REPLACE commit),
+5. snapshot expiry, then deletion of the files only expired snapshots referenced,
+6. orphan sweep (unreferenced files older than the safety window: also finishes a run that crashed).
+
+Each step commits on its own; a crash between steps leaves a valid table and the next run redoes what is left.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from pyiceberg.catalog import Catalog
+from pyiceberg.table import Table
+
+from logistics_platform.lib.maintenance.compaction import CompactionResult, compact_table
+from logistics_platform.lib.maintenance.expiry import ExpiryResult, ensure_metadata_retention, expire_table
+from logistics_platform.lib.maintenance.manifests import ManifestRewriteResult, rewrite_manifests
+from logistics_platform.lib.maintenance.options import Hooks, MaintenanceOptions
+from logistics_platform.lib.maintenance.orphans import OrphanResult, remove_orphans
+from logistics_platform.lib.maintenance.tags import TagResult, apply_daily_tags
+
+__all__ = [
+    "Hooks",
+    "MaintenanceOptions",
+    "TableReport",
+    "TableState",
+    "list_iceberg_tables",
+    "maintain_catalog",
+    "maintain_table",
+    "table_state",
+]
+
+log = logging.getLogger(__name__)
+
+MAINTAINED_NAMESPACES = ("bronze", "marts")
+
+
+@dataclass(frozen=True)
+class TableState:
+    """Storage footprint of a table: live data files of the current snapshot, and everything under its location."""
+
+    data_files: int
+    data_bytes: int
+    snapshots: int
+    manifests: int
+    stored_files: int
+    stored_bytes: int
+
+
+def table_state(table: Table) -> TableState:
+    from logistics_platform.lib.maintenance.files import list_files, pyarrow_io
+
+    snap = table.current_snapshot()
+    files = list(table.scan(snapshot_id=snap.snapshot_id).plan_files()) if snap else []
+    stored = list_files(pyarrow_io(table), table.location())
+    return TableState(
+        data_files=len(files),
+        data_bytes=sum(t.file.file_size_in_bytes for t in files),
+        snapshots=len(table.metadata.snapshots),
+        manifests=len(snap.manifests(table.io)) if snap else 0,
+        stored_files=len(stored),
+        stored_bytes=sum(f.size for f in stored),
+    )
+
+
+@dataclass
+class TableReport:
+    """Everything one maintenance run did (or, in dry-run, would do) to one table."""
+
+    table: str
+    dry_run: bool
+    before: TableState | None = None
+    after: TableState | None = None
+    tags: TagResult | None = None
+    compaction: CompactionResult | None = None
+    manifests: ManifestRewriteResult | None = None
+    expiry: ExpiryResult | None = None
+    orphans: OrphanResult | None = None
+    duration_s: float = 0.0
+    error: str | None = None
+    actions: list[str] = field(default_factory=list)
+
+    @property
+    def bytes_reclaimed(self) -> int:
+        expired = self.expiry.bytes_reclaimed if self.expiry else 0
+        orphaned = self.orphans.orphan_bytes if self.orphans else 0
+        return expired + orphaned
+
+    def metadata(self) -> dict[str, float | int | str]:
+        """Flat figures for Dagster metadata and the CLI table."""
+        out: dict[str, float | int | str] = {"duration_s": round(self.duration_s, 3), "dry_run": str(self.dry_run)}
+        for label, state in (("before", self.before), ("after", self.after)):
+            if state:
+                out[f"data_files_{label}"] = state.data_files
+                out[f"data_bytes_{label}"] = state.data_bytes
+                out[f"stored_files_{label}"] = state.stored_files
+                out[f"stored_bytes_{label}"] = state.stored_bytes
+                out[f"snapshots_{label}"] = state.snapshots
+                out[f"manifests_{label}"] = state.manifests
+        if self.compaction:
+            out["partitions_compacted"] = len(self.compaction.committed)
+            out["files_rewritten"] = self.compaction.files_rewritten
+            out["files_written"] = self.compaction.files_written
+            checks = [f"{p.partition}={p.checksum_after}" for p in self.compaction.committed]
+            if checks:
+                out["compaction_checksums"] = "; ".join(checks)
+        if self.expiry:
+            out["snapshots_expired"] = len(self.expiry.snapshots_expired)
+            out["expired_files_deleted"] = self.expiry.files_deleted + self.expiry.metadata_files_deleted
+        if self.orphans:
+            out["orphan_files_removed"] = self.orphans.deleted if not self.dry_run else 0
+            out["orphan_files_found"] = len(self.orphans.orphans)
+            out["orphan_bytes"] = self.orphans.orphan_bytes
+        if self.tags:
+            out["tags_created"] = len(self.tags.created)
+            out["tags_removed"] = len(self.tags.removed)
+        out["bytes_reclaimed"] = self.bytes_reclaimed
+        if self.error:
+            out["error"] = self.error
+        return out
+
+
+def maintain_table(
+    table: Table, options: MaintenanceOptions, progress: Callable[[str], None] | None = None
+) -> TableReport:
+    """Run every maintenance step on one table (see the module docstring for the order and why)."""
+    say = progress or (lambda msg: log.info("%s", msg))
+    name = ".".join(table.name())
+    now = options.current_time()
+    started = time.monotonic()
+    report = TableReport(table=name, dry_run=options.dry_run)
+    report.before = table_state(table)
+    if not options.dry_run and ensure_metadata_retention(table, options.metadata_previous_versions):
+        report.actions.append(f"metadata log bounded to {options.metadata_previous_versions} versions")
+
+    say(f"{name}: daily tags")
+    report.tags = apply_daily_tags(
+        table, now=now, retention_days=options.daily_tag_retention_days, dry_run=options.dry_run
+    )
+    say(f"{name}: compaction")
+    report.compaction = compact_table(
+        table,
+        small_file_bytes=options.small_file_bytes,
+        target_file_bytes=options.target_file_bytes,
+        dry_run=options.dry_run,
+        before_commit=options.hooks.before_compaction_commit,
+        progress=say,
+    )
+    say(f"{name}: manifests")
+    report.manifests = rewrite_manifests(
+        table,
+        max_manifests=options.max_manifests_per_snapshot,
+        target_manifest_bytes=options.target_manifest_bytes,
+        dry_run=options.dry_run,
+    )
+    say(f"{name}: snapshot expiry")
+    report.expiry = expire_table(
+        table,
+        retention=options.snapshot_retention,
+        min_keep=options.min_snapshots_to_keep,
+        now=now,
+        dry_run=options.dry_run,
+        hooks=options.hooks,
+    )
+    say(f"{name}: orphan files")
+    report.orphans = remove_orphans(table, safety_window=options.orphan_safety_window, now=now, dry_run=options.dry_run)
+    table.refresh()
+    report.after = table_state(table)
+    report.duration_s = time.monotonic() - started
+    return report
+
+
+def list_iceberg_tables(catalog: Catalog, namespaces: tuple[str, ...] = MAINTAINED_NAMESPACES) -> list[str]:
+    """``namespace.table`` of every table in the maintained namespaces (missing namespaces are skipped)."""
+    out: list[str] = []
+    existing = {ns[0] if isinstance(ns, tuple) else str(ns) for ns in catalog.list_namespaces()}
+    for ns in namespaces:
+        if ns in existing:
+            out.extend(".".join(ident) for ident in catalog.list_tables(ns))
+    return sorted(out)
+
+
+def maintain_catalog(
+    catalog: Catalog,
+    options: MaintenanceOptions,
+    tables: list[str] | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> list[TableReport]:
+    """Maintain ``tables`` (default: every table in bronze and marts); a failing table does not stop the others."""
+    reports = []
+    for ident in tables if tables is not None else list_iceberg_tables(catalog):
+        try:
+            reports.append(maintain_table(catalog.load_table(ident), options, progress))
+        except Exception as exc:
+            log.exception("maintenance of %s failed", ident)
+            reports.append(TableReport(table=ident, dry_run=options.dry_run, error=f"{type(exc).__name__}: {exc}"))
+    return reports

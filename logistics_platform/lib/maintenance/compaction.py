@@ -1,0 +1,336 @@
+"""Bin-packing compaction of small data files, one atomic REPLACE commit per partition.
+
+For each partition of the table's default spec, data files smaller than ``small_file_bytes`` are grouped into
+bins of about ``target_file_bytes``; each bin is read (projected on the current schema, so files written
+before a column was added read as null there), sorted by the table's sort order, written as new files and
+read back. The commit replaces exactly the rewritten files and is refused unless the rows read back have the
+same order-independent checksum as the rows read in.
+
+Concurrency: the commit is validated against the snapshot that was read. A concurrent append is not a
+conflict (compaction changes no rows); pyiceberg refreshes and rebuilds the commit on the new head. If a file
+being replaced is no longer live (a concurrent re-ingest replaced that hour), the partition is skipped and
+the files written for it are deleted (the commit provably did not land).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+from pyiceberg.exceptions import CommitFailedException, ValidationException
+from pyiceberg.expressions import AlwaysTrue
+from pyiceberg.io.pyarrow import ArrowScan, _determine_partitions, pyarrow_to_schema, write_file
+from pyiceberg.manifest import DataFile
+from pyiceberg.table import FileScanTask, Table, WriteTask
+from pyiceberg.table.snapshots import Operation, Summary
+from pyiceberg.table.sorting import NullOrder, SortDirection
+from pyiceberg.table.update.snapshot import _OverwriteFiles
+from pyiceberg.transforms import IdentityTransform
+
+from logistics_platform.lib.maintenance.checksum import row_checksum
+from logistics_platform.lib.maintenance.files import pyarrow_io
+
+log = logging.getLogger(__name__)
+
+SNAPSHOT_PROP_KIND = "logistics.maintenance"
+MAX_OUTER_ATTEMPTS = 3
+
+
+class CompactionError(RuntimeError):
+    """A rewrite would change data (checksum mismatch); nothing was committed."""
+
+
+@dataclass
+class PartitionCompaction:
+    """What happened to one partition."""
+
+    partition: str
+    files_in_partition: int
+    files_before: int  # files rewritten
+    bytes_before: int
+    files_after: int = 0
+    bytes_after: int = 0
+    rows: int = 0
+    checksum_before: str = ""
+    checksum_after: str = ""
+    status: str = "planned"  # committed | dry-run | skipped: <reason>
+    attempts: int = 0
+    snapshot_id: int | None = None
+
+
+@dataclass
+class CompactionResult:
+    table: str
+    partitions: list[PartitionCompaction] = field(default_factory=list)
+
+    @property
+    def committed(self) -> list[PartitionCompaction]:
+        return [p for p in self.partitions if p.status == "committed"]
+
+    @property
+    def files_rewritten(self) -> int:
+        return sum(p.files_before for p in self.committed)
+
+    @property
+    def files_written(self) -> int:
+        return sum(p.files_after for p in self.committed)
+
+
+class _RewriteFiles(_OverwriteFiles):
+    """An overwrite that records a REPLACE snapshot and treats concurrent appends as no conflict."""
+
+    def _summary(self, snapshot_properties: dict[str, str] | None = None) -> Summary:  # type: ignore[override]
+        summary = super()._summary(snapshot_properties or {})
+        # REPLACE tells readers (and other writers' validation) that no logical data changed.
+        return Summary(Operation.REPLACE, **summary.additional_properties)
+
+    def _validate_concurrency(self) -> None:
+        from pyiceberg.table.update.validate import _validate_no_new_deletes_for_data_files
+
+        window = self._commit_window
+        if window is None or window.is_empty() or window.head is None:
+            return
+        # Liveness of every replaced file is enforced by _deleted_entries (ValidationException if one is gone);
+        # here only delete files attached concurrently to a replaced file would make the rewrite lose a delete.
+        _validate_no_new_deletes_for_data_files(
+            self._transaction._table, window.head, None, self._deleted_data_files, window.base
+        )
+
+
+def _bins(files: list[DataFile], target_bytes: int) -> list[list[DataFile]]:
+    """First-fit decreasing bin packing by file size; bins of a single file are dropped (nothing to merge)."""
+    bins: list[tuple[int, list[DataFile]]] = []
+    for f in sorted(files, key=lambda d: d.file_size_in_bytes, reverse=True):
+        for i, (size, members) in enumerate(bins):
+            if size + f.file_size_in_bytes <= target_bytes:
+                members.append(f)
+                bins[i] = (size + f.file_size_in_bytes, members)
+                break
+        else:
+            bins.append((f.file_size_in_bytes, [f]))
+    return [members for _, members in bins if len(members) > 1]
+
+
+def _sort_keys(table: Table) -> list[tuple[str, str, str]]:
+    order = table.sort_order()
+    keys: list[tuple[str, str, str]] = []
+    schema = table.schema()
+    for f in order.fields:
+        if not isinstance(f.transform, IdentityTransform):
+            break  # a transformed sort key cannot be applied by a plain column sort; keep the prefix
+        name = schema.find_column_name(f.source_id)
+        if name is None:
+            break
+        direction = "ascending" if f.direction == SortDirection.ASC else "descending"
+        keys.append((name, direction, "at_start" if f.null_order == NullOrder.NULLS_FIRST else "at_end"))
+    return keys
+
+
+def _read(table: Table, files: list[DataFile]) -> pa.Table:
+    scan = ArrowScan(table.metadata, pyarrow_io(table), table.schema(), AlwaysTrue())
+    return scan.to_table([FileScanTask(f) for f in files])
+
+
+def _write(table: Table, rows: pa.Table, rows_per_file: int) -> list[DataFile]:
+    io = pyarrow_io(table)
+    md = table.metadata
+    task_schema = pyarrow_to_schema(
+        rows.schema, name_mapping=md.schema().name_mapping, format_version=md.format_version
+    )
+    write_uuid = uuid.uuid4()
+    counter = itertools.count(0)
+    spec = md.spec()
+    if spec.is_unpartitioned():
+        parts = [(None, rows)]
+    else:
+        found = list(_determine_partitions(spec, md.schema(), rows))
+        if len(found) != 1:
+            raise CompactionError(f"a compaction bin spans {len(found)} partitions; expected exactly one")
+        parts = [(found[0].partition_key, found[0].arrow_table_partition)]
+    tasks = []
+    for key, part in parts:
+        for start in range(0, part.num_rows, rows_per_file):
+            chunk = part.slice(start, rows_per_file)
+            tasks.append(
+                WriteTask(
+                    write_uuid=write_uuid,
+                    task_id=next(counter),
+                    schema=task_schema,
+                    record_batches=chunk.to_batches(),
+                    partition_key=key,
+                    sort_order_id=table.sort_order().order_id,
+                )
+            )
+    written = list(write_file(io=io, table_metadata=md, tasks=iter(tasks)))
+    for f in written:
+        f.spec_id = md.default_spec_id  # not part of the file's struct; readers and the commit need it
+    return written
+
+
+def _delete_written(table: Table, files: list[DataFile]) -> None:
+    io = pyarrow_io(table)
+    for f in files:
+        try:
+            io.delete(f.file_path)
+        except OSError as exc:  # left for the orphan sweep
+            log.warning("could not delete uncommitted compaction file %s: %s", f.file_path, exc)
+
+
+def _live_paths(table: Table) -> set[str]:
+    snap = table.current_snapshot()
+    return {t.file.file_path for t in table.scan(snapshot_id=snap.snapshot_id).plan_files()} if snap else set()
+
+
+def plan_partitions(table: Table, small_file_bytes: int) -> dict[str, tuple[list[DataFile], list[DataFile], bool]]:
+    """partition label -> (all live data files, small ones of the default spec, has delete files)."""
+    snap = table.current_snapshot()
+    out: dict[str, tuple[list[DataFile], list[DataFile], bool]] = {}
+    if snap is None:
+        return out
+    md = table.metadata
+    schema = md.schema()
+    default_spec_id = md.default_spec_id
+    for task in table.scan(snapshot_id=snap.snapshot_id).plan_files():
+        f = task.file
+        spec = md.specs()[f.spec_id]
+        label = spec.partition_to_path(f.partition, schema) if not spec.is_unpartitioned() else "(unpartitioned)"
+        if f.spec_id != default_spec_id:
+            label = f"spec{f.spec_id}:{label}"
+        all_files, small, _ = out.setdefault(label, ([], [], False))
+        all_files.append(f)
+        if f.spec_id == default_spec_id and f.file_size_in_bytes < small_file_bytes:
+            small.append(f)
+        if task.delete_files:
+            out[label] = (all_files, small, True)
+    return out
+
+
+def compact_table(
+    table: Table,
+    *,
+    small_file_bytes: int,
+    target_file_bytes: int,
+    dry_run: bool = False,
+    before_commit: Callable[[str], None] | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> CompactionResult:
+    """Compact every partition of ``table`` that has at least two small files; returns what was done."""
+    name = ".".join(table.name())
+    result = CompactionResult(table=name)
+    for label, (all_files, small, has_deletes) in sorted(plan_partitions(table, small_file_bytes).items()):
+        bins = _bins(small, target_file_bytes)
+        if not bins:
+            continue
+        chosen = [f for b in bins for f in b]
+        pc = PartitionCompaction(
+            partition=label,
+            files_in_partition=len(all_files),
+            files_before=len(chosen),
+            bytes_before=sum(f.file_size_in_bytes for f in chosen),
+        )
+        result.partitions.append(pc)
+        if has_deletes:
+            pc.status = "skipped: partition has delete files (merge-on-read); rewrite them first"
+            continue
+        if dry_run:
+            pc.status = "dry-run"
+            pc.files_after = len(bins)
+            pc.rows = sum(f.record_count for f in chosen)
+            continue
+        if progress:
+            progress(f"{name} {label}: rewriting {len(chosen)} files into ~{len(bins)}")
+        _compact_partition(table, pc, bins, target_file_bytes, before_commit)
+    return result
+
+
+def _compact_partition(
+    table: Table,
+    pc: PartitionCompaction,
+    bins: list[list[DataFile]],
+    target_file_bytes: int,
+    before_commit: Callable[[str], None] | None,
+) -> None:
+    name = ".".join(table.name())
+    old_files = [f for b in bins for f in b]
+    new_files: list[DataFile] = []
+    sums_in: list[str] = []
+    sums_out: list[str] = []
+    keys = _sort_keys(table)
+    try:
+        for b in bins:
+            rows = _read(table, b)
+            sums_in.append(row_checksum(rows))
+            if keys:
+                rows = rows.sort_by(keys)
+            in_bytes = sum(f.file_size_in_bytes for f in b)
+            # Size output files by the on-disk bytes per row of the inputs: the target is an on-disk size.
+            rows_per_file = max(1, int(target_file_bytes * rows.num_rows / max(in_bytes, 1)))
+            written = _write(table, rows, rows_per_file)
+            new_files.extend(written)
+            sums_out.append(row_checksum(_read(table, written)))
+            pc.rows += rows.num_rows
+    except BaseException:
+        _delete_written(table, new_files)
+        raise
+    pc.checksum_before = _combine(sums_in)
+    pc.checksum_after = _combine(sums_out)
+    pc.files_after = len(new_files)
+    pc.bytes_after = sum(f.file_size_in_bytes for f in new_files)
+    if pc.checksum_before != pc.checksum_after:
+        _delete_written(table, new_files)
+        raise CompactionError(
+            f"{name} {pc.partition}: rows read back after rewrite differ (checksum {pc.checksum_before} before, "
+            f"{pc.checksum_after} after); nothing was committed. Check the table's schema and the pyarrow version."
+        )
+    if before_commit:
+        before_commit(name)  # a raise here is a crash: the written files stay behind as young orphans
+
+    props = {
+        SNAPSHOT_PROP_KIND: "compaction",
+        "logistics.compaction.partition": pc.partition,
+        "logistics.compaction.rows-checksum": pc.checksum_after,
+        "logistics.compaction.files-replaced": str(len(old_files)),
+    }
+    old_paths = {f.file_path for f in old_files}
+    for attempt in range(1, MAX_OUTER_ATTEMPTS + 1):
+        pc.attempts = attempt
+        tx = table.transaction()
+        producer = _RewriteFiles(Operation.OVERWRITE, tx, table.io, snapshot_properties=props)
+        try:
+            for f in old_files:
+                producer.delete_data_file(f)
+            for f in new_files:
+                producer.append_data_file(f)
+            producer.commit()
+            tx.commit_transaction()
+            pc.status = "committed"
+            pc.snapshot_id = producer.snapshot_id
+            return
+        except ValidationException as exc:
+            # The commit provably did not land, so the new files are unreferenced and can go now.
+            _delete_written(table, new_files)
+            pc.status = f"skipped: files changed concurrently ({exc})"
+            return
+        except CommitFailedException as exc:
+            table.refresh()
+            if not old_paths <= _live_paths(table):
+                _delete_written(table, new_files)
+                pc.status = "skipped: a rewritten file was replaced concurrently"
+                return
+            log.warning("%s %s: commit conflict (%s); retrying on fresh metadata", name, pc.partition, exc)
+    _delete_written(table, new_files)
+    pc.status = f"skipped: commit kept conflicting after {MAX_OUTER_ATTEMPTS} attempts"
+
+
+def _combine(parts: list[str]) -> str:
+    """Checksums of disjoint row sets add up (count and hash sum), so bins combine into one partition checksum."""
+    count, total = 0, 0
+    for p in parts:
+        c, h = p.split(":")
+        count += int(c)
+        total = (total + int(h, 16)) % 2**64
+    return f"{count}:{total:016x}"

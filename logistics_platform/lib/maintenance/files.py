@@ -1,0 +1,146 @@
+"""Which files a table's metadata references, and listing/deleting files through pyarrow's FileSystem.
+
+Paths are compared in one normal form (the path part of pyiceberg's ``parse_location``: no scheme,
+``bucket/key`` on S3, an absolute path locally) so that metadata URIs and listed files line up.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from pyarrow import fs as pafs
+from pyiceberg.io.pyarrow import PyArrowFileIO
+from pyiceberg.manifest import ManifestFile
+from pyiceberg.table import Table
+from pyiceberg.table.metadata import TableMetadata
+from pyiceberg.table.snapshots import Snapshot
+
+log = logging.getLogger(__name__)
+
+
+def pyarrow_io(table: Table) -> PyArrowFileIO:
+    """The table's FileIO as a PyArrowFileIO (it carries the S3 credentials in its properties)."""
+    io = table.io
+    return io if isinstance(io, PyArrowFileIO) else PyArrowFileIO(io.properties)
+
+
+def normalize(io: PyArrowFileIO, location: str) -> str:
+    """A location in the normal form used for all comparisons."""
+    return io.parse_location(location, io.properties)[2]
+
+
+def filesystem(io: PyArrowFileIO, location: str) -> tuple[pafs.FileSystem, str]:
+    """(pyarrow FileSystem, path within it) for a location such as ``file:///x`` or ``s3://bucket/key``."""
+    scheme, netloc, path = io.parse_location(location, io.properties)
+    return io.fs_by_scheme(scheme, netloc), path
+
+
+@dataclass
+class ReferencedFiles:
+    """Files reachable from a table's metadata, in normal form, by kind."""
+
+    metadata_files: set[str] = field(default_factory=set)
+    manifest_lists: set[str] = field(default_factory=set)
+    manifests: set[str] = field(default_factory=set)
+    content_files: set[str] = field(default_factory=set)  # data files and delete files
+    other_files: set[str] = field(default_factory=set)  # statistics (puffin) files
+    content_bytes: dict[str, int] = field(default_factory=dict)
+
+    def all(self) -> set[str]:
+        return self.metadata_files | self.manifest_lists | self.manifests | self.content_files | self.other_files
+
+    def snapshot_files(self) -> set[str]:
+        """Everything that snapshots reference (not the metadata.json files themselves)."""
+        return self.manifest_lists | self.manifests | self.content_files
+
+
+def _manifests_of(snapshot: Snapshot, io: PyArrowFileIO) -> list[ManifestFile]:
+    return list(snapshot.manifests(io))
+
+
+def referenced_files(
+    table: Table,
+    metadata: TableMetadata | None = None,
+    snapshots: Iterable[Snapshot] | None = None,
+    metadata_location: str | None = None,
+) -> ReferencedFiles:
+    """Files referenced by ``snapshots`` (default: every snapshot in the metadata) and by the metadata itself.
+
+    The metadata part is the current metadata file plus every file in its metadata log, and statistics files.
+    """
+    io = pyarrow_io(table)
+    md = metadata or table.metadata
+    snaps = list(md.snapshots if snapshots is None else snapshots)
+    out = ReferencedFiles()
+    location = metadata_location or table.metadata_location
+    if location:
+        out.metadata_files.add(normalize(io, location))
+    out.metadata_files.update(normalize(io, entry.metadata_file) for entry in md.metadata_log)
+    for stat in [*md.statistics, *md.partition_statistics]:
+        out.other_files.add(normalize(io, stat.statistics_path))
+
+    manifests: dict[str, ManifestFile] = {}
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        for snap, snap_manifests in zip(snaps, pool.map(lambda s: _manifests_of(s, io), snaps), strict=True):
+            out.manifest_lists.add(normalize(io, snap.manifest_list))
+            for m in snap_manifests:
+                manifests.setdefault(m.manifest_path, m)
+        out.manifests.update(normalize(io, p) for p in manifests)
+
+        def entries(m: ManifestFile) -> list[tuple[str, int]]:
+            # Only live entries count: a file that appears solely as DELETED cannot be read from this snapshot.
+            return [
+                (e.data_file.file_path, e.data_file.file_size_in_bytes)
+                for e in m.fetch_manifest_entry(io, discard_deleted=True)
+            ]
+
+        for pairs in pool.map(entries, manifests.values()):
+            for path, size in pairs:
+                key = normalize(io, path)
+                out.content_files.add(key)
+                out.content_bytes[key] = size
+    return out
+
+
+@dataclass(frozen=True)
+class ListedFile:
+    path: str  # normal form
+    size: int
+    mtime: datetime
+
+
+def list_files(io: PyArrowFileIO, location: str) -> list[ListedFile]:
+    """Every file under ``location`` (recursively), with size and modification time (UTC)."""
+    fs, root = filesystem(io, location)
+    try:
+        infos = fs.get_file_info(pafs.FileSelector(root.rstrip("/"), recursive=True, allow_not_found=True))
+    except FileNotFoundError:
+        return []
+    out = []
+    for info in infos:
+        if info.type != pafs.FileType.File:
+            continue
+        mtime = info.mtime or datetime.fromtimestamp(0, UTC)
+        out.append(ListedFile(path=info.path, size=info.size or 0, mtime=mtime.astimezone(UTC)))
+    return out
+
+
+def delete_files(io: PyArrowFileIO, location_root: str, paths: Iterable[str]) -> tuple[int, list[str]]:
+    """Delete files given in normal form; returns (deleted count, failures). A missing file counts as deleted."""
+    fs, _ = filesystem(io, location_root)
+    deleted, failed = 0, []
+    for path in paths:
+        try:
+            fs.delete_file(path)
+            deleted += 1
+        except FileNotFoundError:
+            deleted += 1
+        except OSError as exc:
+            # A failed delete leaves an unreferenced file that the next orphan sweep removes; keep going.
+            log.warning("could not delete %s: %s", path, exc)
+            failed.append(path)
+    return deleted, failed

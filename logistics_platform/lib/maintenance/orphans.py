@@ -1,0 +1,70 @@
+"""Orphan-file removal: files under a table's location that no metadata references.
+
+Referenced = the current metadata file, every file of its metadata log, statistics files, and every manifest
+list, manifest and data/delete file of every snapshot the current metadata holds. Unreferenced files younger
+than the safety window are kept: they may belong to a commit in flight (written, not yet committed).
+This sweep is also what finishes an interrupted run: compaction files written before a crash, and files of
+snapshots expired just before a crash, are unreferenced and go once they are past the window.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from pyiceberg.table import Table
+
+from logistics_platform.lib.maintenance.files import (
+    ListedFile,
+    delete_files,
+    list_files,
+    pyarrow_io,
+    referenced_files,
+)
+
+# Files a catalog or engine may keep beside the metadata without referencing them from it.
+_NEVER_ORPHANS = ("version-hint.text",)
+
+
+@dataclass
+class OrphanResult:
+    table: str
+    orphans: list[ListedFile] = field(default_factory=list)  # past the window (deleted unless dry-run)
+    young_unreferenced: list[ListedFile] = field(default_factory=list)  # inside the window: kept
+    deleted: int = 0
+    failures: list[str] = field(default_factory=list)
+
+    @property
+    def orphan_bytes(self) -> int:
+        return sum(f.size for f in self.orphans)
+
+    @property
+    def young_bytes(self) -> int:
+        return sum(f.size for f in self.young_unreferenced)
+
+
+def find_orphans(table: Table, *, safety_window: timedelta, now: datetime) -> OrphanResult:
+    """Unreferenced files under the table location, split by the safety window."""
+    io = pyarrow_io(table)
+    # Refresh first: a file committed after we loaded the table must count as referenced.
+    table.refresh()
+    referenced = referenced_files(table).all()
+    cutoff = now - safety_window
+    result = OrphanResult(table=".".join(table.name()))
+    for f in list_files(io, table.location()):
+        if f.path in referenced or f.path.rsplit("/", 1)[-1] in _NEVER_ORPHANS:
+            continue
+        (result.orphans if f.mtime < cutoff else result.young_unreferenced).append(f)
+    result.orphans.sort(key=lambda f: f.path)
+    result.young_unreferenced.sort(key=lambda f: f.path)
+    return result
+
+
+def remove_orphans(table: Table, *, safety_window: timedelta, now: datetime, dry_run: bool = False) -> OrphanResult:
+    """Delete unreferenced files older than the window (``dry_run`` only lists them)."""
+    result = find_orphans(table, safety_window=safety_window, now=now)
+    if not dry_run and result.orphans:
+        deleted, failed = delete_files(pyarrow_io(table), table.location(), [f.path for f in result.orphans])
+        result.deleted = deleted
+        result.failures = failed
+    return result

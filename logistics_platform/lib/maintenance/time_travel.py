@@ -1,0 +1,101 @@
+"""Time travel: read a table as of a timestamp, a tag (or branch) or a snapshot id.
+
+Through pyiceberg (``scan(snapshot_id=...)``) and through DuckDB's ``iceberg_scan(metadata, snapshot_from_id =>
+...)``. DuckDB 1.5.5's iceberg extension also takes ``snapshot_from_timestamp``; its ``version`` parameter
+selects a metadata file version (``vN.metadata.json`` with a version hint), not a tag, so tags are resolved
+to their snapshot id here.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import duckdb
+import pyarrow as pa
+from pyiceberg.table import Table
+
+from logistics_platform.lib.maintenance.tags import snapshot_current_at
+
+
+class TimeTravelError(ValueError):
+    """The as-of value matches no tag, snapshot or time of the table; the message says what exists."""
+
+
+@dataclass(frozen=True)
+class AsOf:
+    snapshot_id: int
+    committed_at: datetime
+    resolved_from: str  # e.g. "tag daily-2026-11-02", "snapshot id", "timestamp 2026-11-02T10:00:00+00:00"
+
+
+def parse_timestamp(value: str) -> datetime | None:
+    """ISO-8601 date or date-time (naive means UTC; a bare date means 00:00 of that day); None if not one."""
+    text = value.strip()
+    if text.endswith("Z"):
+        text = text[:-1] + "+00:00"
+    try:
+        dt = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return dt.replace(tzinfo=UTC) if dt.tzinfo is None else dt.astimezone(UTC)
+
+
+def resolve_as_of(table: Table, as_of: str) -> AsOf:
+    """Resolve ``as_of`` (a ref name, a snapshot id, or a timestamp) to one snapshot of ``table``."""
+    md = table.metadata
+
+    def found(snapshot_id: int, how: str) -> AsOf:
+        snap = md.snapshot_by_id(snapshot_id)
+        if snap is None:
+            raise TimeTravelError(f"{how} points to snapshot {snapshot_id}, which has been expired")
+        return AsOf(snapshot_id, datetime.fromtimestamp(snap.timestamp_ms / 1000, UTC), how)
+
+    if as_of in md.refs:
+        ref = md.refs[as_of]
+        return found(ref.snapshot_id, f"{ref.snapshot_ref_type.value} {as_of}")
+    if re.fullmatch(r"-?\d{6,}", as_of.strip()) and md.snapshot_by_id(int(as_of)) is not None:
+        return found(int(as_of), "snapshot id")
+    ts = parse_timestamp(as_of)
+    if ts is not None:
+        snapshot_id = snapshot_current_at(table, ts)
+        if snapshot_id is None:
+            first = min((s.timestamp_ms for s in md.snapshots), default=None)
+            since = datetime.fromtimestamp(first / 1000, UTC).isoformat() if first else "never (no snapshots)"
+            raise TimeTravelError(
+                f"{'.'.join(table.name())} had no snapshot at {ts.isoformat()}; it has data since {since}"
+            )
+        return found(snapshot_id, f"timestamp {ts.isoformat()}")
+    tags = sorted(md.refs)
+    raise TimeTravelError(
+        f"{as_of!r} is not a tag/branch, snapshot id or ISO timestamp of {'.'.join(table.name())}; "
+        f"refs: {', '.join(tags[-10:]) or 'none'} (use `logistics-platform time-travel T --as-of 2026-11-02T10:00`)"
+    )
+
+
+def read_as_of(table: Table, as_of: str) -> pa.Table:
+    """The whole table as of ``as_of``, read with pyiceberg."""
+    return table.scan(snapshot_id=resolve_as_of(table, as_of).snapshot_id).to_arrow()
+
+
+def iceberg_scan_sql(table: Table, snapshot_id: int) -> str:
+    """A DuckDB table expression reading ``table`` at ``snapshot_id``."""
+    location = str(table.metadata_location).replace("'", "''")
+    return f"iceberg_scan('{location}', snapshot_from_id => {int(snapshot_id)})"
+
+
+def query_as_of(
+    con: duckdb.DuckDBPyConnection, table: Table, as_of: str, sql: str | None = None
+) -> tuple[AsOf, duckdb.DuckDBPyRelation]:
+    """Run ``sql`` in DuckDB against a view named after the table (``orders`` and ``bronze.orders``) as of ``as_of``.
+
+    ``con`` must have the iceberg extension loaded (``lib.duck.connect()``). Without ``sql``: ``select *``.
+    """
+    resolved = resolve_as_of(table, as_of)
+    namespace, name = table.name()[-2], table.name()[-1]
+    scan = iceberg_scan_sql(table, resolved.snapshot_id)
+    con.execute(f'create schema if not exists "{namespace}"')
+    con.execute(f'create or replace view "{namespace}"."{name}" as select * from {scan}')
+    con.execute(f'create or replace view "{name}" as select * from {scan}')
+    return resolved, con.sql(sql or f'select * from "{name}"')
