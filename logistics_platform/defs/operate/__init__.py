@@ -271,19 +271,23 @@ def _run_partition(run: dg.DagsterRun) -> str | None:
     return f"{lo}..{hi}" if lo and hi else None
 
 
+def _root_cause(error: Any) -> str:
+    """The innermost error: Dagster wraps user errors in "Error occurred while executing op ..."."""
+    while getattr(error, "cause", None) is not None:
+        error = error.cause
+    return error.message.strip()
+
+
 def run_failure_alert(context: dg.RunFailureSensorContext) -> alerts.Alert:
     run = context.dagster_run
     step_errors = []
     for event in context.get_step_failure_events():
         error = getattr(event.event_specific_data, "error", None)
-        message = error.message.strip() if error is not None else (event.message or "")
+        message = _root_cause(error) if error is not None else (event.message or "")
         step_errors.append(f"{event.step_key}: {message}")
-    assets = tuple(sorted(k.to_user_string() for k in (run.asset_selection or ())))
-    failed_steps = {e.step_key for e in context.get_step_failure_events()}
-    if failed_steps:
-        # Name the failing assets first: a multi-asset step key is the op name, the key prefix of its assets.
-        failing = tuple(a for a in assets if any(a.replace("/", "__") in s or s in a for s in failed_steps))
-        assets = failing or assets
+    assets = _unmaterialized_assets(context.instance, run) or tuple(
+        sorted(k.to_user_string() for k in (run.asset_selection or ()))
+    )
     retry = run.tags.get("dagster/retry_number")
     summary = f"{run.job_name} failed" + (f" (retry {retry})" if retry else "")
     return alerts.Alert(
@@ -295,6 +299,22 @@ def run_failure_alert(context: dg.RunFailureSensorContext) -> alerts.Alert:
         assets=assets,
         partition=_run_partition(run),
     )
+
+
+def _unmaterialized_assets(instance: dg.DagsterInstance, run: dg.DagsterRun) -> tuple[str, ...]:
+    """Assets the run planned but did not materialize: the ones its failure left behind."""
+    planned: set[str] = set()
+    done: set[str] = set()
+    for entry in instance.all_logs(
+        run.run_id,
+        of_type={dg.DagsterEventType.ASSET_MATERIALIZATION_PLANNED, dg.DagsterEventType.ASSET_MATERIALIZATION},
+    ):
+        event = entry.dagster_event
+        if event is None or event.asset_key is None:
+            continue
+        target = planned if event.event_type == dg.DagsterEventType.ASSET_MATERIALIZATION_PLANNED else done
+        target.add(event.asset_key.to_user_string())
+    return tuple(sorted(planned - done))
 
 
 def build_alert_sensors(settings: Settings) -> list[dg.SensorDefinition]:
