@@ -1,0 +1,62 @@
+{{ config(
+    materialized='incremental',
+    incremental_strategy='append',
+    pre_hook="{{ delete_affected('tenant_id', affected_tenant_ids()) }}",
+) }}
+
+with tenant_changes as (
+    select tenant_id, name, tier, region, _op, _lsn, _event_time
+    from {{ ref('stg_tenants') }}
+    {% if is_incremental() -%}
+    where tenant_id in ({{ affected_tenant_ids() }})
+    {%- endif %}
+),
+
+changes_with_previous_state as (
+    select
+        *,
+        lag(_op) over by_lsn as previous_op,
+        lag(name) over by_lsn as previous_name,
+        lag(tier) over by_lsn as previous_tier,
+        lag(region) over by_lsn as previous_region
+    from tenant_changes
+    window by_lsn as (partition by tenant_id order by _lsn)
+),
+
+-- A version opens on the first change of a tenant, after a delete, or when name, tier or region change;
+-- a delete closes the open version. Other changes (updated_at only) are no-ops for the dimension.
+version_boundaries as (
+    select *
+    from changes_with_previous_state
+    where _op = 'd'
+        or previous_op is null
+        or previous_op = 'd'
+        or name is distinct from previous_name
+        or tier is distinct from previous_tier
+        or region is distinct from previous_region
+),
+
+versions as (
+    select
+        tenant_id,
+        name,
+        tier,
+        region,
+        _op,
+        _lsn as opened_by_lsn,
+        _event_time as valid_from,
+        lead(_event_time) over (partition by tenant_id order by _lsn) as valid_to
+    from version_boundaries
+)
+
+select
+    tenant_id,
+    name,
+    tier,
+    region,
+    valid_from,
+    valid_to,
+    valid_to is null as is_current,
+    opened_by_lsn
+from versions
+where _op != 'd'

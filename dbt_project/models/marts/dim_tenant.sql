@@ -1,0 +1,24 @@
+{{ config(
+    materialized='incremental',
+    incremental_strategy='append',
+    pre_hook="{{ delete_affected('tenant_id', affected_tenant_ids()) }}",
+) }}
+-- depends_on: {{ ref('stg_tenants') }}
+
+with tenant_versions as (
+    select *
+    from {{ ref('int_tenant_versions') }}
+    {% if is_incremental() -%}
+    where tenant_id in ({{ affected_tenant_ids() }})
+    {%- endif %}
+)
+
+select
+    cast(tenant_id as varchar) as tenant_id,
+    cast(name as varchar) as name,
+    cast(tier as varchar) as tier,
+    cast(region as varchar) as region,
+    cast(valid_from as timestamp) as valid_from,
+    cast(valid_to as timestamp) as valid_to,
+    cast(is_current as boolean) as is_current
+from tenant_versions

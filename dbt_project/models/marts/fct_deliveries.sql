@@ -1,0 +1,28 @@
+{{ config(
+    materialized='incremental',
+    incremental_strategy='append',
+    pre_hook="{{ delete_affected('order_id', affected_order_ids()) }}",
+) }}
+-- depends_on: {{ ref('stg_orders') }}
+
+with delivered_orders as (
+    select *
+    from {{ ref('fct_orders') }}
+    where status = 'delivered'
+    {% if is_incremental() -%}
+        and order_id in ({{ affected_order_ids() }})
+    {%- endif %}
+)
+
+select
+    cast(order_id as bigint) as order_id,
+    cast(tenant_id as varchar) as tenant_id,
+    cast(courier_id as bigint) as courier_id,
+    cast(region as varchar) as region,
+    cast(created_at as timestamp) as created_at,
+    cast(promised_at as timestamp) as promised_at,
+    cast(delivered_at as timestamp) as delivered_at,
+    cast(date_diff('second', created_at, delivered_at) / 60.0 as double) as delivery_minutes,
+    cast(greatest(0, date_diff('second', promised_at, delivered_at)) / 60.0 as double) as minutes_late,
+    cast(delivered_at <= promised_at as boolean) as is_on_time
+from delivered_orders

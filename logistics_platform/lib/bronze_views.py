@@ -1,0 +1,93 @@
+"""DuckDB views over the bronze Iceberg tables, bound to the metadata file the catalog points at now."""
+
+from __future__ import annotations
+
+import duckdb
+from pyiceberg.exceptions import NoSuchTableError
+from pyiceberg.schema import Schema
+from pyiceberg.types import (
+    BooleanType,
+    DateType,
+    DecimalType,
+    DoubleType,
+    FloatType,
+    IcebergType,
+    IntegerType,
+    LongType,
+    StringType,
+    TimestampType,
+    TimestamptzType,
+)
+
+from logistics_platform.lib import bronze_schema
+from logistics_platform.lib.catalog import load_catalog
+from logistics_platform.settings import Settings
+
+BRONZE_SCHEMA = "bronze"
+OPS_SCHEMA = "ops"
+FOLDED_WINDOWS_TABLE = f"{OPS_SCHEMA}.folded_windows"
+
+
+def bronze_tables() -> dict[str, Schema]:
+    """Every bronze table dbt reads, with its contract schema (used when the table does not exist yet)."""
+    tables = {name: bronze_schema.table_schema(spec) for name, spec in bronze_schema.TOPICS.items()}
+    tables[bronze_schema.QUARANTINE_TABLE] = bronze_schema.quarantine_schema()
+    tables[bronze_schema.INGEST_LOG_TABLE] = bronze_schema.ingest_log_schema()
+    return tables
+
+
+def duckdb_type(t: IcebergType) -> str:
+    """DuckDB type of an Iceberg primitive type."""
+    if isinstance(t, DecimalType):
+        return f"decimal({t.precision},{t.scale})"
+    mapping: dict[type, str] = {
+        StringType: "varchar",
+        LongType: "bigint",
+        IntegerType: "integer",
+        BooleanType: "boolean",
+        DoubleType: "double",
+        FloatType: "float",
+        TimestampType: "timestamp",
+        TimestamptzType: "timestamptz",
+        DateType: "date",
+    }
+    for kind, name in mapping.items():
+        if isinstance(t, kind):
+            return name
+    raise TypeError(f"no DuckDB type for Iceberg type {t}; extend duckdb_type() in lib/bronze_views.py")
+
+
+def empty_select(schema: Schema) -> str:
+    """A typed, zero-row select with the columns of ``schema`` (bronze before its first ingest)."""
+    cols = ", ".join(f'cast(null as {duckdb_type(f.field_type)}) as "{f.name}"' for f in schema.fields)
+    return f"select {cols} where false"
+
+
+def _quote(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def refresh_bronze_views(con: duckdb.DuckDBPyConnection, settings: Settings) -> dict[str, str | None]:
+    """(Re)create ``bronze.<table>`` for every bronze table; returns table -> metadata location (None: empty)."""
+    catalog = load_catalog(settings)
+    con.execute(f"create schema if not exists {BRONZE_SCHEMA}")
+    bound: dict[str, str | None] = {}
+    for name, schema in bronze_tables().items():
+        try:
+            location: str | None = catalog.load_table(f"{bronze_schema.NAMESPACE}.{name}").metadata_location
+        except NoSuchTableError:
+            location = None
+        body = empty_select(schema) if location is None else f"select * from iceberg_scan({_quote(location)})"
+        con.execute(f"create or replace view {BRONZE_SCHEMA}.{name} as {body}")
+        bound[name] = location
+    return bound
+
+
+def ensure_ops_tables(con: duckdb.DuckDBPyConnection) -> None:
+    """Operator-owned tables that dbt reads as sources (late-event folds)."""
+    con.execute(f"create schema if not exists {OPS_SCHEMA}")
+    con.execute(
+        f"create table if not exists {FOLDED_WINDOWS_TABLE} ("
+        " topic varchar not null, window_start timestamp not null, folded_at timestamp not null,"
+        " folded_by varchar, primary key (topic, window_start))"
+    )

@@ -1,0 +1,31 @@
+"""dbt-duckdb plugin: every dbt connection reads the CURRENT bronze Iceberg snapshots.
+
+dbt-duckdb instantiates ``Plugin`` from ``profiles.yml`` (``plugins: [{module: logistics_platform.lib.dbt_plugin}]``)
+and calls ``configure_connection`` once per connection. We load the Iceberg extensions from their PyPI packages
+(DuckDB cannot download them here) and (re)create ``bronze.<table>`` views on the metadata file that the SQL catalog
+points at *now*, so ``dbt build``, ``dbt test`` and ``dbt docs generate`` never read a stale, hard-coded snapshot.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import duckdb
+from dbt.adapters.duckdb.plugins import BasePlugin
+
+from logistics_platform.lib.bronze_views import ensure_ops_tables, refresh_bronze_views
+from logistics_platform.lib.duck import load_extensions
+from logistics_platform.settings import load_settings
+
+
+class Plugin(BasePlugin):
+    """Loads extensions and binds ``bronze.*`` views to the catalog's current metadata."""
+
+    def initialize(self, plugin_config: dict[str, Any]) -> None:
+        # The plugin runs inside the dbt process: its settings come from the env that subprocess_env() built.
+        self._settings = load_settings()
+
+    def configure_connection(self, conn: duckdb.DuckDBPyConnection) -> None:
+        load_extensions(conn)
+        refresh_bronze_views(conn, self._settings)
+        ensure_ops_tables(conn)
