@@ -1,15 +1,63 @@
-"""`rebuild` sub-command (placeholder until its capability lands)."""
+"""`rebuild`: rebuild bronze and the marts from the landing zone aside, validate, then swap them in.
+
+The live tables are untouched unless the whole rebuild succeeded and validated. See lib/rebuild.py for
+the design; `--rollback DIR` restores what a swap replaced.
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
+import time
+from pathlib import Path
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("rebuild", help="(not available yet)")
+    p = sub.add_parser(
+        "rebuild",
+        help="rebuild bronze + marts from the landing zone into fresh tables; swap in only if it succeeded",
+        description=__doc__,
+    )
+    p.add_argument("--no-swap", action="store_true", help="build and validate only; leave the live tables alone")
+    p.add_argument("--keep", action="store_true", help="keep the staging directory of a failed or --no-swap run")
+    p.add_argument("--rollback", type=Path, metavar="STAGING_DIR", help="undo the swap recorded in STAGING_DIR")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    print("rebuild: not available yet")
-    return 2
+    from logistics_platform.defs.operate import MARTS
+    from logistics_platform.lib.rebuild import RebuildError, discard, rebuild, rollback
+    from logistics_platform.settings import SettingsError, load_settings
+
+    try:
+        settings = load_settings()
+    except SettingsError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    if args.rollback:
+        if not (args.rollback / "swap.json").exists():
+            print(f"error: {args.rollback}/swap.json not found: not a swapped rebuild directory", file=sys.stderr)
+            return 1
+        names = rollback(settings, args.rollback)
+        print(f"rolled back {len(names)} tables and the DuckDB file to their state before the swap")
+        return 0
+
+    print("Stop the sensors and schedules (or let no run write) while the swap happens; see the README runbook.")
+    started = time.monotonic()
+    try:
+        result = rebuild(settings, MARTS, swap_in=not args.no_swap, log=lambda m: print(m, flush=True))
+    except RebuildError as exc:
+        print(f"rebuild FAILED, live tables unchanged: {exc}", file=sys.stderr)
+        print("the staging directory is left for inspection under <DUCKDB_PATH dir>/_rebuild/", file=sys.stderr)
+        return 1
+    if args.no_swap:
+        print(f"validated build in {result.staging_root} (not swapped) in {time.monotonic() - started:.0f}s")
+        if not args.keep:
+            discard(result.staging_root)
+            print("staging directory removed (use --keep to inspect it)")
+        return 0
+    print(
+        f"rebuilt {len(result.partitions)} arrival hours and swapped in {len(result.swapped)} tables in "
+        f"{time.monotonic() - started:.0f}s. Undo: logistics-platform rebuild --rollback {result.staging_root}"
+    )
+    return 0

@@ -1,0 +1,44 @@
+"""rebuild: builds aside, swaps the catalog pointers only after validation, and can roll back."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from bronze_fixtures import HOUR, contract_hour, dump, order, write_file
+
+from logistics_platform.lib.catalog import load_catalog
+from logistics_platform.lib.ingest import ingest_hour
+from logistics_platform.lib.rebuild import REBUILD_DIR, RebuildError, rebuild, rollback
+from logistics_platform.settings import local_settings
+
+
+def _locations(settings) -> dict[str, str]:
+    catalog = load_catalog(settings)
+    return {".".join(t): catalog.load_table(".".join(t)).metadata_location for t in catalog.list_tables("bronze")}
+
+
+def test_failed_validation_leaves_live_tables_untouched_then_swap_and_rollback(tmp_path: Path) -> None:
+    settings = local_settings(tmp_path)
+    contract_hour(settings.landing_dir, HOUR)
+    ingest_hour(settings, HOUR)
+    before = _locations(settings)
+    live_rows = load_catalog(settings).load_table("bronze.orders").scan().count()
+    # A second hour lands that the live tables never ingested: the rebuild will contain it.
+    write_file(settings.landing_dir, "oltp.public.orders", HOUR + timedelta(hours=1), 0, 40, [dump(order(77, HOUR))])
+
+    with pytest.raises(RebuildError, match=r"marts\.no_such_mart missing"):
+        rebuild(settings, ("no_such_mart",), stamp="failed")
+    assert _locations(settings) == before
+
+    result = rebuild(settings, (), stamp="ok")
+    assert result.ok and result.partitions == ["2026-11-02-10:00", "2026-11-02-11:00"]
+    after = _locations(settings)
+    assert set(after) == set(before)
+    assert all(f"/{REBUILD_DIR}/ok/" in loc for loc in after.values())
+    assert load_catalog(settings).load_table("bronze.orders").scan().count() == live_rows + 1
+
+    rollback(settings, result.staging_root)
+    assert _locations(settings) == before
+    assert load_catalog(settings).load_table("bronze.orders").scan().count() == live_rows
