@@ -1,0 +1,394 @@
+"""Pure encoders for the landing contract (sources.md): timestamps, decimals, row images, Debezium envelopes,
+the JsonConverter schema wrapper, landing file names, and the deliberate corruptions of the quarantine table.
+
+Hot paths build JSON text with f-strings instead of ``json.dumps``: every generated value is ASCII-safe or
+plain UTF-8 text without quotes or backslashes, so the result is valid JSON by construction (the tests parse
+every line to prove it). The rare corrupted lines go through ``json`` because their shape varies.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import random
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+HOUR_US = 3_600_000_000
+DEBEZIUM_VERSION = "2.7.3.Final"
+EPOCH = datetime(1970, 1, 1)
+
+_hour_prefix: dict[int, str] = {}
+
+
+def to_us(value: datetime) -> int:
+    """Epoch microseconds of a naive-UTC datetime."""
+    d = value - EPOCH
+    return (d.days * 86400 + d.seconds) * 1_000_000 + d.microseconds
+
+
+def from_us(us: int) -> datetime:
+    """Naive-UTC datetime of epoch microseconds."""
+    return EPOCH + timedelta(microseconds=us)
+
+
+def iso(us: int) -> str:
+    """ISO-8601 UTC text with microseconds, e.g. ``2026-11-02T10:15:30.123456Z`` (cached per hour)."""
+    h, rem = divmod(us, HOUR_US)
+    prefix = _hour_prefix.get(h)
+    if prefix is None:
+        prefix = from_us(h * HOUR_US).strftime("%Y-%m-%dT%H:")
+        _hour_prefix[h] = prefix
+    m, rem = divmod(rem, 60_000_000)
+    s, u = divmod(rem, 1_000_000)
+    return f"{prefix}{m:02d}:{s:02d}.{u:06d}Z"
+
+
+def ts_iso(us: int | None) -> str:
+    """A timestamptz value as a JSON string literal (``time.precision.mode=adaptive`` ZonedTimestamp)."""
+    return "null" if us is None else f'"{iso(us)}"'
+
+
+def ts_epoch(us: int | None) -> str:
+    """A timestamptz value as a JSON integer of epoch microseconds (the alternative encoding)."""
+    return "null" if us is None else str(us)
+
+
+def dec_str(cents: int | None) -> str:
+    """A numeric(12,2) value as a JSON decimal string (``decimal.handling.mode=string``)."""
+    if cents is None:
+        return "null"
+    sign = "-" if cents < 0 else ""
+    c = -cents if cents < 0 else cents
+    return f'"{sign}{c // 100}.{c % 100:02d}"'
+
+
+def dec_num(cents: int | None) -> str:
+    """A numeric(12,2) value as a JSON number literal (the alternative encoding)."""
+    return "null" if cents is None else dec_str(cents)[1:-1]
+
+
+def jint(value: int | None) -> str:
+    return "null" if value is None else str(value)
+
+
+def jstr(value: str | None) -> str:
+    return "null" if value is None else f'"{value}"'
+
+
+TsFn = Callable[[int | None], str]
+DecFn = Callable[[int | None], str]
+
+
+# ----------------------------------------------------------------------------------------------- row images
+def tenant_row(tid: str, name: str, tier: str, region: str, updated_us: int, ts: TsFn = ts_iso) -> str:
+    return f'{{"tenant_id":"{tid}","name":"{name}","tier":"{tier}","region":"{region}","updated_at":{ts(updated_us)}}}'
+
+
+def courier_row(
+    cid: int, name: str, region: str, vehicle: str, active: bool, updated_us: int, ts: TsFn = ts_iso
+) -> str:
+    act = "true" if active else "false"
+    return (
+        f'{{"courier_id":{cid},"name":"{name}","region":"{region}","vehicle":"{vehicle}",'
+        f'"active":{act},"updated_at":{ts(updated_us)}}}'
+    )
+
+
+def order_row(
+    oid: int,
+    tenant_id: str,
+    courier_id: int | None,
+    region: str,
+    status: str,
+    total_cents: int,
+    fee_cents: int,
+    created_us: int,
+    promised_us: int,
+    delivered_us: int | None,
+    updated_us: int,
+    tip_cents: int | None,
+    ts: TsFn = ts_iso,
+    dec: DecFn = dec_str,
+) -> str:
+    """Order row image; ``tip_cents`` None means the ``tip_amount`` column does not exist yet."""
+    tip = "" if tip_cents is None else f',"tip_amount":{dec(tip_cents)}'
+    return (
+        f'{{"order_id":{oid},"tenant_id":"{tenant_id}","courier_id":{jint(courier_id)},"region":"{region}",'
+        f'"status":"{status}","total_amount":{dec(total_cents)},"delivery_fee":{dec(fee_cents)},'
+        f'"created_at":{ts(created_us)},"promised_at":{ts(promised_us)},"delivered_at":{ts(delivered_us)},'
+        f'"updated_at":{ts(updated_us)}{tip}}}'
+    )
+
+
+def payment_row(
+    pid: int,
+    order_id: int,
+    amount_cents: int,
+    method: str,
+    status: str,
+    created_us: int,
+    updated_us: int,
+    ts: TsFn = ts_iso,
+    dec: DecFn = dec_str,
+) -> str:
+    return (
+        f'{{"payment_id":{pid},"order_id":{order_id},"amount":{dec(amount_cents)},"method":"{method}",'
+        f'"status":"{status}","created_at":{ts(created_us)},"updated_at":{ts(updated_us)}}}'
+    )
+
+
+def ping_line(
+    ping_id: str, courier_id: int, order_id: int | None, lat: float, lon: float, speed: float, us: int
+) -> str:
+    return (
+        f'{{"ping_id":"{ping_id}","courier_id":{courier_id},"order_id":{jint(order_id)},'
+        f'"lat":{lat:.6f},"lon":{lon:.6f},"speed_kmh":{speed:.1f},"recorded_at":"{iso(us)}"}}'
+    )
+
+
+def uuid4_text(bits: int) -> str:
+    """A version-4 UUID string from 128 random bits (deterministic given the bits)."""
+    h = f"{bits:032x}"
+    return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-a{h[17:20]}-{h[20:32]}"
+
+
+# ----------------------------------------------------------------------------------------------- envelopes
+def envelope(
+    table: str,
+    op: str,
+    before: str,
+    after: str,
+    commit_ms: int,
+    lsn: int,
+    prev_lsn: int,
+    tx_id: int,
+    connector_ms: int,
+    snapshot: str = "false",
+) -> str:
+    """A Debezium change event as Kafka Connect's JsonConverter writes it with ``schemas.enable=false``."""
+    return (
+        f'{{"before":{before},"after":{after},"source":{{"version":"{DEBEZIUM_VERSION}","connector":"postgresql",'
+        f'"name":"oltp","ts_ms":{commit_ms},"snapshot":"{snapshot}","db":"oltp",'
+        f'"sequence":"[\\"{prev_lsn}\\",\\"{lsn}\\"]","schema":"public","table":"{table}","txId":{tx_id},'
+        f'"lsn":{lsn},"xmin":null}},"op":"{op}","ts_ms":{connector_ms},"transaction":null}}'
+    )
+
+
+def wrap_with_schema(schema_json: str, payload: str) -> str:
+    """The same event as JsonConverter writes it with ``schemas.enable=true``."""
+    return f'{{"schema":{schema_json},"payload":{payload}}}'
+
+
+_TS_SCHEMA = {"type": "string", "optional": True, "name": "io.debezium.time.ZonedTimestamp", "version": 1}
+# Connect schema type of each contract column (decimal.handling.mode=string -> string).
+_COLUMN_TYPES: dict[str, list[tuple[str, Any]]] = {
+    "tenants": [
+        ("tenant_id", "string"),
+        ("name", "string"),
+        ("tier", "string"),
+        ("region", "string"),
+        ("updated_at", _TS_SCHEMA),
+    ],
+    "couriers": [
+        ("courier_id", "int64"),
+        ("name", "string"),
+        ("region", "string"),
+        ("vehicle", "string"),
+        ("active", "boolean"),
+        ("updated_at", _TS_SCHEMA),
+    ],
+    "orders": [
+        ("order_id", "int64"),
+        ("tenant_id", "string"),
+        ("courier_id", "int64"),
+        ("region", "string"),
+        ("status", "string"),
+        ("total_amount", "string"),
+        ("delivery_fee", "string"),
+        ("created_at", _TS_SCHEMA),
+        ("promised_at", _TS_SCHEMA),
+        ("delivered_at", _TS_SCHEMA),
+        ("updated_at", _TS_SCHEMA),
+    ],
+    "payments": [
+        ("payment_id", "int64"),
+        ("order_id", "int64"),
+        ("amount", "string"),
+        ("method", "string"),
+        ("status", "string"),
+        ("created_at", _TS_SCHEMA),
+        ("updated_at", _TS_SCHEMA),
+    ],
+}
+KEYS = {"tenants": "tenant_id", "couriers": "courier_id", "orders": "order_id", "payments": "payment_id"}
+
+
+def connect_schema(table: str, extra_columns: tuple[str, ...] = ()) -> str:
+    """The JsonConverter ``schema`` of a Debezium envelope for one table (compact JSON text)."""
+    columns = list(_COLUMN_TYPES[table]) + [(c, "string") for c in extra_columns]
+    key = KEYS[table]
+    fields = []
+    for name, typ in columns:
+        f: dict[str, Any] = dict(typ) if isinstance(typ, dict) else {"type": typ, "optional": name != key}
+        if name == key:
+            f["optional"] = False
+        f["field"] = name
+        fields.append(f)
+    value = {"type": "struct", "fields": fields, "optional": True, "name": f"oltp.public.{table}.Value"}
+    source_fields = [
+        ("version", "string", False),
+        ("connector", "string", False),
+        ("name", "string", False),
+        ("ts_ms", "int64", False),
+        ("snapshot", "string", True),
+        ("db", "string", False),
+        ("sequence", "string", True),
+        ("schema", "string", False),
+        ("table", "string", False),
+        ("txId", "int64", True),
+        ("lsn", "int64", True),
+        ("xmin", "int64", True),
+    ]
+    schema = {
+        "type": "struct",
+        "fields": [
+            {**value, "field": "before"},
+            {**value, "field": "after"},
+            {
+                "type": "struct",
+                "fields": [{"type": t, "optional": o, "field": n} for n, t, o in source_fields],
+                "optional": False,
+                "name": "io.debezium.connector.postgresql.Source",
+                "field": "source",
+            },
+            {"type": "string", "optional": False, "field": "op"},
+            {"type": "int64", "optional": True, "field": "ts_ms"},
+            {
+                "type": "struct",
+                "fields": [
+                    {"type": "string", "optional": False, "field": "id"},
+                    {"type": "int64", "optional": False, "field": "total_order"},
+                    {"type": "int64", "optional": False, "field": "data_collection_order"},
+                ],
+                "optional": True,
+                "name": "event.block",
+                "version": 1,
+                "field": "transaction",
+            },
+        ],
+        "optional": False,
+        "name": f"oltp.public.{table}.Envelope",
+        "version": 1,
+    }
+    return json.dumps(schema, separators=(",", ":"))
+
+
+# ----------------------------------------------------------------------------------------------- files
+def partition_of(key: str | int, partitions: int) -> int:
+    """Kafka partition of a record key: a stable hash (never Python's salted ``hash``)."""
+    if isinstance(key, int):
+        return key % partitions
+    h = 0
+    for ch in key.encode("utf-8"):
+        h = (h * 31 + ch) & 0x7FFFFFFF
+    return h % partitions
+
+
+def landing_relpath(topic: str, hour_us: int, partition: int, start_offset: int, gz: bool) -> str:
+    """``topics/<topic>/dt=YYYY-MM-DD/hr=HH/<topic>+<partition>+<start_offset:010d>.json[.gz]``."""
+    h = from_us(hour_us)
+    ext = ".json.gz" if gz else ".json"
+    return f"topics/{topic}/dt={h:%Y-%m-%d}/hr={h:%H}/{topic}+{partition}+{start_offset:010d}{ext}"
+
+
+def encode_lines(lines: list[str], gz: bool) -> bytes:
+    """File content: one line each, newline-terminated; lone surrogates become the raw (non-UTF-8) bytes.
+
+    gzip output is reproducible: mtime 0 and no file name in the header.
+    """
+    data = ("\n".join(lines) + "\n").encode("utf-8", "surrogateescape")
+    return gzip.compress(data, compresslevel=1, mtime=0) if gz else data
+
+
+# ----------------------------------------------------------------------------------------------- corruption
+def _dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+# Values that do not parse to the column type: (column, bad JSON value), per table.
+BAD_VALUES: dict[str, tuple[tuple[str, Any], ...]] = {
+    "tenants": (("updated_at", "2026-13-45T25:61:00Z"), ("updated_at", "yesterday")),
+    "couriers": (("active", "yes"), ("updated_at", "not-a-timestamp")),
+    "orders": (
+        ("total_amount", "abc"),
+        ("delivery_fee", "12,50"),
+        ("created_at", "2026-02-30T10:00:00Z"),
+        ("promised_at", "soon"),
+        ("courier_id", "courier-7"),
+    ),
+    "payments": (("amount", "abc"), ("amount", "1.2.3"), ("created_at", "2026-11-02T25:00:00Z"), ("order_id", "x")),
+    "tracking_pings": (
+        ("lat", "north"),
+        ("speed_kmh", "fast"),
+        ("recorded_at", "2026-11-31T00:00:00Z"),
+        ("courier_id", "c-12"),
+    ),
+}
+CDC_REASONS = ("malformed_json", "invalid_op", "missing_key", "invalid_value", "invalid_envelope")
+PLAIN_REASONS = ("malformed_json", "missing_key", "invalid_value")
+
+
+def corrupt(line: str, table: str, key: str, kind: str, rng: random.Random, schema_json: str | None) -> tuple[str, str]:
+    """A broken copy of a valid line: (new line, expected quarantine reason, with ``:<column>`` for values).
+
+    ``line`` is a valid unwrapped envelope (CDC) or ping object; ``schema_json`` wraps the result in the
+    ``schema``/``payload`` form when given. Each corruption has exactly one defect so its reason is unambiguous.
+    """
+    if kind == "malformed_json":
+        variant = rng.randrange(3)
+        if variant == 0:  # the sink cut the line (disk full, partial upload)
+            return line[: rng.randrange(1, len(line) - 1)], kind
+        if variant == 1:  # a Latin-1 byte (0xE9, "é") inside a string: not UTF-8
+            i = line.find('":"') + 3
+            return line[:i] + "\udce9" + line[i:], kind
+        # a producer wrote Python's repr of the object instead of JSON
+        return repr(json.loads(line)), kind
+    obj = json.loads(line)
+    row = obj.get("after") if "op" in obj else obj
+    if kind == "invalid_op":
+        variant = rng.randrange(3)
+        if variant == 0:
+            del obj["op"]
+        else:
+            obj["op"] = "x" if variant == 1 else "U"
+        reason = kind
+    elif kind == "missing_key":
+        variant = rng.randrange(3)
+        if variant == 0:
+            del row[key]
+        elif variant == 1:
+            row[key] = None
+        else:  # wrong type: text key as a number, bigint key as text
+            row[key] = 12345 if isinstance(row[key], str) else f"id-{row[key]}"
+        reason = kind
+    elif kind == "invalid_value":
+        column, bad = rng.choice(BAD_VALUES[table])
+        row[column] = bad
+        reason = f"invalid_value:{column}"
+    elif kind == "invalid_envelope":
+        variant = rng.randrange(4)
+        if variant == 0:
+            del obj["after"]
+        elif variant == 1:
+            obj["after"] = None
+        elif variant == 2:
+            del obj["source"]["lsn"]
+        else:
+            del obj["source"]["ts_ms"]
+        reason = kind
+    else:
+        raise ValueError(f"unknown corruption {kind!r}")
+    text = _dumps(obj)
+    return (wrap_with_schema(schema_json, text) if schema_json else text), reason

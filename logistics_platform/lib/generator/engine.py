@@ -1,0 +1,967 @@
+"""The generator: simulates the OLTP world hour by hour and writes what a Kafka Connect sink would land.
+
+Flow per event hour h (UTC): plan the orders created in h (their whole lifecycle, payments and courier pings
+go into future hours), commit the transactions of h in commit order (LSN and txId assigned here, so LSNs
+increase with commit time like a PostgreSQL WAL), route every change to an arrival hour (normal lag, late,
+out of order, redelivered, corrupted copies), then write arrival hour h: nothing can arrive before it
+happened, so hour h is complete once event hour h is done. Memory stays bounded by the few hours that
+delayed events can reach ahead.
+
+Everything random comes from one ``random.Random(seed)`` consumed in a fixed order, and nothing reads the
+clock, so a config produces byte-identical files.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+from bisect import bisect_right
+from collections.abc import Callable
+from itertools import accumulate
+from operator import itemgetter
+from pathlib import Path
+from random import Random
+from typing import Any
+
+from logistics_platform.lib.generator import encode as E
+from logistics_platform.lib.generator import world as W
+from logistics_platform.lib.generator.config import TABLES, GeneratorConfig
+
+HOUR_US = E.HOUR_US
+SECOND = 1_000_000
+MINUTE = 60 * SECOND
+TOPICS = {
+    "tenants": "oltp.public.tenants",
+    "couriers": "oltp.public.couriers",
+    "orders": "oltp.public.orders",
+    "payments": "oltp.public.payments",
+    "tracking_pings": "logistics.tracking_pings",
+}
+T_TENANTS, T_COURIERS, T_ORDERS, T_PAYMENTS, T_PINGS = range(5)
+KEYS = ("tenant_id", "courier_id", "order_id", "payment_id", "ping_id")
+OOO_MAX_GAP_US = 3 * HOUR_US  # an out-of-order change overtakes a next change at most this far ahead
+DUP_MAX_DELAY_US = 6 * HOUR_US
+GENERATION_FILE = "_generation.json"
+
+ProgressFn = Callable[[int, int, int], None]  # (hours done, hours total, lines so far)
+
+
+class _Stats:
+    """Counters of one topic; what ``_generation.json`` reports."""
+
+    def __init__(self) -> None:
+        self.events = 0  # distinct valid events (not counting redelivered copies)
+        self.ops = {"c": 0, "u": 0, "d": 0, "r": 0}
+        self.duplicates = 0
+        self.late_within_injected = 0
+        self.late_beyond_injected = 0
+        self.out_of_order_injected = 0
+        self.out_of_order_lines = 0
+        self.schema_envelopes = 0
+        self.decimal_numbers = 0
+        self.epoch_micros = 0
+        self.tip_amount_events = 0
+        self.quarantine: dict[str, int] = {}
+        self.variants: dict[str, int] = {}
+        # arrival hour index -> [lines, quarantined, tombstones, late lines, files]
+        self.per_hour: dict[int, list[int]] = {}
+
+    def hour(self, a: int) -> list[int]:
+        ph = self.per_hour.get(a)
+        if ph is None:
+            ph = self.per_hour[a] = [0, 0, 0, 0, 0]
+        return ph
+
+
+class _Engine:
+    def __init__(self, out_dir: Path, cfg: GeneratorConfig, progress: ProgressFn | None) -> None:
+        self.out = out_dir
+        self.cfg = cfg
+        self.progress = progress
+        self.rng = rng = Random(cfg.seed)
+        self.start_us = E.to_us(cfg.start)
+        self.end_us = self.start_us + cfg.hours * HOUR_US
+        self.hours = cfg.hours
+        lateness = cfg.allowed_lateness_hours
+        self.late_us = round(lateness * 3600) * SECOND
+        # Arrival-hour offsets (from the event's hour) that are surely within / surely beyond L.
+        self.k_within = (1, math.floor(lateness)) if lateness >= 1 else None
+        self.k_beyond_min = math.ceil(lateness) + 1
+        # Events too close to the end cannot be delayed inside the period: raise the odds for the others so
+        # the realised share over all events stays near the configured rate.
+        self.p_beyond = min(1.0, cfg.late_beyond_rate * cfg.hours / max(1, cfg.hours - self.k_beyond_min))
+        self.p_within = min(1.0, cfg.late_within_rate * cfg.hours / max(1, cfg.hours - 1))
+        self.p_ooo = cfg.out_of_order_rate
+        self.tip_from_us = (
+            None
+            if cfg.tip_amount_from is None or cfg.tip_amount_from >= 1.0
+            else self.start_us + int(cfg.tip_amount_from * cfg.hours * 3600) * SECOND
+        )
+        self.schema = {t: E.connect_schema(t) for t in TABLES[:4]}
+        self.schema_tip = E.connect_schema("orders", ("tip_amount",))
+        self.nparts = [cfg.partitions[t] for t in TABLES]
+        self.buckets: list[dict[int, list[tuple[Any, ...]]]] = [{} for _ in TABLES]
+        self.txs: dict[int, list[tuple[int, int, list[list[Any]], bool]]] = {}
+        self.seq = 0
+        self.lsn = 24_000_000 + rng.randrange(1_000_000)
+        self.tx_id = 700 + rng.randrange(1000)
+        self.stats = [_Stats() for _ in TABLES]
+        self.malformed_kinds = [
+            ("malformed_json", cfg.malformed_json_rate),
+            ("invalid_op", cfg.invalid_op_rate),
+            ("missing_key", cfg.missing_key_rate),
+            ("invalid_value", cfg.invalid_value_rate),
+            ("invalid_envelope", cfg.invalid_envelope_rate),
+        ]
+        self.ping_malformed = [(k, r) for k, r in self.malformed_kinds if k in E.PLAIN_REASONS]
+        self.next_offset = [[0] * n for n in self.nparts]
+        self.max_lsn: list[dict[Any, int]] = [{} for _ in range(4)]
+        self.files: list[dict[str, Any]] = []
+        self.delayed: list[dict[str, Any]] = []
+        self.lines_written = 0
+        self.bytes_written = 0
+        self.truth: dict[str, Any] = {}
+        # world state
+        self.order_id = 100_000
+        self.payment_id = 500_000
+        self.order_final: dict[int, tuple[str, int, bool]] = {}  # order -> (status, total cents, deleted)
+        self.ping_iv_us = 0
+        if cfg.pings_per_day > 0 and cfg.orders_per_day > 0:
+            per_day_trip_s = cfg.orders_per_day * (1 - cfg.cancel_rate) * W.MEAN_TRIP_SECONDS
+            self.ping_iv_us = max(SECOND // 10, int(per_day_trip_s / cfg.pings_per_day * SECOND))
+        self._plan_delayed_files()
+
+    # ------------------------------------------------------------------------------------------ helpers
+    def _hour_of(self, us: int) -> int:
+        return (us - self.start_us) // HOUR_US
+
+    def _schedule(self, commit_us: int, changes: list[list[Any]], snapshot: bool = False) -> bool:
+        """Queue a transaction for its commit hour; transactions at or after the end never happen."""
+        if commit_us >= self.end_us:
+            return False
+        self.seq += 1
+        self.txs.setdefault(self._hour_of(commit_us), []).append((commit_us, self.seq, changes, snapshot))
+        return True
+
+    def _fmt(self) -> tuple[E.TsFn, E.DecFn, int]:
+        """Encodings of one change: (timestamp encoder, decimal encoder, flags 1=epoch 2=number)."""
+        r = self.rng.random()
+        cfg = self.cfg
+        flags = 0
+        ts = E.ts_iso
+        dec = E.dec_str
+        if r < cfg.epoch_micros_rate:
+            ts = E.ts_epoch
+            flags |= 1
+        if self.rng.random() < cfg.decimal_number_rate:
+            dec = E.dec_num
+            flags |= 2
+        return ts, dec, flags
+
+    @staticmethod
+    def _link(changes_by_row: dict[Any, list[Any]], change: list[Any], commit_us: int) -> None:
+        """Remember the next commit time of a row on its previous change (for out-of-order routing)."""
+        key = (change[0], change[2])
+        prev = changes_by_row.get(key)
+        if prev is not None:
+            prev[5] = commit_us
+        changes_by_row[key] = change
+
+    # ------------------------------------------------------------------------------------------ tenants
+    def _plan_tenants(self, snap_us: int, snap_changes: list[list[Any]]) -> list[str]:
+        cfg, rng = self.cfg, self.rng
+        span = self.end_us - self.start_us
+        rows: dict[str, list[Any]] = {}
+        names = list(W.TENANT_NAMES)
+        for i in range(cfg.tenants):
+            tid = f"t-{i + 1:03d}"
+            name = names[i % len(names)] + ("" if i < len(names) else f" {i // len(names) + 1}")
+            rows[tid] = [
+                tid,
+                name,
+                rng.choice(W.TIERS),
+                rng.choice(W.REGION_NAMES),
+                snap_us - rng.randrange(1, 90) * 86400 * SECOND,
+            ]
+        tenant_ids = list(rows)
+        links: dict[Any, list[Any]] = {}
+        op0 = "r" if cfg.snapshot_rate > 0 else "c"
+        plan: list[tuple[int, int, str, str]] = []  # (time, seq, tenant, kind)
+        for tid in tenant_ids:
+            r = rows[tid]
+            if op0 == "c":
+                r[4] = snap_us
+            ts, _, flags = self._fmt()
+            ch = [T_TENANTS, op0, tid, "null", E.tenant_row(*r, ts=ts), None, flags]
+            self._link(links, ch, snap_us)
+            snap_changes.append(ch)
+        for n in range(cfg.tier_changes):
+            plan.append((self.start_us + rng.randrange(span // 20, span), n, rng.choice(tenant_ids), "tier"))
+        for n in range(cfg.noop_updates):
+            plan.append((self.start_us + rng.randrange(span // 20, span), 1000 + n, rng.choice(tenant_ids), "noop"))
+        if cfg.tenants > 1 and self.hours >= 6:
+            plan.append((self.start_us + span * 3 // 5 + rng.randrange(HOUR_US), 2000, tenant_ids[0], "rename"))
+        trial = None
+        if cfg.delete_rate > 0 and self.hours >= 6:
+            # A trial tenant that never orders: created, upgraded, then deleted (SCD2 closes on the delete).
+            trial = "t-900"
+            rows[trial] = [trial, "Loja Teste", "bronze", rng.choice(W.REGION_NAMES), 0]
+            plan.append((self.start_us + span // 5 + rng.randrange(HOUR_US), 3000, trial, "create"))
+            plan.append((self.start_us + span * 2 // 5 + rng.randrange(HOUR_US), 3001, trial, "tier"))
+            plan.append((self.start_us + span * 7 // 10 + rng.randrange(HOUR_US), 3002, trial, "delete"))
+        plan.sort()
+        for t, _, tid, kind in plan:
+            r = rows[tid]
+            before_row = E.tenant_row(*r)
+            r[4] = t
+            if kind == "tier":
+                r[2] = rng.choice([x for x in W.TIERS if x != r[2]])
+            elif kind == "rename":
+                r[1] = r[1] + " Express"
+            ts, _, flags = self._fmt()
+            if kind == "create":
+                ch = [T_TENANTS, "c", tid, "null", E.tenant_row(*r, ts=ts), None, flags]
+            elif kind == "delete":
+                ch = [T_TENANTS, "d", tid, before_row, "null", None, 0]
+            else:
+                ch = [T_TENANTS, "u", tid, before_row, E.tenant_row(*r, ts=ts), None, flags]
+            self._link(links, ch, t)
+            self._schedule(t, [ch])
+        self.truth["tenants"] = len(tenant_ids)
+        return tenant_ids
+
+    # ------------------------------------------------------------------------------------------ couriers
+    def _plan_couriers(self, snap_us: int, snap_changes: list[list[Any]]) -> None:
+        cfg, rng = self.cfg, self.rng
+        span = self.end_us - self.start_us
+        n_new = max(1, cfg.couriers // 20) if self.hours >= 6 else 0
+        n_del = max(1, round(cfg.couriers * cfg.delete_rate)) if cfg.delete_rate > 0 and self.hours >= 12 else 0
+        n_del = min(n_del, max(0, cfg.couriers - 1))
+        self.courier_rows: dict[int, list[Any]] = {}
+        # courier -> (available from, available until) for assignments
+        self.courier_window: dict[int, tuple[int, int]] = {}
+        self.courier_vehicle: dict[int, str] = {}
+        by_region: dict[str, list[int]] = {r: [] for r in W.REGION_NAMES}
+        links: dict[Any, list[Any]] = {}
+        plan: list[tuple[int, int, int, str]] = []
+        op0 = "r" if cfg.snapshot_rate > 0 else "c"
+        for i in range(cfg.couriers + n_new):
+            cid = 1001 + i
+            name = f"{rng.choice(W.FIRST_NAMES)} {rng.choice(W.LAST_NAMES)}"
+            vehicle = rng.choices(W.VEHICLES, W.VEHICLE_WEIGHTS)[0]
+            region = W.REGION_NAMES[i % len(W.REGION_NAMES)] if i < len(W.REGION_NAMES) else rng.choice(W.REGION_NAMES)
+            by_region[region].append(cid)
+            self.courier_vehicle[cid] = vehicle
+            if i < cfg.couriers:
+                row = [
+                    cid,
+                    name,
+                    region,
+                    vehicle,
+                    True,
+                    snap_us if op0 == "c" else snap_us - rng.randrange(1, 400) * 86400 * SECOND,
+                ]
+                self.courier_rows[cid] = row
+                self.courier_window[cid] = (self.start_us - HOUR_US, self.end_us + HOUR_US)
+                ts, _, flags = self._fmt()
+                ch = [T_COURIERS, op0, cid, "null", E.courier_row(*row, ts=ts), None, flags]
+                self._link(links, ch, snap_us)
+                snap_changes.append(ch)
+            else:
+                t = self.start_us + rng.randrange(span // 10, span * 9 // 10)
+                self.courier_rows[cid] = [cid, name, region, vehicle, True, t]
+                self.courier_window[cid] = (t, self.end_us + HOUR_US)
+                plan.append((t, cid, 0, "create"))
+        for cid in rng.sample(range(1001, 1001 + cfg.couriers), n_del):
+            t_del = self.start_us + rng.randrange(span // 3, span)
+            t_off = t_del - rng.randrange(2 * HOUR_US, 12 * HOUR_US)
+            t_off = max(t_off, self.start_us + HOUR_US)
+            self.courier_window[cid] = (self.courier_window[cid][0], t_off - HOUR_US)
+            plan.append((t_off, cid, 1, "deactivate"))
+            plan.append((max(t_del, t_off + MINUTE), cid, 2, "delete"))
+        deleting = {cid for _, cid, _, kind in plan if kind == "delete"}
+        for cid in range(1001, 1001 + cfg.couriers):
+            if cid not in deleting and rng.random() < 0.15:
+                t = self.start_us + rng.randrange(span // 20, span)
+                plan.append((t, cid, 3, rng.choice(("vehicle", "noop", "rename"))))
+        plan.sort()
+        for t, cid, _, kind in plan:
+            row = self.courier_rows[cid]
+            key_only = f'{{"courier_id":{cid}}}'
+            row[5] = t
+            if kind == "vehicle":
+                row[3] = rng.choice([v for v in W.VEHICLES if v != row[3]])
+                self.courier_vehicle[cid] = row[3]
+            elif kind == "rename":
+                row[1] = row[1] + " Jr"
+            elif kind == "deactivate":
+                row[4] = False
+            ts, _, flags = self._fmt()
+            if kind == "create":
+                ch = [T_COURIERS, "c", cid, "null", E.courier_row(*row, ts=ts), None, flags]
+            elif kind == "delete":
+                ch = [T_COURIERS, "d", cid, key_only, "null", None, 0]
+            else:  # REPLICA IDENTITY DEFAULT: no before image on updates
+                ch = [T_COURIERS, "u", cid, "null", E.courier_row(*row, ts=ts), None, flags]
+            self._link(links, ch, t)
+            self._schedule(t, [ch])
+        self.couriers_by_region = {r: ids for r, ids in by_region.items() if ids}
+        self.all_couriers = [c for ids in self.couriers_by_region.values() for c in ids]
+        self.truth["couriers"] = cfg.couriers + n_new - n_del
+
+    def _pick_courier(self, region: str, t: int) -> int | None:
+        rng = self.rng
+        pools = (self.couriers_by_region.get(region) or self.all_couriers, self.all_couriers)
+        for pool in pools:
+            for _ in range(6):
+                cid = pool[rng.randrange(len(pool))]
+                lo, hi = self.courier_window[cid]
+                if lo <= t < hi:
+                    return cid
+        return None
+
+    # ------------------------------------------------------------------------------------------ orders
+    def _plan_orders_of_hour(self, h: int) -> None:
+        cfg, rng = self.cfg, self.rng
+        hour_start = self.start_us + h * HOUR_US
+        share = W.HOURLY_SHARE[E.from_us(hour_start).hour]
+        expected = cfg.orders_per_day * share
+        n = int(expected) + (1 if rng.random() < expected - int(expected) else 0)
+        times = sorted(hour_start + rng.randrange(HOUR_US) for _ in range(n))
+        for t in times:
+            self._plan_order(t, None)
+
+    def _plan_order(self, created_us: int, snap_us: int | None) -> None:
+        """Plan one order's lifecycle: its changes, its payments' changes and its courier's pings."""
+        cfg, rng = self.cfg, self.rng
+        self.order_id += 1
+        oid = self.order_id
+        tid = self.tenant_ids[bisect_right(self.tenant_cum, rng.random() * self.tenant_cum[-1])]
+        region = self.tenant_region[tid] if rng.random() < 0.7 else rng.choice(W.REGION_NAMES)
+        total = rng.randrange(1500, 25000)
+        fee = rng.randrange(400, min(1500, total - 100))
+        promised = created_us + rng.randrange(35 * MINUTE, 75 * MINUTE)
+        tip = rng.choice(W.TIP_CENTS) if self.tip_from_us is not None and created_us >= self.tip_from_us else 0
+        base = snap_us if snap_us is not None else created_us
+        if snap_us is not None and rng.random() < 0.5:
+            t_assign = created_us + rng.randrange(10 * SECOND, (snap_us - created_us) // 2)
+        else:
+            t_assign = base + rng.randrange(MINUTE, 8 * MINUTE)
+        t_pick = t_assign + rng.randrange(5 * MINUTE, 20 * MINUTE)
+        t_transit = t_pick + rng.randrange(MINUTE, 3 * MINUTE)
+        t_deliv = t_transit + rng.randrange(10 * MINUTE, 50 * MINUTE)
+        t_cancel = None
+        if rng.random() < cfg.cancel_rate:
+            t_cancel = base + rng.randrange(2 * MINUTE, 20 * MINUTE)
+            if t_cancel >= t_pick:
+                t_cancel = t_pick - SECOND
+        courier = self._pick_courier(region, t_assign)
+        if courier is None:  # nobody to assign: the customer gives up
+            t_cancel = t_cancel if t_cancel is not None and t_cancel < t_assign else t_assign
+        method = rng.choices(W.PAYMENT_METHODS, W.PAYMENT_METHOD_WEIGHTS)[0]
+        o: list[Any] = [oid, tid, None, region, "created", total, fee, created_us, promised, None, created_us]
+        links: dict[Any, list[Any]] = {}
+        prev_after = ["null"]
+        tip_from = self.tip_from_us
+
+        def order_change(op: str, t: int, updated: int | None = None) -> list[Any]:
+            o[10] = t if updated is None else updated
+            ts, dec, flags = self._fmt()
+            with_tip = tip_from is not None and t >= tip_from
+            after = E.order_row(*o, tip if with_tip else None, ts=ts, dec=dec)
+            if with_tip:
+                flags |= 4
+            before = prev_after[0] if op != "c" and op != "r" else "null"
+            prev_after[0] = after
+            ch = [T_ORDERS, op, oid, before, after, None, flags]
+            self._link(links, ch, t)
+            return ch
+
+        def new_payment(op: str, t: int, amount: int, status: str, row_time: int | None = None) -> list[Any]:
+            self.payment_id += 1
+            rt = t if row_time is None else row_time
+            p = [self.payment_id, oid, amount, method, status, rt, rt]
+            payments.append(p)
+            ts, dec, flags = self._fmt()
+            ch = [T_PAYMENTS, op, p[0], "null", E.payment_row(*p, ts=ts, dec=dec), None, flags]
+            self._link(links, ch, t)
+            return ch
+
+        def update_payment(p: list[Any], t: int, status: str, amount: int | None = None) -> list[Any]:
+            p[4] = status
+            p[6] = t
+            if amount is not None:
+                p[2] = amount
+            ts, dec, flags = self._fmt()
+            ch = [T_PAYMENTS, "u", p[0], f'{{"payment_id":{p[0]}}}', E.payment_row(*p, ts=ts, dec=dec), None, flags]
+            self._link(links, ch, t)
+            return ch
+
+        payments: list[list[Any]] = []
+        txs: list[tuple[int, list[list[Any]], bool]] = []
+        # creation (or the snapshot read of an order that already existed)
+        failed_first = rng.random() < cfg.failed_payment_rate
+        if snap_us is not None:
+            chs = []
+            if t_assign < snap_us and courier is not None and (t_cancel is None or t_cancel > snap_us):
+                o[2], o[4] = courier, "assigned"
+                o[10] = t_assign
+            chs.append(order_change("r", snap_us, o[10]))
+            chs.append(new_payment("r", snap_us, total, "authorized", created_us))
+            self.snapshot_extra.extend(chs)
+        else:
+            first = new_payment("c", created_us, total, "failed" if failed_first else "authorized")
+            txs.append((created_us, [order_change("c", created_us), first], False))
+            if failed_first:
+                t2 = created_us + rng.randrange(30 * SECOND, 3 * MINUTE)
+                txs.append((t2, [new_payment("c", t2, total, "authorized")], False))
+        snap_status = o[4]
+        live_payment = payments[-1]
+        end_t = created_us
+        if t_cancel is not None and (courier is None or t_cancel < t_pick):
+            if o[4] != "assigned" and courier is not None and t_assign < t_cancel:
+                o[2], o[4] = courier, "assigned"
+                txs.append((t_assign, [order_change("u", t_assign)], False))
+            o[4] = "cancelled"
+            txs.append(
+                (t_cancel, [order_change("u", t_cancel), update_payment(live_payment, t_cancel, "failed")], False)
+            )
+            end_t = t_cancel
+        else:
+            assert courier is not None
+            if o[4] != "assigned":
+                o[2], o[4] = courier, "assigned"
+                txs.append((t_assign, [order_change("u", t_assign)], False))
+            o[4] = "picked_up"
+            txs.append((t_pick, [order_change("u", t_pick)], False))
+            o[4] = "in_transit"
+            txs.append((t_transit, [order_change("u", t_transit)], False))
+            o[4], o[9] = "delivered", t_deliv
+            captured = total
+            mismatch = rng.random() < cfg.payment_mismatch_rate
+            partial_refund = mismatch and rng.random() < 0.5
+            if mismatch and not partial_refund:
+                captured = total - rng.randrange(1, min(500, total - 1))
+            txs.append(
+                (
+                    t_deliv,
+                    [order_change("u", t_deliv), update_payment(live_payment, t_deliv, "captured", captured)],
+                    False,
+                )
+            )
+            end_t = t_deliv
+            if rng.random() < cfg.refund_rate:  # charged twice, the second charge refunded: still reconciles
+                t_dup = t_deliv + rng.randrange(MINUTE, 30 * MINUTE)
+                txs.append((t_dup, [new_payment("c", t_dup, total, "captured")], False))
+                t_ref = t_dup + rng.randrange(HOUR_US, 6 * HOUR_US)
+                txs.append((t_ref, [new_payment("c", t_ref, total, "refunded")], False))
+            if partial_refund:  # goodwill refund: captured - refunded != total (reported, not hidden)
+                t_ref = t_deliv + rng.randrange(HOUR_US, 6 * HOUR_US)
+                amount = rng.randrange(100, max(101, total // 3))
+                txs.append((t_ref, [new_payment("c", t_ref, amount, "refunded")], False))
+        deleted = False
+        if rng.random() < cfg.delete_rate:
+            t_del = end_t + rng.randrange(HOUR_US, 12 * HOUR_US)
+            chs = [[T_ORDERS, "d", oid, prev_after[0], "null", None, 0]]
+            self._link(links, chs[0], t_del)
+            for p in payments:
+                ch = [T_PAYMENTS, "d", p[0], f'{{"payment_id":{p[0]}}}', "null", None, 0]
+                self._link(links, ch, t_del)
+                chs.append(ch)
+            txs.append((t_del, chs, False))
+            deleted = t_del < self.end_us
+        for t, chs, snap in txs:
+            self._schedule(t, chs, snap)
+        self.order_final[oid] = (self._status_at_end(txs, snap_status), total, deleted)
+        if courier is not None and self.ping_iv_us and (t_cancel is None or t_cancel > t_assign):
+            self._plan_pings(
+                courier, oid, region, t_assign, t_pick, t_transit, t_cancel if t_cancel else t_deliv, t_cancel is None
+            )
+
+    def _status_at_end(self, txs: list[tuple[int, list[list[Any]], bool]], initial: str) -> str:
+        status = None
+        for t, chs, _ in txs:
+            if t >= self.end_us:
+                break
+            for ch in chs:
+                if ch[0] == T_ORDERS and ch[1] != "d":
+                    status = ch[4]
+        if status is None:
+            return initial
+        i = status.index('"status":"') + 10
+        return status[i : status.index('"', i)]
+
+    # ------------------------------------------------------------------------------------------ pings
+    def _plan_pings(
+        self, cid: int, oid: int, region: str, t0: int, t_pick: int, t_transit: int, t_end: int, delivered: bool
+    ) -> None:
+        """Pings of one courier's trip, routed straight to their arrival hours (no LSN needed)."""
+        rng = self.rng
+        _, clat, clon = W.REGIONS[W.REGION_NAMES.index(region)]
+        u = rng.random
+        start_lat, start_lon = clat + (u() - 0.5) * 0.06, clon + (u() - 0.5) * 0.06
+        pick_lat, pick_lon = clat + (u() - 0.5) * 0.06, clon + (u() - 0.5) * 0.06
+        drop_lat, drop_lon = clat + (u() - 0.5) * 0.1, clon + (u() - 0.5) * 0.1
+        t_back = t_end + rng.randrange(3 * MINUTE, 10 * MINUTE) if delivered else t_end
+        # segments: (until, from lat/lon, to lat/lon, order id, moving)
+        segs = [
+            (t0, t_pick, start_lat, start_lon, pick_lat, pick_lon, oid, True),
+            (t_pick, t_transit, pick_lat, pick_lon, pick_lat, pick_lon, oid, False),
+            (t_transit, t_end, pick_lat, pick_lon, drop_lat, drop_lon, oid, True),
+        ]
+        if delivered:
+            segs.append((t_end, t_back, drop_lat, drop_lon, clat, clon, None, True))
+        t_stop = min(t_back, self.end_us)
+        t0 = max(t0, self.start_us)  # a snapshot order's courier may have left before the period starts
+        iv = self.ping_iv_us
+        if t0 >= t_stop:
+            return
+        speed0 = W.VEHICLE_SPEED_KMH[self.courier_vehicle[cid]]
+        # Offline phone: the whole trip's pings upload together later (device-clock lateness).
+        r = rng.random()
+        reconnect = None
+        last_hour = self._hour_of(t_stop - 1)
+        if r < self.p_beyond:
+            a = last_hour + self.k_beyond_min + rng.randrange(3)
+            if a < self.hours:
+                reconnect = (a, "beyond")
+        elif r < self.p_beyond + self.p_within and self.k_within is not None:
+            a = last_hour + 1
+            if a < self.hours and self.start_us + a * HOUR_US - t0 <= self.late_us:
+                reconnect = (a, "within")
+        part = cid % self.nparts[T_PINGS]
+        stats = self.stats[T_PINGS]
+        bucket_of = self.buckets[T_PINGS]
+        start_us, late_us, end_us = self.start_us, self.late_us, self.end_us
+        getbits = rng.getrandbits
+        p_dup = self.cfg.duplicate_rate
+        p_bad = sum(rt for _, rt in self.ping_malformed)
+        arrival_base = None
+        if reconnect is not None:
+            arrival_base = start_us + reconnect[0] * HOUR_US + rng.randrange(50 * MINUTE)
+        line_fn, uuid_fn = E.ping_line, E.uuid4_text
+        seg_i = 0
+        seg = segs[0]
+        k = 0
+        t = t0 + (getbits(20) * iv >> 20)
+        n = 0
+        while t < t_stop:
+            while t >= seg[1] and seg_i + 1 < len(segs):
+                seg_i += 1
+                seg = segs[seg_i]
+            bits = getbits(128)
+            f = (t - seg[0]) / max(1, seg[1] - seg[0])
+            lat = seg[2] + (seg[4] - seg[2]) * f + ((bits & 0xFFF) - 2048) * 1e-7
+            lon = seg[3] + (seg[5] - seg[3]) * f + (((bits >> 12) & 0xFFF) - 2048) * 1e-7
+            speed = speed0 + (((bits >> 24) & 0xFF) - 128) / 12.8 if seg[7] else ((bits >> 24) & 0xF) / 10
+            if speed < 0:
+                speed = -speed
+            line = line_fn(uuid_fn(bits), cid, seg[6], lat, lon, speed, t)
+            if arrival_base is None:
+                arrival = t + SECOND // 2 + ((bits >> 32) & 0xFFFF) * 300
+                if arrival >= end_us:
+                    arrival = end_us - 1
+            else:
+                arrival = arrival_base + n * 20_000
+            a = (arrival - start_us) // HOUR_US
+            b = bucket_of.get(a)
+            if b is None:
+                b = bucket_of[a] = []
+            b.append((arrival, line, part, None, 0, 1))
+            if t < start_us + a * HOUR_US - late_us:
+                stats.hour(a)[3] += 1
+            x = u()
+            if x < p_dup:
+                self._dup_ping(arrival, line, part, t)
+            elif x < p_dup + p_bad:
+                self._bad_line(T_PINGS, line, arrival, part, (x - p_dup), self.ping_malformed)
+            n += 1
+            k += 1
+            t = t0 + k * iv + (getbits(20) * (iv // 3) >> 20)
+        stats.events += n
+        if reconnect is not None:
+            if reconnect[1] == "beyond":
+                stats.late_beyond_injected += n
+            else:
+                stats.late_within_injected += n
+
+    def _dup_ping(self, arrival: int, line: str, part: int, event_us: int) -> None:
+        rng = self.rng
+        delay = (
+            rng.randrange(SECOND, 10 * MINUTE) if rng.random() < 0.5 else rng.randrange(10 * MINUTE, DUP_MAX_DELAY_US)
+        )
+        d = arrival + delay
+        if d >= self.end_us:
+            return
+        self._emit(T_PINGS, d, line, part, None, 0, 1, event_us)
+        self.stats[T_PINGS].duplicates += 1
+
+    # ------------------------------------------------------------------------------------------ routing
+    def _emit(self, ti: int, arrival: int, line: str, part: int, key: Any, lsn: int, nlines: int, event_us: int) -> int:
+        a = (arrival - self.start_us) // HOUR_US
+        b = self.buckets[ti].get(a)
+        if b is None:
+            b = self.buckets[ti][a] = []
+        b.append((arrival, line, part, key, lsn, nlines))
+        if event_us < self.start_us + a * HOUR_US - self.late_us:
+            self.stats[ti].hour(a)[3] += 1
+        if nlines == 2:
+            self.stats[ti].hour(a)[2] += 1
+        return a
+
+    def _bad_line(self, ti: int, line: str, arrival: int, part: int, x: float, kinds: list[tuple[str, float]]) -> None:
+        """Emit a corrupted copy of a valid line; ``x`` in [0, sum of rates) picks the kind."""
+        kind = kinds[-1][0]
+        for name, rate in kinds:
+            if x < rate:
+                kind = name
+                break
+            x -= rate
+        rng = self.rng
+        schema = None
+        if ti != T_PINGS and rng.random() < self.cfg.schema_envelope_rate:
+            schema = self.schema_tip if ti == T_ORDERS and '"tip_amount"' in line else self.schema[TABLES[ti]]
+        bad, reason = E.corrupt(line, TABLES[ti], KEYS[ti], kind, rng, schema)
+        arrival = min(arrival + rng.randrange(1000, SECOND), self.end_us - 1)
+        a = self._emit(ti, arrival, bad, part, None, 0, 1, self.end_us)
+        st = self.stats[ti]
+        st.hour(a)[1] += 1
+        st.quarantine[reason] = st.quarantine.get(reason, 0) + 1
+
+    def _route_change(self, ch: list[Any], commit_us: int, lsn: int, prev_lsn: int, tx_id: int, snapshot: str) -> None:
+        ti, op, key, before, after, next_commit, flags = ch
+        rng, cfg = self.rng, self.cfg
+        st = self.stats[ti]
+        eh = self._hour_of(commit_us)
+        arrival = None
+        r = rng.random()
+        if r < self.p_beyond:
+            a = eh + self.k_beyond_min + rng.randrange(4)
+            if a < self.hours:
+                arrival = self.start_us + a * HOUR_US + rng.randrange(HOUR_US)
+                st.late_beyond_injected += 1
+        elif r < self.p_beyond + self.p_within:
+            if self.k_within is not None:
+                a = eh + rng.randint(*self.k_within)
+                if a < self.hours:
+                    arrival = self.start_us + a * HOUR_US + rng.randrange(HOUR_US)
+                    st.late_within_injected += 1
+        elif (
+            r < self.p_beyond + self.p_within + self.p_ooo
+            and next_commit is not None
+            and next_commit - commit_us < OOO_MAX_GAP_US
+        ):
+            cand = next_commit + rng.randrange(40 * SECOND, 20 * MINUTE)
+            if cand < self.end_us:
+                arrival = cand
+                st.out_of_order_injected += 1
+        if arrival is None:
+            connector = commit_us + rng.randrange(50_000, 2 * SECOND)
+            arrival = min(connector + rng.randrange(100_000, 30 * SECOND), self.end_us - 1)
+        else:
+            connector = max(commit_us + 50_000, arrival - rng.randrange(100_000, 30 * SECOND))
+        env = E.envelope(
+            TABLES[ti], op, before, after, commit_us // 1000, lsn, prev_lsn, tx_id, connector // 1000, snapshot
+        )
+        line = env
+        if rng.random() < cfg.schema_envelope_rate:
+            line = E.wrap_with_schema(self.schema_tip if flags & 4 else self.schema[TABLES[ti]], env)
+            st.schema_envelopes += 1
+        nlines = 1
+        if op == "d":
+            line += "\nnull"
+            nlines = 2
+        part = E.partition_of(key, self.nparts[ti])
+        self._emit(ti, arrival, line, part, key, lsn, nlines, commit_us)
+        st.events += 1
+        st.ops[op] += 1
+        if flags & 1:
+            st.epoch_micros += 1
+        if flags & 2:
+            st.decimal_numbers += 1
+        if flags & 4:
+            st.tip_amount_events += 1
+        x = rng.random()
+        if x < cfg.duplicate_rate:
+            delay = (
+                rng.randrange(SECOND, 10 * MINUTE)
+                if rng.random() < 0.5
+                else rng.randrange(10 * MINUTE, DUP_MAX_DELAY_US)
+            )
+            if arrival + delay < self.end_us:
+                self._emit(ti, arrival + delay, line, part, key, lsn, nlines, commit_us)
+                st.duplicates += 1
+                if line is not env:
+                    st.schema_envelopes += 1
+        elif op != "d" and x < cfg.duplicate_rate + cfg.malformed_total:
+            self._bad_line(ti, env, arrival, part, x - cfg.duplicate_rate, self.malformed_kinds)
+
+    def _commit_hour(self, h: int) -> None:
+        txs = self.txs.pop(h, [])
+        txs.sort(key=itemgetter(0, 1))
+        rng = self.rng
+        for commit_us, _, changes, snapshot in txs:
+            self.tx_id += rng.randrange(1, 4)
+            prev = self.lsn
+            if snapshot:
+                self.lsn += rng.randrange(40, 400)
+                n = len(changes)
+                for i, ch in enumerate(changes):
+                    flag = "first" if i == 0 else ("last" if i == n - 1 else "true")
+                    self._route_change(ch, commit_us, self.lsn, prev, self.tx_id, flag)
+                continue
+            for ch in changes:
+                self.lsn += rng.randrange(40, 400)
+                self._route_change(ch, commit_us, self.lsn, prev, self.tx_id, "false")
+
+    # ------------------------------------------------------------------------------------------ files
+    def _plan_delayed_files(self) -> None:
+        cfg, rng = self.cfg, self.rng
+        self.delayed_plan: dict[tuple[int, int], int] = {}
+        if cfg.hours <= cfg.delayed_file_hours:
+            return
+        topics = (T_ORDERS, T_PAYMENTS, T_PINGS)
+        for i in range(cfg.delayed_files):
+            ti = topics[i % len(topics)]
+            for _ in range(20):
+                a = rng.randrange(0, cfg.hours - cfg.delayed_file_hours)
+                if (ti, a) not in self.delayed_plan:
+                    self.delayed_plan[(ti, a)] = 0
+                    break
+
+    def _flush(self, a: int) -> None:
+        cfg, rng = self.cfg, self.rng
+        hour_us = self.start_us + a * HOUR_US
+        for ti in range(5):
+            recs = self.buckets[ti].pop(a, None)
+            if not recs:
+                continue
+            recs.sort(key=itemgetter(0))
+            topic = TOPICS[TABLES[ti]]
+            st = self.stats[ti]
+            ph = st.hour(a)
+            if ti != T_PINGS:
+                max_lsn = self.max_lsn[ti]
+                ooo = 0
+                for rec in recs:
+                    k = rec[3]
+                    if k is None:
+                        continue
+                    m = max_lsn.get(k)
+                    if m is None or rec[4] > m:
+                        max_lsn[k] = rec[4]
+                    elif rec[4] < m:
+                        ooo += 1
+                st.out_of_order_lines += ooo
+            parts: list[list[tuple[Any, ...]]] = [[] for _ in range(self.nparts[ti])]
+            for rec in recs:
+                parts[rec[2]].append(rec)
+            dirpath = None
+            delayed_p = None
+            if (ti, a) in self.delayed_plan:
+                delayed_p = next((p for p, lst in enumerate(parts) if len(lst) >= 2), None)
+            for p, lst in enumerate(parts):
+                if not lst:
+                    continue
+                chunks = [lst[i : i + cfg.flush_size] for i in range(0, len(lst), cfg.flush_size)]
+                delayed_at = None
+                if p == delayed_p:
+                    # The sink's last flush of this partition uploads hours late into the (old) hour folder.
+                    last = chunks.pop()
+                    if len(last) >= 2:
+                        cut = max(1, len(last) // 4)
+                        chunks += [last[:-cut], last[-cut:]]
+                    else:
+                        chunks.append(last)
+                    delayed_at = len(chunks) - 1
+                for ci, chunk in enumerate(chunks):
+                    lines = [rec[1] for rec in chunk]
+                    nlines = len(chunk) if ti == T_PINGS else sum(rec[5] for rec in chunk)
+                    gz = rng.random() < cfg.gzip_rate
+                    start_offset = self.next_offset[ti][p]
+                    self.next_offset[ti][p] = start_offset + nlines
+                    rel = E.landing_relpath(topic, hour_us, p, start_offset, gz)
+                    data = E.encode_lines(lines, gz)
+                    path = self.out / rel
+                    if dirpath is None:
+                        dirpath = path.parent
+                        dirpath.mkdir(parents=True, exist_ok=True)
+                    with open(path, "wb") as fh:
+                        fh.write(data)
+                    written_at = max(rec[0] for rec in chunk[-50:]) // SECOND
+                    if ci == delayed_at:
+                        written_at = (hour_us + cfg.delayed_file_hours * HOUR_US) // SECOND + rng.randrange(3000)
+                        self.delayed.append(
+                            {
+                                "path": rel,
+                                "topic": topic,
+                                "arrival_hour": E.from_us(hour_us).isoformat(),
+                                "appears_at": E.from_us(written_at * SECOND).isoformat(),
+                                "lines": nlines,
+                            }
+                        )
+                    os.utime(path, (written_at, written_at))
+                    ph[0] += nlines
+                    ph[4] += 1
+                    self.lines_written += nlines
+                    self.bytes_written += len(data)
+                    self.files.append({"topic": ti, "gz": gz, "bytes": len(data)})
+
+    # ------------------------------------------------------------------------------------------ run
+    def run(self) -> dict[str, Any]:
+        cfg, rng = self.cfg, self.rng
+        snap_us = self.start_us + SECOND
+        snap_changes: list[list[Any]] = []
+        self.snapshot_extra: list[list[Any]] = []
+        self.tenant_ids = self._plan_tenants(snap_us, snap_changes)
+        weights = [1.0 / (i + 1) for i in range(len(self.tenant_ids))]
+        self.tenant_cum = list(accumulate(weights))
+        self.tenant_region = {}
+        for i, tid in enumerate(self.tenant_ids):
+            self.tenant_region[tid] = W.REGION_NAMES[(i * 3) % len(W.REGION_NAMES)]
+        self._plan_couriers(snap_us, snap_changes)
+        n_snap_orders = round(cfg.snapshot_rate * cfg.orders_per_day)
+        for _ in range(n_snap_orders):
+            self._plan_order(self.start_us - rng.randrange(2 * MINUTE, 30 * MINUTE), snap_us)
+        snap_changes.extend(self.snapshot_extra)
+        if cfg.snapshot_rate > 0:
+            self._schedule(snap_us, snap_changes, True)
+        else:
+            self._schedule(snap_us, snap_changes, False)
+        for h in range(cfg.hours):
+            self._plan_orders_of_hour(h)
+            self._commit_hour(h)
+            self._flush(h)
+            if self.progress is not None:
+                self.progress(h + 1, cfg.hours, self.lines_written)
+        leftovers = [(ti, a) for ti, b in enumerate(self.buckets) for a in b if b[a]]
+        if leftovers:  # a routing bug, never data: fail loudly rather than drop lines silently
+            raise RuntimeError(f"generator left lines unwritten for (topic, hour) {leftovers[:5]}")
+        return self._summary()
+
+    def _summary(self) -> dict[str, Any]:
+        cfg = self.cfg
+        topics: dict[str, Any] = {}
+        per_hour: dict[str, Any] = {}
+        for ti, table in enumerate(TABLES):
+            st = self.stats[ti]
+            files = [f for f in self.files if f["topic"] == ti]
+            lines = sum(v[0] for v in st.per_hour.values())
+            quarantined = sum(v[1] for v in st.per_hour.values())
+            tombstones = sum(v[2] for v in st.per_hour.values())
+            topic = TOPICS[table]
+            topics[topic] = {
+                "table": table,
+                "lines": lines,
+                "rows": lines - quarantined - tombstones,
+                "files": len(files),
+                "gzip_files": sum(1 for f in files if f["gz"]),
+                "bytes": sum(f["bytes"] for f in files),
+                "partitions": self.nparts[ti],
+                "events": st.events,
+                "ops": dict(st.ops) if ti != T_PINGS else {},
+                "duplicates": st.duplicates,
+                "tombstones": tombstones,
+                "late_lines": sum(v[3] for v in st.per_hour.values()),
+                "late_beyond_injected": st.late_beyond_injected,
+                "late_within_injected": st.late_within_injected,
+                "out_of_order_injected": st.out_of_order_injected,
+                "out_of_order_lines": st.out_of_order_lines,
+                "schema_envelopes": st.schema_envelopes,
+                "decimal_numbers": st.decimal_numbers,
+                "epoch_micros": st.epoch_micros,
+                "tip_amount_events": st.tip_amount_events,
+                "quarantined": quarantined,
+                "quarantine": dict(sorted(st.quarantine.items())),
+            }
+            per_hour[topic] = {
+                E.from_us(self.start_us + a * HOUR_US).strftime("%Y-%m-%dT%H"): {
+                    "lines": v[0],
+                    "rows": v[0] - v[1] - v[2],
+                    "quarantined": v[1],
+                    "tombstones": v[2],
+                    "late": v[3],
+                    "files": v[4],
+                }
+                for a, v in sorted(st.per_hour.items())
+            }
+        quarantine_total: dict[str, int] = {}
+        for t in topics.values():
+            for reason, n in t["quarantine"].items():
+                base = reason.split(":")[0]
+                quarantine_total[base] = quarantine_total.get(base, 0) + n
+        final = self.order_final
+        delivered = [v for v in final.values() if v[0] == "delivered" and not v[2]]
+        truth = dict(self.truth)
+        truth.update(
+            {
+                "orders_planned": len(final),
+                "orders_existing": sum(1 for v in final.values() if not v[2]),
+                "orders_deleted": sum(1 for v in final.values() if v[2]),
+                "orders_delivered": len(delivered),
+                "gross_revenue_delivered": E.dec_num(sum(v[1] for v in delivered)),
+            }
+        )
+        return {
+            "generator": "logistics_platform.lib.generator",
+            "format_version": 1,
+            "config": cfg.to_json(),
+            "period": {
+                "start": cfg.start.isoformat(),
+                "end": E.from_us(self.end_us).isoformat(),
+                "hours": cfg.hours,
+            },
+            "allowed_lateness_hours": cfg.allowed_lateness_hours,
+            "tip_amount_from": None if self.tip_from_us is None else E.from_us(self.tip_from_us).isoformat(),
+            "totals": {
+                "lines": self.lines_written,
+                "files": len(self.files),
+                "gzip_files": sum(1 for f in self.files if f["gz"]),
+                "bytes": self.bytes_written,
+                "tombstones": sum(t["tombstones"] for t in topics.values()),
+                "quarantined": sum(t["quarantined"] for t in topics.values()),
+                "duplicates": sum(t["duplicates"] for t in topics.values()),
+                "late_lines": sum(t["late_lines"] for t in topics.values()),
+                "out_of_order_lines": sum(t["out_of_order_lines"] for t in topics.values()),
+                "schema_envelopes": sum(t["schema_envelopes"] for t in topics.values()),
+                "quarantine": dict(sorted(quarantine_total.items())),
+            },
+            "delayed_files": self.delayed,
+            "topics": topics,
+            "per_hour": per_hour,
+            "truth": truth,
+        }
+
+
+def stderr_progress(width: int = 30) -> ProgressFn:
+    """A one-line progress bar on stderr (no dependency): hours done and lines written."""
+
+    def show(done: int, total: int, lines: int) -> None:
+        filled = width * done // max(1, total)
+        end = "\n" if done >= total else ""
+        sys.stderr.write(f"\rgenerate [{'#' * filled}{'.' * (width - filled)}] {done}/{total} h, {lines:,} lines{end}")
+        sys.stderr.flush()
+
+    return show
+
+
+def generate(out_dir: Path | str, config: GeneratorConfig, progress: bool | ProgressFn = False) -> dict[str, Any]:
+    """Write the landing zone for ``config`` under ``out_dir`` and return the ``_generation.json`` content.
+
+    Refuses to write into a directory that already has ``topics/``: offsets restart at 0 on every run, so
+    mixing two runs would repeat record addresses.
+    """
+    out = Path(out_dir)
+    topics_dir = out / "topics"
+    if topics_dir.exists() and any(topics_dir.iterdir()):
+        raise FileExistsError(
+            f"{topics_dir} already holds landed files; generate into an empty directory "
+            "(or remove it) so record addresses (topic, partition, offset) never repeat"
+        )
+    out.mkdir(parents=True, exist_ok=True)
+    fn: ProgressFn | None = stderr_progress() if progress is True else (progress or None)
+    summary = _Engine(out, config, fn).run()
+    (out / GENERATION_FILE).write_text(json.dumps(summary, indent=2, sort_keys=False) + "\n", encoding="utf-8")
+    return summary
