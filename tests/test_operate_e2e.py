@@ -98,8 +98,14 @@ def test_partition_range_backfill_through_graphql(tmp_path: Path) -> None:
     generate(
         settings.landing_dir,
         GeneratorConfig(
-            start=datetime(2026, 11, 1), hours=len(HOURS), seed=11, tenants=3, couriers=8,
-            orders_per_day=240, pings_per_day=480, delayed_files=0,
+            start=datetime(2026, 11, 1),
+            hours=len(HOURS),
+            seed=11,
+            tenants=3,
+            couriers=8,
+            orders_per_day=240,
+            pings_per_day=480,
+            delayed_files=0,
         ),
     )
     home = tmp_path / "dagster_home"
@@ -119,9 +125,21 @@ def test_partition_range_backfill_through_graphql(tmp_path: Path) -> None:
     bin_dir = Path(sys.executable).parent
     with log.open("wb") as out:
         proc = subprocess.Popen(
-            [str(bin_dir / "dagster"), "dev", "-w", str(PROJECT_ROOT / "workspace.yaml"),
-             "-h", "127.0.0.1", "-p", str(port)],
-            cwd=PROJECT_ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+            [
+                str(bin_dir / "dagster"),
+                "dev",
+                "-w",
+                str(PROJECT_ROOT / "workspace.yaml"),
+                "-h",
+                "127.0.0.1",
+                "-p",
+                str(port),
+            ],
+            cwd=PROJECT_ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
     gql = GraphQL(port, log)
     try:
@@ -133,8 +151,7 @@ def test_partition_range_backfill_through_graphql(tmp_path: Path) -> None:
             """mutation($params: LaunchBackfillParams!) { launchPartitionBackfill(backfillParams: $params) {
                 __typename ... on LaunchBackfillSuccess { backfillId }
                 ... on PythonError { message } ... on InvalidSubsetError { message } } }""",
-            params={"assetSelection": [{"path": k} for k in keys], "partitionNames": HOURS,
-                    "title": "e2e backfill"},
+            params={"assetSelection": [{"path": k} for k in keys], "partitionNames": HOURS, "title": "e2e backfill"},
         )["launchPartitionBackfill"]
         if launched["__typename"] != "LaunchBackfillSuccess":
             gql.fail(f"backfill not launched: {launched}")
@@ -179,8 +196,12 @@ def test_partition_range_backfill_through_graphql(tmp_path: Path) -> None:
     con = connect(settings.duckdb_path, read_only=True)
     try:
         delivered = con.execute("select count(*) from marts.fct_orders").fetchone()[0]
-        tables = {r[0] for r in con.execute(
-            "select table_name from information_schema.tables where table_schema = 'marts'").fetchall()}
+        tables = {
+            r[0]
+            for r in con.execute(
+                "select table_name from information_schema.tables where table_schema = 'marts'"
+            ).fetchall()
+        }
     finally:
         con.close()
     assert delivered > 0

@@ -108,8 +108,9 @@ def compare(
                 report.stale[topic] = "changed"
                 known = {p for p, _ in entry.files}
                 arrival = parse_hour_key(hour).replace(tzinfo=None)
-                report.new_files += [f.relpath for f in list_hour_files(landing_dir, topic, arrival)
-                                     if f.relpath not in known]
+                report.new_files += [
+                    f.relpath for f in list_hour_files(landing_dir, topic, arrival) if f.relpath not in known
+                ]
         if not landed:
             report.status = "not_landed"  # logged but the files are gone: the landing zone was pruned
         elif report.stale and all(v == "never" for v in report.stale.values()) and not logged:

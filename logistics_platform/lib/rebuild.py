@@ -118,7 +118,8 @@ def build(staged: Settings, result: RebuildResult, log: Callable[[str], None]) -
             if not run.success:
                 raise RebuildError(f"ingest of {key} failed in the staging area; live tables untouched")
         transform_keys = [
-            k for k in graph.materializable_asset_keys
+            k
+            for k in graph.materializable_asset_keys
             if graph.get(k).group_name in ("staging", "intermediate", "marts")
         ]
         if transform_keys:

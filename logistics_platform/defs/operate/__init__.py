@@ -3,7 +3,6 @@
 Thin Dagster glue; the decisions live in ``lib.landing_watch``, ``lib.progress`` and ``lib.alerts``.
 """
 
-
 import warnings
 from collections.abc import Iterator, Sequence
 from datetime import timedelta
@@ -196,9 +195,7 @@ def build_transform_sensor(settings: Settings, job: UnresolvedAssetJobDefinition
         ),
     )
     def transform_after_ingest(context: dg.SensorEvaluationContext) -> dg.RunRequest | dg.SkipReason:
-        active = context.instance.get_runs(
-            dg.RunsFilter(job_name=TRANSFORM_JOB, statuses=ACTIVE_RUN_STATUSES), limit=1
-        )
+        active = context.instance.get_runs(dg.RunsFilter(job_name=TRANSFORM_JOB, statuses=ACTIVE_RUN_STATUSES), limit=1)
         if active:
             return dg.SkipReason(f"dbt run {active[0].run_id} is in flight; next tick takes what it leaves")
         keys = _transform_keys(context)
@@ -375,8 +372,7 @@ def deliver_check_alerts(
             run_id=record.run_id,
             job_name=run.job_name if run else None,
             assets=(evaluation.asset_key.to_user_string(),),
-            partition=evaluation.partition
-            or (_run_partition(run) if run else None),
+            partition=evaluation.partition or (_run_partition(run) if run else None),
             check_name=evaluation.check_name,
         )
         alerts.deliver(alert, settings.alerts_log, settings.alert_webhook_url)
@@ -388,10 +384,14 @@ def deliver_check_alerts(
 
 
 def build_backlog(settings: Settings) -> tuple[dg.AssetsDefinition, dg.ScheduleDefinition]:
-    check_spec = dg.AssetCheckSpec("backlog_within_limit", asset=BACKLOG_KEY, description=(
-        f"Warns when more than {BACKLOG_WARN_HOURS} landed hours wait for ingest or the marts are more than "
-        f"{BACKLOG_WARN_HOURS} hours behind bronze."
-    ))
+    check_spec = dg.AssetCheckSpec(
+        "backlog_within_limit",
+        asset=BACKLOG_KEY,
+        description=(
+            f"Warns when more than {BACKLOG_WARN_HOURS} landed hours wait for ingest or the marts are more than "
+            f"{BACKLOG_WARN_HOURS} hours behind bronze."
+        ),
+    )
 
     @dg.asset(
         key=BACKLOG_KEY,
@@ -418,7 +418,9 @@ def build_backlog(settings: Settings) -> tuple[dg.AssetsDefinition, dg.ScheduleD
             passed=ok,
             severity=dg.AssetCheckSeverity.WARN,
             metadata={"hours_pending": len(state.hours_pending), "marts_lag_hours": marts_lag},
-            description=None if ok else (
+            description=None
+            if ok
+            else (
                 f"{len(state.hours_pending)} hours pending ingest (oldest {state.hours_pending[:1]}), marts "
                 f"{marts_lag:.0f}h behind: check that landing_sensor/hourly_ingest/transform_after_ingest run, "
                 "and `logistics-platform verify`"

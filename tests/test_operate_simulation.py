@@ -1,0 +1,249 @@
+"""Three days, hour by hour, driven only by the platform's own sensors and schedules.
+
+Each simulated hour, the files the generator wrote "by then" (file mtime = upload time, so delayed uploads
+show up hours after their folder's hour) appear in the landing zone; the landing sensor and the hourly
+schedule are evaluated and the runs they request are executed; the dbt sensor runs every few hours; the
+nightly maintenance job runs at 02:00. On the second night a concurrent writer holds the DuckDB file while
+dbt runs: the run fails, an alert is raised, and the next dbt tick repairs it without anyone stepping in.
+At the end every marts.md invariant holds and the marts equal a full rebuild from the landing zone.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import dagster as dg
+import duckdb
+import pytest
+
+from logistics_platform.definitions import build_definitions
+from logistics_platform.defs.operate import MAINTENANCE_JOB, MARTS, pending_transform_hours
+from logistics_platform.lib.alerts import read_log
+from logistics_platform.lib.duck import connect
+from logistics_platform.lib.generator import GeneratorConfig, generate
+from logistics_platform.lib.landing_watch import scan_landing
+from logistics_platform.lib.progress import compare, read_ingest_log
+from logistics_platform.lib.rebuild import rebuild
+from logistics_platform.settings import Settings, local_settings
+
+START = datetime(2026, 11, 1, tzinfo=UTC)
+DAYS = 3
+DBT_EVERY_HOURS = 8  # the dbt sensor batches hours; a tick every few hours keeps the test inside its budget
+FAIL_AT = START + timedelta(days=2, hours=0)  # the dbt tick of the second night
+
+
+class Daemon:
+    """Plays the Dagster daemon: evaluates sensors/schedules, drops repeated run keys, executes the runs."""
+
+    def __init__(self, settings: Settings, instance: dg.DagsterInstance) -> None:
+        self.settings = settings
+        self.instance = instance
+        self.defs = build_definitions(settings)
+        self.repo = self.defs.get_repository_def()
+        self.cursors: dict[str, str | None] = {}
+        self.run_keys: set[tuple[str, str]] = set()
+        self.results: list[tuple[str, str, dg.ExecuteInProcessResult]] = []
+
+    def _execute(self, instigator: str, job_name: str, request: dg.RunRequest) -> dg.ExecuteInProcessResult | None:
+        if request.run_key:
+            if (instigator, request.run_key) in self.run_keys:
+                return None
+            self.run_keys.add((instigator, request.run_key))
+        tags = {**(request.tags or {}), "dagster/run_key": request.run_key or "", "logistics/sim": instigator}
+        job = self.defs.resolve_job_def(request.job_name or job_name)
+        result = job.execute_in_process(
+            instance=self.instance, partition_key=request.partition_key, tags=tags, raise_on_error=False
+        )
+        self.results.append(
+            (instigator, request.partition_key or tags.get("dagster/asset_partition_range_start", ""), result)
+        )
+        if not result.success:
+            self._alert(result)
+        return result
+
+    def _alert(self, result: dg.ExecuteInProcessResult) -> None:
+        """What the daemon does for a failed run: evaluate the run-failure sensor on it."""
+        run = self.instance.get_run_by_id(result.run_id)
+        failure = next(e for e in result.all_events if e.event_type == dg.DagsterEventType.RUN_FAILURE)
+        ctx = dg.build_run_status_sensor_context(
+            sensor_name="alert_on_run_failure",
+            dagster_event=failure,
+            dagster_instance=self.instance,
+            dagster_run=run,
+            repository_def=self.repo,
+        )
+        self.repo.get_sensor_def("alert_on_run_failure")(ctx.for_run_failure())
+
+    def sensor(self, name: str) -> list[dg.ExecuteInProcessResult]:
+        sensor = self.repo.get_sensor_def(name)
+        ctx = dg.build_sensor_context(instance=self.instance, cursor=self.cursors.get(name), repository_def=self.repo)
+        data = sensor.evaluate_tick(ctx)
+        self.cursors[name] = data.cursor
+        job = sensor.job_name if sensor.has_jobs else ""
+        return [r for req in data.run_requests or [] if (r := self._execute(name, job, req))]
+
+    def schedule(self, name: str, when: datetime) -> list[dg.ExecuteInProcessResult]:
+        schedule = self.repo.get_schedule_def(name)
+        ctx = dg.build_schedule_context(instance=self.instance, scheduled_execution_time=when, repository_def=self.repo)
+        data = schedule.evaluate_tick(ctx)
+        return [r for req in data.run_requests or [] if (r := self._execute(name, schedule.job_name, req))]
+
+    def job(self, name: str) -> dg.ExecuteInProcessResult:
+        result = self.defs.resolve_job_def(name).execute_in_process(instance=self.instance, raise_on_error=False)
+        self.results.append((name, "", result))
+        if not result.success:
+            self._alert(result)
+        return result
+
+
+class Uploader:
+    """Moves generated files into the landing zone once their upload time (mtime) has passed."""
+
+    def __init__(self, source: Path, landing: Path) -> None:
+        self.landing = landing
+        self.pending = sorted(
+            (p.stat().st_mtime, p.relative_to(source), p) for p in source.rglob("*.json*") if p.is_file()
+        )
+
+    def until(self, clock: datetime) -> int:
+        moved = 0
+        while self.pending and self.pending[0][0] < clock.timestamp():
+            mtime, rel, src = self.pending.pop(0)
+            dst = self.landing / rel
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            tmp = dst.with_name(dst.name + ".uploading")  # the sink's temp name: discovery skips it
+            shutil.copyfile(src, tmp)
+            os.utime(tmp, (mtime, mtime))
+            os.replace(tmp, dst)
+            moved += 1
+        return moved
+
+
+@contextmanager
+def concurrent_duckdb_writer(path: Path) -> Iterator[None]:
+    """Another process-level writer holding the DuckDB file (DuckDB takes one writer per file)."""
+    con = duckdb.connect(str(path))
+    try:
+        yield
+    finally:
+        con.close()
+
+
+@pytest.mark.slow
+def test_three_days_hour_by_hour(tmp_path: Path) -> None:
+    settings = local_settings(tmp_path / "state")
+    source = tmp_path / "generated"
+    summary = generate(
+        source,
+        GeneratorConfig(
+            start=START.replace(tzinfo=None),
+            hours=DAYS * 24,
+            seed=23,
+            tenants=3,
+            couriers=8,
+            orders_per_day=96,
+            pings_per_day=192,
+            delayed_files=2,
+            delayed_file_hours=3,
+            duplicate_rate=0.05,
+            late_within_rate=0.05,
+            late_beyond_rate=0.03,
+        ),
+    )
+    assert summary["delayed_files"], "the generator must produce delayed uploads for this test to mean anything"
+    uploader = Uploader(source, settings.landing_dir)
+    with dg.instance_for_test() as instance:
+        daemon = Daemon(settings, instance)
+        injected = None
+        for i in range(DAYS * 24 + 3):  # three extra hours: the last delayed uploads and the third night
+            clock = START + timedelta(hours=i + 1)
+            uploader.until(clock)
+            daemon.sensor("landing_sensor")
+            daemon.schedule("hourly_ingest", clock + timedelta(minutes=5))
+            if clock.hour == 2:
+                assert daemon.job(MAINTENANCE_JOB).success
+            if clock.hour % DBT_EVERY_HOURS == 0:
+                if clock == FAIL_AT:
+                    with concurrent_duckdb_writer(settings.duckdb_path):
+                        injected = daemon.sensor("transform_after_ingest")
+                else:
+                    daemon.sensor("transform_after_ingest")
+        assert not uploader.pending
+        daemon.sensor("landing_sensor")
+        daemon.sensor("transform_after_ingest")
+
+        # The injected failure failed exactly one run, raised an alert naming it, and was repaired.
+        assert injected and not injected[0].success
+        failed = [r for _, _, r in daemon.results if not r.success]
+        assert [r.run_id for r in failed] == [injected[0].run_id]
+        alerts = read_log(settings.alerts_log)
+        assert [a["run_id"] for a in alerts] == [injected[0].run_id]
+        assert alerts[0]["partition"] and alerts[0]["assets"] and alerts[0]["error"]
+        keys = [k for k in daemon.repo.asset_graph.materializable_asset_keys if k.path[0] == "marts"]
+        assert pending_transform_hours(instance, keys) == {}
+
+        # Runs requested: every landed hour once, delayed uploads again, nothing twice for an unchanged hour.
+        ingests = [(who, part) for who, part, r in daemon.results if r.dagster_run.job_name == "ingest_arrival_hours"]
+        assert len({p for _, p in ingests}) == DAYS * 24
+        assert len(ingests) < DAYS * 24 + 3 * len(summary["delayed_files"]) + 3
+
+    # Bronze accounts for every landed line of every hour.
+    reports = compare(
+        scan_landing(settings.landing_dir, lookback_days=None), read_ingest_log(settings), settings.landing_dir
+    )
+    assert len(reports) == DAYS * 24 and all(r.ok for r in reports), [r for r in reports if not r.ok]
+    _assert_invariants(settings.duckdb_path)
+
+    # Incremental (hour by hour, with a failure and re-runs) equals a full rebuild from the landing zone.
+    full = rebuild(settings, MARTS, swap_in=False, stamp="sim-check")
+    con = connect(settings.duckdb_path, read_only=True)
+    try:
+        con.execute(f"attach '{full.staged.duckdb_path}' as full_rebuild (read_only)")
+        for mart in MARTS:
+            live_n = con.execute(f"select count(*) from marts.{mart}").fetchone()[0]
+            diff = con.execute(
+                f"select count(*) from ((select * from marts.{mart} except all select * from full_rebuild.marts.{mart})"
+                f" union all (select * from full_rebuild.marts.{mart} except all select * from marts.{mart}))"
+            ).fetchone()[0]
+            assert diff == 0, f"marts.{mart}: {diff} rows differ from the full rebuild ({live_n} live rows)"
+    finally:
+        con.close()
+
+
+def _assert_invariants(path: Path) -> None:
+    con = connect(path, read_only=True)
+    q = lambda sql: con.execute(sql).fetchone()[0]  # noqa: E731
+    try:
+        assert q("select count(*) from marts.fct_orders") > 0
+        assert q("select count(*) from marts.fct_deliveries") > 0
+        # 2. no event identity twice in staging, no key twice in a current-state mart
+        for stg in ("stg_orders", "stg_payments", "stg_tenants", "stg_couriers"):
+            assert q(f"select count(*) - count(distinct _event_id) from staging.{stg}") == 0, stg
+        assert q("select count(*) - count(distinct order_id) from marts.fct_orders") == 0
+        assert q("select count(*) - count(distinct courier_id) from marts.dim_courier") == 0
+        # 4. revenue reconciles exactly; every delivered order has a tenant version valid at delivered_at
+        assert (
+            q("""select count(*) from marts.fct_daily_revenue
+                    where gross_revenue <> tenant_revenue + courier_revenue + platform_revenue""")
+            == 0
+        )
+        assert (
+            q("""select count(*) from marts.fct_deliveries d where not exists (
+                    select 1 from marts.dim_tenant t where t.tenant_id = d.tenant_id and t.valid_from <= d.delivered_at
+                    and (t.valid_to is null or d.delivered_at < t.valid_to))""")
+            == 0
+        )
+        # SCD2 versions never overlap and leave no gap
+        assert (
+            q("""select count(*) from (select valid_to, lead(valid_from) over (partition by tenant_id
+                    order by valid_from) as next_from from marts.dim_tenant) where next_from is not null
+                    and valid_to <> next_from""")
+            == 0
+        )
+    finally:
+        con.close()
