@@ -11,6 +11,7 @@ from typing import Any
 import dagster as dg
 from dagster import AssetExecutionContext
 from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
+from dagster._core.execution.backfill import BulkActionsFilter, BulkActionStatus
 
 from logistics_platform.defs.partitions import arrival_hour_partitions
 from logistics_platform.lib import alerts
@@ -150,7 +151,11 @@ def build_hourly_ingest_schedule(settings: Settings, job: UnresolvedAssetJobDefi
         for hour in hours:
             topics = scan.get(hour, {})
             logged = {t: e.fingerprint for (t, h), e in ingested.items() if h == hour}
-            if topics and stale_topics(topics, logged) and _valid_hours(settings, {hour: ""}):
+            in_flight = context.instance.get_runs(
+                dg.RunsFilter(job_name=INGEST_JOB, statuses=ACTIVE_RUN_STATUSES, tags={"dagster/partition": hour}),
+                limit=1,
+            )
+            if topics and stale_topics(topics, logged) and _valid_hours(settings, {hour: ""}) and not in_flight:
                 fp = combine_fingerprints(topics)
                 requests.append(
                     dg.RunRequest(
@@ -198,6 +203,11 @@ def build_transform_sensor(settings: Settings, job: UnresolvedAssetJobDefinition
         active = context.instance.get_runs(dg.RunsFilter(job_name=TRANSFORM_JOB, statuses=ACTIVE_RUN_STATUSES), limit=1)
         if active:
             return dg.SkipReason(f"dbt run {active[0].run_id} is in flight; next tick takes what it leaves")
+        backfills = context.instance.get_backfills(
+            filters=BulkActionsFilter(statuses=[BulkActionStatus.REQUESTED]), limit=1
+        )
+        if backfills:
+            return dg.SkipReason(f"backfill {backfills[0].backfill_id} in progress: it builds its own dbt range")
         keys = _transform_keys(context)
         if not keys:
             return dg.SkipReason("no partitioned dbt models in this code location")
