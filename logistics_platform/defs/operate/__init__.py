@@ -441,10 +441,10 @@ def build_backlog(settings: Settings) -> tuple[dg.AssetsDefinition, dg.ScheduleD
     schedule = dg.ScheduleDefinition(
         name="backlog_report",
         job=job,
-        cron_schedule="*/15 * * * *",
+        cron_schedule="30 * * * *",
         execution_timezone="UTC",
         default_status=_schedule_status(settings),
-        description="Every 15 minutes: measures the ingest backlog and marts lag (metadata + warning check).",
+        description="Hourly at :30 (after the :05 ingest): ingest backlog and marts lag (metadata + warning check).",
     )
     return pipeline_backlog, schedule
 
