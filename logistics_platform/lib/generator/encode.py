@@ -33,13 +33,19 @@ def from_us(us: int) -> datetime:
     return EPOCH + timedelta(microseconds=us)
 
 
-def iso(us: int) -> str:
-    """ISO-8601 UTC text with microseconds, e.g. ``2026-11-02T10:15:30.123456Z`` (cached per hour)."""
-    h, rem = divmod(us, HOUR_US)
-    prefix = _hour_prefix.get(h)
+def hour_prefix(hour: int) -> str:
+    """``YYYY-MM-DDTHH:`` of an epoch hour number (cached: timestamps are formatted by the million)."""
+    prefix = _hour_prefix.get(hour)
     if prefix is None:
-        prefix = from_us(h * HOUR_US).strftime("%Y-%m-%dT%H:")
-        _hour_prefix[h] = prefix
+        prefix = from_us(hour * HOUR_US).strftime("%Y-%m-%dT%H:")
+        _hour_prefix[hour] = prefix
+    return prefix
+
+
+def iso(us: int) -> str:
+    """ISO-8601 UTC text with microseconds, e.g. ``2026-11-02T10:15:30.123456Z``."""
+    h, rem = divmod(us, HOUR_US)
+    prefix = _hour_prefix.get(h) or hour_prefix(h)
     m, rem = divmod(rem, 60_000_000)
     s, u = divmod(rem, 1_000_000)
     return f"{prefix}{m:02d}:{s:02d}.{u:06d}Z"

@@ -141,6 +141,8 @@ class _Engine:
         """Queue a transaction for its commit hour; transactions at or after the end never happen."""
         if commit_us >= self.end_us:
             return False
+        if commit_us < self.start_us:
+            raise RuntimeError(f"generator bug: transaction at {E.iso(commit_us)} before the period starts")
         self.seq += 1
         self.txs.setdefault(self._hour_of(commit_us), []).append((commit_us, self.seq, changes, snapshot))
         return True
@@ -350,6 +352,8 @@ class _Engine:
         else:
             t_assign = base + rng.randrange(MINUTE, 8 * MINUTE)
         t_pick = t_assign + rng.randrange(5 * MINUTE, 20 * MINUTE)
+        if t_pick <= base:  # assigned before the snapshot: the pick-up still happens after it
+            t_pick = base + rng.randrange(MINUTE, 10 * MINUTE)
         t_transit = t_pick + rng.randrange(MINUTE, 3 * MINUTE)
         t_deliv = t_transit + rng.randrange(10 * MINUTE, 50 * MINUTE)
         t_cancel = None
@@ -359,7 +363,7 @@ class _Engine:
                 t_cancel = t_pick - SECOND
         courier = self._pick_courier(region, t_assign)
         if courier is None:  # nobody to assign: the customer gives up
-            t_cancel = t_cancel if t_cancel is not None and t_cancel < t_assign else t_assign
+            t_cancel = t_cancel if t_cancel is not None and t_cancel < t_assign else max(t_assign, base + MINUTE)
         method = rng.choices(W.PAYMENT_METHODS, W.PAYMENT_METHOD_WEIGHTS)[0]
         o: list[Any] = [oid, tid, None, region, "created", total, fee, created_us, promised, None, created_us]
         links: dict[Any, list[Any]] = {}
@@ -541,45 +545,75 @@ class _Engine:
         arrival_base = None
         if reconnect is not None:
             arrival_base = start_us + reconnect[0] * HOUR_US + rng.randrange(50 * MINUTE)
-        line_fn, uuid_fn = E.ping_line, E.uuid4_text
-        seg_i = 0
-        seg = segs[0]
-        k = 0
+        # Hot loop (most generated lines are pings): one 128-bit draw per ping feeds its uuid, position noise,
+        # speed, network delay, the next ping's jitter and the duplicate/corruption dice.
+        hour_prefix = E.hour_prefix
+        iv3 = iv // 3
         t = t0 + (getbits(20) * iv >> 20)
+        k = 0
         n = 0
-        while t < t_stop:
-            while t >= seg[1] and seg_i + 1 < len(segs):
-                seg_i += 1
-                seg = segs[seg_i]
-            bits = getbits(128)
-            f = (t - seg[0]) / max(1, seg[1] - seg[0])
-            lat = seg[2] + (seg[4] - seg[2]) * f + ((bits & 0xFFF) - 2048) * 1e-7
-            lon = seg[3] + (seg[5] - seg[3]) * f + (((bits >> 12) & 0xFFF) - 2048) * 1e-7
-            speed = speed0 + (((bits >> 24) & 0xFF) - 128) / 12.8 if seg[7] else ((bits >> 24) & 0xF) / 10
-            if speed < 0:
-                speed = -speed
-            line = line_fn(uuid_fn(bits), cid, seg[6], lat, lon, speed, t)
-            if arrival_base is None:
-                arrival = t + SECOND // 2 + ((bits >> 32) & 0xFFFF) * 300
-                if arrival >= end_us:
-                    arrival = end_us - 1
-            else:
-                arrival = arrival_base + n * 20_000
-            a = (arrival - start_us) // HOUR_US
-            b = bucket_of.get(a)
-            if b is None:
-                b = bucket_of[a] = []
-            b.append((arrival, line, part, None, 0, 1))
-            if t < start_us + a * HOUR_US - late_us:
-                stats.hour(a)[3] += 1
-            x = u()
-            if x < p_dup:
-                self._dup_ping(arrival, line, part, t)
-            elif x < p_dup + p_bad:
-                self._bad_line(T_PINGS, line, arrival, part, (x - p_dup), self.ping_malformed)
-            n += 1
-            k += 1
-            t = t0 + k * iv + (getbits(20) * (iv // 3) >> 20)
+        cur_lo = cur_hi = late_thr = 0
+        cur_b: list[tuple[Any, ...]] = []
+        pfx_h = -1
+        pfx = ""
+        p_any = p_dup + p_bad
+        for s0, s1, la0, lo0, la1, lo1, seg_oid, moving in segs:
+            if t >= s1:
+                continue
+            dur = max(1, s1 - s0)
+            dlat = (la1 - la0) / dur
+            dlon = (lo1 - lo0) / dur
+            head = f'","courier_id":{cid},"order_id":{"null" if seg_oid is None else seg_oid},"lat":'
+            seg_end = s1 if s1 < t_stop else t_stop
+            while t < seg_end:
+                bits = getbits(128)
+                h = f"{bits:032x}"
+                dt = t - s0
+                lat = la0 + dlat * dt + ((bits & 0xFFF) - 2048) * 1e-7
+                lon = lo0 + dlon * dt + (((bits >> 12) & 0xFFF) - 2048) * 1e-7
+                if moving:
+                    speed = speed0 + (((bits >> 24) & 0xFF) - 128) / 12.8
+                    if speed < 0:
+                        speed = -speed
+                else:
+                    speed = ((bits >> 24) & 0xF) / 10
+                hh, rem = divmod(t, HOUR_US)
+                if hh != pfx_h:
+                    pfx_h = hh
+                    pfx = hour_prefix(hh)
+                mm, rem = divmod(rem, MINUTE)
+                ss, uu = divmod(rem, SECOND)
+                line = (
+                    f'{{"ping_id":"{h[:8]}-{h[8:12]}-4{h[13:16]}-a{h[17:20]}-{h[20:]}{head}{lat:.6f},"lon":{lon:.6f},'
+                    f'"speed_kmh":{speed:.1f},"recorded_at":"{pfx}{mm:02d}:{ss:02d}.{uu:06d}Z"}}'
+                )
+                if arrival_base is None:
+                    arrival = t + 500_000 + ((bits >> 32) & 0xFFFF) * 300
+                    if arrival >= end_us:
+                        arrival = end_us - 1
+                else:
+                    arrival = arrival_base + n * 20_000
+                if not cur_lo <= arrival < cur_hi:
+                    a = (arrival - start_us) // HOUR_US
+                    cur_lo = start_us + a * HOUR_US
+                    cur_hi = cur_lo + HOUR_US
+                    late_thr = cur_lo - late_us
+                    got = bucket_of.get(a)
+                    if got is None:
+                        got = bucket_of[a] = []
+                    cur_b = got
+                cur_b.append((arrival, line, part, None, 0, 1))
+                if t < late_thr:
+                    stats.hour((arrival - start_us) // HOUR_US)[3] += 1
+                if p_any:
+                    x = ((bits >> 68) & 0xFFFFFFFF) / 4294967296.0
+                    if x < p_dup:
+                        self._dup_ping(arrival, line, part, t)
+                    elif x < p_any:
+                        self._bad_line(T_PINGS, line, arrival, part, (x - p_dup), self.ping_malformed)
+                n += 1
+                k += 1
+                t = t0 + k * iv + (((bits >> 48) & 0xFFFFF) * iv3 >> 20)
         stats.events += n
         if reconnect is not None:
             if reconnect[1] == "beyond":
