@@ -1,15 +1,171 @@
-"""`generate` sub-command (placeholder until its capability lands)."""
+"""`generate`: write a landing zone of CDC events and pings (sources.md) for a period, from a seed."""
 
 from __future__ import annotations
 
 import argparse
+import sys
+import time
+from dataclasses import fields
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+DEFAULT_DAYS = 3
+
+_RATE_HELP = {
+    "duplicate_rate": "redelivered copies of events (same hour or up to 6 h later)",
+    "out_of_order_rate": "changes that land after the next change of their row",
+    "late_within_rate": "events arriving 1..L hours after their event time (on time)",
+    "late_beyond_rate": "events arriving more than L after their event time (late)",
+    "delete_rate": "orders/couriers deleted (each delete followed by a tombstone)",
+    "snapshot_rate": "orders open at the start, read by the snapshot (op r), x orders/day",
+    "malformed_json_rate": "lines that are not JSON, truncated or not UTF-8",
+    "invalid_op_rate": "envelopes without op or with an unknown op",
+    "missing_key_rate": "rows without their key or with a key of the wrong type",
+    "invalid_value_rate": "values that do not parse (bad decimal, bad timestamp, ...)",
+    "invalid_envelope_rate": "envelopes without after / source.lsn / source.ts_ms",
+    "schema_envelope_rate": "CDC lines in the schemas.enable=true form",
+    "gzip_rate": "files written gzipped",
+    "decimal_number_rate": "CDC lines with decimals as JSON numbers",
+    "epoch_micros_rate": "CDC lines with timestamps as epoch microseconds",
+    "cancel_rate": "orders cancelled",
+    "refund_rate": "delivered orders charged twice and refunded",
+    "payment_mismatch_rate": "delivered orders whose payments do not add up",
+    "failed_payment_rate": "orders whose first payment fails",
+}
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("generate", help="(not available yet)")
+    from logistics_platform.lib.generator.config import GeneratorConfig
+
+    p = sub.add_parser(
+        "generate",
+        help="write a deterministic landing zone (Debezium CDC + pings) with configurable anomalies",
+        description="Write <out>/topics/<topic>/dt=/hr=/ files as a Kafka Connect sink would, plus "
+        "<out>/_generation.json with what was generated. Same arguments and seed -> identical files.",
+    )
+    p.add_argument("--out", type=Path, help="landing directory (default: the LANDING_DIR setting)")
+    p.add_argument("--start", help="first hour's date, YYYY-MM-DD or YYYY-MM-DDTHH (UTC; default: 3 days ago)")
+    p.add_argument("--days", type=int, default=DEFAULT_DAYS, help=f"days to generate (default {DEFAULT_DAYS})")
+    p.add_argument("--hours", type=int, help="hours to generate (overrides --days)")
+    p.add_argument("--seed", type=int, default=42, help="random seed (default 42)")
+    defaults = {f.name: f.default for f in fields(GeneratorConfig)}
+    vol = p.add_argument_group("volumes")
+    for name in ("tenants", "couriers", "orders_per_day", "pings_per_day", "flush_size"):
+        vol.add_argument(_flag(name), type=int, default=defaults[name], help=f"default {defaults[name]}")
+    vol.add_argument(
+        "--partitions",
+        default="",
+        help="Kafka partitions per table, e.g. orders=6,tracking_pings=8 (default tenants=1,couriers=1,"
+        "orders=3,payments=3,tracking_pings=4)",
+    )
+    vol.add_argument("--allowed-lateness-hours", type=float, help="L (default: the ALLOWED_LATENESS_HOURS setting)")
+    rates = p.add_argument_group("anomaly rates (0..1)")
+    for name, text in _RATE_HELP.items():
+        rates.add_argument(_flag(name), type=float, default=defaults[name], help=f"{text} (default {defaults[name]})")
+    rates.add_argument("--delayed-files", type=int, default=defaults["delayed_files"], help="files dropped late")
+    rates.add_argument(
+        "--tip-amount-from",
+        type=float,
+        default=defaults["tip_amount_from"],
+        help="fraction of the period after which orders carry the new tip_amount column (1 = never)",
+    )
+    p.add_argument(
+        "--clean", action="store_true", help="valid data only: no invalid lines, one envelope form, plain files"
+    )
+    p.add_argument("--if-absent", action="store_true", help="do nothing when the directory already has topics/")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
 
 
+def _parse_start(text: str | None, today: datetime) -> datetime:
+    if text is None:
+        return today - timedelta(days=DEFAULT_DAYS)
+    for fmt in ("%Y-%m-%d", "%Y-%m-%dT%H", "%Y-%m-%dT%H:%M", "%Y-%m-%d-%H:%M"):
+        try:
+            return datetime.strptime(text, fmt)
+        except ValueError:
+            continue
+    raise SystemExit(f"generate: --start {text!r} is not a date; use YYYY-MM-DD or YYYY-MM-DDTHH (UTC)")
+
+
+def _parse_partitions(text: str) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for item in filter(None, (x.strip() for x in text.split(","))):
+        table, _, n = item.partition("=")
+        try:
+            out[table.strip()] = int(n)
+        except ValueError:
+            raise SystemExit(f"generate: --partitions item {item!r} must look like orders=6") from None
+    return out
+
+
 def run(args: argparse.Namespace) -> int:
-    print("generate: not available yet")
-    return 2
+    from logistics_platform.lib.generator import GeneratorConfig, GeneratorConfigError, generate
+    from logistics_platform.lib.generator.config import DIRTY_RATES
+    from logistics_platform.settings import load_settings
+
+    settings = load_settings()
+    out: Path = args.out or settings.landing_dir
+    topics = out / "topics"
+    if args.if_absent and topics.is_dir() and any(topics.iterdir()):
+        print(f"generate: {topics} already has data; nothing to do (--if-absent)")
+        return 0
+    today = datetime.now(UTC).replace(tzinfo=None, hour=0, minute=0, second=0, microsecond=0)
+    start = _parse_start(args.start, today)
+    hours = args.hours if args.hours is not None else args.days * 24
+    values = {
+        name: getattr(args, name)
+        for name in (*_RATE_HELP, "tenants", "couriers", "orders_per_day", "pings_per_day", "flush_size")
+    }
+    values["delayed_files"] = args.delayed_files
+    values["tip_amount_from"] = None if args.tip_amount_from >= 1 else args.tip_amount_from
+    values["partitions"] = _parse_partitions(args.partitions)
+    values["allowed_lateness_hours"] = (
+        args.allowed_lateness_hours if args.allowed_lateness_hours is not None else settings.allowed_lateness_hours
+    )
+    if args.clean:
+        for name in DIRTY_RATES:
+            values[name] = 0.0
+        values["delayed_files"] = 0
+    try:
+        config = GeneratorConfig(start=start, hours=hours, seed=args.seed, **values)
+    except GeneratorConfigError as e:
+        print(f"generate: {e}", file=sys.stderr)
+        return 2
+    t0 = time.perf_counter()
+    try:
+        summary = generate(out, config, progress=not args.quiet and sys.stderr.isatty())
+    except FileExistsError as e:
+        print(f"generate: {e}", file=sys.stderr)
+        return 1
+    elapsed = max(time.perf_counter() - t0, 1e-9)
+    print(format_summary(summary, out, elapsed))
+    return 0
+
+
+def format_summary(summary: dict, out: Path, elapsed: float) -> str:
+    """A short human summary: lines per topic, anomalies, throughput."""
+    tot = summary["totals"]
+    period = summary["period"]
+    lines = [
+        f"generated {tot['lines']:,} lines in {tot['files']:,} files ({tot['bytes'] / 1e6:,.1f} MB) into {out}",
+        f"period {period['start']} .. {period['end']} ({period['hours']} h), L = {summary['allowed_lateness_hours']} h",
+    ]
+    for topic, t in summary["topics"].items():
+        lines.append(
+            f"  {topic:<26} {t['lines']:>10,} lines  {t['files']:>5} files  dup {t['duplicates']:,}  "
+            f"late {t['late_lines']:,}  out-of-order {t['out_of_order_lines']:,}  "
+            f"tombstones {t['tombstones']:,}  quarantine {t['quarantined']:,}"
+        )
+    q = ", ".join(f"{k} {v:,}" for k, v in tot["quarantine"].items()) or "none"
+    lines.append(f"quarantine expected: {q}")
+    lines.append(
+        f"schema/payload lines {tot['schema_envelopes']:,}, gzip files {tot['gzip_files']:,}, "
+        f"delayed files {len(summary['delayed_files'])}, tip_amount from {summary['tip_amount_from'] or 'never'}"
+    )
+    lines.append(f"{tot['lines'] / elapsed:,.0f} lines/s, {tot['bytes'] / elapsed / 1e6:,.1f} MB/s ({elapsed:.1f} s)")
+    return "\n".join(lines)
