@@ -29,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
 
     from logistics_platform.lib.catalog import load_catalog
     from logistics_platform.lib.duck import connect
-    from logistics_platform.lib.maintenance.time_travel import TimeTravelError, query_as_of
+    from logistics_platform.lib.maintenance.time_travel import TimeTravelError, iceberg_scan_sql, query_as_of
     from logistics_platform.settings import SettingsError, load_settings
 
     try:
@@ -54,6 +54,7 @@ def run(args: argparse.Namespace) -> int:
         f"{identifier} as of {args.as_of}: snapshot {resolved.snapshot_id} "
         f"(committed {resolved.committed_at:%Y-%m-%d %H:%M:%S} UTC, from {resolved.resolved_from})"
     )
+    print(f"-- same in DuckDB: select ... from {iceberg_scan_sql(table, resolved.snapshot_id)}")
     columns = rel.columns
     rows = rel.fetchmany(args.limit + 1)
     shown = [[("NULL" if v is None else str(v)) for v in row] for row in rows[: args.limit]]
