@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -46,13 +47,46 @@ def _tenant(tid: str, tier: str, ts: datetime, name: str | None = None) -> dict[
 
 def _courier(cid: int, ts: datetime, active: bool = True) -> dict[str, Any]:
     vehicle = ("bike", "motorbike", "car", "van")[cid % 4]
-    return {"courier_id": cid, "name": f"C{cid}", "region": "north", "vehicle": vehicle, "active": active,
-            "updated_at": iso(ts)}
+    return {
+        "courier_id": cid,
+        "name": f"C{cid}",
+        "region": "north",
+        "vehicle": vehicle,
+        "active": active,
+        "updated_at": iso(ts),
+    }
 
 
 def _payment(pid: int, oid: int, amount: str, status: str, ts: datetime) -> dict[str, Any]:
-    return {"payment_id": pid, "order_id": oid, "amount": amount, "method": "pix", "status": status,
-            "created_at": iso(ts), "updated_at": iso(ts)}
+    return {
+        "payment_id": pid,
+        "order_id": oid,
+        "amount": amount,
+        "method": "pix",
+        "status": status,
+        "created_at": iso(ts),
+        "updated_at": iso(ts),
+    }
+
+
+def _order_row(
+    oid: int,
+    created: datetime,
+    base: dict[str, Any],
+    courier: int,
+    status: str,
+    at: datetime,
+    delivered: datetime | None = None,
+) -> dict[str, Any]:
+    return order(
+        oid,
+        created,
+        status=status,
+        updated_at=iso(at),
+        courier_id=None if status == "created" else courier,
+        delivered_at=iso(delivered) if delivered else None,
+        **base,
+    )
 
 
 def build_world(hours: int = 6, orders_per_hour: int = 12, seed: int = 7, start: datetime = START) -> World:
@@ -84,20 +118,26 @@ def build_world(hours: int = 6, orders_per_hour: int = 12, seed: int = 7, start:
             region = rng.choice(regions)
             total = f"{rng.randrange(2000, 20000) / 100:.2f}"
             fee = f"{rng.randrange(300, 1500) / 100:.2f}"
-            base = {"tenant_id": tenant, "region": region, "total_amount": total, "delivery_fee": fee,
-                    "promised_at": iso(t + timedelta(minutes=45))}
+            base = {
+                "tenant_id": tenant,
+                "region": region,
+                "total_amount": total,
+                "delivery_fee": fee,
+                "promised_at": iso(t + timedelta(minutes=45)),
+            }
 
-            def row(status: str, at: datetime, delivered: datetime | None = None, **over: Any) -> dict[str, Any]:
-                r = order(oid, t, status=status, updated_at=iso(at), **base,  # noqa: B023
-                          courier_id=None if status == "created" else courier,  # noqa: B023
-                          delivered_at=iso(delivered) if delivered else None)
-                r.update(over)
-                return r
+            row = partial(_order_row, oid, t, base, courier)
 
             events.append(Event("orders", t, {"after": row("created", t)}, op="c"))
             pid += 1
-            events.append(Event("payments", t + timedelta(minutes=1),
-                                {"after": _payment(pid, oid, total, "authorized", t + timedelta(minutes=1))}, op="c"))
+            events.append(
+                Event(
+                    "payments",
+                    t + timedelta(minutes=1),
+                    {"after": _payment(pid, oid, total, "authorized", t + timedelta(minutes=1))},
+                    op="c",
+                )
+            )
             if rng.random() < 0.1:
                 at = t + timedelta(minutes=8)
                 events.append(Event("orders", at, {"after": row("cancelled", at)}, op="u"))
@@ -108,13 +148,13 @@ def build_world(hours: int = 6, orders_per_hour: int = 12, seed: int = 7, start:
             for k in range(6):
                 at = t + timedelta(minutes=6 + 6 * k)
                 pid_text = f"{oid:08d}-0000-4000-8000-{k:012d}"
-                events.append(Event("tracking_pings", at, {"row": ping(pid_text, at, courier_id=courier,
-                                                                        order_id=oid)}))
+                events.append(
+                    Event("tracking_pings", at, {"row": ping(pid_text, at, courier_id=courier, order_id=oid)})
+                )
             done = t + timedelta(minutes=rng.randrange(30, 70))
             events.append(Event("orders", done, {"after": row("delivered", done, done)}, op="u"))
             captured = total if rng.random() > 0.1 else f"{float(total) - 1:.2f}"
-            events.append(Event("payments", done,
-                                {"after": _payment(pid, oid, captured, "captured", done)}, op="u"))
+            events.append(Event("payments", done, {"after": _payment(pid, oid, captured, "captured", done)}, op="u"))
             if rng.random() < 0.06:
                 at = done + timedelta(minutes=20)
                 events.append(Event("orders", at, {"after": None, "before": {"order_id": oid}}, op="d"))
@@ -135,8 +175,9 @@ def build_world(hours: int = 6, orders_per_hour: int = 12, seed: int = 7, start:
         if e.table == "tracking_pings":
             line = dump(e.payload["row"])
         else:
-            line = dump(cdc(e.op, e.table, e.payload["after"], before=e.payload.get("before"), lsn=e.lsn,
-                            ts=e.event_time))
+            line = dump(
+                cdc(e.op, e.table, e.payload["after"], before=e.payload.get("before"), lsn=e.lsn, ts=e.event_time)
+            )
         world.lines.setdefault((TOPIC_OF[e.table], arrival), []).append(line)
 
     for e in events:
