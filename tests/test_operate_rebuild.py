@@ -28,7 +28,7 @@ def test_failed_validation_leaves_live_tables_untouched_then_swap_and_rollback(t
     # A second hour lands that the live tables never ingested: the rebuild will contain it.
     write_file(settings.landing_dir, "oltp.public.orders", HOUR + timedelta(hours=1), 0, 40, [dump(order(77, HOUR))])
 
-    with pytest.raises(RebuildError, match=r"marts\.no_such_mart missing"):
+    with pytest.raises(RebuildError, match="did not validate"):
         rebuild(settings, ("no_such_mart",), stamp="failed")
     assert _locations(settings) == before
 

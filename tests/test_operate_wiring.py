@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
@@ -72,8 +73,9 @@ def _run_freshness(defs: dg.Definitions, instance: dg.DagsterInstance) -> list[d
     return result.get_asset_check_evaluations()
 
 
-def test_freshness_checks_pass_then_fail_into_an_alert(tmp_path: Path, webhook: tuple[str, type[_Hook]]) -> None:
-    url, hook = webhook
+@contextmanager
+def _updated_instance() -> Iterator[dg.DagsterInstance]:
+    """An instance in which every bronze table and mart was just updated."""
     with dg.instance_for_test() as instance:
         for table in BRONZE_DATA_TABLES:
             instance.report_runless_asset_event(
@@ -81,27 +83,41 @@ def test_freshness_checks_pass_then_fail_into_an_alert(tmp_path: Path, webhook: 
             )
         for mart in MARTS:
             instance.report_runless_asset_event(dg.AssetMaterialization(["marts", mart], partition="2026-11-01-00:00"))
+        yield instance
 
-        fresh = build_definitions(local_settings(tmp_path, alert_webhook_url=url))
-        evaluations = _run_freshness(fresh, instance)
+
+def test_freshness_checks_pass_when_recently_updated(tmp_path: Path) -> None:
+    with _updated_instance() as instance:
+        evaluations = _run_freshness(build_definitions(local_settings(tmp_path)), instance)
         assert len(evaluations) == len(BRONZE_DATA_TABLES) + len(MARTS)
         assert all(e.passed for e in evaluations)
+        repo = build_definitions(local_settings(tmp_path)).get_repository_def()
+        sensor = repo.get_sensor_def("alert_on_check_failure")
+        assert sensor.evaluate_tick(dg.build_sensor_context(instance=instance, repository_def=repo)).skip_message
+    assert read_log(tmp_path / "alerts.jsonl") == []
 
-        # Same data, but a zero-hour window for bronze: bronze is stale now, the marts are still fresh.
-        strict = build_definitions(local_settings(tmp_path, alert_webhook_url=url, bronze_freshness_hours=0.0))
+
+def test_freshness_checks_fail_into_an_alert(tmp_path: Path, webhook: tuple[str, type[_Hook]]) -> None:
+    url, hook = webhook
+    # A zero-hour window for bronze: bronze is stale now, the marts (26 h) are still fresh.
+    strict = build_definitions(local_settings(tmp_path, alert_webhook_url=url, bronze_freshness_hours=0.0))
+    with _updated_instance() as instance:
         evaluations = _run_freshness(strict, instance)
         failed = sorted(e.asset_key.path[1] for e in evaluations if not e.passed)
         assert failed == sorted(BRONZE_DATA_TABLES)
 
         sensor = strict.get_repository_def().get_sensor_def("alert_on_check_failure")
-        data = sensor.evaluate_tick(dg.build_sensor_context(instance=instance))
+        repo = strict.get_repository_def()
+        data = sensor.evaluate_tick(dg.build_sensor_context(instance=instance, repository_def=repo))
         alerts = read_log(tmp_path / "alerts.jsonl")
         assert sorted(a["assets"][0] for a in alerts) == sorted(f"bronze/{t}" for t in BRONZE_DATA_TABLES)
         assert {a["kind"] for a in alerts} == {"freshness"}
         assert len(hook.bodies) == len(BRONZE_DATA_TABLES)
         assert "bronze/orders" in " ".join(b["text"] for b in hook.bodies)
         # The cursor moved past them: the next tick alerts on nothing old.
-        again = sensor.evaluate_tick(dg.build_sensor_context(instance=instance, cursor=data.cursor))
+        again = sensor.evaluate_tick(
+            dg.build_sensor_context(instance=instance, cursor=data.cursor, repository_def=repo)
+        )
         assert again.skip_message and len(read_log(tmp_path / "alerts.jsonl")) == len(BRONZE_DATA_TABLES)
 
 

@@ -3,6 +3,7 @@
 Thin Dagster glue; the decisions live in ``lib.landing_watch``, ``lib.progress`` and ``lib.alerts``.
 """
 
+import json
 import warnings
 from collections.abc import Iterator, Sequence
 from datetime import timedelta
@@ -12,6 +13,7 @@ import dagster as dg
 from dagster import AssetExecutionContext
 from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
 from dagster._core.execution.backfill import BulkActionsFilter, BulkActionStatus
+from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
 
 from logistics_platform.defs.partitions import arrival_hour_partitions
 from logistics_platform.lib import alerts
@@ -49,6 +51,7 @@ BACKLOG_KEY = dg.AssetKey(["operations", "pipeline_backlog"])
 # schedule re-ingests the last two hours every hour, so more than that means runs are failing or stopped.
 BACKLOG_WARN_HOURS = 3
 TRIGGER_TAG = "logistics/trigger"
+_FAILED = AssetCheckExecutionRecordStatus.FAILED
 ACTIVE_RUN_STATUSES = [
     dg.DagsterRunStatus.QUEUED,
     dg.DagsterRunStatus.NOT_STARTED,
@@ -345,7 +348,8 @@ def build_alert_sensors(settings: Settings) -> list[dg.SensorDefinition]:
         ),
     )
     def alert_on_check_failure(context: dg.SensorEvaluationContext) -> dg.SkipReason | None:
-        sent, cursor = deliver_check_alerts(context.instance, context.cursor, settings)
+        check_keys = list(context.repository_def.asset_graph.asset_check_keys)  # type: ignore[union-attr]
+        sent, cursor = deliver_check_alerts(context.instance, check_keys, context.cursor, settings)
         context.update_cursor(cursor)
         return None if sent else dg.SkipReason("no failed check to alert on")
 
@@ -353,41 +357,53 @@ def build_alert_sensors(settings: Settings) -> list[dg.SensorDefinition]:
 
 
 def deliver_check_alerts(
-    instance: dg.DagsterInstance, cursor: str | None, settings: Settings
-) -> tuple[int, str | None]:
-    """Alert on each failed alerting check evaluation after ``cursor``; returns (alerts sent, new cursor)."""
-    after = int(cursor) if cursor else None
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # get_event_records is the one API that filters check evaluations
-        records = instance.get_event_records(
-            dg.EventRecordsFilter(event_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION, after_cursor=after),
-            limit=500,
-            ascending=True,
-        )
+    instance: dg.DagsterInstance, check_keys: Sequence[dg.AssetCheckKey], cursor: str | None, settings: Settings
+) -> tuple[int, str]:
+    """Alert on each failed alerting check evaluation newer than ``cursor``; returns (alerts sent, new cursor).
+
+    The cursor maps check key -> id of the newest execution record seen (bounded by the number of checks).
+    Reads the check-execution index, which every event-log storage keeps unsharded (SQLite shards events).
+    """
+    seen: dict[str, int] = json.loads(cursor) if cursor else {}
+    storage = instance.event_log_storage
+    latest = storage.get_latest_asset_check_execution_by_key(list(check_keys))
     sent = 0
-    for record in records:
-        after = record.storage_id
-        dagster_event = record.event_log_entry.dagster_event
-        evaluation = dagster_event.event_specific_data if dagster_event else None
-        if not isinstance(evaluation, dg.AssetCheckEvaluation) or evaluation.passed:
+    for key, newest in latest.items():
+        name = key.to_user_string()
+        last = seen.get(name)
+        seen[name] = max(newest.id, last or 0)
+        if last is not None and newest.id <= last:
             continue
-        is_freshness = "freshness" in evaluation.check_name
-        if not (evaluation.blocking or evaluation.severity == dg.AssetCheckSeverity.ERROR or is_freshness):
-            continue
-        run = instance.get_run_by_id(record.run_id) if record.run_id else None
-        alert = alerts.Alert(
-            kind=alerts.KIND_FRESHNESS if is_freshness else alerts.KIND_CHECK_FAILURE,
-            summary=f"{evaluation.asset_key.to_user_string()} {evaluation.check_name}",
-            error=evaluation.description or f"check {evaluation.check_name} failed ({evaluation.severity.value})",
-            run_id=record.run_id,
-            job_name=run.job_name if run else None,
-            assets=(evaluation.asset_key.to_user_string(),),
-            partition=evaluation.partition or (_run_partition(run) if run else None),
-            check_name=evaluation.check_name,
-        )
-        alerts.deliver(alert, settings.alerts_log, settings.alert_webhook_url)
-        sent += 1
-    return sent, (str(after) if after is not None else cursor)
+        history = storage.get_asset_check_execution_history(key, limit=50, status={_FAILED})
+        for record in sorted(history, key=lambda r: r.id):
+            if last is not None and record.id <= last:
+                continue
+            if _alert_for_check(instance, record, settings):
+                sent += 1
+    return sent, json.dumps(seen, sort_keys=True, separators=(",", ":"))
+
+
+def _alert_for_check(instance: dg.DagsterInstance, record: Any, settings: Settings) -> bool:
+    dagster_event = record.event.dagster_event if record.event else None
+    evaluation = dagster_event.event_specific_data if dagster_event else None
+    if not isinstance(evaluation, dg.AssetCheckEvaluation) or evaluation.passed:
+        return False
+    is_freshness = "freshness" in evaluation.check_name
+    if not (evaluation.blocking or evaluation.severity == dg.AssetCheckSeverity.ERROR or is_freshness):
+        return False
+    run = instance.get_run_by_id(record.run_id) if record.run_id else None
+    alert = alerts.Alert(
+        kind=alerts.KIND_FRESHNESS if is_freshness else alerts.KIND_CHECK_FAILURE,
+        summary=f"{evaluation.asset_key.to_user_string()} {evaluation.check_name}",
+        error=evaluation.description or f"check {evaluation.check_name} failed ({evaluation.severity.value})",
+        run_id=record.run_id,
+        job_name=run.job_name if run else None,
+        assets=(evaluation.asset_key.to_user_string(),),
+        partition=evaluation.partition or (_run_partition(run) if run else None),
+        check_name=evaluation.check_name,
+    )
+    alerts.deliver(alert, settings.alerts_log, settings.alert_webhook_url)
+    return True
 
 
 # ---------------------------------------------------------------- backlog
