@@ -109,8 +109,8 @@ class GeneratorConfig:
         object.__setattr__(self, "partitions", parts)
         if self.malformed_total > 0.5:
             raise GeneratorConfigError("the five invalid-line rates add up to more than 0.5")
-        if self.late_within_rate + self.late_beyond_rate + self.out_of_order_rate > 1.0:
-            raise GeneratorConfigError("late_within_rate + late_beyond_rate + out_of_order_rate exceed 1")
+        if self.late_within_rate + self.late_beyond_rate > 1.0:
+            raise GeneratorConfigError("late_within_rate + late_beyond_rate exceed 1 (an event is late only once)")
         if self.tip_amount_from is not None and not 0.0 <= self.tip_amount_from <= 1.0:
             raise GeneratorConfigError("tip_amount_from must be a fraction of the period between 0 and 1, or None")
 

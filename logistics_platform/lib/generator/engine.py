@@ -91,9 +91,11 @@ class _Engine:
         self.k_beyond_min = math.ceil(lateness) + 1
         # Events too close to the end cannot be delayed inside the period: raise the odds for the others so
         # the realised share over all events stays near the configured rate.
-        self.p_beyond = min(1.0, cfg.late_beyond_rate * cfg.hours / max(1, cfg.hours - self.k_beyond_min))
-        self.p_within = min(1.0, cfg.late_within_rate * cfg.hours / max(1, cfg.hours - 1))
+        self.p_beyond = min(1.0, cfg.late_beyond_rate * self._late_boost(self.k_beyond_min))
+        self.p_within = min(1.0, cfg.late_within_rate * self._late_boost(1)) if self.k_within else 0.0
         self.p_ooo = cfg.out_of_order_rate
+        self.ooo_owed = 0.0
+        self.flushed = -1  # last arrival hour written
         self.tip_from_us = (
             None
             if cfg.tip_amount_from is None or cfg.tip_amount_from >= 1.0
@@ -134,6 +136,18 @@ class _Engine:
         self._plan_delayed_files()
 
     # ------------------------------------------------------------------------------------------ helpers
+    def _late_boost(self, k_min: int) -> float:
+        """1 / share of the events that can still arrive k_min hours later inside the period.
+
+        Events in the last hours cannot be delayed that far, so the others are picked more often; the share
+        is weighted by the daily order curve (most events follow orders), keeping the realised rate near the
+        configured one over the whole period.
+        """
+        first = self.cfg.start.hour
+        weights = [W.HOURLY_SHARE[(first + h) % 24] for h in range(self.hours)]
+        eligible = sum(weights[: max(0, self.hours - k_min)])
+        return sum(weights) / eligible if eligible > 0 else 0.0
+
     def _hour_of(self, us: int) -> int:
         return (us - self.start_us) // HOUR_US
 
@@ -467,7 +481,7 @@ class _Engine:
                 txs.append((t_ref, [new_payment("c", t_ref, amount, "refunded")], False))
         deleted = False
         if rng.random() < cfg.delete_rate:
-            t_del = end_t + rng.randrange(HOUR_US, 12 * HOUR_US)
+            t_del = max(t for t, _, _ in txs) + rng.randrange(5 * MINUTE, 2 * HOUR_US) if txs else end_t + HOUR_US
             chs = [[T_ORDERS, "d", oid, prev_after[0], "null", None, 0]]
             self._link(links, chs[0], t_del)
             for p in payments:
@@ -528,7 +542,11 @@ class _Engine:
         reconnect = None
         last_hour = self._hour_of(t_stop - 1)
         if r < self.p_beyond:
-            a = last_hour + self.k_beyond_min + rng.randrange(3)
+            a = (
+                last_hour
+                + self.k_beyond_min
+                + rng.randrange(max(1, min(3, self.hours - last_hour - self.k_beyond_min)))
+            )
             if a < self.hours:
                 reconnect = (a, "beyond")
         elif r < self.p_beyond + self.p_within and self.k_within is not None:
@@ -621,14 +639,21 @@ class _Engine:
             else:
                 stats.late_within_injected += n
 
-    def _dup_ping(self, arrival: int, line: str, part: int, event_us: int) -> None:
+    def _dup_delay(self, arrival: int) -> int | None:
+        """How much later a redelivered copy lands: half within minutes, half hours later, inside the period."""
+        room = self.end_us - 1 - arrival
+        if room <= SECOND:
+            return None
         rng = self.rng
-        delay = (
-            rng.randrange(SECOND, 10 * MINUTE) if rng.random() < 0.5 else rng.randrange(10 * MINUTE, DUP_MAX_DELAY_US)
-        )
-        d = arrival + delay
-        if d >= self.end_us:
+        if rng.random() < 0.5 or room <= 10 * MINUTE:
+            return rng.randrange(SECOND, min(10 * MINUTE, room))
+        return rng.randrange(10 * MINUTE, min(DUP_MAX_DELAY_US, room))
+
+    def _dup_ping(self, arrival: int, line: str, part: int, event_us: int) -> None:
+        delay = self._dup_delay(arrival)
+        if delay is None:
             return
+        d = arrival + delay
         self._emit(T_PINGS, d, line, part, None, 0, 1, event_us)
         self.stats[T_PINGS].duplicates += 1
 
@@ -637,6 +662,8 @@ class _Engine:
         a = (arrival - self.start_us) // HOUR_US
         b = self.buckets[ti].get(a)
         if b is None:
+            if a <= self.flushed:
+                raise RuntimeError(f"generator bug: a line for arrival hour {a} after that hour was written")
             b = self.buckets[ti][a] = []
         b.append((arrival, line, part, key, lsn, nlines))
         if event_us < self.start_us + a * HOUR_US - self.late_us:
@@ -672,25 +699,29 @@ class _Engine:
         arrival = None
         r = rng.random()
         if r < self.p_beyond:
-            a = eh + self.k_beyond_min + rng.randrange(4)
+            a = eh + self.k_beyond_min + rng.randrange(max(1, min(4, self.hours - eh - self.k_beyond_min)))
             if a < self.hours:
                 arrival = self.start_us + a * HOUR_US + rng.randrange(HOUR_US)
                 st.late_beyond_injected += 1
-        elif r < self.p_beyond + self.p_within:
-            if self.k_within is not None:
-                a = eh + rng.randint(*self.k_within)
-                if a < self.hours:
-                    arrival = self.start_us + a * HOUR_US + rng.randrange(HOUR_US)
-                    st.late_within_injected += 1
-        elif (
-            r < self.p_beyond + self.p_within + self.p_ooo
+        elif r < self.p_beyond + self.p_within and self.k_within is not None:
+            a = eh + rng.randint(1, max(1, min(self.k_within[1], self.hours - 1 - eh)))
+            if a < self.hours:
+                arrival = self.start_us + a * HOUR_US + rng.randrange(HOUR_US)
+                st.late_within_injected += 1
+        # Only a change with a next change (soon enough, inside the period) can be overtaken; the share owed by
+        # the others (last changes of rows) is carried over so the realised rate matches the configured one.
+        self.ooo_owed += self.p_ooo
+        if (
+            arrival is None
             and next_commit is not None
-            and next_commit - commit_us < OOO_MAX_GAP_US
+            and 0 < next_commit - commit_us < OOO_MAX_GAP_US
+            and rng.random() < self.ooo_owed
         ):
             cand = next_commit + rng.randrange(40 * SECOND, 20 * MINUTE)
             if cand < self.end_us:
                 arrival = cand
                 st.out_of_order_injected += 1
+                self.ooo_owed -= 1.0
         if arrival is None:
             connector = commit_us + rng.randrange(50_000, 2 * SECOND)
             arrival = min(connector + rng.randrange(100_000, 30 * SECOND), self.end_us - 1)
@@ -700,7 +731,8 @@ class _Engine:
             TABLES[ti], op, before, after, commit_us // 1000, lsn, prev_lsn, tx_id, connector // 1000, snapshot
         )
         line = env
-        if rng.random() < cfg.schema_envelope_rate:
+        wrapped = rng.random() < cfg.schema_envelope_rate
+        if wrapped:
             line = E.wrap_with_schema(self.schema_tip if flags & 4 else self.schema[TABLES[ti]], env)
             st.schema_envelopes += 1
         nlines = 1
@@ -719,15 +751,11 @@ class _Engine:
             st.tip_amount_events += 1
         x = rng.random()
         if x < cfg.duplicate_rate:
-            delay = (
-                rng.randrange(SECOND, 10 * MINUTE)
-                if rng.random() < 0.5
-                else rng.randrange(10 * MINUTE, DUP_MAX_DELAY_US)
-            )
-            if arrival + delay < self.end_us:
+            delay = self._dup_delay(arrival)
+            if delay is not None:
                 self._emit(ti, arrival + delay, line, part, key, lsn, nlines, commit_us)
                 st.duplicates += 1
-                if line is not env:
+                if wrapped:
                     st.schema_envelopes += 1
         elif op != "d" and x < cfg.duplicate_rate + cfg.malformed_total:
             self._bad_line(ti, env, arrival, part, x - cfg.duplicate_rate, self.malformed_kinds)
@@ -868,6 +896,7 @@ class _Engine:
             self._plan_orders_of_hour(h)
             self._commit_hour(h)
             self._flush(h)
+            self.flushed = h
             if self.progress is not None:
                 self.progress(h + 1, cfg.hours, self.lines_written)
         leftovers = [(ti, a) for ti, b in enumerate(self.buckets) for a in b if b[a]]
