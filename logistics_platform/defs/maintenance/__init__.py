@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 import dagster as dg
 
+from logistics_platform.defs.transform import PUBLISHED_KEYS
 from logistics_platform.lib import bronze_schema as bs
 from logistics_platform.settings import Settings
 
@@ -17,19 +18,13 @@ WRITER_TAG = {"logistics/writer": "maintenance"}
 MAINTENANCE_KEY = dg.AssetKey(["maintenance", "iceberg_tables"])
 HEALTH_CHECK = "iceberg_table_health"
 
-# Iceberg tables whose health is reported as a check on the asset of the same key.
+# Iceberg table -> the asset whose health check reports it: bronze tables are the bronze assets, published marts
+# are the transform domain's publish assets (["iceberg_marts", m], keys fixed there).
 BRONZE_TABLES = (*bs.TOPICS, bs.QUARANTINE_TABLE, bs.INGEST_LOG_TABLE)
-MART_TABLES = (
-    "fct_orders",
-    "dim_tenant",
-    "dim_courier",
-    "fct_deliveries",
-    "fct_daily_revenue",
-    "fct_hourly_region_orders",
-    "fct_courier_hourly_activity",
-    "late_events",
-)
-CHECKED_TABLES = tuple(("bronze", t) for t in BRONZE_TABLES) + tuple(("marts", t) for t in MART_TABLES)
+CHECKED_TABLES: dict[str, dg.AssetKey] = {
+    **{f"bronze.{t}": dg.AssetKey(["bronze", t]) for t in BRONZE_TABLES},
+    **{f"marts.{m}": key for m, key in PUBLISHED_KEYS.items()},
+}
 
 
 class MaintenanceConfig(dg.Config):
@@ -124,13 +119,13 @@ def build_defs(settings: Settings) -> dg.Definitions:
         specs=[
             dg.AssetCheckSpec(
                 HEALTH_CHECK,
-                asset=dg.AssetKey(list(key)),
+                asset=key,
                 description="Iceberg table health: small files per partition, snapshots, manifests, orphan bytes.",
                 blocking=False,
                 # Measured after the maintenance asset when both run in the nightly job.
                 additional_deps=[MAINTENANCE_KEY],
             )
-            for key in CHECKED_TABLES
+            for key in CHECKED_TABLES.values()
         ],
         can_subset=True,
     )
@@ -147,8 +142,9 @@ def build_defs(settings: Settings) -> dg.Definitions:
         options = MaintenanceOptions.from_settings(settings)
         limits = HealthThresholds(max_manifests_per_snapshot=settings.manifest_max_per_snapshot)
         catalog = load_catalog(settings)
-        for check_key in context.selected_asset_check_keys:
-            identifier = ".".join(check_key.asset_key.path)
+        identifiers = {key: ident for ident, key in CHECKED_TABLES.items()}
+        for check_key in sorted(context.selected_asset_check_keys, key=lambda k: k.asset_key.to_user_string()):
+            identifier = identifiers[check_key.asset_key]
             try:
                 table = catalog.load_table(identifier)
             except NoSuchTableError:
