@@ -1,15 +1,65 @@
-"""`late` sub-command (placeholder until its capability lands)."""
+"""`late`: inspect late events and fold a window's late events back into the windowed marts."""
 
 from __future__ import annotations
 
 import argparse
+from datetime import datetime
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("late", help="(not available yet)")
-    p.set_defaults(func=run)
+    p = sub.add_parser(
+        "late",
+        help="list late events per window, or fold a window's late events back into the windowed marts",
+        description="Late events update state but not event-time windows (marts.late_events lists them). "
+        "`late fold` records the window in ops.folded_windows, so every later build (incremental or full) counts "
+        "them, and rebuilds the windowed marts and late_events for that window now.",
+    )
+    actions = p.add_subparsers(dest="late_action", required=True, metavar="ACTION")
+    ls = actions.add_parser("list", help="late events per topic and window (from marts.late_events)")
+    ls.add_argument("--limit", type=int, default=50, help="windows to show (default 50, most late events first)")
+    ls.set_defaults(func=run)
+    fold = actions.add_parser("fold", help="fold the late events of one window back in")
+    fold.add_argument("--topic", required=True, help="orders or tracking_pings (or the full topic name)")
+    fold.add_argument(
+        "--window-start",
+        required=True,
+        type=datetime.fromisoformat,
+        help="hour start of the event-time window, UTC, e.g. 2026-11-02T03:00",
+    )
+    fold.add_argument("--no-build", action="store_true", help="only record the fold; the next dbt run applies it")
+    fold.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    print("late: not available yet")
-    return 2
+    from logistics_platform.lib import duck
+    from logistics_platform.lib.late import FoldError, fold_window
+    from logistics_platform.lib.transform import DbtError
+    from logistics_platform.settings import load_settings
+
+    settings = load_settings()
+    if args.late_action == "list":
+        con = duck.connect(settings.duckdb_path, read_only=True)
+        try:
+            con.sql(
+                "select topic, window_start, count(*) as late_events, max(lateness_seconds) as max_lateness_s "
+                f"from marts.late_events group by all order by late_events desc, window_start limit {int(args.limit)}"
+            ).show()
+        finally:
+            con.close()
+        return 0
+    try:
+        result = fold_window(
+            settings, args.topic, args.window_start, build=not args.no_build, echo=lambda line: print(line)
+        )
+    except FoldError as exc:
+        print(f"late fold: {exc}")
+        return 2
+    except DbtError as exc:
+        print(f"late fold: the fold is recorded but the rebuild failed; re-run the same command.\n{exc}")
+        return 1
+    state = "recorded" if result.newly_recorded else "was already recorded"
+    print(
+        f"fold of {result.topic} window {result.window_start:%Y-%m-%d %H:00} {state}; "
+        f"late events left out of the window: {result.late_events_before} -> {result.late_events_after}"
+    )
+    return 0

@@ -66,7 +66,11 @@ def publish_full(catalog: Catalog, con: duckdb.DuckDBPyConnection, mart: str) ->
     started = time.perf_counter()
     data = _read_mart(con, mart)
     table = _load_or_create(catalog, f"{NAMESPACE}.{mart}", data.schema)
-    table.overwrite(data, snapshot_properties={"logistics.source": f"duckdb marts.{mart}"})
+    props = {"logistics.source": f"duckdb marts.{mart}"}
+    if table.current_snapshot() is None:
+        table.append(data, snapshot_properties=props)
+    else:
+        table.overwrite(data, snapshot_properties=props)
     snap = table.current_snapshot()
     return PublishReport(mart, data.num_rows, snap.snapshot_id if snap else None, time.perf_counter() - started)
 
