@@ -51,9 +51,22 @@ def iso(us: int) -> str:
     return f"{prefix}{m:02d}:{s:02d}.{u:06d}Z"
 
 
+_ts_cache: dict[int, str] = {}
+
+
 def ts_iso(us: int | None) -> str:
-    """A timestamptz value as a JSON string literal (``time.precision.mode=adaptive`` ZonedTimestamp)."""
-    return "null" if us is None else f'"{iso(us)}"'
+    """A timestamptz value as a JSON string literal (``time.precision.mode=adaptive`` ZonedTimestamp).
+
+    Memoised: an order's created_at/promised_at are rendered again on every one of its changes.
+    """
+    if us is None:
+        return "null"
+    text = _ts_cache.get(us)
+    if text is None:
+        if len(_ts_cache) > 200_000:
+            _ts_cache.clear()
+        text = _ts_cache[us] = f'"{iso(us)}"'
+    return text
 
 
 def ts_epoch(us: int | None) -> str:

@@ -48,6 +48,19 @@ GENERATION_FILE = "_generation.json"
 ProgressFn = Callable[[int, int, int], None]  # (hours done, hours total, lines so far)
 
 
+class _FastRandom(Random):
+    """``random.Random`` with a cheap ``randrange``: floor(random() * n) is uniform enough for a simulation and
+    several times faster than the stdlib's exact method, which dominated the CDC hot path."""
+
+    def randrange(self, start: int, stop: int | None = None, step: int = 1) -> int:  # type: ignore[override]
+        if stop is None:
+            return int(self.random() * start)
+        return start + int(self.random() * (stop - start))
+
+    def randint(self, a: int, b: int) -> int:
+        return a + int(self.random() * (b - a + 1))
+
+
 class _Stats:
     """Counters of one topic; what ``_generation.json`` reports."""
 
@@ -80,7 +93,7 @@ class _Engine:
         self.out = out_dir
         self.cfg = cfg
         self.progress = progress
-        self.rng = rng = Random(cfg.seed)
+        self.rng = rng = _FastRandom(cfg.seed)
         self.start_us = E.to_us(cfg.start)
         self.end_us = self.start_us + cfg.hours * HOUR_US
         self.hours = cfg.hours
@@ -117,6 +130,7 @@ class _Engine:
             ("invalid_value", cfg.invalid_value_rate),
             ("invalid_envelope", cfg.invalid_envelope_rate),
         ]
+        self.malformed_total = cfg.malformed_total
         self.ping_malformed = [(k, r) for k, r in self.malformed_kinds if k in E.PLAIN_REASONS]
         self.next_offset = [[0] * n for n in self.nparts]
         self.max_lsn: list[dict[Any, int]] = [{} for _ in range(4)]
@@ -757,7 +771,7 @@ class _Engine:
                 st.duplicates += 1
                 if wrapped:
                     st.schema_envelopes += 1
-        elif op != "d" and x < cfg.duplicate_rate + cfg.malformed_total:
+        elif op != "d" and x < cfg.duplicate_rate + self.malformed_total:
             self._bad_line(ti, env, arrival, part, x - cfg.duplicate_rate, self.malformed_kinds)
 
     def _commit_hour(self, h: int) -> None:
