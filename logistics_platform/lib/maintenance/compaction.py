@@ -25,6 +25,7 @@ from pyiceberg.exceptions import CommitFailedException, ValidationException
 from pyiceberg.expressions import AlwaysTrue
 from pyiceberg.io.pyarrow import ArrowScan, _determine_partitions, pyarrow_to_schema, write_file
 from pyiceberg.manifest import DataFile
+from pyiceberg.partitioning import PartitionKey
 from pyiceberg.table import FileScanTask, Table, WriteTask
 from pyiceberg.table.snapshots import Operation, Summary
 from pyiceberg.table.sorting import NullOrder, SortDirection
@@ -144,6 +145,7 @@ def _write(table: Table, rows: pa.Table, rows_per_file: int) -> list[DataFile]:
     write_uuid = uuid.uuid4()
     counter = itertools.count(0)
     spec = md.spec()
+    parts: list[tuple[PartitionKey | None, pa.Table]]
     if spec.is_unpartitioned():
         parts = [(None, rows)]
     else:

@@ -13,7 +13,6 @@ from decimal import Decimal
 
 import pyarrow as pa
 from pyiceberg.catalog import Catalog
-from pyiceberg.expressions import EqualTo
 from pyiceberg.io.pyarrow import schema_to_pyarrow
 from pyiceberg.table import Table
 from pyiceberg.types import BooleanType, DecimalType, DoubleType, IntegerType, LongType, StringType, TimestampType
@@ -86,4 +85,5 @@ def append_hour(table: Table, arrival_hour: datetime, rows: int, seed: int = 0) 
 
 def replace_hour(table: Table, arrival_hour: datetime, rows: int, seed: int = 0) -> None:
     """Replace exactly one arrival hour (what a re-ingest of that hour does)."""
-    table.overwrite(hour_rows(table, arrival_hour, rows, seed), overwrite_filter=EqualTo("_arrival_hour", arrival_hour))
+    hour_filter = f"_arrival_hour = '{arrival_hour.isoformat()}'"
+    table.overwrite(hour_rows(table, arrival_hour, rows, seed), overwrite_filter=hour_filter)
