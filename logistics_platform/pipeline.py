@@ -22,6 +22,10 @@ UNPARTITIONED_JOB = "run_downstream_unpartitioned"
 EXCLUDED_GROUPS = ("maintenance", "landing")
 
 
+# Step-level events go to the run's event log (the UI shows them); the terminal gets warnings and our progress.
+QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+
+
 class PipelineError(RuntimeError):
     """The run cannot start; the message says what is wrong and what to do."""
 
@@ -127,7 +131,9 @@ def run_pipeline(
 
     def execute(job_name: str, label: str, **kwargs: object) -> bool:
         job = defs.resolve_job_def(job_name)
-        result = job.execute_in_process(instance=instance, raise_on_error=False, **kwargs)  # type: ignore[arg-type]
+        result = job.execute_in_process(
+            run_config=QUIET, instance=instance, raise_on_error=False, **kwargs  # type: ignore[arg-type]
+        )
         summary.runs.append(RunRecord(job_name, label, result.run_id, result.success))
         return result.success
 
