@@ -13,17 +13,21 @@ clock, so a config produces byte-identical files.
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 import os
 import sys
 from bisect import bisect_right
 from collections.abc import Callable
-from itertools import accumulate
+from itertools import accumulate, pairwise
 from operator import itemgetter
 from pathlib import Path
 from random import Random
 from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from logistics_platform.lib.generator import encode as E
 from logistics_platform.lib.generator import world as W
@@ -109,6 +113,7 @@ class _Engine:
         self.p_ooo = cfg.out_of_order_rate
         self.ooo_owed = 0.0
         self.flushed = -1  # last arrival hour written
+        self.ping_extras: dict[int, list[tuple[int, int, str]]] = {}  # corrupted ping lines per arrival hour
         self.tip_from_us = (
             None
             if cfg.tip_amount_from is None or cfg.tip_amount_from >= 1.0
@@ -578,16 +583,13 @@ class _Engine:
         if reconnect is not None:
             arrival_base = start_us + reconnect[0] * HOUR_US + rng.randrange(50 * MINUTE)
         # Hot loop (most generated lines are pings): one 128-bit draw per ping feeds its uuid, position noise,
-        # speed, network delay, the next ping's jitter and the duplicate/corruption dice.
-        hour_prefix = E.hour_prefix
+        # speed, network delay, the next ping's jitter and the duplicate/corruption dice. Rows stay tuples here;
+        # Arrow formats them to JSON text per arrival hour (see _flush_pings).
         iv3 = iv // 3
         t = t0 + (getbits(20) * iv >> 20)
         k = 0
         n = 0
         cur_lo = cur_hi = late_thr = 0
-        cur_b: list[tuple[Any, ...]] = []
-        pfx_h = -1
-        pfx = ""
         p_any = p_dup + p_bad
         for s0, s1, la0, lo0, la1, lo1, seg_oid, moving in segs:
             if t >= s1:
@@ -595,54 +597,52 @@ class _Engine:
             dur = max(1, s1 - s0)
             dlat = (la1 - la0) / dur
             dlon = (lo1 - lo0) / dur
-            head = f'","courier_id":{cid},"order_id":{"null" if seg_oid is None else seg_oid},"lat":'
             seg_end = s1 if s1 < t_stop else t_stop
             while t < seg_end:
                 bits = getbits(128)
                 h = f"{bits:032x}"
                 dt = t - s0
-                lat = la0 + dlat * dt + ((bits & 0xFFF) - 2048) * 1e-7
-                lon = lo0 + dlon * dt + (((bits >> 12) & 0xFFF) - 2048) * 1e-7
                 if moving:
                     speed = speed0 + (((bits >> 24) & 0xFF) - 128) / 12.8
                     if speed < 0:
                         speed = -speed
                 else:
                     speed = ((bits >> 24) & 0xF) / 10
-                hh, rem = divmod(t, HOUR_US)
-                if hh != pfx_h:
-                    pfx_h = hh
-                    pfx = hour_prefix(hh)
-                mm, rem = divmod(rem, MINUTE)
-                ss, uu = divmod(rem, SECOND)
-                line = (
-                    f'{{"ping_id":"{h[:8]}-{h[8:12]}-4{h[13:16]}-a{h[17:20]}-{h[20:]}{head}{lat:.6f},"lon":{lon:.6f},'
-                    f'"speed_kmh":{speed:.1f},"recorded_at":"{pfx}{mm:02d}:{ss:02d}.{uu:06d}Z"}}'
-                )
                 if arrival_base is None:
                     arrival = t + 500_000 + ((bits >> 32) & 0xFFFF) * 300
                     if arrival >= end_us:
                         arrival = end_us - 1
                 else:
                     arrival = arrival_base + n * 20_000
+                lat = la0 + dlat * dt + ((bits & 0xFFF) - 2048) * 1e-7
+                lon = lo0 + dlon * dt + (((bits >> 12) & 0xFFF) - 2048) * 1e-7
+                pid = f"{h[:8]}-{h[8:12]}-4{h[13:16]}-a{h[17:20]}-{h[20:]}"
                 if not cur_lo <= arrival < cur_hi:
                     a = (arrival - start_us) // HOUR_US
                     cur_lo = start_us + a * HOUR_US
                     cur_hi = cur_lo + HOUR_US
                     late_thr = cur_lo - late_us
-                    got = bucket_of.get(a)
-                    if got is None:
-                        got = bucket_of[a] = []
-                    cur_b = got
-                cur_b.append((arrival, line, part, None, 0, 1))
+                    cols = bucket_of.get(a)
+                    if cols is None:
+                        cols = bucket_of[a] = [[] for _ in range(9)]
+                    c_arr, c_part, c_t, c_cid, c_oid, c_lat, c_lon, c_speed, c_pid = (x.append for x in cols)
+                c_arr(arrival)
+                c_part(part)
+                c_t(t)
+                c_cid(cid)
+                c_oid(seg_oid)
+                c_lat(lat)
+                c_lon(lon)
+                c_speed(speed)
+                c_pid(pid)
                 if t < late_thr:
                     stats.hour((arrival - start_us) // HOUR_US)[3] += 1
                 if p_any:
                     x = ((bits >> 68) & 0xFFFFFFFF) / 4294967296.0
                     if x < p_dup:
-                        self._dup_ping(arrival, line, part, t)
+                        self._dup_ping((arrival, part, t, cid, seg_oid, lat, lon, speed, pid))
                     elif x < p_any:
-                        self._bad_line(T_PINGS, line, arrival, part, (x - p_dup), self.ping_malformed)
+                        self._bad_ping((arrival, part, t, cid, seg_oid, lat, lon, speed, pid), x - p_dup)
                 n += 1
                 k += 1
                 t = t0 + k * iv + (((bits >> 48) & 0xFFFFF) * iv3 >> 20)
@@ -663,13 +663,26 @@ class _Engine:
             return rng.randrange(SECOND, min(10 * MINUTE, room))
         return rng.randrange(10 * MINUTE, min(DUP_MAX_DELAY_US, room))
 
-    def _dup_ping(self, arrival: int, line: str, part: int, event_us: int) -> None:
-        delay = self._dup_delay(arrival)
+    def _dup_ping(self, row: tuple[Any, ...]) -> None:
+        delay = self._dup_delay(row[0])
         if delay is None:
             return
-        d = arrival + delay
-        self._emit(T_PINGS, d, line, part, None, 0, 1, event_us)
-        self.stats[T_PINGS].duplicates += 1
+        arrival = row[0] + delay
+        a = (arrival - self.start_us) // HOUR_US
+        cols = self.buckets[T_PINGS].get(a)
+        if cols is None:
+            cols = self.buckets[T_PINGS][a] = [[] for _ in range(9)]
+        for col, value in zip(cols, (arrival, *row[1:]), strict=True):
+            col.append(value)
+        st = self.stats[T_PINGS]
+        st.duplicates += 1
+        if row[2] < self.start_us + a * HOUR_US - self.late_us:
+            st.hour(a)[3] += 1
+
+    def _bad_ping(self, row: tuple[Any, ...], x: float) -> None:
+        arrival, part, t, cid, oid, lat, lon, speed, pid = row
+        line = E.ping_line(pid, cid, oid, lat, lon, speed, t)
+        self._bad_line(T_PINGS, line, arrival, part, x, self.ping_malformed)
 
     # ------------------------------------------------------------------------------------------ routing
     def _emit(self, ti: int, arrival: int, line: str, part: int, key: Any, lsn: int, nlines: int, event_us: int) -> int:
@@ -700,7 +713,11 @@ class _Engine:
             schema = self.schema_tip if ti == T_ORDERS and '"tip_amount"' in line else self.schema[TABLES[ti]]
         bad, reason = E.corrupt(line, TABLES[ti], KEYS[ti], kind, rng, schema)
         arrival = min(arrival + rng.randrange(1000, SECOND), self.end_us - 1)
-        a = self._emit(ti, arrival, bad, part, None, 0, 1, self.end_us)
+        if ti == T_PINGS:
+            a = (arrival - self.start_us) // HOUR_US
+            self.ping_extras.setdefault(a, []).append((arrival, part, bad))
+        else:
+            a = self._emit(ti, arrival, bad, part, None, 0, 1, self.end_us)
         st = self.stats[ti]
         st.hour(a)[1] += 1
         st.quarantine[reason] = st.quarantine.get(reason, 0) + 1
@@ -808,82 +825,176 @@ class _Engine:
                     break
 
     def _flush(self, a: int) -> None:
-        cfg, rng = self.cfg, self.rng
-        hour_us = self.start_us + a * HOUR_US
-        for ti in range(5):
+        """Write arrival hour ``a``: per topic and partition, in arrival order, ``flush_size`` lines a file."""
+        for ti in range(4):
             recs = self.buckets[ti].pop(a, None)
             if not recs:
                 continue
             recs.sort(key=itemgetter(0))
-            topic = TOPICS[TABLES[ti]]
-            st = self.stats[ti]
-            ph = st.hour(a)
-            if ti != T_PINGS:
-                max_lsn = self.max_lsn[ti]
-                ooo = 0
-                for rec in recs:
-                    k = rec[3]
-                    if k is None:
-                        continue
-                    m = max_lsn.get(k)
-                    if m is None or rec[4] > m:
-                        max_lsn[k] = rec[4]
-                    elif rec[4] < m:
-                        ooo += 1
-                st.out_of_order_lines += ooo
+            self._count_out_of_order(ti, recs)
             parts: list[list[tuple[Any, ...]]] = [[] for _ in range(self.nparts[ti])]
             for rec in recs:
                 parts[rec[2]].append(rec)
-            dirpath = None
-            delayed_p = None
-            if (ti, a) in self.delayed_plan:
-                delayed_p = next((p for p, lst in enumerate(parts) if len(lst) >= 2), None)
-            for p, lst in enumerate(parts):
-                if not lst:
-                    continue
-                chunks = [lst[i : i + cfg.flush_size] for i in range(0, len(lst), cfg.flush_size)]
-                delayed_at = None
-                if p == delayed_p:
-                    # The sink's last flush of this partition uploads hours late into the (old) hour folder.
-                    last = chunks.pop()
-                    if len(last) >= 2:
-                        cut = max(1, len(last) // 4)
-                        chunks += [last[:-cut], last[-cut:]]
-                    else:
-                        chunks.append(last)
-                    delayed_at = len(chunks) - 1
-                for ci, chunk in enumerate(chunks):
-                    lines = [rec[1] for rec in chunk]
-                    nlines = len(chunk) if ti == T_PINGS else sum(rec[5] for rec in chunk)
-                    gz = rng.random() < cfg.gzip_rate
-                    start_offset = self.next_offset[ti][p]
-                    self.next_offset[ti][p] = start_offset + nlines
-                    rel = E.landing_relpath(topic, hour_us, p, start_offset, gz)
-                    data = E.encode_lines(lines, gz)
-                    path = self.out / rel
-                    if dirpath is None:
-                        dirpath = path.parent
-                        dirpath.mkdir(parents=True, exist_ok=True)
-                    with open(path, "wb") as fh:
-                        fh.write(data)
-                    written_at = max(rec[0] for rec in chunk[-50:]) // SECOND
-                    if ci == delayed_at:
-                        written_at = (hour_us + cfg.delayed_file_hours * HOUR_US) // SECOND + rng.randrange(3000)
-                        self.delayed.append(
-                            {
-                                "path": rel,
-                                "topic": topic,
-                                "arrival_hour": E.from_us(hour_us).isoformat(),
-                                "appears_at": E.from_us(written_at * SECOND).isoformat(),
-                                "lines": nlines,
-                            }
-                        )
-                    os.utime(path, (written_at, written_at))
-                    ph[0] += nlines
-                    ph[4] += 1
-                    self.lines_written += nlines
-                    self.bytes_written += len(data)
-                    self.files.append({"topic": ti, "gz": gz, "bytes": len(data)})
+
+            def render(p: int, i: int, j: int, parts: list[list[tuple[Any, ...]]] = parts) -> tuple[Any, int, int]:
+                chunk = parts[p][i:j]
+                raw = ("\n".join([rec[1] for rec in chunk]) + "\n").encode("utf-8", "surrogateescape")
+                return raw, sum(rec[5] for rec in chunk), chunk[-1][0]
+
+            self._write_files(ti, a, [len(x) for x in parts], render)
+        self._flush_pings(a)
+
+    def _count_out_of_order(self, ti: int, recs: list[tuple[Any, ...]]) -> None:
+        """Lines landing after a line of the same row with a higher LSN (a key always has one partition)."""
+        max_lsn = self.max_lsn[ti]
+        ooo = 0
+        for rec in recs:
+            k = rec[3]
+            if k is None:
+                continue
+            m = max_lsn.get(k)
+            if m is None or rec[4] > m:
+                max_lsn[k] = rec[4]
+            elif rec[4] < m:
+                ooo += 1
+        self.stats[ti].out_of_order_lines += ooo
+
+    def _flush_pings(self, a: int) -> None:
+        """Pings of one arrival hour, formatted to JSON Lines by Arrow kernels (the volume topic)."""
+        cols = self.buckets[T_PINGS].pop(a, None)
+        extras = self.ping_extras.pop(a, None) or []
+        if not cols and not extras:
+            return
+        text = pa.string()
+        arrays = []
+        arrivals: list[int] = []
+        partitions: list[int] = []
+        if cols:
+            arrival, part, t, cid, oid, lat, lon, speed, pid = cols
+            ts = pa.array(t, pa.int64())
+            # recorded_at: per-hour prefix + zero-padded minute/second/micros (Arrow's strftime is ~50x slower)
+            bounds = pc.min_max(ts)
+            h_lo, h_hi = bounds["min"].as_py() // HOUR_US, bounds["max"].as_py() // HOUR_US
+            hours = pc.divide(ts, HOUR_US)
+            prefix = pa.array([E.hour_prefix(h) for h in range(h_lo, h_hi + 1)], text).take(pc.subtract(hours, h_lo))
+            rem = pc.subtract(ts, pc.multiply(hours, HOUR_US))
+            minute = pc.divide(rem, MINUTE)
+            rem = pc.subtract(rem, pc.multiply(minute, MINUTE))
+            second = pc.divide(rem, SECOND)
+            micros = pc.subtract(rem, pc.multiply(second, SECOND))
+
+            def padded(values: pa.Array, width: int) -> pa.Array:
+                return pc.utf8_lpad(pc.cast(values, text), width=width, padding="0")
+
+            line = pc.binary_join_element_wise(
+                '{"ping_id":"',
+                pa.array(pid, text),
+                '","courier_id":',
+                pc.cast(pa.array(cid, pa.int64()), text),
+                ',"order_id":',
+                pc.fill_null(pc.cast(pa.array(oid, pa.int64()), text), "null"),
+                ',"lat":',
+                pc.cast(pc.round(pa.array(lat, pa.float64()), 6), text),
+                ',"lon":',
+                pc.cast(pc.round(pa.array(lon, pa.float64()), 6), text),
+                ',"speed_kmh":',
+                pc.cast(pc.round(pa.array(speed, pa.float64()), 1), text),
+                ',"recorded_at":"',
+                prefix,
+                padded(minute, 2),
+                ":",
+                padded(second, 2),
+                ".",
+                padded(micros, 6),
+                'Z"}\n',
+                "",
+            )
+            arrays.append(line.cast(pa.binary()))
+            arrivals.extend(arrival)
+            partitions.extend(part)
+        if extras:
+            e_arrival, e_part, e_line = zip(*extras, strict=True)
+            arrays.append(pa.array([x.encode("utf-8", "surrogateescape") + b"\n" for x in e_line], pa.binary()))
+            arrivals.extend(e_arrival)
+            partitions.extend(e_part)
+        lines = pa.concat_arrays(arrays) if len(arrays) > 1 else arrays[0]
+        keys = pa.table({"p": pa.array(partitions, pa.int32()), "a": pa.array(arrivals, pa.int64())})
+        order = pc.sort_indices(keys, sort_keys=[("p", "ascending"), ("a", "ascending")])  # stable
+        lines = lines.take(order)
+        sorted_arrivals = keys.column("a").take(order)
+        _, offsets_buf, data_buf = lines.buffers()
+        offsets = memoryview(offsets_buf).cast("i")  # int32 line boundaries into the data buffer
+        data = memoryview(data_buf)
+        counts = [0] * self.nparts[T_PINGS]
+        for item in pc.value_counts(keys.column("p")).to_pylist():
+            counts[item["values"]] = item["counts"]
+        starts = [sum(counts[:p]) for p in range(len(counts))]
+
+        def render(p: int, i: int, j: int) -> tuple[Any, int, int]:
+            lo, hi = starts[p] + i, starts[p] + j
+            return data[offsets[lo] : offsets[hi]], j - i, sorted_arrivals[hi - 1].as_py()
+
+        self._write_files(T_PINGS, a, counts, render)
+
+    def _write_files(
+        self, ti: int, a: int, counts: list[int], render: Callable[[int, int, int], tuple[Any, int, int]]
+    ) -> None:
+        """Split each partition's lines into files and write them (gzip, delayed upload, offsets, mtimes)."""
+        cfg, rng = self.cfg, self.rng
+        hour_us = self.start_us + a * HOUR_US
+        topic = TOPICS[TABLES[ti]]
+        ph = self.stats[ti].hour(a)
+        delayed_p = None
+        if (ti, a) in self.delayed_plan:
+            delayed_p = next((p for p, n in enumerate(counts) if n >= 2), None)
+        made_dir = False
+        for p, n in enumerate(counts):
+            if not n:
+                continue
+            bounds = [*range(0, n, cfg.flush_size), n]
+            chunks = list(pairwise(bounds))
+            delayed_at = None
+            if p == delayed_p:
+                # The sink's last flush of this partition uploads hours late into the (old) hour folder.
+                i, j = chunks.pop()
+                if j - i >= 2:
+                    cut = max(1, (j - i) // 4)
+                    chunks += [(i, j - cut), (j - cut, j)]
+                else:
+                    chunks.append((i, j))
+                delayed_at = len(chunks) - 1
+                del self.delayed_plan[(ti, a)]
+            for ci, (i, j) in enumerate(chunks):
+                raw, nlines, last_arrival = render(p, i, j)
+                gz = rng.random() < cfg.gzip_rate
+                data = gzip.compress(raw, compresslevel=1, mtime=0) if gz else raw
+                start_offset = self.next_offset[ti][p]
+                self.next_offset[ti][p] = start_offset + nlines
+                rel = E.landing_relpath(topic, hour_us, p, start_offset, gz)
+                path = self.out / rel
+                if not made_dir:
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    made_dir = True
+                with open(path, "wb") as fh:
+                    fh.write(data)
+                written_at = last_arrival // SECOND
+                if ci == delayed_at:
+                    written_at = (hour_us + cfg.delayed_file_hours * HOUR_US) // SECOND + rng.randrange(3000)
+                    self.delayed.append(
+                        {
+                            "path": rel,
+                            "topic": topic,
+                            "arrival_hour": E.from_us(hour_us).isoformat(),
+                            "appears_at": E.from_us(written_at * SECOND).isoformat(),
+                            "lines": nlines,
+                        }
+                    )
+                os.utime(path, (written_at, written_at))
+                ph[0] += nlines
+                ph[4] += 1
+                self.lines_written += nlines
+                self.bytes_written += len(data)
+                self.files.append({"topic": ti, "gz": gz, "bytes": len(data)})
 
     # ------------------------------------------------------------------------------------------ run
     def run(self) -> dict[str, Any]:
