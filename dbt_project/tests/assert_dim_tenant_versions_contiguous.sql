@@ -1,3 +1,4 @@
+{{ config(meta={'dagster': {'ref': {'name': 'dim_tenant'}}}) }}
 -- SCD2 integrity: versions of one tenant never overlap and leave no gap (a gap is only allowed after a delete,
 -- which closes a version without opening the next one at the same instant).
 with ordered_versions as (

@@ -1,3 +1,4 @@
+{{ config(meta={'dagster': {'ref': {'name': 'fct_orders'}}}) }}
 -- Invariant 2: no event identity appears twice in staging; no key appears twice in a current-state mart.
 with staged_identities as (
     select 'stg_orders' as relation, _event_id as identity from {{ ref('stg_orders') }}

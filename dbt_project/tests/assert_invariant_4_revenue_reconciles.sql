@@ -1,3 +1,4 @@
+{{ config(meta={'dagster': {'ref': {'name': 'fct_daily_revenue'}}}) }}
 -- Invariant 4a: gross_revenue = tenant_revenue + courier_revenue + platform_revenue, exactly, on every row;
 -- and the daily rows add up to the delivered orders they are built from.
 with unbalanced_rows as (

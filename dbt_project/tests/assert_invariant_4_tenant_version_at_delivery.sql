@@ -1,3 +1,4 @@
+{{ config(meta={'dagster': {'ref': {'name': 'dim_tenant'}}}) }}
 -- Invariant 4b: every delivered order has exactly one tenant version valid at delivered_at.
 with versions_at_delivery as (
     select deliveries.order_id, count(tenant_version.tenant_id) as valid_versions

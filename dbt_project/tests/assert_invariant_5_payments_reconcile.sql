@@ -1,4 +1,4 @@
-{{ config(severity='warn') }}
+{{ config(severity='warn', meta={'dagster': {'ref': {'name': 'fct_deliveries'}}}) }}
 -- Invariant 5 (a warning, not an error: the data is reported, never hidden or fixed up):
 -- for a delivered order, captured minus refunded payments equal total_amount.
 with payment_balance as (
