@@ -1,4 +1,4 @@
-"""Bin-packing compaction of small data files, one atomic REPLACE commit per partition.
+"""Bin-packing compaction of small data files, one atomic REPLACE commit per table.
 
 For each partition of the table's default spec, data files smaller than ``small_file_bytes`` are grouped into
 bins of about ``target_file_bytes``; each bin is read (projected on the current schema, so files written
@@ -8,13 +8,14 @@ same order-independent checksum as the rows read in.
 
 Concurrency: the commit is validated against the snapshot that was read. A concurrent append is not a
 conflict (compaction changes no rows); pyiceberg refreshes and rebuilds the commit on the new head. If a file
-being replaced is no longer live (a concurrent re-ingest replaced that hour), the partition is skipped and
-the files written for it are deleted (the commit provably did not land).
+being replaced is no longer live (a concurrent re-ingest replaced that hour), that partition is dropped from
+the commit and its new files are deleted (the commit provably did not land); the other partitions are retried.
 """
 
 from __future__ import annotations
 
 import itertools
+import json
 import logging
 import uuid
 from collections.abc import Callable
@@ -220,45 +221,64 @@ def compact_table(
     before_commit: Callable[[str], None] | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> CompactionResult:
-    """Compact every partition of ``table`` that has at least two small files; returns what was done."""
+    """Compact every partition of ``table`` that has at least two small files; returns what was done.
+
+    All partitions are rewritten first and then committed in ONE snapshot (a commit copies the whole table
+    metadata, so one per partition costs more than the rewrite on tables with long histories). A partition
+    whose files changed concurrently is dropped from the commit (its new files deleted) and the rest retried.
+    """
     name = ".".join(table.name())
     result = CompactionResult(table=name)
-    for label, (all_files, small, has_deletes) in sorted(plan_partitions(table, small_file_bytes).items()):
-        bins = _bins(small, target_file_bytes)
-        if not bins:
-            continue
-        chosen = [f for b in bins for f in b]
-        pc = PartitionCompaction(
-            partition=label,
-            files_in_partition=len(all_files),
-            files_before=len(chosen),
-            bytes_before=sum(f.file_size_in_bytes for f in chosen),
-        )
-        result.partitions.append(pc)
-        if has_deletes:
-            pc.status = "skipped: partition has delete files (merge-on-read); rewrite them first"
-            continue
-        if dry_run:
-            pc.status = "dry-run"
-            pc.files_after = len(bins)
-            pc.rows = sum(f.record_count for f in chosen)
-            continue
-        if progress:
-            progress(f"{name} {label}: rewriting {len(chosen)} files into ~{len(bins)}")
-        _compact_partition(table, pc, bins, target_file_bytes, before_commit)
+    pending: list[_Rewrite] = []
+    try:
+        for label, (all_files, small, has_deletes) in sorted(plan_partitions(table, small_file_bytes).items()):
+            bins = _bins(small, target_file_bytes)
+            if not bins:
+                continue
+            chosen = [f for b in bins for f in b]
+            pc = PartitionCompaction(
+                partition=label,
+                files_in_partition=len(all_files),
+                files_before=len(chosen),
+                bytes_before=sum(f.file_size_in_bytes for f in chosen),
+            )
+            result.partitions.append(pc)
+            if has_deletes:
+                pc.status = "skipped: partition has delete files (merge-on-read); rewrite them first"
+                continue
+            if dry_run:
+                pc.status = "dry-run"
+                pc.files_after = len(bins)
+                pc.rows = sum(f.record_count for f in chosen)
+                continue
+            if progress:
+                progress(f"{name} {label}: rewriting {len(chosen)} files into ~{len(bins)}")
+            pending.append(_rewrite_partition(table, pc, bins, target_file_bytes))
+    except BaseException:
+        # Nothing was committed: every file written so far is unreferenced.
+        for rw in pending:
+            _delete_written(table, rw.new_files)
+        raise
+    if pending:
+        if before_commit:
+            before_commit(name)  # a raise here is a crash: the written files stay behind as young orphans
+        _commit_rewrites(table, pending)
     return result
 
 
-def _compact_partition(
-    table: Table,
-    pc: PartitionCompaction,
-    bins: list[list[DataFile]],
-    target_file_bytes: int,
-    before_commit: Callable[[str], None] | None,
-) -> None:
+@dataclass
+class _Rewrite:
+    pc: PartitionCompaction
+    old_files: list[DataFile]
+    new_files: list[DataFile]
+
+
+def _rewrite_partition(
+    table: Table, pc: PartitionCompaction, bins: list[list[DataFile]], target_file_bytes: int
+) -> _Rewrite:
+    """Write the compacted files of one partition and prove they hold the same rows; commits nothing."""
     name = ".".join(table.name())
-    old_files = [f for b in bins for f in b]
-    new_files: list[DataFile] = []
+    rw = _Rewrite(pc, [f for b in bins for f in b], [])
     sums_in: list[str] = []
     sums_out: list[str] = []
     keys = _sort_keys(table)
@@ -272,60 +292,74 @@ def _compact_partition(
             # Size output files by the on-disk bytes per row of the inputs: the target is an on-disk size.
             rows_per_file = max(1, int(target_file_bytes * rows.num_rows / max(in_bytes, 1)))
             written = _write(table, rows, rows_per_file)
-            new_files.extend(written)
+            rw.new_files.extend(written)
             sums_out.append(row_checksum(_read(table, written)))
             pc.rows += rows.num_rows
     except BaseException:
-        _delete_written(table, new_files)
+        _delete_written(table, rw.new_files)
         raise
     pc.checksum_before = _combine(sums_in)
     pc.checksum_after = _combine(sums_out)
-    pc.files_after = len(new_files)
-    pc.bytes_after = sum(f.file_size_in_bytes for f in new_files)
+    pc.files_after = len(rw.new_files)
+    pc.bytes_after = sum(f.file_size_in_bytes for f in rw.new_files)
     if pc.checksum_before != pc.checksum_after:
-        _delete_written(table, new_files)
+        _delete_written(table, rw.new_files)
         raise CompactionError(
             f"{name} {pc.partition}: rows read back after rewrite differ (checksum {pc.checksum_before} before, "
             f"{pc.checksum_after} after); nothing was committed. Check the table's schema and the pyarrow version."
         )
-    if before_commit:
-        before_commit(name)  # a raise here is a crash: the written files stay behind as young orphans
+    return rw
 
-    props = {
-        SNAPSHOT_PROP_KIND: "compaction",
-        "logistics.compaction.partition": pc.partition,
-        "logistics.compaction.rows-checksum": pc.checksum_after,
-        "logistics.compaction.files-replaced": str(len(old_files)),
-    }
-    old_paths = {f.file_path for f in old_files}
+
+def _commit_rewrites(table: Table, pending: list[_Rewrite]) -> None:
+    """One REPLACE commit for all partitions; on conflict, drop the partitions whose files are gone and retry."""
+    name = ".".join(table.name())
+    remaining = list(pending)
     for attempt in range(1, MAX_OUTER_ATTEMPTS + 1):
-        pc.attempts = attempt
+        for rw in remaining:
+            rw.pc.attempts = attempt
+        props = {
+            SNAPSHOT_PROP_KIND: "compaction",
+            "logistics.compaction.partitions": str(len(remaining)),
+            "logistics.compaction.files-replaced": str(sum(len(rw.old_files) for rw in remaining)),
+            "logistics.compaction.rows-checksum": _combine([rw.pc.checksum_after for rw in remaining]),
+            "logistics.compaction.partition-checksums": json.dumps(
+                {rw.pc.partition: rw.pc.checksum_after for rw in remaining}, sort_keys=True
+            ),
+        }
         tx = table.transaction()
         producer = _RewriteFiles(Operation.OVERWRITE, tx, table.io, snapshot_properties=props)
         try:
-            for f in old_files:
-                producer.delete_data_file(f)
-            for f in new_files:
-                producer.append_data_file(f)
+            for rw in remaining:
+                for f in rw.old_files:
+                    producer.delete_data_file(f)
+                for f in rw.new_files:
+                    producer.append_data_file(f)
             producer.commit()
             tx.commit_transaction()
-            pc.status = "committed"
-            pc.snapshot_id = producer.snapshot_id
-            return
-        except ValidationException as exc:
-            # The commit provably did not land, so the new files are unreferenced and can go now.
-            _delete_written(table, new_files)
-            pc.status = f"skipped: files changed concurrently ({exc})"
-            return
-        except CommitFailedException as exc:
+        except (ValidationException, CommitFailedException) as exc:
+            # Either way the commit did not land. Keep the partitions whose inputs are all still live.
             table.refresh()
-            if not old_paths <= _live_paths(table):
-                _delete_written(table, new_files)
-                pc.status = "skipped: a rewritten file was replaced concurrently"
+            live = _live_paths(table)
+            still: list[_Rewrite] = []
+            for rw in remaining:
+                if {f.file_path for f in rw.old_files} <= live:
+                    still.append(rw)
+                else:
+                    _delete_written(table, rw.new_files)
+                    rw.pc.status = "skipped: a file being rewritten was replaced concurrently (re-ingest?)"
+            log.warning("%s: compaction commit conflict (%s); %d partition(s) left to retry", name, exc, len(still))
+            remaining = still
+            if not remaining:
                 return
-            log.warning("%s %s: commit conflict (%s); retrying on fresh metadata", name, pc.partition, exc)
-    _delete_written(table, new_files)
-    pc.status = f"skipped: commit kept conflicting after {MAX_OUTER_ATTEMPTS} attempts"
+            continue
+        for rw in remaining:
+            rw.pc.status = "committed"
+            rw.pc.snapshot_id = producer.snapshot_id
+        return
+    for rw in remaining:
+        _delete_written(table, rw.new_files)
+        rw.pc.status = f"skipped: commit kept conflicting after {MAX_OUTER_ATTEMPTS} attempts"
 
 
 def _combine(parts: list[str]) -> str:
