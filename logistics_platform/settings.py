@@ -33,6 +33,7 @@ SETTINGS_DOC: dict[str, tuple[str, str]] = {
     "PARTITIONS_START": ("2026-11-01-00:00", "First arrival-hour partition (Dagster hourly key)."),
     "DBT_TARGET": ("local (prod when LOGISTICS_ENV=prod)", "dbt target in dbt_project/profiles.yml."),
     "INGEST_BATCH_ROWS": ("200000", "Rows per Arrow batch / data file written by the bronze ingest."),
+    "INGEST_WORKERS": ("2", "Processes that parse landing files in parallel for large hours (1 = in-process only)."),
     "BRONZE_FRESHNESS_HOURS": ("2", "Bronze tables older than this fail their freshness check."),
     "MARTS_FRESHNESS_HOURS": ("26", "Marts older than this fail their freshness check."),
     "AUTOMATION_DEFAULT_STATUS": (
@@ -72,6 +73,7 @@ class Settings:
     partitions_start: str = "2026-11-01-00:00"
     dbt_target: str = "local"
     ingest_batch_rows: int = 200_000
+    ingest_workers: int = 2
     bronze_freshness_hours: float = 2.0
     marts_freshness_hours: float = 26.0
     automation_running: bool = True
@@ -176,6 +178,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         partitions_start=start,
         dbt_target=env.get("DBT_TARGET") or ("prod" if mode == "prod" else "local"),
         ingest_batch_rows=int(_number(env, "INGEST_BATCH_ROWS", d.ingest_batch_rows, int)),
+        ingest_workers=max(1, int(_number(env, "INGEST_WORKERS", d.ingest_workers, int))),
         bronze_freshness_hours=_number(env, "BRONZE_FRESHNESS_HOURS", d.bronze_freshness_hours),
         marts_freshness_hours=_number(env, "MARTS_FRESHNESS_HOURS", d.marts_freshness_hours),
         automation_running=automation == "running",

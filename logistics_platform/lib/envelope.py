@@ -11,7 +11,7 @@ bronze is reproducible from the landing files alone. The rules are sources.md's:
 - ``null`` (bare, or as ``{"schema":..,"payload":null}``) -> tombstone, counted, not stored
 - columns the table does not know yet are returned in an ``extras`` dict: the ingest adds them to the table.
 
-A row is returned as a tuple in table column order (row columns, evolved columns, metadata columns) with the
+A row is returned as a list in table column order (row columns, evolved columns, metadata columns) with the
 extras dict (or None) as its last element; :meth:`LineParser.row_dict` names the values for people and tests.
 Hot path: this runs once per landed line, so it avoids per-line allocations beyond the row tuple.
 """
@@ -65,6 +65,7 @@ _CENT = Decimal("0.01")
 _MAX_MONEY = Decimal(10) ** 10  # DECIMAL(12,2): at most 10 integer digits
 _I64 = 2**63
 _SEP = "\x1f"
+_fromiso = datetime.fromisoformat
 PLAIN_EVENT_TIME_COLUMN = "recorded_at"  # the event time of the non-CDC topic (pings: device clock)
 
 
@@ -86,7 +87,7 @@ class _Tombstone:
 TOMBSTONE = _Tombstone()
 """Result for a Kafka tombstone line: counted, never stored."""
 
-ParseResult = tuple[Any, ...] | Rejected | _Tombstone
+ParseResult = list[Any] | Rejected | _Tombstone
 
 
 class _BadValue(Exception):
@@ -204,9 +205,22 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
+# NaN/Infinity are not JSON; Python's json accepts them unless told otherwise. The C scanner is called
+# directly: json.loads would build a decoder per call and wrap the scan in two Python frames.
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+_scan_once = _DECODER.scan_once
+_JSON_WS = " \t\n\r"
+
+
 def _loads(text: str) -> Any:
-    # NaN/Infinity are not JSON; Python's json accepts them unless told otherwise.
-    return json.loads(text, parse_constant=_reject_constant)
+    s = text.strip(_JSON_WS)
+    try:
+        value, end = _scan_once(s, 0)
+    except StopIteration as e:
+        raise ValueError(f"expecting a JSON value at char {e.value}") from None
+    if end != len(s):
+        raise ValueError(f"extra data after the JSON value at char {end}")
+    return value
 
 
 def raw_line_text(raw: bytes) -> tuple[str, str]:
@@ -262,7 +276,7 @@ class LineParser:
 
     # -- public ---------------------------------------------------------------------------------------------
     def parse(self, raw: bytes, kafka_partition: int, offset: int, source_file: str) -> ParseResult:
-        """One line -> row tuple (table order + extras dict), :class:`Rejected`, or :data:`TOMBSTONE`."""
+        """One line -> row list (table order + extras dict), :class:`Rejected`, or :data:`TOMBSTONE`."""
         try:
             value = _loads(raw.decode("utf-8"))
         except UnicodeDecodeError as e:
@@ -281,8 +295,8 @@ class LineParser:
             return self._cdc(value, kafka_partition, offset, source_file)
         return self._plain(value, kafka_partition, offset, source_file)
 
-    def row_dict(self, row: tuple[Any, ...]) -> dict[str, Any]:
-        """Column name -> value for a row tuple (extras merged in under their own names)."""
+    def row_dict(self, row: list[Any]) -> dict[str, Any]:
+        """Column name -> value for a row (extras merged in under their own names)."""
         out = dict(zip(self.column_names, row[:-1], strict=True))
         if row[-1]:
             out.update(row[-1])
@@ -294,14 +308,37 @@ class LineParser:
         return event_us < self.late_before_us, (gap // 1_000_000 if gap > 0 else 0)
 
     def _values(self, data: dict[str, Any], out: list[Any], columns: list[tuple[str, str]]) -> Rejected | None:
+        # Inline fast paths for the common encodings; everything else (and every error) goes through convert().
         get = data.get
+        append = out.append
         for name, kind in columns:
             v = get(name)
             if v is None:
-                out.append(None)
+                append(None)
+                continue
+            t = type(v)
+            if t is str:
+                if kind is K_STRING or kind is K_TEXT_OR_JSON:
+                    append(v)
+                    continue
+                if kind is K_TIMESTAMP:
+                    try:
+                        dt = _fromiso(v)
+                    except ValueError:
+                        pass
+                    else:
+                        d = dt - (_EPOCH_NAIVE if dt.tzinfo is None else _EPOCH_AWARE)
+                        append((d.days * 86400 + d.seconds) * 1_000_000 + d.microseconds)
+                        continue
+            elif t is int:
+                if kind is K_LONG and -_I64 <= v < _I64:
+                    append(v)
+                    continue
+            elif t is float and kind is K_DOUBLE and isfinite(v):
+                append(v)
                 continue
             try:
-                out.append(convert(kind, v))
+                append(convert(kind, v))
             except _BadValue as e:
                 return Rejected(f"{REASON_INVALID_VALUE}:{name}", f"{name}: {e.detail}")
         return None
@@ -389,7 +426,7 @@ class LineParser:
                 if bad is not None:
                     return bad
         out.append(extras)
-        return tuple(out)
+        return out
 
     def _plain(self, obj: dict[str, Any], kafka_partition: int, offset: int, source_file: str) -> ParseResult:
         try:
@@ -420,4 +457,4 @@ class LineParser:
             if bad is not None:
                 return bad
         out.append(self._extras(obj))
-        return tuple(out)
+        return out

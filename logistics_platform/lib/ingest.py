@@ -16,17 +16,20 @@ from __future__ import annotations
 
 import json
 import logging
+import multiprocessing
 import random
 import time
 import uuid
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from itertools import count
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyiceberg.catalog import Catalog
 from pyiceberg.conversions import from_bytes
 from pyiceberg.exceptions import (
@@ -36,10 +39,16 @@ from pyiceberg.exceptions import (
     ValidationException,
 )
 from pyiceberg.expressions import EqualTo
-from pyiceberg.io.pyarrow import _dataframe_to_data_files, schema_to_pyarrow
+from pyiceberg.io.pyarrow import (
+    _dataframe_to_data_files,
+    _determine_partitions,
+    pyarrow_to_schema,
+    schema_to_pyarrow,
+    write_file,
+)
 from pyiceberg.manifest import DataFile
 from pyiceberg.schema import Schema
-from pyiceberg.table import Table
+from pyiceberg.table import Table, WriteTask
 from pyiceberg.types import IcebergType, TimestampType
 
 from logistics_platform.lib import bronze_schema as bs
@@ -312,12 +321,33 @@ def _micros(dt: datetime) -> int:
 # ---------------------------------------------------------------------------------------------------------------
 # Batch writing
 # ---------------------------------------------------------------------------------------------------------------
+def conform(tbl: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``tbl`` with exactly ``schema``'s columns: columns added to the table since it was built read null."""
+    if tbl.schema.equals(schema, check_metadata=True):
+        return tbl
+    n = tbl.num_rows
+    names = set(tbl.column_names)
+    arrays = [tbl.column(f.name) if f.name in names else pa.nulls(n, f.type) for f in schema]
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def rows_to_arrow(rows: list[Any], schema: pa.Schema) -> pa.Table:
+    """Row lists/tuples (table column order; extra trailing items ignored) -> an Arrow table of ``schema``."""
+    columns = list(zip(*rows, strict=False)) if rows else [() for _ in schema]
+    return pa.Table.from_arrays([pa.array(columns[i], type=f.type) for i, f in enumerate(schema)], schema=schema)
+
+
 class BatchWriter:
-    """Collects row tuples and writes one Parquet data file per batch (memory bounded by the batch size)."""
+    """Collects rows and Arrow tables and writes one Parquet data file per ``batch_rows`` rows.
+
+    Memory is bounded by the batch size: nothing of the hour is kept but the DataFile descriptions.
+    """
 
     def __init__(self, table: Table, batch_rows: int) -> None:
         self.batch_rows = max(1, batch_rows)
-        self.rows: list[tuple[Any, ...]] = []
+        self.rows: list[Any] = []
+        self.tables: list[pa.Table] = []
+        self.pending = 0
         self.files: list[DataFile] = []
         self.write_uuid = uuid.uuid4()
         self.counter = count(0)
@@ -325,46 +355,203 @@ class BatchWriter:
 
     def reset(self, table: Table) -> None:
         """Use the table's current schema from now on (after a schema change; flush first)."""
-        if self.rows:
+        if self.pending:
             raise RuntimeError("flush before changing the schema")
         self.table = table
         self.arrow_schema = schema_to_pyarrow(table.schema(), include_field_ids=True)
-        self.width = len(self.arrow_schema)
 
-    def add(self, row: tuple[Any, ...]) -> None:
+    def add(self, row: Any) -> None:
         self.rows.append(row)
-        if len(self.rows) >= self.batch_rows:
+        self.pending += 1
+        if self.pending >= self.batch_rows:
+            self.flush()
+
+    def add_table(self, tbl: pa.Table | None) -> None:
+        if tbl is None or tbl.num_rows == 0:
+            return
+        self.tables.append(conform(tbl, self.arrow_schema))
+        self.pending += tbl.num_rows
+        if self.pending >= self.batch_rows:
             self.flush()
 
     def flush(self) -> None:
-        if not self.rows:
+        if not self.pending:
             return
-        columns = list(zip(*self.rows, strict=False))
-        self.rows = []
-        arrays = [pa.array(columns[i], type=self.arrow_schema.field(i).type) for i in range(self.width)]
-        del columns
-        batch = pa.Table.from_arrays(arrays, schema=self.arrow_schema)
-        del arrays
-        self.files.extend(
-            _dataframe_to_data_files(
-                table_metadata=self.table.metadata,
-                df=batch,
-                io=self.table.io,
-                write_uuid=self.write_uuid,
-                counter=self.counter,
-            )
+        parts = self.tables
+        if self.rows:
+            parts.append(rows_to_arrow(self.rows, self.arrow_schema))
+        self.rows, self.tables, self.pending = [], [], 0
+        batch = parts[0] if len(parts) == 1 else pa.concat_tables(parts)
+        del parts
+        self.files.extend(write_data_files(self.table, batch, self.write_uuid, self.counter))
+
+
+def write_data_files(table: Table, batch: pa.Table, write_uuid: uuid.UUID, counter: Iterator[int]) -> list[DataFile]:
+    """Write ``batch`` as Parquet data file(s) of ``table`` without committing them.
+
+    A batch of one partition (always the case here: one arrival hour) is written as one file directly;
+    pyiceberg's generic path would group and filter the whole batch by partition first.
+    """
+    md = table.metadata
+    spec, schema = md.spec(), md.schema()
+    single = not spec.is_unpartitioned() and batch.num_rows > 0
+    if single:
+        for pf in spec.fields:
+            name = schema.find_column_name(pf.source_id)
+            column = batch.column(name) if name is not None else None
+            if column is None or column.null_count or len(set(pc.min_max(column).values())) != 1:
+                single = False
+                break
+    if not single:
+        return list(
+            _dataframe_to_data_files(table_metadata=md, df=batch, io=table.io, write_uuid=write_uuid, counter=counter)
         )
+    (first,) = _determine_partitions(spec, schema, batch.slice(0, 1))
+    task_schema = pyarrow_to_schema(batch.schema, name_mapping=schema.name_mapping, format_version=md.format_version)
+    task = WriteTask(
+        write_uuid=write_uuid,
+        task_id=next(counter),
+        schema=task_schema,
+        record_batches=batch.to_batches(),
+        partition_key=first.partition_key,
+    )
+    return list(write_file(table.io, md, iter([task])))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Parsing blocks of lines (in this process or in worker processes)
+# ---------------------------------------------------------------------------------------------------------------
+BLOCK_BYTES = 8 * 1024 * 1024  # lines are parsed in blocks of about this size: the unit of parallel work
+PARALLEL_MIN_BYTES = 32 * 1024 * 1024  # below this an hour is parsed in-process (no pool start-up cost)
+
+
+@dataclass
+class BlockResult:
+    """What one block of lines of one file turned into."""
+
+    rows: pa.Table | None = None
+    quarantine: list[tuple[Any, ...]] = field(default_factory=list)
+    lines: int = 0
+    tombstones: int = 0
+    late: int = 0
+    reasons: dict[str, int] = field(default_factory=dict)
+    unknown: dict[str, Any] | None = None  # extras of the first line with columns the table lacks (nothing else set)
+    unknown_at: str = ""
+
+
+@dataclass(frozen=True)
+class BlockTask:
+    table: str
+    hour: datetime
+    lateness_seconds: int
+    evolved: tuple[tuple[str, IcebergType], ...]
+    arrow_schema: pa.Schema
+    block: bytes
+    kafka_partition: int
+    first_offset: int
+    relpath: str
+
+
+def iter_blocks(f: LandingFile, block_bytes: int = BLOCK_BYTES) -> Iterator[tuple[bytes, int]]:
+    """(block of whole lines, offset of its first line) of one file, block by block (bounded memory)."""
+    offset = f.start_offset
+    tail = b""
+    with f.open() as stream:
+        while True:
+            chunk = stream.read(block_bytes)
+            if not chunk:
+                if tail:
+                    yield tail, offset  # a last line without newline still counts
+                return
+            data = tail + chunk if tail else chunk
+            cut = data.rfind(b"\n") + 1
+            if cut == 0:
+                tail = data
+                continue
+            block, tail = (data, b"") if cut == len(data) else (data[:cut], data[cut:])
+            yield block, offset
+            offset += block.count(b"\n")
+
+
+_PARSERS: dict[tuple[Any, ...], LineParser] = {}
+
+
+def parse_block(task: BlockTask) -> BlockResult:
+    """Parse and validate one block of lines: typed rows as Arrow, quarantine records, counts."""
+    key = (task.table, task.hour, task.lateness_seconds, task.evolved)
+    parser = _PARSERS.get(key)
+    if parser is None:
+        if len(_PARSERS) > 64:
+            _PARSERS.clear()
+        parser = _PARSERS[key] = LineParser(bs.TOPICS[task.table], task.hour, task.lateness_seconds, dict(task.evolved))
+    lines = task.block.split(b"\n")
+    if task.block.endswith(b"\n"):
+        lines.pop()
+    late_index = parser.column_names.index("_is_late")
+    parse, part, rel, topic, hour_us = parser.parse, task.kafka_partition, task.relpath, parser.topic, parser.arrival_us
+    rows: list[Any] = []
+    add = rows.append
+    quarantine: list[tuple[Any, ...]] = []
+    reasons: Counter[str] = Counter()
+    tombstones = late = 0
+    for offset, raw in enumerate(lines, start=task.first_offset):
+        res = parse(raw, part, offset, rel)
+        if type(res) is list:
+            if res[-1] is not None:
+                return BlockResult(unknown=res[-1], unknown_at=f"{rel}@{offset}")
+            if res[late_index]:
+                late += 1
+            add(res)
+        elif res is TOMBSTONE:
+            tombstones += 1
+        else:
+            assert isinstance(res, Rejected)
+            reasons[res.reason] += 1
+            text, enc = raw_line_text(raw)
+            quarantine.append((topic, part, offset, rel, hour_us, res.reason, res.detail, text, enc))
+    return BlockResult(
+        rows=rows_to_arrow(rows, task.arrow_schema) if rows else None,
+        quarantine=quarantine,
+        lines=len(lines),
+        tombstones=tombstones,
+        late=late,
+        reasons=dict(reasons),
+    )
+
+
+class _Pool:
+    """Ordered map over block tasks: in this process, or in worker processes with a bounded window."""
+
+    def __init__(self, workers: int) -> None:
+        self.workers = workers
+        self.executor: ProcessPoolExecutor | None = None
+        if workers > 1:
+            # spawn: forking a process that runs threads (Dagster, pyiceberg's executor) is unsafe
+            self.executor = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+
+    def map(self, tasks: Iterator[BlockTask]) -> Iterator[tuple[BlockTask, BlockResult]]:
+        if self.executor is None:
+            for task in tasks:
+                yield task, parse_block(task)
+            return
+        window: deque[tuple[BlockTask, Future[BlockResult]]] = deque()
+        for task in tasks:
+            window.append((task, self.executor.submit(parse_block, task)))
+            if len(window) > 2 * self.workers:
+                t, fut = window.popleft()
+                yield t, fut.result()
+        while window:
+            t, fut = window.popleft()
+            yield t, fut.result()
+
+    def close(self) -> None:
+        if self.executor is not None:
+            self.executor.shutdown(cancel_futures=True)
 
 
 # ---------------------------------------------------------------------------------------------------------------
 # The hour
 # ---------------------------------------------------------------------------------------------------------------
-def _lines(f: LandingFile) -> Iterator[tuple[int, bytes]]:
-    with f.open() as stream:
-        for i, raw in enumerate(stream, start=f.start_offset):
-            yield i, (raw[:-1] if raw[-1:] == b"\n" else raw)
-
-
 def _ingest_topic(
     catalog: Catalog,
     spec: bs.TopicSpec,
@@ -373,49 +560,61 @@ def _ingest_topic(
     settings: Settings,
     quarantine: BatchWriter,
     report: TopicReport,
+    pool: _Pool,
 ) -> BatchWriter:
     table = catalog.load_table(spec.identifier)
     writer = BatchWriter(table, settings.ingest_batch_rows)
-    parser = LineParser(spec, hour, settings.allowed_lateness_seconds, evolved_columns(table, spec))
-    late_index = parser.column_names.index("_is_late")
-    hour_us = parser.arrival_us
-    topic = spec.topic
+    lateness = settings.allowed_lateness_seconds
+    state = {"evolved": tuple(evolved_columns(table, spec).items()), "schema": writer.arrow_schema}
+
+    def tasks() -> Iterator[BlockTask]:
+        for f in files:
+            for block, first in iter_blocks(f):
+                yield BlockTask(
+                    spec.table,
+                    hour,
+                    lateness,
+                    state["evolved"],
+                    state["schema"],
+                    block,
+                    f.kafka_partition,
+                    first,
+                    f.relpath,
+                )
+
     reasons: Counter[str] = Counter()
-    rows = tombstones = late = lines = 0
-    add_row, add_q = writer.add, quarantine.add
-    for f in files:
-        part, rel = f.kafka_partition, f.relpath
-        parse = parser.parse
-        for offset, raw in _lines(f):
-            lines += 1
-            res = parse(raw, part, offset, rel)
-            if type(res) is tuple and res[-1] is not None:
-                # A column the table does not have: add it, then parse the line again with it known.
-                writer.flush()
-                types = {n: infer_iceberg_type([v]) for n, v in res[-1].items()}
-                report.added_columns.update(add_columns(catalog, spec.identifier, types, f"{rel}@{offset}"))
-                table = catalog.load_table(spec.identifier)
-                writer.reset(table)
-                parser = LineParser(spec, hour, settings.allowed_lateness_seconds, evolved_columns(table, spec))
-                late_index = parser.column_names.index("_is_late")
-                parse, add_row = parser.parse, writer.add
-                res = parse(raw, part, offset, rel)
-                if type(res) is tuple and res[-1] is not None:
-                    raise RuntimeError(f"{spec.identifier}: columns {sorted(res[-1])} still unknown after adding")
-            if type(res) is tuple:
-                rows += 1
-                if res[late_index]:
-                    late += 1
-                add_row(res)  # the writer ignores the trailing extras slot
-            elif res is TOMBSTONE:
-                tombstones += 1
-            else:
-                assert isinstance(res, Rejected)
-                reasons[res.reason] += 1
-                text, enc = raw_line_text(raw)
-                add_q((topic, part, offset, rel, hour_us, res.reason, res.detail, text, enc))
+    for task, result in pool.map(tasks()):
+        res = result
+        while res.unknown is not None:
+            # Columns the table does not have: add them (types from this first line), then parse the block again.
+            writer.flush()
+            types = {n: infer_iceberg_type([v]) for n, v in res.unknown.items()}
+            report.added_columns.update(add_columns(catalog, spec.identifier, types, res.unknown_at))
+            table = catalog.load_table(spec.identifier)
+            writer.reset(table)
+            state["evolved"], state["schema"] = tuple(evolved_columns(table, spec).items()), writer.arrow_schema
+            res = parse_block(
+                BlockTask(
+                    task.table,
+                    task.hour,
+                    task.lateness_seconds,
+                    state["evolved"],
+                    state["schema"],
+                    task.block,
+                    task.kafka_partition,
+                    task.first_offset,
+                    task.relpath,
+                )
+            )
+        writer.add_table(res.rows)
+        for q in res.quarantine:
+            quarantine.add(q)
+        report.lines += res.lines
+        report.rows += res.rows.num_rows if res.rows is not None else 0
+        report.tombstones += res.tombstones
+        report.late_events += res.late
+        reasons.update(res.reasons)
     writer.flush()
-    report.lines, report.rows, report.tombstones, report.late_events = lines, rows, tombstones, late
     report.quarantined = sum(reasons.values())
     report.quarantined_by_reason = dict(sorted(reasons.items()))
     report.data_files = len(writer.files)
@@ -447,16 +646,44 @@ def ingest_hour(
     tables = ensure_bronze_tables(catalog)
     report = IngestReport(arrival_hour=hour, partition_key=key, run_id=run_id)
     quarantine = BatchWriter(tables[bs.QUARANTINE_TABLE], settings.ingest_batch_rows)
+    hour_files = {name: list_hour_files(settings.landing_dir, spec.topic, hour) for name, spec in bs.TOPICS.items()}
+    hour_bytes = sum(f.size for fs in hour_files.values() for f in fs)
+    pool = _Pool(settings.ingest_workers if hour_bytes >= PARALLEL_MIN_BYTES else 1)
+    try:
+        _ingest_topics(catalog, settings, hour, key, run_id, hour_files, quarantine, report, pool, say, before_commit)
+    finally:
+        pool.close()
+    _finish_hour(catalog, hour, key, run_id, quarantine, report, tables, before_commit)
+    report.duration_seconds = time.perf_counter() - started
+    say(
+        f"{key}: {report.lines:,} lines -> {report.rows:,} rows, {report.quarantined:,} quarantined, "
+        f"{report.tombstones:,} tombstones in {report.duration_seconds:.1f}s"
+    )
+    return report
 
+
+def _ingest_topics(
+    catalog: Catalog,
+    settings: Settings,
+    hour: datetime,
+    key: str,
+    run_id: str | None,
+    hour_files: dict[str, list[LandingFile]],
+    quarantine: BatchWriter,
+    report: IngestReport,
+    pool: _Pool,
+    say: Callable[[str], None],
+    before_commit: BeforeCommitHook | None,
+) -> None:
     for name, spec in bs.TOPICS.items():
-        files = list_hour_files(settings.landing_dir, spec.topic, hour)
+        files = hour_files[name]
         tr = TopicReport(table=name, topic=spec.topic)
         tr.files = [(f.relpath, f.size) for f in files]
         tr.fingerprint = fingerprint(files)
         tr.bytes = sum(f.size for f in files)
         report.topics[name] = tr
         say(f"{key} {spec.identifier}: reading {len(files)} files, {tr.bytes:,} bytes")
-        writer = _ingest_topic(catalog, spec, hour, files, settings, quarantine, tr)
+        writer = _ingest_topic(catalog, spec, hour, files, settings, quarantine, tr, pool)
         props = _properties(
             key,
             hour,
@@ -478,6 +705,18 @@ def ingest_hour(
             f"{tr.tombstones:,} tombstones; snapshot {tr.snapshot_id}"
         )
 
+
+def _finish_hour(
+    catalog: Catalog,
+    hour: datetime,
+    key: str,
+    run_id: str | None,
+    quarantine: BatchWriter,
+    report: IngestReport,
+    tables: dict[str, Table],
+    before_commit: BeforeCommitHook | None,
+) -> None:
+    """Commit the quarantine, then the ingest log: the log row is the proof that the hour is complete."""
     quarantine.flush()
     all_files = [rel for t in report.topics.values() for rel in t.files]
     q_props = _properties(
@@ -525,9 +764,3 @@ def ingest_hour(
         q_props,
         before_commit,
     )
-    report.duration_seconds = time.perf_counter() - started
-    say(
-        f"{key}: {report.lines:,} lines -> {report.rows:,} rows, {report.quarantined:,} quarantined, "
-        f"{report.tombstones:,} tombstones in {report.duration_seconds:.1f}s"
-    )
-    return report
