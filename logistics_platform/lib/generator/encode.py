@@ -74,13 +74,21 @@ def ts_epoch(us: int | None) -> str:
     return "null" if us is None else str(us)
 
 
+_dec_cache: dict[int, str] = {}
+
+
 def dec_str(cents: int | None) -> str:
-    """A numeric(12,2) value as a JSON decimal string (``decimal.handling.mode=string``)."""
+    """A numeric(12,2) value as a JSON decimal string (``decimal.handling.mode=string``); memoised."""
     if cents is None:
         return "null"
-    sign = "-" if cents < 0 else ""
-    c = -cents if cents < 0 else cents
-    return f'"{sign}{c // 100}.{c % 100:02d}"'
+    text = _dec_cache.get(cents)
+    if text is None:
+        sign = "-" if cents < 0 else ""
+        c = -cents if cents < 0 else cents
+        text = f'"{sign}{c // 100}.{c % 100:02d}"'
+        if len(_dec_cache) < 100_000:
+            _dec_cache[cents] = text
+    return text
 
 
 def dec_num(cents: int | None) -> str:

@@ -36,6 +36,7 @@ from logistics_platform.lib.generator.config import TABLES, GeneratorConfig
 HOUR_US = E.HOUR_US
 SECOND = 1_000_000
 MINUTE = 60 * SECOND
+_INV20 = 1.0 / (1 << 20)
 TOPICS = {
     "tenants": "oltp.public.tenants",
     "couriers": "oltp.public.couriers",
@@ -112,6 +113,9 @@ class _Engine:
         self.p_within = min(1.0, cfg.late_within_rate * self._late_boost(1)) if self.k_within else 0.0
         self.p_ooo = cfg.out_of_order_rate
         self.ooo_owed = 0.0
+        self.p_late = self.p_beyond + self.p_within
+        self.schema_rate = cfg.schema_envelope_rate
+        self.dup_rate = cfg.duplicate_rate
         self.flushed = -1  # last arrival hour written
         self.ping_extras: dict[int, list[tuple[int, int, str]]] = {}  # corrupted ping lines per arrival hour
         self.tip_from_us = (
@@ -722,23 +726,33 @@ class _Engine:
         st.hour(a)[1] += 1
         st.quarantine[reason] = st.quarantine.get(reason, 0) + 1
 
-    def _route_change(self, ch: list[Any], commit_us: int, lsn: int, prev_lsn: int, tx_id: int, snapshot: str) -> None:
-        ti, op, key, before, after, next_commit, flags = ch
-        rng, cfg = self.rng, self.cfg
-        st = self.stats[ti]
-        eh = self._hour_of(commit_us)
-        arrival = None
-        r = rng.random()
+    def _late_arrival(self, st: _Stats, commit_us: int, r: float) -> int | None:
+        """Arrival time of an event picked to be late (beyond L when r < p_beyond, else within L)."""
+        rng = self.rng
+        eh = (commit_us - self.start_us) // HOUR_US
         if r < self.p_beyond:
             a = eh + self.k_beyond_min + rng.randrange(max(1, min(4, self.hours - eh - self.k_beyond_min)))
             if a < self.hours:
-                arrival = self.start_us + a * HOUR_US + rng.randrange(HOUR_US)
                 st.late_beyond_injected += 1
-        elif r < self.p_beyond + self.p_within and self.k_within is not None:
+                return self.start_us + a * HOUR_US + rng.randrange(HOUR_US)
+        elif self.k_within is not None:
             a = eh + rng.randint(1, max(1, min(self.k_within[1], self.hours - 1 - eh)))
             if a < self.hours:
-                arrival = self.start_us + a * HOUR_US + rng.randrange(HOUR_US)
                 st.late_within_injected += 1
+                return self.start_us + a * HOUR_US + rng.randrange(HOUR_US)
+        return None
+
+    def _route_change(self, ch: list[Any], commit_us: int, lsn: int, prev_lsn: int, tx_id: int, snapshot: str) -> None:
+        """Give one committed change its envelope, arrival time and copies (redelivered / corrupted)."""
+        ti, op, key, before, after, next_commit, flags = ch
+        rng = self.rng
+        st = self.stats[ti]
+        # One 64-bit draw: lateness dice (20 bits), envelope-form dice (20 bits), connector and sink lag (24 bits).
+        bits = rng.getrandbits(64)
+        arrival = None
+        r = (bits & 0xFFFFF) * _INV20
+        if r < self.p_late:
+            arrival = self._late_arrival(st, commit_us, r)
         # Only a change with a next change (soon enough, inside the period) can be overtaken; the share owed by
         # the others (last changes of rows) is carried over so the realised rate matches the configured one.
         self.ooo_owed += self.p_ooo
@@ -753,43 +767,48 @@ class _Engine:
                 arrival = cand
                 st.out_of_order_injected += 1
                 self.ooo_owed -= 1.0
+        sink_lag = 100_000 + ((bits >> 52) & 0xFFF) * 7_300  # 0.1 .. 30 s from processing to file
         if arrival is None:
-            connector = commit_us + rng.randrange(50_000, 2 * SECOND)
-            arrival = min(connector + rng.randrange(100_000, 30 * SECOND), self.end_us - 1)
+            connector = commit_us + 50_000 + ((bits >> 40) & 0xFFF) * 475  # 0.05 .. 2 s after commit
+            arrival = connector + sink_lag
+            if arrival >= self.end_us:
+                arrival = self.end_us - 1
         else:
-            connector = max(commit_us + 50_000, arrival - rng.randrange(100_000, 30 * SECOND))
-        env = E.envelope(
-            TABLES[ti], op, before, after, commit_us // 1000, lsn, prev_lsn, tx_id, connector // 1000, snapshot
-        )
+            connector = arrival - sink_lag
+            if connector < commit_us + 50_000:
+                connector = commit_us + 50_000
+        table = TABLES[ti]
+        env = E.envelope(table, op, before, after, commit_us // 1000, lsn, prev_lsn, tx_id, connector // 1000, snapshot)
         line = env
-        wrapped = rng.random() < cfg.schema_envelope_rate
+        wrapped = ((bits >> 20) & 0xFFFFF) * _INV20 < self.schema_rate
         if wrapped:
-            line = E.wrap_with_schema(self.schema_tip if flags & 4 else self.schema[TABLES[ti]], env)
+            line = E.wrap_with_schema(self.schema_tip if flags & 4 else self.schema[table], env)
             st.schema_envelopes += 1
         nlines = 1
         if op == "d":
             line += "\nnull"
             nlines = 2
-        part = E.partition_of(key, self.nparts[ti])
+        part = key % self.nparts[ti] if type(key) is int else E.partition_of(key, self.nparts[ti])
         self._emit(ti, arrival, line, part, key, lsn, nlines, commit_us)
         st.events += 1
         st.ops[op] += 1
-        if flags & 1:
-            st.epoch_micros += 1
-        if flags & 2:
-            st.decimal_numbers += 1
-        if flags & 4:
-            st.tip_amount_events += 1
+        if flags:
+            if flags & 1:
+                st.epoch_micros += 1
+            if flags & 2:
+                st.decimal_numbers += 1
+            if flags & 4:
+                st.tip_amount_events += 1
         x = rng.random()
-        if x < cfg.duplicate_rate:
+        if x < self.dup_rate:
             delay = self._dup_delay(arrival)
             if delay is not None:
                 self._emit(ti, arrival + delay, line, part, key, lsn, nlines, commit_us)
                 st.duplicates += 1
                 if wrapped:
                     st.schema_envelopes += 1
-        elif op != "d" and x < cfg.duplicate_rate + self.malformed_total:
-            self._bad_line(ti, env, arrival, part, x - cfg.duplicate_rate, self.malformed_kinds)
+        elif op != "d" and x < self.dup_rate + self.malformed_total:
+            self._bad_line(ti, env, arrival, part, x - self.dup_rate, self.malformed_kinds)
 
     def _commit_hour(self, h: int) -> None:
         txs = self.txs.pop(h, [])
