@@ -760,3 +760,30 @@ def test_each_ping_corruption_gives_its_reason(kind: str) -> None:
     for _ in range(30):
         bad, reason = E.corrupt(line, "tracking_pings", "ping_id", kind, rng, None)
         assert classify(PINGS, bad.encode("utf-8", "surrogateescape")) == ("quarantine", reason), bad
+
+
+def test_order_rows_match_the_reference_renderer(landing: Landing) -> None:
+    """The generator's pre-rendered fast path writes exactly what encode.order_row writes."""
+    checked = 0
+    for x in landing.events("oltp.public.orders").values():
+        a = x.value["after"]
+        if a is None or type(a["updated_at"]) is int or type(a["total_amount"]) is not str:
+            continue
+        expected = E.order_row(
+            a["order_id"],
+            a["tenant_id"],
+            a["courier_id"],
+            a["region"],
+            a["status"],
+            round(Decimal(a["total_amount"]) * 100),
+            round(Decimal(a["delivery_fee"]) * 100),
+            ts_us(a["created_at"]),
+            ts_us(a["promised_at"]),
+            None if a["delivered_at"] is None else ts_us(a["delivered_at"]),
+            ts_us(a["updated_at"]),
+            round(Decimal(a["tip_amount"]) * 100) if "tip_amount" in a else None,
+        )
+        assert json.dumps(a, separators=(",", ":"), ensure_ascii=False) == expected
+        assert f'"after":{expected}'.encode() in x.raw
+        checked += 1
+    assert checked > 1000

@@ -116,6 +116,8 @@ class _Engine:
         self.p_late = self.p_beyond + self.p_within
         self.schema_rate = cfg.schema_envelope_rate
         self.dup_rate = cfg.duplicate_rate
+        self.epoch_rate = cfg.epoch_micros_rate
+        self.number_rate = cfg.decimal_number_rate
         self.flushed = -1  # last arrival hour written
         self.ping_extras: dict[int, list[tuple[int, int, str]]] = {}  # corrupted ping lines per arrival hour
         self.tip_from_us = (
@@ -186,15 +188,14 @@ class _Engine:
 
     def _fmt(self) -> tuple[E.TsFn, E.DecFn, int]:
         """Encodings of one change: (timestamp encoder, decimal encoder, flags 1=epoch 2=number)."""
-        r = self.rng.random()
-        cfg = self.cfg
+        bits = self.rng.getrandbits(40)
         flags = 0
         ts = E.ts_iso
         dec = E.dec_str
-        if r < cfg.epoch_micros_rate:
+        if (bits & 0xFFFFF) * _INV20 < self.epoch_rate:
             ts = E.ts_epoch
-            flags |= 1
-        if self.rng.random() < cfg.decimal_number_rate:
+            flags = 1
+        if (bits >> 20) * _INV20 < self.number_rate:
             dec = E.dec_num
             flags |= 2
         return ts, dec, flags
@@ -401,17 +402,33 @@ class _Engine:
         courier = self._pick_courier(region, t_assign)
         if courier is None:  # nobody to assign: the customer gives up
             t_cancel = t_cancel if t_cancel is not None and t_cancel < t_assign else max(t_assign, base + MINUTE)
-        method = rng.choices(W.PAYMENT_METHODS, W.PAYMENT_METHOD_WEIGHTS)[0]
+        method = W.PAYMENT_METHODS[bisect_right(self.method_cum, rng.random() * self.method_cum[-1])]
         o: list[Any] = [oid, tid, None, region, "created", total, fee, created_us, promised, None, created_us]
         links: dict[Any, list[Any]] = {}
         prev_after = ["null"]
         tip_from = self.tip_from_us
 
+        # Canonical encodings of the columns that never change (most changes use these).
+        head = f'{{"order_id":{oid},"tenant_id":"{tid}","courier_id":'
+        fixed = (
+            f'"total_amount":{E.dec_str(total)},"delivery_fee":{E.dec_str(fee)},'
+            f'"created_at":{E.ts_iso(created_us)},"promised_at":{E.ts_iso(promised)},"delivered_at":'
+        )
+        tip_text = f',"tip_amount":{E.dec_str(tip)}}}'
+
         def order_change(op: str, t: int, updated: int | None = None) -> list[Any]:
             o[10] = t if updated is None else updated
             ts, dec, flags = self._fmt()
             with_tip = tip_from is not None and t >= tip_from
-            after = E.order_row(*o, tip if with_tip else None, ts=ts, dec=dec)
+            if flags:
+                after = E.order_row(*o, tip if with_tip else None, ts=ts, dec=dec)
+            else:  # same text as E.order_row with canonical encodings, from pre-rendered pieces
+                courier_text = "null" if o[2] is None else o[2]
+                delivered = "null" if o[9] is None else f'"{E.iso(o[9])}"'
+                after = (
+                    f'{head}{courier_text},"region":"{o[3]}","status":"{o[4]}",{fixed}{delivered},'
+                    f'"updated_at":"{E.iso(o[10])}"{tip_text if with_tip else "}"}'
+                )
             if with_tip:
                 flags |= 4
             before = prev_after[0] if op != "c" and op != "r" else "null"
@@ -1024,6 +1041,7 @@ class _Engine:
         self.tenant_ids = self._plan_tenants(snap_us, snap_changes)
         weights = [1.0 / (i + 1) for i in range(len(self.tenant_ids))]
         self.tenant_cum = list(accumulate(weights))
+        self.method_cum = list(accumulate(W.PAYMENT_METHOD_WEIGHTS))
         self.tenant_region = {}
         for i, tid in enumerate(self.tenant_ids):
             self.tenant_region[tid] = W.REGION_NAMES[(i * 3) % len(W.REGION_NAMES)]
