@@ -81,9 +81,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _parse_start(text: str | None, today: datetime) -> datetime:
+def _parse_start(text: str | None, today: datetime, earliest: datetime) -> datetime:
     if text is None:
-        return today - timedelta(days=DEFAULT_DAYS)
+        # The demo looks live: the period ends today at 00:00 UTC, but never starts before the first partition.
+        return max(today - timedelta(days=DEFAULT_DAYS), earliest)
     for fmt in ("%Y-%m-%d", "%Y-%m-%dT%H", "%Y-%m-%dT%H:%M", "%Y-%m-%d-%H:%M"):
         try:
             return datetime.strptime(text, fmt)
@@ -115,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"generate: {topics} already has data; nothing to do (--if-absent)")
         return 0
     today = datetime.now(UTC).replace(tzinfo=None, hour=0, minute=0, second=0, microsecond=0)
-    start = _parse_start(args.start, today)
+    start = _parse_start(args.start, today, settings.partitions_start_datetime)
     hours = args.hours if args.hours is not None else args.days * 24
     values = {
         name: getattr(args, name)
