@@ -787,3 +787,18 @@ def test_order_rows_match_the_reference_renderer(landing: Landing) -> None:
         assert f'"after":{expected}'.encode() in x.raw
         checked += 1
     assert checked > 1000
+
+
+def test_truth_matches_the_final_state_in_the_files(landing: Landing) -> None:
+    """``truth`` in _generation.json is what the marts must show: latest change by LSN, deletes removed."""
+    latest: dict[int, Line] = {}
+    for x in landing.events("oltp.public.orders").values():
+        if x.key not in latest or x.value["source"]["lsn"] > latest[x.key].value["source"]["lsn"]:
+            latest[x.key] = x
+    existing = {k: x.value["after"] for k, x in latest.items() if x.value["op"] != "d"}
+    delivered = [a for a in existing.values() if a["status"] == "delivered"]
+    truth = landing.summary["truth"]
+    assert truth["orders_existing"] == len(existing)
+    assert truth["orders_deleted"] == len(latest) - len(existing)
+    assert truth["orders_delivered"] == len(delivered)
+    assert Decimal(truth["gross_revenue_delivered"]) == sum(Decimal(str(a["total_amount"])) for a in delivered)

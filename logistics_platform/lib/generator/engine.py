@@ -539,13 +539,14 @@ class _Engine:
             )
 
     def _status_at_end(self, txs: list[tuple[int, list[list[Any]], bool]], initial: str) -> str:
-        status = None
+        """Status of the order's latest change committed inside the period."""
+        latest, status = -1, None
         for t, chs, _ in txs:
-            if t >= self.end_us:
-                break
+            if t >= self.end_us or t < latest:
+                continue
             for ch in chs:
                 if ch[0] == T_ORDERS and ch[1] != "d":
-                    status = ch[4]
+                    latest, status = t, ch[4]
         if status is None:
             return initial
         i = status.index('"status":"') + 10
