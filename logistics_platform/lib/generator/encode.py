@@ -109,12 +109,12 @@ DecFn = Callable[[int | None], str]
 
 
 # ----------------------------------------------------------------------------------------------- row images
-def tenant_row(tid: str, name: str, tier: str, region: str, updated_us: int, ts: TsFn = ts_iso) -> str:
+def tenant_row(tid: str, name: str, tier: str, region: str, updated_us: int, *, ts: TsFn = ts_iso) -> str:
     return f'{{"tenant_id":"{tid}","name":"{name}","tier":"{tier}","region":"{region}","updated_at":{ts(updated_us)}}}'
 
 
 def courier_row(
-    cid: int, name: str, region: str, vehicle: str, active: bool, updated_us: int, ts: TsFn = ts_iso
+    cid: int, name: str, region: str, vehicle: str, active: bool, updated_us: int, *, ts: TsFn = ts_iso
 ) -> str:
     act = "true" if active else "false"
     return (
@@ -136,6 +136,7 @@ def order_row(
     delivered_us: int | None,
     updated_us: int,
     tip_cents: int | None,
+    *,
     ts: TsFn = ts_iso,
     dec: DecFn = dec_str,
 ) -> str:
@@ -157,6 +158,7 @@ def payment_row(
     status: str,
     created_us: int,
     updated_us: int,
+    *,
     ts: TsFn = ts_iso,
     dec: DecFn = dec_str,
 ) -> str:

@@ -128,7 +128,7 @@ class _Engine:
         self.schema = {t: E.connect_schema(t) for t in TABLES[:4]}
         self.schema_tip = E.connect_schema("orders", ("tip_amount",))
         self.nparts = [cfg.partitions[t] for t in TABLES]
-        self.buckets: list[dict[int, list[tuple[Any, ...]]]] = [{} for _ in TABLES]
+        self.buckets: list[dict[int, list[Any]]] = [{} for _ in TABLES]
         self.txs: dict[int, list[tuple[int, int, list[list[Any]], bool]]] = {}
         self.seq = 0
         self.lsn = 24_000_000 + rng.randrange(1_000_000)
@@ -295,7 +295,7 @@ class _Engine:
             by_region[region].append(cid)
             self.courier_vehicle[cid] = vehicle
             if i < cfg.couriers:
-                row = [
+                row: list[Any] = [
                     cid,
                     name,
                     region,
@@ -421,7 +421,7 @@ class _Engine:
             ts, dec, flags = self._fmt()
             with_tip = tip_from is not None and t >= tip_from
             if flags:
-                after = E.order_row(*o, tip if with_tip else None, ts=ts, dec=dec)
+                after = E.order_row(*[*o, tip if with_tip else None], ts=ts, dec=dec)
             else:  # same text as E.order_row with canonical encodings, from pre-rendered pieces
                 courier_text = "null" if o[2] is None else o[2]
                 delivered = "null" if o[9] is None else f'"{E.iso(o[9])}"'
@@ -440,7 +440,7 @@ class _Engine:
         def new_payment(op: str, t: int, amount: int, status: str, row_time: int | None = None) -> list[Any]:
             self.payment_id += 1
             rt = t if row_time is None else row_time
-            p = [self.payment_id, oid, amount, method, status, rt, rt]
+            p: list[Any] = [self.payment_id, oid, amount, method, status, rt, rt]
             payments.append(p)
             ts, dec, flags = self._fmt()
             ch = [T_PAYMENTS, op, p[0], "null", E.payment_row(*p, ts=ts, dec=dec), None, flags]
@@ -565,7 +565,7 @@ class _Engine:
         drop_lat, drop_lon = clat + (u() - 0.5) * 0.1, clon + (u() - 0.5) * 0.1
         t_back = t_end + rng.randrange(3 * MINUTE, 10 * MINUTE) if delivered else t_end
         # segments: (until, from lat/lon, to lat/lon, order id, moving)
-        segs = [
+        segs: list[tuple[Any, ...]] = [
             (t0, t_pick, start_lat, start_lon, pick_lat, pick_lon, oid, True),
             (t_pick, t_transit, pick_lat, pick_lon, pick_lat, pick_lon, oid, False),
             (t_transit, t_end, pick_lat, pick_lon, drop_lat, drop_lon, oid, True),
