@@ -74,28 +74,34 @@ def _valid_hours(settings: Settings, hours: dict[str, str]) -> dict[str, str]:
     return {h: fp for h, fp in hours.items() if h >= start}
 
 
-def build_jobs(settings: Settings) -> tuple[UnresolvedAssetJobDefinition, UnresolvedAssetJobDefinition]:
+def build_jobs(
+    settings: Settings, freshness_checks: Sequence[dg.AssetChecksDefinition] = ()
+) -> tuple[UnresolvedAssetJobDefinition, UnresolvedAssetJobDefinition]:
     partitions = arrival_hour_partitions(settings)
+    # Keep the hot path lean: freshness checks run from their own sensor and table health from the nightly
+    # maintenance job; the checks that belong to an asset (accounting, dbt tests) still run with it.
+    from logistics_platform.defs.maintenance import CHECKED_TABLES, HEALTH_CHECK
+
+    elsewhere = dg.AssetSelection.checks(
+        *[key for checks_def in freshness_checks for key in checks_def.check_keys],
+        *[dg.AssetCheckKey(key, HEALTH_CHECK) for key in CHECKED_TABLES.values()],
+    )
     ingest = dg.define_asset_job(
         INGEST_JOB,
-        selection=dg.AssetSelection.groups("bronze"),
+        selection=dg.AssetSelection.groups("bronze") - elsewhere,
         partitions_def=partitions,
         description="Ingest arrival hours from the landing zone into the bronze Iceberg tables.",
         tags={"logistics/layer": "bronze"},
     )
     transform = dg.define_asset_job(
         TRANSFORM_JOB,
-        selection=_partitioned_transform_selection(),
+        selection=dg.AssetSelection.groups(*TRANSFORM_GROUPS) - elsewhere,
         partitions_def=partitions,
-        description="Build the dbt staging, intermediate and marts models for a range of arrival hours.",
+        description="Build the dbt staging, intermediate and marts models (and publish the marts) for a range "
+        "of arrival hours in one run.",
         tags={"logistics/writer": "duckdb", "logistics/layer": "dbt"},
     )
     return ingest, transform
-
-
-def _partitioned_transform_selection() -> dg.AssetSelection:
-    """dbt models of the hourly layers (unpartitioned seeds/publish steps run with the marts they feed)."""
-    return dg.AssetSelection.groups(*TRANSFORM_GROUPS)
 
 
 # ---------------------------------------------------------------- landing sensor + hourly schedule
@@ -478,8 +484,8 @@ def _latest_built_hour(instance: dg.DagsterInstance) -> str | None:
 
 def build_defs(settings: Settings) -> dg.Definitions:
     """Assets, checks, jobs, sensors and schedules of this domain."""
-    ingest_job, transform_job = build_jobs(settings)
     freshness_checks, freshness_sensor = build_freshness(settings)
+    ingest_job, transform_job = build_jobs(settings, freshness_checks)
     backlog_asset, backlog_schedule = build_backlog(settings)
     return dg.Definitions(
         assets=[backlog_asset],
