@@ -268,6 +268,27 @@ def test_metadata_files_are_bounded_by_the_metadata_log(catalog: Catalog) -> Non
     assert len(metadata_files) <= 4
     assert len(catalog.load_table("bronze.orders").scan().to_arrow()) == 12 * 20 + 5
 
+    # Metadata files outside the log (e.g. left by a commit that lost a race): deleted by expiry when older
+    # than the current metadata file, kept when newer (that could be a commit in flight).
+    current = Path(table.metadata_location.removeprefix("file://"))
+    stale, in_flight = current.with_name("00001-stale.metadata.json"), current.with_name("99999-new.metadata.json")
+    stale.write_bytes(current.read_bytes())
+    in_flight.write_bytes(current.read_bytes())
+    _age(str(stale), 1)
+    os.utime(in_flight, (time.time() + 60, time.time() + 60))
+    result = expire_table(table, retention=timedelta(days=7), min_keep=10, now=datetime.now(UTC))
+    assert result.metadata_files_deleted == 1 and not stale.exists() and in_flight.exists()
+    assert len(catalog.load_table("bronze.orders").scan().to_arrow()) == 12 * 20 + 5
+
+
+def test_maintenance_of_an_empty_table_is_a_no_op(catalog: Catalog) -> None:
+    table = create_bronze_table(catalog, "payments")
+    report = maintain_table(table, _options(now=datetime.now(UTC) + timedelta(days=4)))
+    assert report.error is None and report.after is not None and report.after.data_files == 0
+    assert report.compaction is not None and report.compaction.partitions == []
+    assert report.expiry is not None and report.expiry.snapshots_expired == []
+    assert catalog.load_table("bronze.payments").scan().to_arrow().num_rows == 0
+
 
 # ------------------------------------------------------------------------------------------------- orphans
 
