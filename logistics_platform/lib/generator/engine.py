@@ -17,6 +17,7 @@ import gzip
 import json
 import math
 import os
+import shutil
 import sys
 from bisect import bisect_right
 from collections.abc import Callable
@@ -1187,7 +1188,18 @@ def generate(out_dir: Path | str, config: GeneratorConfig, progress: bool | Prog
             "(or remove it) so record addresses (topic, partition, offset) never repeat"
         )
     out.mkdir(parents=True, exist_ok=True)
+    # Build in a hidden sibling and move topics/ into place at the end: an interrupted run leaves no
+    # half-written landing zone for a sensor (or `generate --if-absent`) to take for a complete one.
+    staging = out / ".generating"
+    if staging.exists():
+        shutil.rmtree(staging)
+    staging.mkdir()
     fn: ProgressFn | None = stderr_progress() if progress is True else (progress or None)
-    summary = _Engine(out, config, fn).run()
+    summary = _Engine(staging, config, fn).run()
+    if (staging / "topics").exists():
+        if topics_dir.exists():
+            topics_dir.rmdir()  # empty (checked above)
+        (staging / "topics").rename(topics_dir)
+    shutil.rmtree(staging)
     (out / GENERATION_FILE).write_text(json.dumps(summary, indent=2, sort_keys=False) + "\n", encoding="utf-8")
     return summary
