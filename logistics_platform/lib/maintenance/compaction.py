@@ -17,6 +17,8 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+import random
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -39,7 +41,13 @@ from logistics_platform.lib.maintenance.files import pyarrow_io
 log = logging.getLogger(__name__)
 
 SNAPSHOT_PROP_KIND = "logistics.maintenance"
-MAX_OUTER_ATTEMPTS = 3
+# Our own retries on top of pyiceberg's (bronze tables set commit.retry.num-retries=0: each writer re-plans).
+MAX_OUTER_ATTEMPTS = 5
+
+
+def backoff(attempt: int) -> None:
+    """Sleep before retry ``attempt`` + 1: exponential with jitter, so racing writers do not collide again."""
+    time.sleep(min(2.0, 0.05 * 2**attempt) * (0.5 + random.random()))
 
 
 class CompactionError(RuntimeError):
@@ -352,6 +360,8 @@ def _commit_rewrites(table: Table, pending: list[_Rewrite]) -> None:
             remaining = still
             if not remaining:
                 return
+            if attempt < MAX_OUTER_ATTEMPTS:
+                backoff(attempt)
             continue
         for rw in remaining:
             rw.pc.status = "committed"

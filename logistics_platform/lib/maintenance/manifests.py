@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
+from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.manifest import ManifestContent, ManifestEntry, ManifestFile
 from pyiceberg.table import Table
 from pyiceberg.table.snapshots import (
@@ -25,6 +26,8 @@ from pyiceberg.table.snapshots import (
     Summary,
 )
 from pyiceberg.table.update.snapshot import _SnapshotProducer
+
+from logistics_platform.lib.maintenance.compaction import MAX_OUTER_ATTEMPTS, backoff
 
 
 @dataclass
@@ -121,16 +124,29 @@ def rewrite_manifests(
     before = len(snap.manifests(table.io)) if snap else 0
     if snap is None or before <= max_manifests or dry_run:
         return ManifestRewriteResult(name, before, before, rewritten=False)
-    tx = table.transaction()
-    producer = _RewriteManifests(
-        Operation.REPLACE,
-        tx,
-        table.io,
-        snapshot_properties={"logistics.maintenance": "rewrite-manifests"},
-        target_manifest_bytes=target_manifest_bytes,
-    )
-    producer.commit()
-    tx.commit_transaction()
+    for attempt in range(1, MAX_OUTER_ATTEMPTS + 1):
+        tx = table.transaction()
+        producer = _RewriteManifests(
+            Operation.REPLACE,
+            tx,
+            table.io,
+            snapshot_properties={"logistics.maintenance": "rewrite-manifests"},
+            target_manifest_bytes=target_manifest_bytes,
+        )
+        try:
+            producer.commit()
+            tx.commit_transaction()
+            break
+        except CommitFailedException:
+            # Nothing landed; a concurrent commit moved the head. Re-plan from the new head.
+            if attempt == MAX_OUTER_ATTEMPTS:
+                raise
+            backoff(attempt)
+            table.refresh()
+            snap = table.current_snapshot()
+            before = len(snap.manifests(table.io)) if snap else 0
+            if snap is None or before <= max_manifests:
+                return ManifestRewriteResult(name, before, before, rewritten=False)
     after_snap = table.current_snapshot()
     after = len(after_snap.manifests(table.io)) if after_snap else 0
     return ManifestRewriteResult(name, before, after, rewritten=True, snapshot_id=producer.snapshot_id)
