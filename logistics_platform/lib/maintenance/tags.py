@@ -2,6 +2,11 @@
 
 Tags protect their snapshot from expiry, so time travel to any past day (within the tag retention) keeps
 working after the nightly expiry has freed everything else.
+
+Storage trade-off: the day-end snapshot of day D still reads D's hourly files (compaction runs a couple of
+hours later), so those small files stay on storage until the tag ages out (DAILY_TAG_RETENTION_DAYS). For an
+append-mostly bronze table that is about one extra copy of the data within the retention; lower the retention
+to trade history for storage.
 """
 
 from __future__ import annotations
