@@ -1,0 +1,129 @@
+"""Benchmark: one new arrival hour through dbt (incremental) against a full refresh of the same data.
+
+Generates N days of history (default 30 days, 20,000 orders/day with their pings), ingests every arrival hour but
+the last into bronze, builds everything, then ingests the last hour and times
+
+  * the incremental run of that one arrival hour (vars min/max_arrival_hour = that hour), and
+  * a `--full-refresh` of the same data (all hours), in the same run, on the same machine,
+
+and prints the ratio (target: new hour <= 5% of the full refresh) with per-model timings from dbt's
+run_results.json. Wall-clock includes dbt's start-up (parse, connection, plugin), which is a fixed cost; the
+model-time ratio (sum of per-model execution times) shows the part that scales with data.
+
+    .venv/bin/python benchmarks/incremental.py                # 30 days, 20k orders/day (~40 min on 2 cores)
+    .venv/bin/python benchmarks/incremental.py --days 3       # quick look
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+
+from logistics_platform.lib.generator import GeneratorConfig, generate
+from logistics_platform.lib.ingest import ingest_hour
+from logistics_platform.lib.landing import list_arrival_hours
+from logistics_platform.lib.transform import DbtRun, run_dbt, window_vars
+from logistics_platform.settings import local_settings
+
+MODELS_ONLY = ["--exclude-resource-type", "test", "--exclude-resource-type", "unit_test"]
+
+
+def say(text: str) -> None:
+    print(text, flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--days", type=int, default=30)
+    p.add_argument("--orders-per-day", type=int, default=20_000)
+    p.add_argument("--pings-per-day", type=int, default=120_000)
+    p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--work-dir", type=Path, default=Path(__file__).parent / ".work" / "incremental")
+    p.add_argument("--reuse", action="store_true", help="reuse generated + ingested history in --work-dir")
+    p.add_argument("--no-maintenance", action="store_true", help="skip bronze maintenance after the history ingest")
+    args = p.parse_args(argv)
+
+    root = args.work_dir.resolve()
+    settings = local_settings(root)
+    marker = root / "history.done"
+    if not (args.reuse and marker.exists()):
+        shutil.rmtree(root, ignore_errors=True)
+        root.mkdir(parents=True)
+        config = GeneratorConfig(
+            start=datetime(2026, 11, 1),
+            hours=24 * args.days,
+            seed=args.seed,
+            orders_per_day=args.orders_per_day,
+            pings_per_day=args.pings_per_day,
+        )
+        started = time.perf_counter()
+        say(f"generating {args.days} days, {args.orders_per_day:,} orders/day, {args.pings_per_day:,} pings/day ...")
+        generate(settings.landing_dir, config)
+        say(f"  generated in {time.perf_counter() - started:.0f}s")
+        hours = list_arrival_hours(settings.landing_dir)
+        started = time.perf_counter()
+        for i, hour in enumerate(hours[:-1], start=1):
+            ingest_hour(settings, hour)
+            if i % 24 == 0:
+                say(f"  ingested {i}/{len(hours) - 1} arrival hours ({time.perf_counter() - started:.0f}s)")
+        if not args.no_maintenance:
+            # As the nightly maintenance would: compaction + manifest consolidation of the bronze tables.
+            from logistics_platform.lib.catalog import load_catalog
+            from logistics_platform.lib.maintenance import list_iceberg_tables, maintain_catalog
+            from logistics_platform.lib.maintenance.options import MaintenanceOptions
+
+            started = time.perf_counter()
+            catalog = load_catalog(settings)
+            maintain_catalog(
+                catalog, MaintenanceOptions.from_settings(settings), tables=list_iceberg_tables(catalog, ("bronze",))
+            )
+            say(f"  bronze maintenance (compaction, manifests) in {time.perf_counter() - started:.0f}s")
+        marker.write_text("ok")
+    hours = list_arrival_hours(settings.landing_dir)
+    new_hour = hours[-1]
+    target = root / "dbt_target"
+
+    say("building the history (full build of every hour but the last) ...")
+    history = run_dbt(settings, ["build", "--full-refresh", *MODELS_ONLY], target_path=target)
+    say(f"  history built in {history.seconds:.1f}s")
+
+    say(f"ingesting the new arrival hour {new_hour:%Y-%m-%d %H:00} ...")
+    report = ingest_hour(settings, new_hour)
+    say(f"  {report.rows:,} rows")
+
+    incremental = run_dbt(settings, ["build", *MODELS_ONLY], window_vars(new_hour), target_path=target)
+    full = run_dbt(
+        settings.with_overrides(duckdb_path=root / "full_refresh.duckdb"),
+        ["build", "--full-refresh", *MODELS_ONLY],
+        target_path=root / "dbt_target_full",
+    )
+    print_report(incremental, full, new_hour, len(hours))
+    return 0
+
+
+def print_report(incremental: DbtRun, full: DbtRun, new_hour: datetime, hours: int) -> None:
+    inc_models = sum(incremental.timings.values())
+    full_models = sum(full.timings.values())
+    say("")
+    say(f"one new arrival hour ({new_hour:%Y-%m-%d %H:00}) vs full refresh of {hours} arrival hours")
+    say(f"{'model':<34}{'new hour s':>12}{'full refresh s':>16}{'ratio':>9}")
+    for name in sorted(full.timings, key=lambda n: -full.timings[n]):
+        inc = incremental.timings.get(name, 0.0)
+        ful = full.timings[name]
+        say(f"{name:<34}{inc:>12.2f}{ful:>16.2f}{(inc / ful if ful else 0):>9.1%}")
+    say(f"{'sum of model times':<34}{inc_models:>12.2f}{full_models:>16.2f}{inc_models / full_models:>9.1%}")
+    say(
+        f"{'wall clock (incl. dbt start-up)':<34}{incremental.seconds:>12.2f}{full.seconds:>16.2f}"
+        f"{incremental.seconds / full.seconds:>9.1%}"
+    )
+    target = 0.05
+    verdict = "meets" if incremental.seconds <= target * full.seconds else "misses"
+    say(f"target: new hour <= {target:.0%} of the full refresh (wall clock): {verdict}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
