@@ -183,6 +183,30 @@ def uuid4_text(bits: int) -> str:
     return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-a{h[17:20]}-{h[20:32]}"
 
 
+_HEX = None
+
+
+def uuid4_column(*uniforms: Any) -> Any:
+    """Version-4 UUID strings (Arrow array) from three arrays of uniform floats in [0, 1).
+
+    Each float gives 13 hex digits (52 bits); digit 12 is the version ``4`` and digit 16 the variant ``a``,
+    the same layout as :func:`uuid4_text`.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    global _HEX
+    if _HEX is None:
+        _HEX = pa.array(list("0123456789abcdef"))
+    digits = []
+    for u in uniforms:
+        bits = pc.cast(pc.floor(pc.multiply(u, float(1 << 52))), pa.uint64())
+        for i in range(13):
+            digits.append(_HEX.take(pc.bit_wise_and(pc.shift_right(bits, 48 - 4 * i), 15)))
+    d = digits[:30]
+    return pc.binary_join_element_wise(*d[0:8], "-", *d[8:12], "-4", *d[12:15], "-a", *d[15:18], "-", *d[18:30], "")
+
+
 # ----------------------------------------------------------------------------------------------- envelopes
 def envelope(
     table: str,

@@ -21,7 +21,7 @@ import shutil
 import sys
 from bisect import bisect_right
 from collections.abc import Callable
-from itertools import accumulate, pairwise
+from itertools import accumulate, chain, pairwise, repeat
 from operator import itemgetter
 from pathlib import Path
 from random import Random
@@ -121,6 +121,7 @@ class _Engine:
         self.number_rate = cfg.decimal_number_rate
         self.flushed = -1  # last arrival hour written
         self.ping_extras: dict[int, list[tuple[int, int, str]]] = {}  # corrupted ping lines per arrival hour
+        self.ping_runs: list[tuple[Any, ...]] = []  # planned pings not yet expanded to rows
         self.tip_from_us = (
             None
             if cfg.tip_amount_from is None or cfg.tip_amount_from >= 1.0
@@ -595,86 +596,43 @@ class _Engine:
             a = last_hour + 1
             if a < self.hours and self.start_us + a * HOUR_US - t0 <= self.late_us:
                 reconnect = (a, "within")
+        arrival_base = -1
+        late_kind = 0
+        if reconnect is not None:
+            arrival_base = self.start_us + reconnect[0] * HOUR_US + rng.randrange(50 * MINUTE)
+            late_kind = 2 if reconnect[1] == "beyond" else 1
+        # Ping k of the trip is recorded at t0 + k*iv + jitter; each segment becomes one run of pings, expanded
+        # and computed column-wise by Arrow in _materialize_pings (pings are most of the volume).
         part = cid % self.nparts[T_PINGS]
-        stats = self.stats[T_PINGS]
-        bucket_of = self.buckets[T_PINGS]
-        start_us, late_us, end_us = self.start_us, self.late_us, self.end_us
-        getbits = rng.getrandbits
-        p_dup = self.cfg.duplicate_rate
-        p_bad = sum(rt for _, rt in self.ping_malformed)
-        arrival_base = None
-        if reconnect is not None:
-            arrival_base = start_us + reconnect[0] * HOUR_US + rng.randrange(50 * MINUTE)
-        # Hot loop (most generated lines are pings): one 128-bit draw per ping feeds its uuid, position noise,
-        # speed, network delay, the next ping's jitter and the duplicate/corruption dice. Rows stay tuples here;
-        # Arrow formats them to JSON text per arrival hour (see _flush_pings).
-        iv3 = iv // 3
-        t = t0 + (getbits(20) * iv >> 20)
-        k = 0
-        n = 0
-        cur_lo = cur_hi = late_thr = 0
-        p_any = p_dup + p_bad
         for s0, s1, la0, lo0, la1, lo1, seg_oid, moving in segs:
-            if t >= s1:
+            lo_t, hi_t = max(s0, t0), min(s1, t_stop)
+            if lo_t >= hi_t:
                 continue
-            dur = max(1, s1 - s0)
-            dlat = (la1 - la0) / dur
-            dlon = (lo1 - lo0) / dur
-            seg_end = s1 if s1 < t_stop else t_stop
-            while t < seg_end:
-                bits = getbits(128)
-                h = f"{bits:032x}"
-                dt = t - s0
-                if moving:
-                    speed = speed0 + (((bits >> 24) & 0xFF) - 128) / 12.8
-                    if speed < 0:
-                        speed = -speed
-                else:
-                    speed = ((bits >> 24) & 0xF) / 10
-                if arrival_base is None:
-                    arrival = t + 500_000 + ((bits >> 32) & 0xFFFF) * 300
-                    if arrival >= end_us:
-                        arrival = end_us - 1
-                else:
-                    arrival = arrival_base + n * 20_000
-                lat = la0 + dlat * dt + ((bits & 0xFFF) - 2048) * 1e-7
-                lon = lo0 + dlon * dt + (((bits >> 12) & 0xFFF) - 2048) * 1e-7
-                pid = f"{h[:8]}-{h[8:12]}-4{h[13:16]}-a{h[17:20]}-{h[20:]}"
-                if not cur_lo <= arrival < cur_hi:
-                    a = (arrival - start_us) // HOUR_US
-                    cur_lo = start_us + a * HOUR_US
-                    cur_hi = cur_lo + HOUR_US
-                    late_thr = cur_lo - late_us
-                    cols = bucket_of.get(a)
-                    if cols is None:
-                        cols = bucket_of[a] = [[] for _ in range(9)]
-                    c_arr, c_part, c_t, c_cid, c_oid, c_lat, c_lon, c_speed, c_pid = (x.append for x in cols)
-                c_arr(arrival)
-                c_part(part)
-                c_t(t)
-                c_cid(cid)
-                c_oid(seg_oid)
-                c_lat(lat)
-                c_lon(lon)
-                c_speed(speed)
-                c_pid(pid)
-                if t < late_thr:
-                    stats.hour((arrival - start_us) // HOUR_US)[3] += 1
-                if p_any:
-                    x = ((bits >> 68) & 0xFFFFFFFF) / 4294967296.0
-                    if x < p_dup:
-                        self._dup_ping((arrival, part, t, cid, seg_oid, lat, lon, speed, pid))
-                    elif x < p_any:
-                        self._bad_ping((arrival, part, t, cid, seg_oid, lat, lon, speed, pid), x - p_dup)
-                n += 1
-                k += 1
-                t = t0 + k * iv + (((bits >> 48) & 0xFFFFF) * iv3 >> 20)
-        stats.events += n
-        if reconnect is not None:
-            if reconnect[1] == "beyond":
-                stats.late_beyond_injected += n
-            else:
-                stats.late_within_injected += n
+            k0 = -(-(lo_t - t0) // iv)
+            k1 = -(-(hi_t - t0) // iv)
+            if k1 <= k0:
+                continue
+            self.ping_runs.append(
+                (
+                    k1 - k0,
+                    k0,
+                    t0,
+                    hi_t,
+                    s0,
+                    max(1, s1 - s0),
+                    la0,
+                    lo0,
+                    la1 - la0,
+                    lo1 - lo0,
+                    seg_oid,
+                    moving,
+                    speed0,
+                    cid,
+                    part,
+                    arrival_base,
+                    late_kind,
+                )
+            )
 
     def _dup_delay(self, arrival: int) -> int | None:
         """How much later a redelivered copy lands: half within minutes, half hours later, inside the period."""
@@ -686,26 +644,133 @@ class _Engine:
             return rng.randrange(SECOND, min(10 * MINUTE, room))
         return rng.randrange(10 * MINUTE, min(DUP_MAX_DELAY_US, room))
 
-    def _dup_ping(self, row: tuple[Any, ...]) -> None:
-        delay = self._dup_delay(row[0])
-        if delay is None:
+    def _materialize_pings(self) -> None:
+        """Expand the ping runs planned so far into rows (Arrow kernels) and file them by arrival hour."""
+        runs, self.ping_runs = self.ping_runs, []
+        if not runs:
             return
-        arrival = row[0] + delay
-        a = (arrival - self.start_us) // HOUR_US
-        cols = self.buckets[T_PINGS].get(a)
-        if cols is None:
-            cols = self.buckets[T_PINGS][a] = [[] for _ in range(9)]
-        for col, value in zip(cols, (arrival, *row[1:]), strict=True):
-            col.append(value)
-        st = self.stats[T_PINGS]
-        st.duplicates += 1
-        if row[2] < self.start_us + a * HOUR_US - self.late_us:
-            st.hour(a)[3] += 1
+        rng = self.rng
+        counts = [r[0] for r in runs]
+        n = sum(counts)
+        run_idx = pa.array(list(chain.from_iterable(repeat(i, c) for i, c in enumerate(counts))), pa.int32())
+        k = pa.array(list(chain.from_iterable(range(r[1], r[1] + r[0]) for r in runs)), pa.int64())
+        names = (
+            "count",
+            "k0",
+            "t0",
+            "t_stop",
+            "s0",
+            "dur",
+            "la0",
+            "lo0",
+            "dlat",
+            "dlon",
+            "oid",
+            "moving",
+            "speed0",
+            "cid",
+            "part",
+            "arrival_base",
+            "late_kind",
+        )
+        per_run = pa.table(
+            {name: pa.array(list(values)) for name, values in zip(names, zip(*runs, strict=True), strict=True)}
+        ).take(run_idx)
+        col = per_run.column
 
-    def _bad_ping(self, row: tuple[Any, ...], x: float) -> None:
-        arrival, part, t, cid, oid, lat, lon, speed, pid = row
-        line = E.ping_line(pid, cid, oid, lat, lon, speed, t)
-        self._bad_line(T_PINGS, line, arrival, part, x, self.ping_malformed)
+        def rand() -> pa.Array:
+            return pc.random(n, initializer=rng.getrandbits(62))
+
+        iv = self.ping_iv_us
+        t = pc.add(pc.add(col("t0"), pc.multiply(k, iv)), pc.cast(pc.floor(pc.multiply(rand(), iv // 3)), pa.int64()))
+        keep = pc.and_(pc.less(t, col("t_stop")), pc.less(t, self.end_us))
+        frac = pc.divide(pc.cast(pc.subtract(t, col("s0")), pa.float64()), pc.cast(col("dur"), pa.float64()))
+        noise = 4096 * 1e-7
+        lat = pc.add(pc.add(col("la0"), pc.multiply(col("dlat"), frac)), pc.multiply(pc.subtract(rand(), 0.5), noise))
+        lon = pc.add(pc.add(col("lo0"), pc.multiply(col("dlon"), frac)), pc.multiply(pc.subtract(rand(), 0.5), noise))
+        u_speed = rand()
+        speed = pc.if_else(
+            col("moving"),
+            pc.abs(pc.add(col("speed0"), pc.multiply(pc.subtract(u_speed, 0.5), 20.0))),
+            pc.divide(pc.floor(pc.multiply(u_speed, 16)), 10.0),
+        )
+        online = pc.less(col("arrival_base"), 0)
+        arrival = pc.if_else(
+            online,
+            pc.add(t, pc.cast(pc.floor(pc.add(pc.multiply(rand(), 19_500_000), 500_000)), pa.int64())),
+            pc.add(col("arrival_base"), pc.multiply(k, 20_000)),
+        )
+        arrival = pc.min_element_wise(arrival, self.end_us - 1)
+        rows = pa.table(
+            {
+                "arrival": arrival,
+                "part": col("part"),
+                "t": t,
+                "cid": col("cid"),
+                "oid": col("oid"),
+                "lat": lat,
+                "lon": lon,
+                "speed": speed,
+                "pid": E.uuid4_column(rand(), rand(), rand()),
+                "dice": rand(),
+                "late_kind": col("late_kind"),
+            }
+        ).filter(keep)
+        st = self.stats[T_PINGS]
+        st.events += rows.num_rows
+        kinds = pc.value_counts(rows.column("late_kind")).to_pylist()
+        for item in kinds:
+            if item["values"] == 1:
+                st.late_within_injected += item["counts"]
+            elif item["values"] == 2:
+                st.late_beyond_injected += item["counts"]
+        rows = rows.drop_columns(["late_kind"])
+        dice = rows.column("dice")
+        p_dup = self.cfg.duplicate_rate
+        p_bad = sum(rt for _, rt in self.ping_malformed)
+        if p_dup > 0:
+            self._ping_duplicates(rows.filter(pc.less(dice, p_dup)))
+        if p_bad > 0:
+            bad = rows.filter(pc.and_(pc.greater_equal(dice, p_dup), pc.less(dice, p_dup + p_bad)))
+            for r in bad.to_pylist():
+                line = E.ping_line(r["pid"], r["cid"], r["oid"], r["lat"], r["lon"], r["speed"], r["t"])
+                self._bad_line(T_PINGS, line, r["arrival"], r["part"], r["dice"] - p_dup, self.ping_malformed)
+        self._file_ping_rows(rows.drop_columns(["dice"]))
+
+    def _ping_duplicates(self, rows: pa.Table) -> None:
+        """Redelivered copies: same ping, landing seconds to hours later (inside the period)."""
+        if rows.num_rows == 0:
+            return
+        rng = self.rng
+        n = rows.num_rows
+        arrival = rows.column("arrival")
+        room = pc.subtract(self.end_us - 1, arrival)
+        short = pc.less(pc.random(n, initializer=rng.getrandbits(62)), 0.5)
+        short = pc.or_(short, pc.less_equal(room, 10 * MINUTE))
+        lo = pc.if_else(short, SECOND, 10 * MINUTE)
+        hi = pc.min_element_wise(pc.if_else(short, 10 * MINUTE, DUP_MAX_DELAY_US), room)
+        u = pc.random(n, initializer=rng.getrandbits(62))
+        delay = pc.add(lo, pc.cast(pc.floor(pc.multiply(u, pc.cast(pc.subtract(hi, lo), pa.float64()))), pa.int64()))
+        ok = pc.greater(room, SECOND)
+        copies = rows.set_column(rows.schema.get_field_index("arrival"), "arrival", pc.add(arrival, delay)).filter(ok)
+        self.stats[T_PINGS].duplicates += copies.num_rows
+        self._file_ping_rows(copies.drop_columns(["dice"]))
+
+    def _file_ping_rows(self, rows: pa.Table) -> None:
+        """Append ping rows to their arrival hours' buckets and count the late ones per hour."""
+        if rows.num_rows == 0:
+            return
+        hours = pc.divide(pc.subtract(rows.column("arrival"), self.start_us), HOUR_US)
+        late = pc.less(rows.column("t"), pc.subtract(pc.add(pc.multiply(hours, HOUR_US), self.start_us), self.late_us))
+        for item in pc.value_counts(pc.filter(hours, late)).to_pylist():
+            self.stats[T_PINGS].hour(item["values"])[3] += item["counts"]
+        distinct = pc.unique(hours).to_pylist()
+        bucket_of = self.buckets[T_PINGS]
+        for a in sorted(distinct):
+            part = rows if len(distinct) == 1 else rows.filter(pc.equal(hours, a))
+            if a <= self.flushed:
+                raise RuntimeError(f"generator bug: pings for arrival hour {a} after that hour was written")
+            bucket_of.setdefault(a, []).append(part)
 
     # ------------------------------------------------------------------------------------------ routing
     def _emit(self, ti: int, arrival: int, line: str, part: int, key: Any, lsn: int, nlines: int, event_us: int) -> int:
@@ -899,17 +964,17 @@ class _Engine:
 
     def _flush_pings(self, a: int) -> None:
         """Pings of one arrival hour, formatted to JSON Lines by Arrow kernels (the volume topic)."""
-        cols = self.buckets[T_PINGS].pop(a, None)
+        tables = self.buckets[T_PINGS].pop(a, None)
         extras = self.ping_extras.pop(a, None) or []
-        if not cols and not extras:
+        if not tables and not extras:
             return
         text = pa.string()
         arrays = []
-        arrivals: list[int] = []
-        partitions: list[int] = []
-        if cols:
-            arrival, part, t, cid, oid, lat, lon, speed, pid = cols
-            ts = pa.array(t, pa.int64())
+        arrival_parts: list[pa.Array] = []
+        partition_parts: list[pa.Array] = []
+        if tables:
+            rows = pa.concat_tables(tables).combine_chunks()
+            arrival, part, ts, cid, oid, lat, lon, speed, pid = (rows.column(i).chunk(0) for i in range(9))
             # recorded_at: per-hour prefix + zero-padded minute/second/micros (Arrow's strftime is ~50x slower)
             bounds = pc.min_max(ts)
             h_lo, h_hi = bounds["min"].as_py() // HOUR_US, bounds["max"].as_py() // HOUR_US
@@ -926,17 +991,17 @@ class _Engine:
 
             line = pc.binary_join_element_wise(
                 '{"ping_id":"',
-                pa.array(pid, text),
+                pid,
                 '","courier_id":',
-                pc.cast(pa.array(cid, pa.int64()), text),
+                pc.cast(cid, text),
                 ',"order_id":',
-                pc.fill_null(pc.cast(pa.array(oid, pa.int64()), text), "null"),
+                pc.fill_null(pc.cast(oid, text), "null"),
                 ',"lat":',
-                pc.cast(pc.round(pa.array(lat, pa.float64()), 6), text),
+                pc.cast(pc.round(lat, 6), text),
                 ',"lon":',
-                pc.cast(pc.round(pa.array(lon, pa.float64()), 6), text),
+                pc.cast(pc.round(lon, 6), text),
                 ',"speed_kmh":',
-                pc.cast(pc.round(pa.array(speed, pa.float64()), 1), text),
+                pc.cast(pc.round(speed, 1), text),
                 ',"recorded_at":"',
                 prefix,
                 padded(minute, 2),
@@ -948,15 +1013,15 @@ class _Engine:
                 "",
             )
             arrays.append(line.cast(pa.binary()))
-            arrivals.extend(arrival)
-            partitions.extend(part)
+            arrival_parts.append(arrival)
+            partition_parts.append(pc.cast(part, pa.int32()))
         if extras:
             e_arrival, e_part, e_line = zip(*extras, strict=True)
             arrays.append(pa.array([x.encode("utf-8", "surrogateescape") + b"\n" for x in e_line], pa.binary()))
-            arrivals.extend(e_arrival)
-            partitions.extend(e_part)
+            arrival_parts.append(pa.array(e_arrival, pa.int64()))
+            partition_parts.append(pa.array(e_part, pa.int32()))
         lines = pa.concat_arrays(arrays) if len(arrays) > 1 else arrays[0]
-        keys = pa.table({"p": pa.array(partitions, pa.int32()), "a": pa.array(arrivals, pa.int64())})
+        keys = pa.table({"p": pa.concat_arrays(partition_parts), "a": pa.concat_arrays(arrival_parts)})
         order = pc.sort_indices(keys, sort_keys=[("p", "ascending"), ("a", "ascending")])  # stable
         lines = lines.take(order)
         sorted_arrivals = keys.column("a").take(order)
@@ -1059,6 +1124,7 @@ class _Engine:
         for h in range(cfg.hours):
             self._plan_orders_of_hour(h)
             self._commit_hour(h)
+            self._materialize_pings()
             self._flush(h)
             self.flushed = h
             if self.progress is not None:
