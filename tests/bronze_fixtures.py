@@ -242,3 +242,18 @@ def contract_hour(landing: Path, hour: datetime = HOUR) -> dict[str, dict[str, A
         "couriers": {"lines": 2, "rows": 1, "tombstones": 0, "late": 0, "quarantined": {"invalid_value:active": 1}},
         "payments": {"lines": 1, "rows": 1, "tombstones": 0, "late": 0, "quarantined": {}},
     }
+
+
+def bulk_hour(landing: Path, hour: datetime, pings: int, orders: int, lines_per_file: int = 5000) -> int:
+    """A large clean hour of pings and order changes, written fast (memory and volume tests). Returns lines."""
+    t = hour + timedelta(minutes=1)
+    written = 0
+    for topic, n, make in (
+        ("logistics.tracking_pings", pings, lambda i: dump(ping(f"p-{hour:%H}-{i:09d}", t, courier_id=i % 500))),
+        ("oltp.public.orders", orders, lambda i: dump(cdc("u", "orders", order(i, t), lsn=10 * i + 1, ts=t))),
+    ):
+        for start in range(0, n, lines_per_file):
+            count = min(lines_per_file, n - start)
+            write_file(landing, topic, hour, 0, start, [make(start + j) for j in range(count)])
+            written += count
+    return written

@@ -26,7 +26,7 @@ def _rss_now() -> int:
 def main(argv: list[str]) -> None:
     root, hour, batch = Path(argv[0]), datetime.fromisoformat(argv[1]), int(argv[2])
     trace = "--tracemalloc" in argv
-    settings = local_settings(root, ingest_batch_rows=batch)
+    settings = local_settings(root, ingest_batch_rows=batch, ingest_workers=1)
     if trace:
         tracemalloc.start()
     from logistics_platform.lib.catalog import load_catalog

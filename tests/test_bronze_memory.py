@@ -8,7 +8,8 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
-from logistics_platform.lib.generator import GeneratorConfig, generate
+from bronze_fixtures import bulk_hour
+
 from logistics_platform.settings import local_settings
 
 HOUR = datetime(2026, 11, 1)
@@ -18,18 +19,7 @@ BATCH_ROWS = 2000  # small batches so that even the 1x hour spans several of the
 
 def _peak(root: Path, scale: int) -> dict[str, int]:
     settings = local_settings(root)
-    generate(
-        settings.landing_dir,
-        GeneratorConfig.clean(
-            HOUR,
-            hours=1,
-            seed=3,
-            couriers=50,
-            orders_per_day=2400 * scale,
-            pings_per_day=19_200 * scale,
-            flush_size=2000,
-        ),
-    )
+    bulk_hour(settings.landing_dir, HOUR, pings=1500 * scale, orders=500 * scale)
     out = subprocess.run(
         [sys.executable, str(PROBE), str(root), HOUR.isoformat(), str(BATCH_ROWS)],
         capture_output=True,
@@ -41,8 +31,8 @@ def _peak(root: Path, scale: int) -> dict[str, int]:
 
 
 def test_peak_memory_does_not_grow_with_the_hour(tmp_path):
-    small = _peak(tmp_path / "x1", 10)
-    large = _peak(tmp_path / "x10", 100)
+    small = _peak(tmp_path / "x1", 10)  # 20k lines
+    large = _peak(tmp_path / "x10", 100)  # 200k lines
     assert large["lines"] >= 9 * small["lines"] >= 9 * 5 * BATCH_ROWS
     grow_small = small["peak_rss_bytes"] - small["baseline_rss_bytes"]
     grow_large = large["peak_rss_bytes"] - large["baseline_rss_bytes"]

@@ -21,6 +21,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
@@ -66,6 +67,7 @@ _MAX_MONEY = Decimal(10) ** 10  # DECIMAL(12,2): at most 10 integer digits
 _I64 = 2**63
 _SEP = "\x1f"
 _fromiso = datetime.fromisoformat
+_money_match = re.compile(r"-?[0-9]{1,10}\.[0-9]{2}").fullmatch  # the canonical decimal.handling.mode=string form
 PLAIN_EVENT_TIME_COLUMN = "recorded_at"  # the event time of the non-CDC topic (pings: device clock)
 
 
@@ -320,6 +322,9 @@ class LineParser:
             if t is str:
                 if kind is K_STRING or kind is K_TEXT_OR_JSON:
                     append(v)
+                    continue
+                if kind is K_DECIMAL and _money_match(v) is not None:
+                    append(Decimal(v))  # already exactly 2 decimal places within 10 integer digits
                     continue
                 if kind is K_TIMESTAMP:
                     try:

@@ -421,7 +421,8 @@ def write_data_files(table: Table, batch: pa.Table, write_uuid: uuid.UUID, count
 # ---------------------------------------------------------------------------------------------------------------
 # Parsing blocks of lines (in this process or in worker processes)
 # ---------------------------------------------------------------------------------------------------------------
-BLOCK_BYTES = 8 * 1024 * 1024  # lines are parsed in blocks of about this size: the unit of parallel work
+BLOCK_BYTES = 8 * 1024 * 1024  # lines are parsed in blocks of at most this size: the unit of parallel work
+MIN_BLOCK_BYTES = 64 * 1024
 PARALLEL_MIN_BYTES = 32 * 1024 * 1024  # below this an hour is parsed in-process (no pool start-up cost)
 
 
@@ -569,7 +570,7 @@ def _ingest_topic(
 
     def tasks() -> Iterator[BlockTask]:
         for f in files:
-            for block, first in iter_blocks(f):
+            for block, first in iter_blocks(f, block_bytes):
                 yield BlockTask(
                     spec.table,
                     hour,
@@ -583,6 +584,8 @@ def _ingest_topic(
                 )
 
     reasons: Counter[str] = Counter()
+    # A block's rows are in memory at once: keep blocks near the batch size (assuming ~256 bytes a line).
+    block_bytes = min(BLOCK_BYTES, max(MIN_BLOCK_BYTES, settings.ingest_batch_rows * 256))
     for task, result in pool.map(tasks()):
         res = result
         while res.unknown is not None:

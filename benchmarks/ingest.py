@@ -1,0 +1,305 @@
+"""Bronze ingest benchmark: our ingest vs the raw JSONL->Parquet limit (pyarrow, DuckDB) vs dlt -> Iceberg.
+
+    .venv/bin/python benchmarks/ingest.py [--lines 2000000] [--skip-dlt]
+
+All contenders read the same generated landing files (clean: no malformed lines, so that pyarrow's strict
+reader can read them) in one run, on this machine, and the ratios are printed at the end:
+
+- ours: ``ingest_hour`` for every arrival hour (typed, validated, one Iceberg commit per table and hour),
+  in a child process so that its peak RSS is its own (worker processes reported separately);
+- the limit: the faster of pyarrow's JSON reader and DuckDB's ``read_json`` -> ``COPY TO`` Parquet, no
+  validation, no Iceberg;
+- the peer: dlt (filesystem source ``read_jsonl`` -> filesystem destination, ``table_format="iceberg"``),
+  installed in its own venv under benchmarks/.work/dlt-venv because its pins differ from ours.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+WORK = HERE / ".work" / "ingest"
+DLT_VENV = HERE / ".work" / "dlt-venv"
+START = datetime(2026, 11, 1)
+
+
+def log(msg: str) -> None:
+    print(msg, flush=True)
+
+
+# ------------------------------------------------------------------------------------------------- data
+def generate_data(lines: int) -> tuple[Path, dict]:
+    """Clean landing files with at least ``lines`` lines, mostly pings and orders (cached between runs)."""
+    from logistics_platform.lib.generator import GeneratorConfig, generate
+
+    # About 370k lines per hour on average at these volumes (the first hour also holds the snapshot reads).
+    hours = max(2, -(-lines // 370_000))
+    volumes = dict(orders_per_day=24 * 60_000, pings_per_day=24 * 400_000, couriers=2000, flush_size=50_000)
+    landing = WORK / f"landing-{hours}h"
+    marker = landing / "_generation.json"
+    if marker.exists():
+        summary = json.loads(marker.read_text())
+        if summary["totals"]["lines"] >= lines:
+            return landing, summary
+    log(f"generating {hours} hours of clean landing data into {landing} ...")
+    t = time.perf_counter()
+    for seed in (7, 5, 11, 13, 17, 19):
+        shutil.rmtree(landing, ignore_errors=True)
+        try:
+            summary = generate(landing, GeneratorConfig.clean(START, hours=hours, seed=seed, **volumes))
+            break
+        except RuntimeError as e:  # the generator refuses a few seeds at these volumes; any clean seed will do
+            log(f"  seed {seed}: {e}; trying the next seed")
+    else:
+        raise SystemExit("the generator failed for every seed tried")
+    log(
+        f"  {summary['totals']['lines']:,} lines, {summary['totals']['bytes'] / 1e6:,.0f} MB "
+        f"in {time.perf_counter() - t:.0f}s"
+    )
+    if summary["totals"]["lines"] < lines:
+        raise SystemExit(f"generated only {summary['totals']['lines']:,} lines; raise the volumes in generate_data()")
+    return landing, summary
+
+
+def landing_files(landing: Path) -> dict[str, list[Path]]:
+    out: dict[str, list[Path]] = {}
+    for p in sorted((landing / "topics").rglob("*.json*")):
+        out.setdefault(p.relative_to(landing / "topics").parts[0], []).append(p)
+    return out
+
+
+# ------------------------------------------------------------------------------------------------- contenders
+OURS_CHILD = """
+import json, resource, sys, time
+from datetime import datetime
+from pathlib import Path
+from logistics_platform.lib.ingest import ingest_hour
+from logistics_platform.lib.landing import list_arrival_hours
+from logistics_platform.settings import local_settings
+
+def main():
+    root, landing, workers = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
+    settings = local_settings(root, landing_dir=landing, ingest_workers=workers)
+    lines = rows = 0
+    t = time.perf_counter()
+    for hour in list_arrival_hours(landing):
+        r = ingest_hour(settings, hour)
+        lines += r.lines
+        rows += r.rows
+    seconds = time.perf_counter() - t
+    print(json.dumps({
+        "lines": lines, "rows": rows, "seconds": seconds,
+        "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+        "worker_peak_rss": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024,
+    }))
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+def run_ours(landing: Path, workers: int) -> dict:
+    root = WORK / f"ours-w{workers}"
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    script = WORK / "ours_child.py"
+    script.write_text(OURS_CHILD)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "DO_NOT_TRACK": "1"}
+    out = subprocess.run(
+        [sys.executable, str(script), str(root), str(landing), str(workers)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+    )
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    shutil.rmtree(root, ignore_errors=True)
+    return result
+
+
+def run_pyarrow(files: dict[str, list[Path]]) -> dict:
+    import pyarrow.json as pj
+    import pyarrow.parquet as pq
+
+    out = WORK / "pyarrow-out"
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    lines = 0
+    t = time.perf_counter()
+    for topic, paths in files.items():
+        for i, p in enumerate(paths):
+            tbl = pj.read_json(p)
+            lines += tbl.num_rows
+            pq.write_table(tbl, out / f"{topic}-{i}.parquet")
+    seconds = time.perf_counter() - t
+    shutil.rmtree(out, ignore_errors=True)
+    return {"lines": lines, "seconds": seconds}
+
+
+def run_duckdb(files: dict[str, list[Path]]) -> dict:
+    import duckdb
+
+    out = WORK / "duckdb-out"
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    con = duckdb.connect()
+    lines = 0
+    t = time.perf_counter()
+    for topic, paths in files.items():
+        listing = "[" + ", ".join(f"'{p}'" for p in paths) + "]"
+        target = out / f"{topic}.parquet"
+        con.execute(
+            f"copy (select * from read_json({listing}, format='newline_delimited', union_by_name=true)) "
+            f"to '{target}' (format parquet)"
+        )
+        lines += con.execute(f"select count(*) from read_parquet('{target}')").fetchone()[0]
+    seconds = time.perf_counter() - t
+    con.close()
+    shutil.rmtree(out, ignore_errors=True)
+    return {"lines": lines, "seconds": seconds}
+
+
+DLT_CHILD = """
+import json, resource, sys, time
+import dlt
+from dlt.sources.filesystem import filesystem, read_jsonl
+
+def main():
+    landing, dest, topics = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+    pipeline = dlt.pipeline(pipeline_name="bench_ingest", destination=dlt.destinations.filesystem(bucket_url=dest),
+                            dataset_name="bronze", pipelines_dir=dest + "/_pipelines")
+    resources = [
+        (filesystem(bucket_url=landing, file_glob=f"topics/{topic}/**/*.json") | read_jsonl()).with_name(
+            topic.replace(".", "_"))
+        for topic in topics
+    ]
+    t = time.perf_counter()
+    info = pipeline.run(resources, table_format="iceberg", loader_file_format="parquet")
+    seconds = time.perf_counter() - t
+    counts = pipeline.last_trace.last_normalize_info.row_counts
+    print(json.dumps({"seconds": seconds, "rows": {k: v for k, v in counts.items() if not k.startswith("_dlt")},
+                      "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+def ensure_dlt_venv() -> Path | None:
+    python = DLT_VENV / "bin" / "python"
+    if not python.exists():
+        log(f"creating {DLT_VENV} and installing dlt[pyiceberg,parquet] (its pins differ from ours) ...")
+        subprocess.run([sys.executable, "-m", "venv", str(DLT_VENV)], check=True)
+        rc = subprocess.run([str(python), "-m", "pip", "install", "-q", "dlt[pyiceberg,parquet]==1.31.0"]).returncode
+        if rc:
+            log("dlt could not be installed: skipping the peer")
+            return None
+    return python
+
+
+def run_dlt(landing: Path, topics: list[str]) -> dict | None:
+    python = ensure_dlt_venv()
+    if python is None:
+        return None
+    dest = WORK / "dlt-out"
+    shutil.rmtree(dest, ignore_errors=True)
+    dest.mkdir(parents=True)
+    script = WORK / "dlt_child.py"
+    script.write_text(DLT_CHILD)
+    env = {**os.environ, "DO_NOT_TRACK": "1", "RUNTIME__DLTHUB_TELEMETRY": "false", "DLT_DATA_DIR": str(dest / "_data")}
+    out = subprocess.run(
+        [str(python), str(script), f"file://{landing}", f"file://{dest}", json.dumps(topics)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=dest,
+    )
+    if out.returncode:
+        log(f"dlt failed:\n{out.stderr[-3000:]}")
+        return None
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    result["lines"] = sum(result["rows"].values())
+    shutil.rmtree(dest, ignore_errors=True)
+    return result
+
+
+# ------------------------------------------------------------------------------------------------- report
+def rate(r: dict) -> float:
+    return r["lines"] / r["seconds"]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--lines", type=int, default=2_000_000, help="at least this many landed lines (default 2M)")
+    ap.add_argument("--workers", type=int, default=2, help="INGEST_WORKERS for our ingest (default 2)")
+    ap.add_argument("--skip-dlt", action="store_true", help="do not run the dlt peer")
+    args = ap.parse_args()
+
+    WORK.mkdir(parents=True, exist_ok=True)
+    landing, summary = generate_data(args.lines)
+    files = landing_files(landing)
+    total_lines = summary["totals"]["lines"]
+    mb = summary["totals"]["bytes"] / 1e6
+    log(
+        f"data: {total_lines:,} lines, {mb:,.0f} MB, {sum(map(len, files.values()))} files; "
+        + ", ".join(f"{t}: {summary['topics'][t]['lines']:,}" for t in summary["topics"])
+    )
+    log(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start")
+
+    results: dict[str, dict] = {}
+    log("ours (ingest_hour, every hour) ...")
+    results["ours"] = run_ours(landing, args.workers)
+    log(
+        f"  {rate(results['ours']):,.0f} lines/s, peak RSS {results['ours']['peak_rss'] / 2**20:,.0f} MiB "
+        f"(workers {results['ours']['worker_peak_rss'] / 2**20:,.0f} MiB each at most)"
+    )
+    if args.workers > 1:
+        log("ours, in-process (INGEST_WORKERS=1) ...")
+        results["ours_1"] = run_ours(landing, 1)
+        log(f"  {rate(results['ours_1']):,.0f} lines/s, peak RSS {results['ours_1']['peak_rss'] / 2**20:,.0f} MiB")
+    log("limit: pyarrow.json.read_json -> Parquet ...")
+    results["pyarrow"] = run_pyarrow(files)
+    log(f"  {rate(results['pyarrow']):,.0f} lines/s")
+    log("limit: DuckDB read_json -> COPY TO Parquet ...")
+    results["duckdb"] = run_duckdb(files)
+    log(f"  {rate(results['duckdb']):,.0f} lines/s")
+    if not args.skip_dlt:
+        log("peer: dlt filesystem -> Iceberg (filesystem destination) ...")
+        dlt_result = run_dlt(landing, sorted(files))
+        if dlt_result:
+            results["dlt"] = dlt_result
+            log(f"  {rate(dlt_result):,.0f} lines/s, peak RSS {dlt_result['peak_rss'] / 2**20:,.0f} MiB")
+
+    for name, r in results.items():
+        if r["lines"] != total_lines:
+            log(f"warning: {name} read {r['lines']:,} lines, the generator wrote {total_lines:,}")
+    limit_name = max(("pyarrow", "duckdb"), key=lambda n: rate(results[n]))
+    ours = rate(results["ours"])
+    log("")
+    log("| contender | lines/s | seconds | peak RSS |")
+    log("|---|---:|---:|---:|")
+    for name, r in results.items():
+        rss = f"{r['peak_rss'] / 2**20:,.0f} MiB" if "peak_rss" in r else "-"
+        log(f"| {name} | {rate(r):,.0f} | {r['seconds']:,.1f} | {rss} |")
+    log("")
+    log(f"ours / limit ({limit_name}) = {ours / rate(results[limit_name]):.2f}x   (target >= 0.5x)")
+    if "dlt" in results:
+        log(f"ours / dlt = {ours / rate(results['dlt']):.2f}x   (target >= 3x)")
+    cpu = resource.getrusage(resource.RUSAGE_SELF).ru_utime
+    log(f"load average at end {os.getloadavg()[0]:.1f}; own CPU {cpu:.0f}s")
+    (WORK / "last_results.json").write_text(json.dumps(results, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
