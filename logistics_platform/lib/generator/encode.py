@@ -183,28 +183,40 @@ def uuid4_text(bits: int) -> str:
     return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-a{h[17:20]}-{h[20:32]}"
 
 
-_HEX = None
+_HEX_TABLES: dict[int, Any] = {}
 
 
-def uuid4_column(*uniforms: Any) -> Any:
+def _hex_table(digits: int) -> Any:
+    """Arrow array of every ``digits``-long lowercase hex string, indexed by its value."""
+    import pyarrow as pa
+
+    table = _HEX_TABLES.get(digits)
+    if table is None:
+        table = _HEX_TABLES[digits] = pa.array([f"{i:0{digits}x}" for i in range(16**digits)])
+    return table
+
+
+def uuid4_column(u1: Any, u2: Any, u3: Any) -> Any:
     """Version-4 UUID strings (Arrow array) from three arrays of uniform floats in [0, 1).
 
-    Each float gives 13 hex digits (52 bits); digit 12 is the version ``4`` and digit 16 the variant ``a``,
-    the same layout as :func:`uuid4_text`.
+    Each float gives 48 random bits, cut into 4-hex-digit (or 3-digit) groups looked up in a table; the
+    version digit is ``4`` and the variant digit ``a``, as in :func:`uuid4_text`.
     """
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    global _HEX
-    if _HEX is None:
-        _HEX = pa.array(list("0123456789abcdef"))
-    digits = []
-    for u in uniforms:
-        bits = pc.cast(pc.floor(pc.multiply(u, float(1 << 52))), pa.uint64())
-        for i in range(13):
-            digits.append(_HEX.take(pc.bit_wise_and(pc.shift_right(bits, 48 - 4 * i), 15)))
-    d = digits[:30]
-    return pc.binary_join_element_wise(*d[0:8], "-", *d[8:12], "-4", *d[12:15], "-a", *d[15:18], "-", *d[18:30], "")
+    def groups(u: Any, widths: tuple[int, ...]) -> list[Any]:
+        bits = pc.cast(pc.floor(pc.multiply(u, float(1 << 48))), pa.uint64())
+        out, shift = [], 48
+        for w in widths:
+            shift -= 4 * w
+            out.append(_hex_table(w).take(pc.bit_wise_and(pc.shift_right(bits, shift), 16**w - 1)))
+        return out
+
+    g0, g1, g2 = groups(u1, (4, 4, 4))
+    h3, h4, g5 = groups(u2, (3, 3, 4))
+    g6, g7 = groups(u3, (4, 4))
+    return pc.binary_join_element_wise(g0, g1, "-", g2, "-4", h3, "-a", h4, "-", g5, g6, g7, "")
 
 
 # ----------------------------------------------------------------------------------------------- envelopes
