@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     report = ingest_hour(settings, new_hour)
     say(f"  {report.rows:,} rows")
 
-    incremental = run_dbt(settings, ["build", *MODELS_ONLY], window_vars(new_hour), target_path=target)
+    incremental = run_dbt(settings, ["build", *MODELS_ONLY], window=window_vars(new_hour), target_path=target)
     full = run_dbt(
         settings.with_overrides(duckdb_path=root / "full_refresh.duckdb"),
         ["build", "--full-refresh", *MODELS_ONLY],

@@ -11,7 +11,6 @@ partition is safe and any order of partitions gives the tables a full refresh gi
 
 # No `from __future__ import annotations`: Dagster reads the asset function annotations at runtime.
 
-import json
 import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -26,7 +25,7 @@ from logistics_platform.defs.partitions import arrival_hour_partitions
 from logistics_platform.lib.catalog import load_catalog
 from logistics_platform.lib.duck import load_extensions
 from logistics_platform.lib.publish import ORDERS_MART, publish_marts
-from logistics_platform.lib.transform import MART_MODELS, run_dbt, window_vars_from_range
+from logistics_platform.lib.transform import MART_MODELS, run_dbt, window_env, window_vars_from_range
 from logistics_platform.settings import DBT_PROJECT_DIR, Settings, subprocess_env
 
 OWNERS = ["team:data-platform"]
@@ -94,13 +93,13 @@ def dbt_project(settings: Settings) -> DbtProject:
 
 
 @contextmanager
-def dbt_environment(settings: Settings) -> Iterator[None]:
-    """Apply ``subprocess_env(settings)`` while dagster-dbt spawns dbt.
+def dbt_environment(settings: Settings, extra: Mapping[str, str] | None = None) -> Iterator[None]:
+    """Apply ``subprocess_env(settings)`` (and ``extra``) while dagster-dbt spawns dbt.
 
     DbtCliResource builds the child's environment from ``os.environ`` and takes no env argument; the dbt-duckdb
     plugin inside dbt builds its Settings from that environment. The previous values are restored afterwards.
     """
-    wanted = subprocess_env(settings)
+    wanted = {**subprocess_env(settings), **(extra or {})}
     saved = {k: os.environ.get(k) for k in wanted}
     os.environ.update(wanted)
     try:
@@ -144,13 +143,14 @@ def build_dbt_assets(settings: Settings) -> dg.AssetsDefinition:
         """dbt build of staging, intermediate and marts for the partition range of arrival hours (one run)."""
         window = context.partition_time_window
         dbt_vars = window_vars_from_range(window.start, window.end)
-        args = ["build", "--vars", json.dumps(dbt_vars)]
+        # The window goes through the environment: a changed --vars would force dbt to re-parse the project.
+        args = ["build"]
         if config.full_refresh:
             args.append("--full-refresh")
         context.log.info(
             f"dbt {' '.join(args)} (arrival hours {dbt_vars['min_arrival_hour']} .. {dbt_vars['max_arrival_hour']})"
         )
-        with dbt_environment(settings):
+        with dbt_environment(settings, window_env(dbt_vars)):
             invocation = dbt.cli(args, context=context)
         yield from invocation.stream()
 
