@@ -50,8 +50,11 @@ class GraphQL:
     def __call__(self, query: str, **variables: Any) -> dict[str, Any]:
         body = json.dumps({"query": query, "variables": variables}).encode()
         req = urllib.request.Request(self.url, data=body, headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(req, timeout=30) as resp:
-            payload = json.loads(resp.read())
+        try:
+            with urllib.request.urlopen(req, timeout=60) as resp:
+                payload = json.loads(resp.read())
+        except urllib.error.HTTPError as exc:
+            raise AssertionError(f"GraphQL HTTP {exc.code}: {exc.read().decode(errors='replace')[:3000]}") from None
         if payload.get("errors"):
             raise AssertionError(f"GraphQL errors: {payload['errors']}")
         return payload["data"]
@@ -70,8 +73,8 @@ def _wait_until_loaded(gql: GraphQL, proc: subprocess.Popen[bytes]) -> None:
             gql.fail(f"dagster dev exited with {proc.returncode}")
         try:
             entries = gql(query)["workspaceOrError"]["locationEntries"]
-        except (urllib.error.URLError, ConnectionError, TimeoutError):
-            time.sleep(1)
+        except (urllib.error.URLError, ConnectionError, TimeoutError, AssertionError):
+            time.sleep(1)  # not serving yet
             continue
         loaded = [e["locationOrLoadError"] for e in entries if e["locationOrLoadError"]]
         errors = [e["message"] for e in loaded if e["__typename"] == "PythonError"]
@@ -151,7 +154,14 @@ def test_partition_range_backfill_through_graphql(tmp_path: Path) -> None:
             """mutation($params: LaunchBackfillParams!) { launchPartitionBackfill(backfillParams: $params) {
                 __typename ... on LaunchBackfillSuccess { backfillId }
                 ... on PythonError { message } ... on InvalidSubsetError { message } } }""",
-            params={"assetSelection": [{"path": k} for k in keys], "partitionNames": HOURS, "title": "e2e backfill"},
+            # What the UI's "Launch backfill" sends for a range of partitions of the selected assets.
+            params={
+                "partitionsByAssets": [
+                    {"assetKey": {"path": k}, "partitions": {"range": {"start": HOURS[0], "end": HOURS[-1]}}}
+                    for k in keys
+                ],
+                "title": "e2e backfill",
+            },
         )["launchPartitionBackfill"]
         if launched["__typename"] != "LaunchBackfillSuccess":
             gql.fail(f"backfill not launched: {launched}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -92,7 +93,7 @@ def test_hourly_schedule_requests_closed_hour_and_previous(settings: Settings, i
     assert isinstance(requests, list)
     # 03:00 is still open at 03:05; 02:00 just closed and 01:00 catches late uploads.
     assert sorted(r.partition_key for r in requests) == ["2026-11-01-01:00", "2026-11-01-02:00"]
-    assert all(r.run_key and r.run_key.startswith("schedule:ingest:") for r in requests)
+    assert all(r.run_key and r.run_key.startswith("hourly_ingest:2026-11-01T03:05:ingest:") for r in requests)
 
     later = datetime(2026, 11, 5, 0, 5, tzinfo=UTC)
     skipped = schedule(dg.build_schedule_context(instance=instance, scheduled_execution_time=later))
@@ -122,6 +123,27 @@ def test_transform_sensor_requests_one_range_for_ingested_hours(
     assert isinstance(request, dg.RunRequest)
     assert request.tags["dagster/asset_partition_range_start"] == "2026-11-01-00:00"
     assert request.tags["dagster/asset_partition_range_end"] == "2026-11-01-02:00"
+
+    # A failed dbt run for that batch is retried by the next tick (new run key), up to a limit.
+    batch = request.tags[operate.BATCH_TAG]
+
+    def fail_run() -> None:
+        instance.add_run(
+            dg.DagsterRun(
+                job_name=operate.TRANSFORM_JOB,
+                run_id=str(uuid.uuid4()),
+                status=dg.DagsterRunStatus.FAILURE,
+                tags={operate.BATCH_TAG: batch},
+            )
+        )
+
+    fail_run()
+    retry = tick()
+    assert isinstance(retry, dg.RunRequest) and retry.run_key != request.run_key
+    for _ in range(operate.TRANSFORM_ATTEMPTS - 1):
+        fail_run()
+    gave_up = tick()
+    assert isinstance(gave_up, dg.SkipReason) and "failed 3 times" in (gave_up.skip_message or "")
 
     # The models get built for those hours: nothing pending any more.
     for hour in ("2026-11-01-00:00", "2026-11-01-01:00", "2026-11-01-02:00"):

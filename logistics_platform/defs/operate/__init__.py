@@ -6,7 +6,7 @@ Thin Dagster glue; the decisions live in ``lib.landing_watch``, ``lib.progress``
 import json
 import warnings
 from collections.abc import Iterator, Sequence
-from datetime import timedelta
+from datetime import UTC, timedelta
 from typing import Any
 
 import dagster as dg
@@ -51,6 +51,8 @@ BACKLOG_KEY = dg.AssetKey(["operations", "pipeline_backlog"])
 # schedule re-ingests the last two hours every hour, so more than that means runs are failing or stopped.
 BACKLOG_WARN_HOURS = 3
 TRIGGER_TAG = "logistics/trigger"
+BATCH_TAG = "logistics/transform_batch"
+TRANSFORM_ATTEMPTS = 3
 _FAILED = AssetCheckExecutionRecordStatus.FAILED
 ACTIVE_RUN_STATUSES = [
     dg.DagsterRunStatus.QUEUED,
@@ -157,6 +159,7 @@ def build_hourly_ingest_schedule(settings: Settings, job: UnresolvedAssetJobDefi
         scan = scan_landing(settings.landing_dir, lookback_days=None, hours=hours)
         ingested = read_ingest_log(settings, hours)
         requests = []
+        tick = context.scheduled_execution_time.astimezone(UTC).strftime("%Y-%m-%dT%H:%M")
         for hour in hours:
             topics = scan.get(hour, {})
             logged = {t: e.fingerprint for (t, h), e in ingested.items() if h == hour}
@@ -168,7 +171,8 @@ def build_hourly_ingest_schedule(settings: Settings, job: UnresolvedAssetJobDefi
                 fp = combine_fingerprints(topics)
                 requests.append(
                     dg.RunRequest(
-                        run_key=f"schedule:{ingest_run_key(hour, fp)}",
+                        # Per tick: a stale hour whose run failed is requested again by the next tick.
+                        run_key=f"hourly_ingest:{tick}:{ingest_run_key(hour, fp)}",
                         partition_key=hour,
                         tags={TRIGGER_TAG: "hourly_ingest"},
                     )
@@ -224,12 +228,24 @@ def build_transform_sensor(settings: Settings, job: UnresolvedAssetJobDefinition
         if not pending:
             return dg.SkipReason("every ingested hour is built into the marts")
         lo, hi = min(pending), max(pending)
+        batch = f"{lo}..{hi}:{max(pending.values())}"
+        # The same pending batch is retried by later ticks (a run key alone would block it forever), up to a
+        # limit so that a broken model does not relaunch every 5 minutes; each failure has raised an alert.
+        failures = context.instance.get_runs_count(
+            dg.RunsFilter(job_name=TRANSFORM_JOB, statuses=[dg.DagsterRunStatus.FAILURE], tags={BATCH_TAG: batch})
+        )
+        if failures >= TRANSFORM_ATTEMPTS:
+            return dg.SkipReason(
+                f"dbt failed {failures} times for arrival hours {lo} .. {hi}: fix the cause (see the alerts), "
+                "then re-run those partitions of transform_arrival_hours; new ingests also start a new batch"
+            )
         return dg.RunRequest(
-            run_key=f"transform:{lo}..{hi}:{max(pending.values())}",
+            run_key=f"transform:{batch}:attempt-{failures}",
             tags={
                 "dagster/asset_partition_range_start": lo,
                 "dagster/asset_partition_range_end": hi,
                 TRIGGER_TAG: "transform_after_ingest",
+                BATCH_TAG: batch,
                 "logistics/pending_hours": str(len(pending)),
             },
         )
