@@ -266,3 +266,25 @@ def test_two_writer_processes_both_land(tmp_path):
         accounts = account_hour(settings, h)
         assert all(a.balanced for a in accounts.values())
         assert accounts["tracking_pings"].bronze_rows >= 1
+
+
+def test_worker_processes_give_the_same_tables(tmp_path):
+    serial = local_settings(tmp_path / "serial", ingest_workers=1, ingest_batch_rows=5)
+    parallel = local_settings(tmp_path / "parallel", ingest_workers=2, ingest_batch_rows=5)
+    for s in (serial, parallel):
+        contract_hour(s.landing_dir)
+        write_file(
+            s.landing_dir,
+            "logistics.tracking_pings",
+            HOUR,
+            3,
+            0,
+            [dump(ping(f"bulk-{i}", HOUR, battery=0.5)) for i in range(40)],
+        )  # a column added in a worker
+    a = ingest_hour(serial, HOUR)
+    b = ingest_hour(parallel, HOUR, parallel_min_bytes=0)
+    assert a.quarantined_by_reason == b.quarantined_by_reason and a.rows == b.rows
+    assert b.topics["tracking_pings"].added_columns == {"battery": "double"}
+    for table in ALL_TABLES:  # relative paths: identical in both roots, so every column must match
+        ra, rb = rows(serial, table), rows(parallel, table)
+        assert ra == rb, table

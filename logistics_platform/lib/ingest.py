@@ -639,8 +639,12 @@ def ingest_hour(
     *,
     before_commit: BeforeCommitHook | None = None,
     progress: Callable[[str], None] | None = None,
+    parallel_min_bytes: int = PARALLEL_MIN_BYTES,
 ) -> IngestReport:
-    """Replace one arrival hour in every bronze table with what the landing zone holds for it (idempotent)."""
+    """Replace one arrival hour in every bronze table with what the landing zone holds for it (idempotent).
+
+    Hours of at least ``parallel_min_bytes`` are parsed by ``settings.ingest_workers`` processes.
+    """
     started = time.perf_counter()
     hour = hour_start(arrival_hour)
     key = hour_partition_key(hour)
@@ -651,7 +655,7 @@ def ingest_hour(
     quarantine = BatchWriter(tables[bs.QUARANTINE_TABLE], settings.ingest_batch_rows)
     hour_files = {name: list_hour_files(settings.landing_dir, spec.topic, hour) for name, spec in bs.TOPICS.items()}
     hour_bytes = sum(f.size for fs in hour_files.values() for f in fs)
-    pool = _Pool(settings.ingest_workers if hour_bytes >= PARALLEL_MIN_BYTES else 1)
+    pool = _Pool(settings.ingest_workers if hour_bytes >= parallel_min_bytes else 1)
     try:
         _ingest_topics(catalog, settings, hour, key, run_id, hour_files, quarantine, report, pool, say, before_commit)
     finally:
