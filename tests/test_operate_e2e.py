@@ -31,8 +31,8 @@ from logistics_platform.settings import PROJECT_ROOT, local_settings, subprocess
 HOURS = ["2026-11-01-00:00", "2026-11-01-01:00", "2026-11-01-02:00", "2026-11-01-03:00"]
 LAYERS = ("bronze", "staging", "intermediate", "marts")
 # Upper bounds of the waits (the test fails with the server log if exceeded; they are not measurements).
-STARTUP_DEADLINE_S = 240
-BACKFILL_DEADLINE_S = 480
+STARTUP_DEADLINE_S = 300
+BACKFILL_DEADLINE_S = 900
 FINAL_STATUSES = {"COMPLETED", "COMPLETED_SUCCESS", "COMPLETED_FAILED", "FAILED", "CANCELED"}
 
 
