@@ -145,7 +145,9 @@ def run_pyarrow(files: dict[str, list[Path]]) -> dict:
     t, c = time.perf_counter(), _cpu()
     for topic, paths in files.items():
         for i, p in enumerate(paths):
-            tbl = pj.read_json(p)
+            # 64 MiB blocks: type inference then sees whole files (with the default 1 MiB blocks it mis-infers
+            # the struct of `before` on some files and fails).
+            tbl = pj.read_json(p, read_options=pj.ReadOptions(block_size=1 << 26))
             lines += tbl.num_rows
             pq.write_table(tbl, out / f"{topic}-{i}.parquet")
     seconds, cpu = time.perf_counter() - t, _cpu() - c
