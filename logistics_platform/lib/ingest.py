@@ -8,8 +8,9 @@ concurrency: on ``CommitFailedException`` the table is reloaded and the same rep
 fresh metadata with the already-written files. ``bronze.ingest_log`` is replaced LAST, so a logged hour is
 a committed hour.
 
-Every row value is a pure function of the landing files: the run id, timing and host go into snapshot
-summary properties only.
+Every row value is a pure function of the landing files: the run id and the input file list go into
+snapshot summary properties only. Lines are parsed in blocks of whole lines (in worker processes for large
+hours, results consumed in file order), so memory does not grow with the size of the hour.
 """
 
 from __future__ import annotations
