@@ -15,6 +15,7 @@ hours, results consumed in file order), so memory does not grow with the size of
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import multiprocessing
@@ -521,15 +522,25 @@ def parse_block(task: BlockTask) -> BlockResult:
     )
 
 
+_EXECUTORS: dict[int, ProcessPoolExecutor] = {}
+
+
+def _executor(workers: int) -> ProcessPoolExecutor:
+    """A process pool kept for the life of this process: a backfill of many hours pays the start-up once."""
+    ex = _EXECUTORS.get(workers)
+    if ex is None or getattr(ex, "_broken", False):
+        # spawn: forking a process that runs threads (Dagster, pyiceberg's executor) is unsafe
+        ex = _EXECUTORS[workers] = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+        atexit.register(ex.shutdown, cancel_futures=True)
+    return ex
+
+
 class _Pool:
     """Ordered map over block tasks: in this process, or in worker processes with a bounded window."""
 
     def __init__(self, workers: int) -> None:
         self.workers = workers
-        self.executor: ProcessPoolExecutor | None = None
-        if workers > 1:
-            # spawn: forking a process that runs threads (Dagster, pyiceberg's executor) is unsafe
-            self.executor = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+        self.executor = _executor(workers) if workers > 1 else None
 
     def map(self, tasks: Iterator[BlockTask]) -> Iterator[tuple[BlockTask, BlockResult]]:
         if self.executor is None:
@@ -537,18 +548,18 @@ class _Pool:
                 yield task, parse_block(task)
             return
         window: deque[tuple[BlockTask, Future[BlockResult]]] = deque()
-        for task in tasks:
-            window.append((task, self.executor.submit(parse_block, task)))
-            if len(window) > 2 * self.workers:
+        try:
+            for task in tasks:
+                window.append((task, self.executor.submit(parse_block, task)))
+                if len(window) > 2 * self.workers:
+                    t, fut = window.popleft()
+                    yield t, fut.result()
+            while window:
                 t, fut = window.popleft()
                 yield t, fut.result()
-        while window:
-            t, fut = window.popleft()
-            yield t, fut.result()
-
-    def close(self) -> None:
-        if self.executor is not None:
-            self.executor.shutdown(cancel_futures=True)
+        finally:
+            for _, fut in window:  # on an error, do not leave parsed blocks of this hour queued
+                fut.cancel()
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -657,10 +668,7 @@ def ingest_hour(
     hour_files = {name: list_hour_files(settings.landing_dir, spec.topic, hour) for name, spec in bs.TOPICS.items()}
     hour_bytes = sum(f.size for fs in hour_files.values() for f in fs)
     pool = _Pool(settings.ingest_workers if hour_bytes >= parallel_min_bytes else 1)
-    try:
-        _ingest_topics(catalog, settings, hour, key, run_id, hour_files, quarantine, report, pool, say, before_commit)
-    finally:
-        pool.close()
+    _ingest_topics(catalog, settings, hour, key, run_id, hour_files, quarantine, report, pool, say, before_commit)
     _finish_hour(catalog, hour, key, run_id, quarantine, report, tables, before_commit)
     report.duration_seconds = time.perf_counter() - started
     say(
