@@ -38,6 +38,7 @@ HOUR_US = E.HOUR_US
 SECOND = 1_000_000
 MINUTE = 60 * SECOND
 _INV20 = 1.0 / (1 << 20)
+_PART = itemgetter(2)
 TOPICS = {
     "tenants": "oltp.public.tenants",
     "couriers": "oltp.public.couriers",
@@ -185,7 +186,11 @@ class _Engine:
         if commit_us < self.start_us:
             raise RuntimeError(f"generator bug: transaction at {E.iso(commit_us)} before the period starts")
         self.seq += 1
-        self.txs.setdefault(self._hour_of(commit_us), []).append((commit_us, self.seq, changes, snapshot))
+        h = (commit_us - self.start_us) // HOUR_US
+        bucket = self.txs.get(h)
+        if bucket is None:
+            bucket = self.txs[h] = []
+        bucket.append((commit_us, self.seq, changes, snapshot))
         return True
 
     def _fmt(self) -> tuple[E.TsFn, E.DecFn, int]:
@@ -418,11 +423,20 @@ class _Engine:
         )
         tip_text = f',"tip_amount":{E.dec_str(tip)}}}'
 
+        getbits = rng.getrandbits
+        epoch_rate, number_rate = self.epoch_rate, self.number_rate
+        last_change: list[Any] = [None]
+
         def order_change(op: str, t: int, updated: int | None = None) -> list[Any]:
             o[10] = t if updated is None else updated
-            ts, dec, flags = self._fmt()
+            bits = getbits(40)  # the draw of _fmt(), inlined: this runs for every order change
+            flags = (1 if (bits & 0xFFFFF) * _INV20 < epoch_rate else 0) | (
+                2 if (bits >> 20) * _INV20 < number_rate else 0
+            )
             with_tip = tip_from is not None and t >= tip_from
             if flags:
+                ts = E.ts_epoch if flags & 1 else E.ts_iso
+                dec = E.dec_num if flags & 2 else E.dec_str
                 after = E.order_row(*[*o, tip if with_tip else None], ts=ts, dec=dec)
             else:  # same text as E.order_row with canonical encodings, from pre-rendered pieces
                 courier_text = "null" if o[2] is None else o[2]
@@ -436,7 +450,9 @@ class _Engine:
             before = prev_after[0] if op != "c" and op != "r" else "null"
             prev_after[0] = after
             ch = [T_ORDERS, op, oid, before, after, None, flags]
-            self._link(links, ch, t)
+            if last_change[0] is not None:  # _link() for the order row, inlined
+                last_change[0][5] = t
+            last_change[0] = ch
             return ch
 
         def new_payment(op: str, t: int, amount: int, status: str, row_time: int | None = None) -> list[Any]:
@@ -525,7 +541,8 @@ class _Engine:
         if rng.random() < cfg.delete_rate:
             t_del = max(t for t, _, _ in txs) + rng.randrange(5 * MINUTE, 2 * HOUR_US) if txs else end_t + HOUR_US
             chs = [[T_ORDERS, "d", oid, prev_after[0], "null", None, 0]]
-            self._link(links, chs[0], t_del)
+            if last_change[0] is not None:
+                last_change[0][5] = t_del
             for p in payments:
                 ch = [T_PAYMENTS, "d", p[0], f'{{"payment_id":{p[0]}}}', "null", None, 0]
                 self._link(links, ch, t_del)
@@ -826,91 +843,113 @@ class _Engine:
                 return self.start_us + a * HOUR_US + rng.randrange(HOUR_US)
         return None
 
-    def _route_change(self, ch: list[Any], commit_us: int, lsn: int, prev_lsn: int, tx_id: int, snapshot: str) -> None:
-        """Give one committed change its envelope, arrival time and copies (redelivered / corrupted)."""
-        ti, op, key, before, after, next_commit, flags = ch
-        rng = self.rng
-        st = self.stats[ti]
-        # One 64-bit draw: lateness dice (20 bits), envelope-form dice (20 bits), connector and sink lag (24 bits).
-        bits = rng.getrandbits(64)
-        arrival = None
-        r = (bits & 0xFFFFF) * _INV20
-        if r < self.p_late:
-            arrival = self._late_arrival(st, commit_us, r)
-        # Only a change with a next change (soon enough, inside the period) can be overtaken; the share owed by
-        # the others (last changes of rows) is carried over so the realised rate matches the configured one.
-        self.ooo_owed += self.p_ooo
-        if (
-            arrival is None
-            and next_commit is not None
-            and 0 < next_commit - commit_us < OOO_MAX_GAP_US
-            and rng.random() < self.ooo_owed
-        ):
-            cand = next_commit + rng.randrange(40 * SECOND, 20 * MINUTE)
-            if cand < self.end_us:
-                arrival = cand
-                st.out_of_order_injected += 1
-                self.ooo_owed -= 1.0
-        sink_lag = 100_000 + ((bits >> 52) & 0xFFF) * 7_300  # 0.1 .. 30 s from processing to file
-        if arrival is None:
-            connector = commit_us + 50_000 + ((bits >> 40) & 0xFFF) * 475  # 0.05 .. 2 s after commit
-            arrival = connector + sink_lag
-            if arrival >= self.end_us:
-                arrival = self.end_us - 1
-        else:
-            connector = arrival - sink_lag
-            if connector < commit_us + 50_000:
-                connector = commit_us + 50_000
-        table = TABLES[ti]
-        env = E.envelope(table, op, before, after, commit_us // 1000, lsn, prev_lsn, tx_id, connector // 1000, snapshot)
-        line = env
-        wrapped = ((bits >> 20) & 0xFFFFF) * _INV20 < self.schema_rate
-        if wrapped:
-            line = E.wrap_with_schema(self.schema_tip if flags & 4 else self.schema[table], env)
-            st.schema_envelopes += 1
-        nlines = 1
-        if op == "d":
-            line += "\nnull"
-            nlines = 2
-        part = key % self.nparts[ti] if type(key) is int else E.partition_of(key, self.nparts[ti])
-        self._emit(ti, arrival, line, part, key, lsn, nlines, commit_us)
-        st.events += 1
-        st.ops[op] += 1
-        if flags:
-            if flags & 1:
-                st.epoch_micros += 1
-            if flags & 2:
-                st.decimal_numbers += 1
-            if flags & 4:
-                st.tip_amount_events += 1
-        x = rng.random()
-        if x < self.dup_rate:
-            delay = self._dup_delay(arrival)
-            if delay is not None:
-                self._emit(ti, arrival + delay, line, part, key, lsn, nlines, commit_us)
-                st.duplicates += 1
-                if wrapped:
-                    st.schema_envelopes += 1
-        elif op != "d" and x < self.dup_rate + self.malformed_total:
-            self._bad_line(ti, env, arrival, part, x - self.dup_rate, self.malformed_kinds)
-
     def _commit_hour(self, h: int) -> None:
+        """Commit hour h's transactions in commit order and route each change (the CDC hot loop).
+
+        LSNs and txIds are assigned here, so they increase with commit time. Per change: its envelope, its
+        arrival (normal lag, late within/beyond L, or overtaken by the row's next change), then maybe a
+        redelivered copy or a corrupted copy.
+        """
         txs = self.txs.pop(h, [])
         txs.sort(key=itemgetter(0, 1))
         rng = self.rng
+        rnd = rng.random
+        getbits = rng.getrandbits
+        stats, buckets, nparts, schema = self.stats, self.buckets, self.nparts, self.schema
+        schema_tip = self.schema_tip
+        start_us, end_us, late_us = self.start_us, self.end_us, self.late_us
+        p_late, p_ooo, schema_rate = self.p_late, self.p_ooo, self.schema_rate
+        dup_rate, bad_total = self.dup_rate, self.malformed_total
+        envelope, wrap, partition_of = E.envelope, E.wrap_with_schema, E.partition_of
+        lsn, tx_id, ooo_owed = self.lsn, self.tx_id, self.ooo_owed
         for commit_us, _, changes, snapshot in txs:
-            self.tx_id += rng.randrange(1, 4)
-            prev = self.lsn
+            tx_id += 1 + int(rnd() * 3)
+            prev = lsn
+            commit_ms = commit_us // 1000
+            n = len(changes)
             if snapshot:
-                self.lsn += rng.randrange(40, 400)
-                n = len(changes)
-                for i, ch in enumerate(changes):
+                lsn += 40 + int(rnd() * 360)
+            for i, ch in enumerate(changes):
+                if snapshot:
                     flag = "first" if i == 0 else ("last" if i == n - 1 else "true")
-                    self._route_change(ch, commit_us, self.lsn, prev, self.tx_id, flag)
-                continue
-            for ch in changes:
-                self.lsn += rng.randrange(40, 400)
-                self._route_change(ch, commit_us, self.lsn, prev, self.tx_id, "false")
+                else:
+                    lsn += 40 + int(rnd() * 360)
+                    flag = "false"
+                ti, op, key, before, after, next_commit, flags = ch
+                st = stats[ti]
+                # One 64-bit draw: lateness dice (20 bits), envelope-form dice (20 bits), connector/sink lag (24).
+                bits = getbits(64)
+                arrival = None
+                r = (bits & 0xFFFFF) * _INV20
+                if r < p_late:
+                    arrival = self._late_arrival(st, commit_us, r)
+                # Only a change with a next change (soon enough, inside the period) can be overtaken; the share
+                # owed by the others (last changes of rows) is carried over so the realised rate matches.
+                ooo_owed += p_ooo
+                if (
+                    arrival is None
+                    and next_commit is not None
+                    and 0 < next_commit - commit_us < OOO_MAX_GAP_US
+                    and rnd() < ooo_owed
+                ):
+                    cand = next_commit + 40 * SECOND + int(rnd() * (20 * MINUTE - 40 * SECOND))
+                    if cand < end_us:
+                        arrival = cand
+                        st.out_of_order_injected += 1
+                        ooo_owed -= 1.0
+                sink_lag = 100_000 + ((bits >> 52) & 0xFFF) * 7_300  # 0.1 .. 30 s from processing to file
+                if arrival is None:
+                    connector = commit_us + 50_000 + ((bits >> 40) & 0xFFF) * 475  # 0.05 .. 2 s after commit
+                    arrival = connector + sink_lag
+                    if arrival >= end_us:
+                        arrival = end_us - 1
+                else:
+                    connector = arrival - sink_lag
+                    if connector < commit_us + 50_000:
+                        connector = commit_us + 50_000
+                table = TABLES[ti]
+                env = envelope(table, op, before, after, commit_ms, lsn, prev, tx_id, connector // 1000, flag)
+                line = env
+                wrapped = ((bits >> 20) & 0xFFFFF) * _INV20 < schema_rate
+                if wrapped:
+                    line = wrap(schema_tip if flags & 4 else schema[table], env)
+                    st.schema_envelopes += 1
+                nlines = 1
+                if op == "d":
+                    line += "\nnull"
+                    nlines = 2
+                part = key % nparts[ti] if type(key) is int else partition_of(key, nparts[ti])
+                a = (arrival - start_us) // HOUR_US
+                bucket = buckets[ti].get(a)
+                if bucket is None:
+                    if a <= self.flushed:
+                        raise RuntimeError(f"generator bug: a line for arrival hour {a} after it was written")
+                    bucket = buckets[ti][a] = []
+                bucket.append((arrival, line, part, key, lsn, nlines))
+                if commit_us < start_us + a * HOUR_US - late_us:
+                    st.hour(a)[3] += 1
+                if nlines == 2:
+                    st.hour(a)[2] += 1
+                st.events += 1
+                st.ops[op] += 1
+                if flags:
+                    if flags & 1:
+                        st.epoch_micros += 1
+                    if flags & 2:
+                        st.decimal_numbers += 1
+                    if flags & 4:
+                        st.tip_amount_events += 1
+                x = rnd()
+                if x < dup_rate:
+                    delay = self._dup_delay(arrival)
+                    if delay is not None:
+                        self._emit(ti, arrival + delay, line, part, key, lsn, nlines, commit_us)
+                        st.duplicates += 1
+                        if wrapped:
+                            st.schema_envelopes += 1
+                elif op != "d" and x < dup_rate + bad_total:
+                    self._bad_line(ti, env, arrival, part, x - dup_rate, self.malformed_kinds)
+        self.lsn, self.tx_id, self.ooo_owed = lsn, tx_id, ooo_owed
 
     # ------------------------------------------------------------------------------------------ files
     def _plan_delayed_files(self) -> None:
@@ -933,11 +972,15 @@ class _Engine:
             recs = self.buckets[ti].pop(a, None)
             if not recs:
                 continue
-            recs.sort(key=itemgetter(0))
+            # One sort by (partition, arrival): each partition's lines in arrival order, partitions contiguous.
+            recs.sort(key=itemgetter(2, 0))
             self._count_out_of_order(ti, recs)
-            parts: list[list[tuple[Any, ...]]] = [[] for _ in range(self.nparts[ti])]
-            for rec in recs:
-                parts[rec[2]].append(rec)
+            parts: list[list[tuple[Any, ...]]] = []
+            i = 0
+            for p in range(self.nparts[ti]):
+                j = bisect_right(recs, p, lo=i, key=_PART)
+                parts.append(recs[i:j])
+                i = j
 
             def render(p: int, i: int, j: int, parts: list[list[tuple[Any, ...]]] = parts) -> tuple[Any, int, int]:
                 chunk = parts[p][i:j]
