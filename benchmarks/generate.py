@@ -7,6 +7,9 @@ directory with the default topic mix (orders, payments, pings in the CLI's propo
   directory. ``generate / io`` is how far generation is from the disk's limit.
 - Naive baseline: building the same number of ping lines with ``json.dumps`` per line (a sample, scaled),
   i.e. what a straightforward generator would spend on text alone.
+- Ingest baseline: the platform's own line parser (``lib.envelope.LineParser``, the first step of the bronze
+  ingest) on a sample of the generated lines of every topic, scaled to all lines: generation must stay well
+  under the time it takes to ingest what it wrote.
 
 Usage: .venv/bin/python benchmarks/generate.py [--lines N] [--mode clean|default] [--keep DIR]
 """
@@ -14,6 +17,7 @@ Usage: .venv/bin/python benchmarks/generate.py [--lines N] [--mode clean|default
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import os
 import random
@@ -65,10 +69,10 @@ def io_baseline(src: Path, dst: Path) -> tuple[float, int]:
     return spent, total
 
 
-def naive_ping_seconds(lines: int, sample: int = 200_000) -> float:
-    """Seconds a json.dumps-per-line generator would need for ``lines`` ping lines (sample, scaled)."""
+def naive_ping_seconds(lines: int, sample: int = 200_000) -> tuple[float, float]:
+    """(wall, CPU) seconds a json.dumps-per-line generator would need for ``lines`` ping lines (scaled)."""
     rng = random.Random(1)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     for i in range(sample):
         json.dumps(
             {
@@ -82,7 +86,33 @@ def naive_ping_seconds(lines: int, sample: int = 200_000) -> float:
             },
             separators=(",", ":"),
         )
-    return (time.perf_counter() - t0) * lines / sample
+    scale = lines / sample
+    return (time.perf_counter() - t0) * scale, (time.process_time() - c0) * scale
+
+
+def parse_seconds(root: Path, summary: dict, sample: int = 200_000) -> tuple[float, float]:
+    """(wall, CPU) seconds the bronze line parser would need for every generated line (samples, scaled)."""
+    from logistics_platform.lib.bronze_schema import TOPIC_BY_NAME
+    from logistics_platform.lib.envelope import LineParser
+
+    total = total_cpu = 0.0
+    for topic, t in summary["topics"].items():
+        want = max(1, sample * t["lines"] // summary["totals"]["lines"])
+        raws: list[bytes] = []
+        for path in sorted((root / "topics" / topic).rglob("*.json*")):
+            data = gzip.decompress(path.read_bytes()) if path.name.endswith(".gz") else path.read_bytes()
+            raws.extend(data.split(b"\n")[:-1])
+            if len(raws) >= want:
+                break
+        raws = raws[:want]
+        parser = LineParser(TOPIC_BY_NAME[topic], datetime(2026, 11, 1, 12), 7200)
+        t0, c0 = time.perf_counter(), time.process_time()
+        for i, raw in enumerate(raws):
+            parser.parse(raw, 0, i, "sample")
+        scale = t["lines"] / max(1, len(raws))
+        total += (time.perf_counter() - t0) * scale
+        total_cpu += (time.process_time() - c0) * scale
+    return total, total_cpu
 
 
 def main() -> int:
@@ -111,7 +141,8 @@ def main() -> int:
         lines, mb = tot["lines"], tot["bytes"] / 1e6
         io_s, io_bytes = io_baseline(out, tmp / "io_copy")
         assert io_bytes == tot["bytes"]
-        naive_s = naive_ping_seconds(lines)
+        naive_s, naive_cpu = naive_ping_seconds(lines)
+        parse_s, parse_cpu = parse_seconds(out, summary)
         rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         print(f"lines            {lines:,} in {tot['files']:,} files, {mb:,.1f} MB")
         for topic, t in summary["topics"].items():
@@ -119,9 +150,14 @@ def main() -> int:
         print(f"generate         {gen_s:8.2f} s wall  {lines / gen_s:>12,.0f} lines/s  {mb / gen_s:8.1f} MB/s")
         print(f"                 {gen_cpu:8.2f} s cpu   {lines / gen_cpu:>12,.0f} lines/s (CPU time: less noisy)")
         print(f"io baseline      {io_s:8.2f} s       {lines / io_s:>12,.0f} lines/s  {mb / io_s:8.1f} MB/s")
-        print(f"naive json.dumps {naive_s:8.2f} s (text only, scaled from a 200k-line sample)")
-        print(f"ratio generate / io write:        {gen_s / io_s:6.1f}x")
-        print(f"ratio naive text / generate:      {naive_s / gen_s:6.2f}x (above 1: faster than json.dumps alone)")
+        print(f"naive json.dumps {naive_s:8.2f} s wall {naive_cpu:8.2f} s cpu (text only, scaled from a sample)")
+        print(
+            f"ingest parse     {parse_s:8.2f} s wall {parse_cpu:8.2f} s cpu  {lines / parse_cpu:>10,.0f} lines/s cpu"
+            " (lib.envelope.LineParser, sampled)"
+        )
+        print(f"ratio generate / io write (wall):      {gen_s / io_s:6.1f}x")
+        print(f"ratio naive text / generate (cpu):     {naive_cpu / gen_cpu:6.2f}x (above 1: faster than json.dumps)")
+        print(f"ratio ingest parse / generate (cpu):   {parse_cpu / gen_cpu:6.2f}x (above 1: faster than parsing it)")
         print(f"peak RSS {rss_mb:,.0f} MB, load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
