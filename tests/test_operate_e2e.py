@@ -1,7 +1,7 @@
 """End to end through the UI's API: `dagster dev` (webserver + daemon) runs a partition-range backfill.
 
-The backfill is launched with the `launchPartitionBackfill` GraphQL mutation that the UI's "Launch backfill"
-button sends, over every partitioned asset of the bronze and dbt layers, for 4 arrival hours.
+The backfills are launched with the `launchPartitionBackfill` GraphQL mutation that the UI's "Launch backfill"
+button sends: the bronze assets for 4 arrival hours, then every partitioned dbt/publish asset for that range.
 """
 
 from __future__ import annotations
