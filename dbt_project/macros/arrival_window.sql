@@ -10,7 +10,8 @@
 
 {% macro arrival_window_value(name) -%}
     {%- set value = var(name, none) -%}
-    {%- if not value -%}
+    {#- Only at execution: an env var read while parsing is recorded, and its next value would re-parse models. -#}
+    {%- if not value and execute -%}
         {%- set value = env_var('LOGISTICS_DBT_' ~ (name | upper), '') -%}
     {%- endif -%}
     {{- return(value or none) -}}

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import duckdb
+from pyiceberg.catalog import Catalog
+from pyiceberg.catalog.sql import IcebergTables, SqlCatalog
 from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.schema import Schema
 from pyiceberg.types import (
@@ -18,6 +22,8 @@ from pyiceberg.types import (
     TimestampType,
     TimestamptzType,
 )
+from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from logistics_platform.lib import bronze_schema
 from logistics_platform.lib.catalog import load_catalog
@@ -67,16 +73,39 @@ def _quote(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
+def current_metadata_locations(catalog: Catalog, namespace: str, names: Iterable[str]) -> dict[str, str | None]:
+    """Table -> the metadata file the catalog points at now (None: no such table).
+
+    For the SQL catalog this is one query on its ``iceberg_tables`` table (the Iceberg JDBC-catalog layout) instead
+    of parsing every table's metadata JSON: it runs on every dbt connection, so it must stay cheap.
+    """
+    names = list(names)
+    if isinstance(catalog, SqlCatalog):
+        with Session(catalog.engine) as session:
+            rows = session.execute(
+                select(IcebergTables.table_name, IcebergTables.metadata_location).where(
+                    IcebergTables.catalog_name == catalog.name, IcebergTables.table_namespace == namespace
+                )
+            ).all()
+        found = {str(name): str(location) for name, location in rows if location}
+        return {n: found.get(n) for n in names}
+    out: dict[str, str | None] = {}
+    for n in names:
+        try:
+            out[n] = catalog.load_table(f"{namespace}.{n}").metadata_location
+        except NoSuchTableError:
+            out[n] = None
+    return out
+
+
 def refresh_bronze_views(con: duckdb.DuckDBPyConnection, settings: Settings) -> dict[str, str | None]:
     """(Re)create ``bronze.<table>`` for every bronze table; returns table -> metadata location (None: empty)."""
-    catalog = load_catalog(settings)
+    tables = bronze_tables()
+    locations = current_metadata_locations(load_catalog(settings), bronze_schema.NAMESPACE, tables)
     con.execute(f"create schema if not exists {BRONZE_SCHEMA}")
     bound: dict[str, str | None] = {}
-    for name, schema in bronze_tables().items():
-        try:
-            location: str | None = catalog.load_table(f"{bronze_schema.NAMESPACE}.{name}").metadata_location
-        except NoSuchTableError:
-            location = None
+    for name, schema in tables.items():
+        location = locations[name]
         body = empty_select(schema) if location is None else f"select * from iceberg_scan({_quote(location)})"
         con.execute(f"create or replace view {BRONZE_SCHEMA}.{name} as {body}")
         bound[name] = location
