@@ -7,8 +7,12 @@ out of order, redelivered, corrupted copies), then write arrival hour h: nothing
 happened, so hour h is complete once event hour h is done. Memory stays bounded by the few hours that
 delayed events can reach ahead.
 
-Everything random comes from one ``random.Random(seed)`` consumed in a fixed order, and nothing reads the
-clock, so a config produces byte-identical files.
+Pings (most of the volume) are planned as runs (one per trip segment) and expanded column-wise with Arrow
+compute kernels: times, positions, uuids, network delay, offline uploads, redelivered copies, and finally
+the JSON text of a whole arrival hour. CDC changes are built in Python from pre-rendered f-string pieces.
+
+Everything random comes from one seeded ``random.Random`` consumed in a fixed order (Arrow's random arrays
+are seeded from it), and nothing reads the clock, so a config produces byte-identical files.
 """
 
 from __future__ import annotations
