@@ -109,7 +109,7 @@ class Uploader:
     def __init__(self, source: Path, landing: Path) -> None:
         self.landing = landing
         self.pending = sorted(
-            (p.stat().st_mtime, p.relative_to(source), p) for p in source.rglob("*.json*") if p.is_file()
+            (p.stat().st_mtime, p.relative_to(source), p) for p in (source / "topics").rglob("*.json*") if p.is_file()
         )
 
     def until(self, clock: datetime) -> int:
