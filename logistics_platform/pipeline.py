@@ -132,7 +132,10 @@ def run_pipeline(
     def execute(job_name: str, label: str, **kwargs: object) -> bool:
         job = defs.resolve_job_def(job_name)
         result = job.execute_in_process(
-            run_config=QUIET, instance=instance, raise_on_error=False, **kwargs  # type: ignore[arg-type]
+            run_config=QUIET,
+            instance=instance,
+            raise_on_error=False,
+            **kwargs,  # type: ignore[arg-type]
         )
         summary.runs.append(RunRecord(job_name, label, result.run_id, result.success))
         return result.success

@@ -146,7 +146,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
     warehouse = env.get("ICEBERG_WAREHOUSE") or d.warehouse
     if warehouse.startswith("file://") and not warehouse.startswith("file:///"):
         # file://relative/path: resolve against the working directory like every other path setting.
-        warehouse = f"file://{_path(warehouse[len('file://'):], cwd)}"
+        warehouse = f"file://{_path(warehouse[len('file://') :], cwd)}"
     if mode == "prod" and catalog_uri.startswith("sqlite"):
         raise SettingsError(
             "LOGISTICS_ENV=prod needs ICEBERG_CATALOG_URI on PostgreSQL "
