@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
         if keys:
             print(
                 "repair: re-run these partitions of job ingest_arrival_hours (UI: Jobs > ingest_arrival_hours > "
-                f"Launch backfill), or `logistics-platform run --partition {keys[0]}` for one hour"
+                f"Launch backfill), or `logistics-platform run --partitions {keys[0]}` for one hour"
             )
         if any(r.status == "unbalanced" for r in problems):
             print("unbalanced hours: lines are missing from bronze; re-run the hour, then check bronze.quarantine")
