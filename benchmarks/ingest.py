@@ -299,7 +299,6 @@ def main() -> int:
         if r["lines"] != total_lines:
             log(f"warning: {name} read {r['lines']:,} lines, the generator wrote {total_lines:,}")
     limit_name = max(("pyarrow", "duckdb"), key=lambda n: rate(results[n]))
-    ours = rate(results["ours"])
     log("")
     log("| contender | lines/s (wall) | wall s | CPU s | lines per CPU-second | peak RSS |")
     log("|---|---:|---:|---:|---:|---:|")
@@ -307,15 +306,20 @@ def main() -> int:
         rss = f"{r['peak_rss'] / 2**20:,.0f} MiB" if "peak_rss" in r else "-"
         log(f"| {name} | {rate(r):,.0f} | {r['seconds']:,.1f} | {r.get('cpu', 0):,.1f} | {cpu_rate(r):,.0f} | {rss} |")
     log("")
-    ours_cpu = cpu_rate(results["ours"])
     limit = results[limit_name]
-    log(
-        f"ours / limit ({limit_name}): {ours / rate(limit):.2f}x wall, {ours_cpu / cpu_rate(limit):.2f}x per CPU-second"
-        "   (target >= 0.5x)"
-    )
-    if "dlt" in results:
-        d = results["dlt"]
-        log(f"ours / dlt: {ours / rate(d):.2f}x wall, {ours_cpu / cpu_rate(d):.2f}x per CPU-second   (target >= 3x)")
+    for name in [n for n in ("ours", "ours_1") if n in results]:
+        r = results[name]
+        label = f"{name} ({'INGEST_WORKERS=1' if name == 'ours_1' else f'INGEST_WORKERS={args.workers}'})"
+        log(
+            f"{label} / limit ({limit_name}): {rate(r) / rate(limit):.2f}x wall, "
+            f"{cpu_rate(r) / cpu_rate(limit):.2f}x per CPU-second   (target >= 0.5x)"
+        )
+        if "dlt" in results:
+            d = results["dlt"]
+            log(
+                f"{label} / dlt: {rate(r) / rate(d):.2f}x wall, {cpu_rate(r) / cpu_rate(d):.2f}x per CPU-second"
+                "   (target >= 3x)"
+            )
     cpu = resource.getrusage(resource.RUSAGE_SELF).ru_utime
     log(f"load average at end {os.getloadavg()[0]:.1f}; own CPU {cpu:.0f}s")
     (WORK / "last_results.json").write_text(json.dumps(results, indent=2))
