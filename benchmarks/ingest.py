@@ -83,7 +83,7 @@ OURS_CHILD = """
 import json, resource, sys, time
 from datetime import datetime
 from pathlib import Path
-from logistics_platform.lib.ingest import ingest_hour
+from logistics_platform.lib.ingest import ingest_hour, shutdown_workers
 from logistics_platform.lib.landing import list_arrival_hours
 from logistics_platform.settings import local_settings
 
@@ -97,6 +97,7 @@ def main():
         lines += r.lines
         rows += r.rows
     seconds = time.perf_counter() - t
+    shutdown_workers()  # so that their CPU time and peak RSS are in RUSAGE_CHILDREN
     print(json.dumps({
         "lines": lines, "rows": rows, "seconds": seconds,
         "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,

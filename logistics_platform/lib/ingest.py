@@ -535,6 +535,13 @@ def _executor(workers: int) -> ProcessPoolExecutor:
     return ex
 
 
+def shutdown_workers() -> None:
+    """Stop the parse worker processes now (they are otherwise stopped when this process exits)."""
+    while _EXECUTORS:
+        _, ex = _EXECUTORS.popitem()
+        ex.shutdown(cancel_futures=True)
+
+
 class _Pool:
     """Ordered map over block tasks: in this process, or in worker processes with a bounded window."""
 
