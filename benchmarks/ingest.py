@@ -257,7 +257,7 @@ def cpu_rate(r: dict) -> float:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--lines", type=int, default=2_000_000, help="at least this many landed lines (default 2M)")
-    ap.add_argument("--workers", type=int, default=2, help="INGEST_WORKERS for our ingest (default 2)")
+    ap.add_argument("--workers", type=int, default=2, help="INGEST_WORKERS for the second run of ours (default 2)")
     ap.add_argument("--skip-dlt", action="store_true", help="do not run the dlt peer")
     args = ap.parse_args()
 
