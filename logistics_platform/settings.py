@@ -33,7 +33,7 @@ SETTINGS_DOC: dict[str, tuple[str, str]] = {
     "PARTITIONS_START": ("2026-11-01-00:00", "First arrival-hour partition (Dagster hourly key)."),
     "DBT_TARGET": ("local (prod when LOGISTICS_ENV=prod)", "dbt target in dbt_project/profiles.yml."),
     "INGEST_BATCH_ROWS": ("200000", "Rows per Arrow batch / data file written by the bronze ingest."),
-    "INGEST_WORKERS": ("2", "Processes that parse landing files in parallel for large hours (1 = in-process only)."),
+    "INGEST_WORKERS": ("1", "Processes parsing a large arrival hour in parallel (1 = in the ingest process)."),
     "BRONZE_FRESHNESS_HOURS": ("2", "Bronze tables older than this fail their freshness check."),
     "MARTS_FRESHNESS_HOURS": ("26", "Marts older than this fail their freshness check."),
     "AUTOMATION_DEFAULT_STATUS": (
@@ -73,7 +73,7 @@ class Settings:
     partitions_start: str = "2026-11-01-00:00"
     dbt_target: str = "local"
     ingest_batch_rows: int = 200_000
-    ingest_workers: int = 2
+    ingest_workers: int = 1
     bronze_freshness_hours: float = 2.0
     marts_freshness_hours: float = 26.0
     automation_running: bool = True
