@@ -97,6 +97,14 @@ def test_malformed_json(line):
     assert reason(orders(), line) == "malformed_json"
 
 
+def test_surrogate_escapes():
+    p = orders()
+    pair = b'{"op":"c","after":{"order_id":1,"region":"\\ud83d\\ude00"},"source":{"lsn":1,"ts_ms":1}}'
+    assert p.row_dict(parse(p, pair))["region"] == "\U0001f600"
+    lone = b'{"op":"c","after":{"order_id":1,"region":"\\ud800"},"source":{"lsn":1,"ts_ms":1}}'
+    assert reason(p, lone) == "malformed_json"
+
+
 def test_not_utf8_is_kept_as_base64():
     text, enc = raw_line_text(b"ab\xff")
     assert enc == "base64" and text == "YWL/"

@@ -88,6 +88,7 @@ def test_lines_and_tombstones(tmp_path):
     path2.write_bytes(b"null\n{}")
     assert count_lines(list_hour_files(tmp_path, "t", H)[1]) == (2, 1)
     assert not is_tombstone_line(b'{"payload":null,"x":1}')
+    assert not is_tombstone_line(b"\x0cnull")  # not JSON whitespace: malformed, as the parser says
     assert not is_tombstone_line(b'{"payload":null')
     assert is_tombstone_line(b'{"schema":{"type":"struct"},"payload":null}')
 

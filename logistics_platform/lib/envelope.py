@@ -225,6 +225,14 @@ def _loads(text: str) -> Any:
     return value
 
 
+def _encodable(value: Any) -> bool:
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def raw_line_text(raw: bytes) -> tuple[str, str]:
     """(text, encoding) to store a landed line: the text when it is UTF-8, else base64."""
     try:
@@ -287,6 +295,9 @@ class LineParser:
             return Rejected(REASON_MALFORMED_JSON, f"not JSON: {e}")
         except RecursionError:
             return Rejected(REASON_MALFORMED_JSON, "not JSON: nested too deeply")
+        if (b"\\ud" in raw or b"\\uD" in raw) and not _encodable(value):
+            # "\ud800" alone is accepted by the json module but is no text: it could not be stored.
+            return Rejected(REASON_MALFORMED_JSON, "not JSON text: unpaired UTF-16 surrogate escape")
         if type(value) is dict and "payload" in value and len(value) == 2 and "schema" in value:
             value = value["payload"]
         if value is None:

@@ -171,7 +171,7 @@ def is_tombstone_line(raw: bytes) -> bool:
 
     Deliberately independent of the envelope parser: the accounting check counts tombstones with it.
     """
-    s = raw.strip()
+    s = raw.strip(b" \t\n\r")  # JSON whitespace only, as the envelope parser
     if s == b"null":
         return True
     if b'"payload"' not in s:
