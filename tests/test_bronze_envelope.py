@@ -185,6 +185,7 @@ def test_invalid_values_of_pings_and_couriers():
     assert reason(pings(), dump(ping("a", T, speed_kmh=True))) == "invalid_value:speed_kmh"
     assert reason(pings(), b'{"ping_id":"a","recorded_at":"2026-11-02T10:00:00Z","lat":1e999}') == "invalid_value:lat"
     assert reason(pings(), dump(ping("a", T, recorded_at=None))) == "invalid_value:recorded_at"
+    assert reason(pings(), dump(ping("a", T, lon=10**400))) == "invalid_value:lon"
     couriers = LineParser(TOPICS["couriers"], H, L)
     line = dump(cdc("c", "couriers", {"courier_id": 1, "active": "yes"}, lsn=1, ts=T))
     assert reason(couriers, line) == "invalid_value:active"

@@ -188,7 +188,10 @@ def convert(kind: str, value: Any) -> Any:
                 return value
             raise _BadValue(f"{value!r} is not a finite number")
         if t is int:
-            return float(value)
+            try:
+                return float(value)
+            except OverflowError:
+                raise _BadValue(f"{value} is out of range for a double") from None
         raise _BadValue(f"expected a number, got {t.__name__}")
     if kind == K_TIMESTAMP:
         return parse_timestamp_micros(value)
