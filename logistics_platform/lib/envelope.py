@@ -273,6 +273,7 @@ class LineParser:
         self.evolved_kinds = [(n, kind_of(t, evolved=True)) for n, t in self.evolved.items()]
         self.columns: list[tuple[str, str]] = contract + self.evolved_kinds
         self.known = frozenset(n for n, _ in self.columns)
+        self.reserved = frozenset(c.name for c in metadata_columns(spec))  # a row column must not shadow these
         self.key = spec.key
         self.key_kind = kind_of(next(c.type for c in spec.columns if c.name == spec.key))
         self.value_columns = [(n, k) for n, k in contract if n != spec.key]
@@ -376,10 +377,16 @@ class LineParser:
             raise _BadValue(f"{self.key} must be a non-empty string, got {k!r}")
         return k
 
-    def _extras(self, data: dict[str, Any]) -> dict[str, Any] | None:
+    def _extras(self, data: dict[str, Any]) -> dict[str, Any] | Rejected | None:
         if data.keys() <= self.known:
             return None
-        return {k: v for k, v in data.items() if k not in self.known and v is not None} or None
+        extras = {k: v for k, v in data.items() if k not in self.known and v is not None}
+        clash = [k for k in extras if k in self.reserved or not k.strip()]
+        if clash:
+            return Rejected(
+                REASON_INVALID_ENVELOPE, f"row column {clash[0]!r} cannot be added: the name is reserved or empty"
+            )
+        return extras or None
 
     def _cdc(self, env: dict[str, Any], kafka_partition: int, offset: int, source_file: str) -> ParseResult:
         op = env.get("op")
@@ -418,6 +425,8 @@ class LineParser:
             if bad is not None:
                 return bad
             extras = self._extras(after)
+            if type(extras) is Rejected:
+                return extras
         tx_id = source.get("txId")
         conn_ts = env.get("ts_ms")
         event_us = ts_ms * 1000
@@ -475,5 +484,8 @@ class LineParser:
             bad = self._values(obj, out, self.evolved_kinds)
             if bad is not None:
                 return bad
-        out.append(self._extras(obj))
+        extras = self._extras(obj)
+        if type(extras) is Rejected:
+            return extras
+        out.append(extras)
         return out

@@ -246,7 +246,7 @@ def add_columns(catalog: Catalog, identifier: str, columns: dict[str, IcebergTyp
             return
         with table.update_schema() as update:
             for name, typ in missing.items():
-                update.add_column(name, typ, doc=f"Added by schema evolution; first seen in {origin}.")
+                update.add_column((name,), typ, doc=f"Added by schema evolution; first seen in {origin}.")
                 added[name] = str(typ)
 
     _retrying(f"{identifier}: add columns {sorted(columns)}", attempt)
