@@ -273,7 +273,8 @@ class LineParser:
         self.evolved_kinds = [(n, kind_of(t, evolved=True)) for n, t in self.evolved.items()]
         self.columns: list[tuple[str, str]] = contract + self.evolved_kinds
         self.known = frozenset(n for n, _ in self.columns)
-        self.reserved = frozenset(c.name for c in metadata_columns(spec))  # a row column must not shadow these
+        # Names an added column must not take, case-insensitively (DuckDB and dbt fold case).
+        self.taken = frozenset(n.lower() for n in (*self.known, *(c.name for c in metadata_columns(spec))))
         self.key = spec.key
         self.key_kind = kind_of(next(c.type for c in spec.columns if c.name == spec.key))
         self.value_columns = [(n, k) for n, k in contract if n != spec.key]
@@ -381,10 +382,12 @@ class LineParser:
         if data.keys() <= self.known:
             return None
         extras = {k: v for k, v in data.items() if k not in self.known and v is not None}
-        clash = [k for k in extras if k in self.reserved or not k.strip()]
+        clash = [k for k in extras if k.lower() in self.taken or not k.strip()]
         if clash:
             return Rejected(
-                REASON_INVALID_ENVELOPE, f"row column {clash[0]!r} cannot be added: the name is reserved or empty"
+                REASON_INVALID_ENVELOPE,
+                f"row column {clash[0]!r} cannot be added: empty, or equal to a bronze column but for case "
+                "(SQL readers fold case), or reserved for bronze metadata",
             )
         return extras or None
 
