@@ -281,5 +281,6 @@ def test_extra_columns_that_cannot_be_added_are_quarantined():
     assert reason(orders(), dump(cdc("c", "orders", {**order(1, T), "": 1}, lsn=1, ts=T))) == "invalid_envelope"
     assert reason(pings(), dump(ping("a", T, _event_id="x"))) == "invalid_envelope"
     assert reason(pings(), dump(ping("a", T, LAT=1.0))) == "invalid_envelope"
+    assert reason(pings(), dump(ping("a", T, tip=1, TIP=2))) == "invalid_envelope"
     dotted = parse(orders(), dump(cdc("c", "orders", order(1, T, **{"a.b": 1}), lsn=1, ts=T)))
     assert dotted[-1] == {"a.b": 1}

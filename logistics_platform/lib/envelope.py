@@ -383,6 +383,8 @@ class LineParser:
             return None
         extras = {k: v for k, v in data.items() if k not in self.known and v is not None}
         clash = [k for k in extras if k.lower() in self.taken or not k.strip()]
+        if not clash and len({k.lower() for k in extras}) != len(extras):
+            clash = sorted(extras)
         if clash:
             return Rejected(
                 REASON_INVALID_ENVELOPE,
