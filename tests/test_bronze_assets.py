@@ -52,6 +52,8 @@ def test_materialize_partition_with_checks(tmp_path):
     assert orders["quarantined_by_reason"].value["malformed_json"] == 3
     assert orders["files_read"].value == 2 and orders["bytes_read"].value > 0
     assert orders["dagster/row_count"].value == 7
+    columns = [c.name for c in orders["dagster/column_schema"].value.columns]
+    assert "tip_amount" in columns  # the evolved schema, not only the contract
     assert mats[INGEST_LOG_KEY].materialization.metadata["snapshot_ids"].value["orders"]
 
     checks = {(c.asset_key, c.check_name): c for c in result.get_asset_check_evaluations()}

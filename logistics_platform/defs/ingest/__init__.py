@@ -166,9 +166,15 @@ def build_bronze_assets(settings: Settings) -> dg.AssetsDefinition:
         catalog = load_catalog(settings)
 
         def totals(table: str) -> dict[str, Any]:
-            snap = catalog.load_table(f"{bs.NAMESPACE}.{table}").current_snapshot()
+            t = catalog.load_table(f"{bs.NAMESPACE}.{table}")
+            snap = t.current_snapshot()
             total = int(snap.summary.additional_properties.get("total-records", 0)) if snap else 0
-            return {"dagster/row_count": total, "snapshot_id": str(snap.snapshot_id) if snap else None}
+            return {
+                "dagster/row_count": total,
+                "snapshot_id": str(snap.snapshot_id) if snap else None,
+                # the live schema: includes columns added by schema evolution
+                "dagster/column_schema": column_schema(t.schema()),
+            }
 
         for t, tr in report.topics.items():
             yield dg.MaterializeResult(
