@@ -23,17 +23,39 @@ import time
 from datetime import datetime
 from pathlib import Path
 
+from logistics_platform.lib.catalog import load_catalog
 from logistics_platform.lib.generator import GeneratorConfig, generate
 from logistics_platform.lib.ingest import ingest_hour
 from logistics_platform.lib.landing import list_arrival_hours
+from logistics_platform.lib.maintenance import list_iceberg_tables, maintain_catalog
+from logistics_platform.lib.maintenance.options import MaintenanceOptions
 from logistics_platform.lib.transform import DbtRun, run_dbt, window_vars
-from logistics_platform.settings import local_settings
+from logistics_platform.settings import Settings, local_settings
 
 MODELS_ONLY = ["--exclude-resource-type", "test", "--exclude-resource-type", "unit_test"]
 
 
 def say(text: str) -> None:
     print(text, flush=True)
+
+
+def ingested_hours(settings: Settings) -> set[datetime]:
+    """Arrival hours already in bronze (from bronze.ingest_log, committed last for an hour)."""
+    catalog = load_catalog(settings)
+    if not catalog.table_exists("bronze.ingest_log"):
+        return set()
+    rows = catalog.load_table("bronze.ingest_log").scan(selected_fields=("arrival_hour",)).to_arrow()
+    return set(rows.column("arrival_hour").to_pylist())
+
+
+def maintain_bronze(settings: Settings) -> None:
+    """As the nightly maintenance would: compaction + manifest consolidation of the bronze tables."""
+    started = time.perf_counter()
+    catalog = load_catalog(settings)
+    maintain_catalog(
+        catalog, MaintenanceOptions.from_settings(settings), tables=list_iceberg_tables(catalog, ("bronze",))
+    )
+    say(f"  bronze maintenance (compaction, manifests) in {time.perf_counter() - started:.0f}s")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -44,13 +66,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--work-dir", type=Path, default=Path(__file__).parent / ".work" / "incremental")
     p.add_argument("--reuse", action="store_true", help="reuse generated + ingested history in --work-dir")
+    p.add_argument(
+        "--resume", action="store_true", help="keep the generated landing zone and the hours already ingested"
+    )
+    p.add_argument("--history-hours", type=int, help="arrival hours of history (default: all generated but the last)")
     p.add_argument("--no-maintenance", action="store_true", help="skip bronze maintenance after the history ingest")
     args = p.parse_args(argv)
 
     root = args.work_dir.resolve()
     settings = local_settings(root)
     marker = root / "history.done"
-    if not (args.reuse and marker.exists()):
+    if not args.resume and not (args.reuse and marker.exists()):
         shutil.rmtree(root, ignore_errors=True)
         root.mkdir(parents=True)
         config = GeneratorConfig(
@@ -64,27 +90,21 @@ def main(argv: list[str] | None = None) -> int:
         say(f"generating {args.days} days, {args.orders_per_day:,} orders/day, {args.pings_per_day:,} pings/day ...")
         generate(settings.landing_dir, config)
         say(f"  generated in {time.perf_counter() - started:.0f}s")
-        hours = list_arrival_hours(settings.landing_dir)
+    hours = list_arrival_hours(settings.landing_dir)
+    if not marker.exists():
+        history_hours = min(args.history_hours or len(hours) - 1, len(hours) - 1)
+        done = ingested_hours(settings) if args.resume else set()
+        todo = [h for h in hours[:history_hours] if h not in done]
         started = time.perf_counter()
-        for i, hour in enumerate(hours[:-1], start=1):
+        for i, hour in enumerate(todo, start=1):
             ingest_hour(settings, hour)
             if i % 24 == 0:
-                say(f"  ingested {i}/{len(hours) - 1} arrival hours ({time.perf_counter() - started:.0f}s)")
+                say(f"  ingested {i}/{len(todo)} arrival hours ({time.perf_counter() - started:.0f}s)")
         if not args.no_maintenance:
-            # As the nightly maintenance would: compaction + manifest consolidation of the bronze tables.
-            from logistics_platform.lib.catalog import load_catalog
-            from logistics_platform.lib.maintenance import list_iceberg_tables, maintain_catalog
-            from logistics_platform.lib.maintenance.options import MaintenanceOptions
-
-            started = time.perf_counter()
-            catalog = load_catalog(settings)
-            maintain_catalog(
-                catalog, MaintenanceOptions.from_settings(settings), tables=list_iceberg_tables(catalog, ("bronze",))
-            )
-            say(f"  bronze maintenance (compaction, manifests) in {time.perf_counter() - started:.0f}s")
-        marker.write_text("ok")
-    hours = list_arrival_hours(settings.landing_dir)
-    new_hour = hours[-1]
+            maintain_bronze(settings)
+        marker.write_text(str(history_hours))
+    history_hours = int(marker.read_text())
+    new_hour = hours[history_hours]
     target = root / "dbt_target"
 
     say("building the history (full build of every hour but the last) ...")
@@ -101,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
         ["build", "--full-refresh", *MODELS_ONLY],
         target_path=root / "dbt_target_full",
     )
-    print_report(incremental, full, new_hour, len(hours))
+    print_report(incremental, full, new_hour, history_hours + 1)
     return 0
 
 
