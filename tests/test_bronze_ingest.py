@@ -21,6 +21,7 @@ from logistics_platform.lib.ingest import (
     PROP_LINES,
     PROP_PARTITION_KEY,
     PROP_RUN_ID,
+    LandingReadError,
     ingest_hour,
 )
 from logistics_platform.settings import Settings, local_settings
@@ -288,3 +289,21 @@ def test_worker_processes_give_the_same_tables(tmp_path):
     for table in ALL_TABLES:  # relative paths: identical in both roots, so every column must match
         ra, rb = rows(serial, table), rows(parallel, table)
         assert ra == rb, table
+
+
+def test_corrupt_gzip_file_fails_the_hour_with_a_clear_error_and_commits_nothing(ingested):
+    settings, _, _ = ingested
+    snapshot = load_catalog(settings).load_table("bronze.tracking_pings").current_snapshot().snapshot_id
+    good = write_file(
+        settings.landing_dir,
+        "logistics.tracking_pings",
+        HOUR,
+        9,
+        0,
+        [dump(ping(f"z-{i}", HOUR)) for i in range(50)],
+        gz=True,
+    )
+    good.write_bytes(good.read_bytes()[:-20])  # truncated upload
+    with pytest.raises(LandingReadError, match=r"tracking_pings\+9\+0000000000\.json\.gz: cannot be read"):
+        ingest_hour(settings, HOUR)
+    assert load_catalog(settings).load_table("bronze.tracking_pings").current_snapshot().snapshot_id == snapshot

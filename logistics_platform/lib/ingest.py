@@ -22,6 +22,7 @@ import multiprocessing
 import random
 import time
 import uuid
+import zlib
 from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -455,13 +456,27 @@ class BlockTask:
     relpath: str
 
 
+class LandingReadError(RuntimeError):
+    """A landing file cannot be read as a whole (corrupt gzip, vanished); the hour is not committed."""
+
+
+def _read(stream: Any, size: int, f: LandingFile) -> bytes:
+    try:
+        return stream.read(size)  # type: ignore[no-any-return]
+    except (OSError, EOFError, zlib.error) as e:
+        raise LandingReadError(
+            f"{f.relpath}: cannot be read ({type(e).__name__}: {e}). Nothing of hour {f.arrival_hour:%Y-%m-%d %H:00} "
+            "was committed; have the producer re-deliver the file (or move it out of the hour folder) and re-run"
+        ) from e
+
+
 def iter_blocks(f: LandingFile, block_bytes: int = BLOCK_BYTES) -> Iterator[tuple[bytes, int]]:
     """(block of whole lines, offset of its first line) of one file, block by block (bounded memory)."""
     offset = f.start_offset
     tail = b""
     with f.open() as stream:
         while True:
-            chunk = stream.read(block_bytes)
+            chunk = _read(stream, block_bytes, f)
             if not chunk:
                 if tail:
                     yield tail, offset  # a last line without newline still counts
