@@ -201,14 +201,16 @@ def test_three_days_hour_by_hour(tmp_path: Path) -> None:
 
         # Runs requested: every landed hour once, delayed uploads again, nothing twice for an unchanged hour.
         ingests = [(who, part) for who, part, r in daemon.results if r.dagster_run.job_name == "ingest_arrival_hours"]
-        assert len({p for _, p in ingests}) == DAYS * 24
-        assert len(ingests) < DAYS * 24 + 3 * len(summary["delayed_files"]) + 3
+        landed = set(scan_landing(settings.landing_dir, lookback_days=None))
+        assert len(landed) > DAYS * 24 * 0.9  # (a quiet night hour may land nothing at this volume)
+        assert {p for _, p in ingests} == landed
+        assert len(ingests) <= len(landed) + 2 * len(summary["delayed_files"])
 
     # Bronze accounts for every landed line of every hour.
     reports = compare(
         scan_landing(settings.landing_dir, lookback_days=None), read_ingest_log(settings), settings.landing_dir
     )
-    assert len(reports) == DAYS * 24 and all(r.ok for r in reports), [r for r in reports if not r.ok]
+    assert len(reports) == len(landed) and all(r.ok for r in reports), [r for r in reports if not r.ok]
     _assert_invariants(settings.duckdb_path)
 
     # Incremental (hour by hour, delayed files, re-runs, a failure) equals a full refresh of every model over the
