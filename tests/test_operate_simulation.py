@@ -7,7 +7,8 @@ and the dbt sensor ticks after it at 03:00 (one dbt run a day keeps this test in
 production the sensor ticks every 5 minutes). On the second night the Iceberg catalog database is locked
 by another process while maintenance runs: the run fails, an alert names it, and the following runs
 (ingest the same night, maintenance the next night) succeed without anyone stepping in. At the end every
-marts.md invariant holds and the marts equal a full rebuild from the landing zone.
+landed hour is accounted for in bronze (verify), the marts.md invariants hold, and every mart equals a full
+refresh of the dbt project over the same bronze, built into a fresh DuckDB file.
 """
 
 from __future__ import annotations
