@@ -83,17 +83,18 @@ OURS_CHILD = """
 import json, resource, sys, time
 from datetime import datetime
 from pathlib import Path
-from logistics_platform.lib.ingest import ingest_hour, shutdown_workers
+from logistics_platform.lib.ingest import FAST_RUN_LINES, ingest_hour, shutdown_workers
 from logistics_platform.lib.landing import list_arrival_hours
 from logistics_platform.settings import local_settings
 
 def main():
     root, landing, workers = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
+    fast_run_lines = int(sys.argv[4]) if len(sys.argv) > 4 else FAST_RUN_LINES
     settings = local_settings(root, landing_dir=landing, ingest_workers=workers)
     lines = rows = 0
     t = time.perf_counter()
     for hour in list_arrival_hours(landing):
-        r = ingest_hour(settings, hour)
+        r = ingest_hour(settings, hour, fast_run_lines=fast_run_lines)
         lines += r.lines
         rows += r.rows
     seconds = time.perf_counter() - t
@@ -111,15 +112,16 @@ if __name__ == "__main__":
 """
 
 
-def run_ours(landing: Path, workers: int) -> dict:
-    root = WORK / f"ours-w{workers}"
+def run_ours(landing: Path, workers: int, fast_run_lines: int | None = None) -> dict:
+    root = WORK / f"ours-w{workers}-f{fast_run_lines}"
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir(parents=True)
     script = WORK / "ours_child.py"
     script.write_text(OURS_CHILD)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "DO_NOT_TRACK": "1"}
     out = subprocess.run(
-        [sys.executable, str(script), str(root), str(landing), str(workers)],
+        [sys.executable, str(script), str(root), str(landing), str(workers)]
+        + ([] if fast_run_lines is None else [str(fast_run_lines)]),
         capture_output=True,
         text=True,
         check=True,
@@ -259,6 +261,9 @@ def main() -> int:
     ap.add_argument("--lines", type=int, default=2_000_000, help="at least this many landed lines (default 2M)")
     ap.add_argument("--workers", type=int, default=2, help="INGEST_WORKERS for the second run of ours (default 2)")
     ap.add_argument("--skip-dlt", action="store_true", help="do not run the dlt peer")
+    ap.add_argument(
+        "--per-line", action="store_true", help="also run ours with the vectorised clean path off (fast_run_lines=0)"
+    )
     args = ap.parse_args()
 
     WORK.mkdir(parents=True, exist_ok=True)
@@ -283,6 +288,10 @@ def main() -> int:
         log("ours, in-process (INGEST_WORKERS=1) ...")
         results["ours_1"] = run_ours(landing, 1)
         log(f"  {rate(results['ours_1']):,.0f} lines/s, peak RSS {results['ours_1']['peak_rss'] / 2**20:,.0f} MiB")
+    if args.per_line:
+        log("ours, in-process, every line through LineParser (fast_run_lines=0) ...")
+        results["ours_per_line"] = run_ours(landing, 1, 0)
+        log(f"  {rate(results['ours_per_line']):,.0f} lines/s")
     log("limit: pyarrow.json.read_json -> Parquet ...")
     results["pyarrow"] = run_pyarrow(files)
     log(f"  {rate(results['pyarrow']):,.0f} lines/s")
@@ -308,9 +317,14 @@ def main() -> int:
         log(f"| {name} | {rate(r):,.0f} | {r['seconds']:,.1f} | {r.get('cpu', 0):,.1f} | {cpu_rate(r):,.0f} | {rss} |")
     log("")
     limit = results[limit_name]
-    for name in [n for n in ("ours", "ours_1") if n in results]:
+    labels = {
+        "ours": f"ours (INGEST_WORKERS={args.workers})",
+        "ours_1": "ours_1 (INGEST_WORKERS=1)",
+        "ours_per_line": "ours_per_line (INGEST_WORKERS=1, fast path off)",
+    }
+    for name in [n for n in labels if n in results]:
         r = results[name]
-        label = f"{name} ({'INGEST_WORKERS=1' if name == 'ours_1' else f'INGEST_WORKERS={args.workers}'})"
+        label = labels[name]
         log(
             f"{label} / limit ({limit_name}): {rate(r) / rate(limit):.2f}x wall, "
             f"{cpu_rate(r) / cpu_rate(limit):.2f}x per CPU-second   (target >= 0.5x)"

@@ -199,16 +199,22 @@ def _build(
         _require(pc.and_(pc.greater_equal(conn_valid, -_I53), pc.less(conn_valid, _I53)))
         before, after = tbl.column("before").chunk(0), tbl.column("after").chunk(0)
         is_delete = pc.equal(op, "d")
-        image = pc.if_else(is_delete, before, after)  # deletes: the key from before; others: the row from after
-        _require(pc.is_valid(image))
-        key = _field(image, key_name)
-        nulls = pa.nulls(n)
+        deletes = pc.any(is_delete).as_py()
+        # Deletes: the key from before, no values; the others: the row from after.
+        if deletes:
+            _require(pc.if_else(is_delete, pc.is_valid(before), pc.is_valid(after)))
+            key = pc.if_else(is_delete, _field(before, key_name), _field(after, key_name))
+        else:
+            _require(pc.is_valid(after))
+            key = _field(after, key_name)
         for name, kind in parser.columns:
             values = _typed(kind, _field(after, name))
             if name == key_name:
                 cols[name] = key
+            elif deletes:
+                cols[name] = pc.if_else(is_delete, pa.nulls(n, values.type), values)
             else:
-                cols[name] = pc.if_else(is_delete, nulls.cast(values.type), values)
+                cols[name] = values
         event_us = pc.multiply_checked(ts_ms, 1000)
     else:
         for name, kind in parser.columns:
@@ -230,13 +236,13 @@ def _build(
     else:
         id_text = pc.binary_join_element_wise(topic, key_text, _SEP)
     cols.update(
-        _topic=pa.array([topic] * n, pa.string()),
-        _kafka_partition=pa.array([kafka_partition] * n, pa.int32()),
+        _topic=pa.repeat(pa.scalar(topic, pa.string()), n),
+        _kafka_partition=pa.repeat(pa.scalar(kafka_partition, pa.int32()), n),
         _offset=pa.array(range(first_offset, first_offset + n) if offsets is None else offsets, pa.int64()),
-        _source_file=pa.array([source_file] * n, pa.string()),
+        _source_file=pa.repeat(pa.scalar(source_file, pa.string()), n),
         _event_id=pa.array(_event_ids(id_text), pa.string()),
         _event_time=event_us,
-        _arrival_hour=pa.array([parser.arrival_us] * n, pa.int64()),
+        _arrival_hour=pa.repeat(pa.scalar(parser.arrival_us, pa.int64()), n),
         _is_late=is_late,
         _lateness_seconds=lateness,
     )

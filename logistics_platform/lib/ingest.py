@@ -429,7 +429,7 @@ BLOCK_BYTES = 8 * 1024 * 1024  # lines are parsed in blocks of at most this size
 MIN_BLOCK_BYTES = 64 * 1024
 PARALLEL_MIN_BYTES = 32 * 1024 * 1024  # below this an hour is parsed in-process (no pool start-up cost)
 # Lines per try of the vectorised clean path: one odd line sends only its run to the per-line parser.
-FAST_RUN_LINES = 2048
+FAST_RUN_LINES = 8192
 
 
 @dataclass
