@@ -410,6 +410,12 @@ class _Engine:
             t_cancel = base + rng.randrange(2 * MINUTE, 20 * MINUTE)
             if t_cancel >= t_pick:
                 t_cancel = t_pick - SECOND
+            if t_cancel <= base:
+                # Only a snapshot order picked up within a second after the snapshot gets here: its cancel
+                # would precede the snapshot read (and its assignment the period). Cancel just after the
+                # snapshot instead; no extra draw, so every other order keeps its bytes.
+                t_pick = max(t_pick, base + 2 * SECOND)
+                t_cancel = t_pick - SECOND
         courier = self._pick_courier(region, t_assign)
         if courier is None:  # nobody to assign: the customer gives up
             t_cancel = t_cancel if t_cancel is not None and t_cancel < t_assign else max(t_assign, base + MINUTE)
