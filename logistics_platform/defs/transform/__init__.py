@@ -85,7 +85,8 @@ def _manifest_is_stale(project: DbtProject) -> bool:
 def dbt_project(settings: Settings) -> DbtProject:
     """The dbt project with a manifest that matches the files on disk (parsed offline, at load time, if stale)."""
     project = DbtProject(project_dir=DBT_PROJECT_DIR, profiles_dir=DBT_PROJECT_DIR, target=settings.dbt_target)
-    project.prepare_if_dev()
+    # Not prepare_if_dev(): under `dagster dev` it runs the `dbt` found on PATH, which a venv that is not activated
+    # (make, CI) does not have. run_dbt uses the dbt installed beside this interpreter.
     if _manifest_is_stale(project):
         # `dbt parse` needs no database: a clean clone loads (and `dagster definitions validate` passes) offline.
         run_dbt(settings, ["parse", "--quiet"], target_path=Path(project.project_dir) / project.target_path)
