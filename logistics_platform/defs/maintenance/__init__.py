@@ -69,6 +69,8 @@ def build_defs(settings: Settings) -> dg.Definitions:
         group_name=GROUP,
         kinds={"iceberg", "python"},
         op_tags=WRITER_TAG,
+        # One maintenance writer at a time, whichever way the run was launched (run tags miss backfills).
+        pool="maintenance",
     )
     def iceberg_tables(
         context: dg.AssetExecutionContext, config: MaintenanceConfig, settings: dg.ResourceParam[Settings]
@@ -217,7 +219,9 @@ def build_defs(settings: Settings) -> dg.Definitions:
         job=job,
         cron_schedule="0 2 * * *",
         execution_timezone="UTC",
-        default_status=dg.DefaultScheduleStatus.RUNNING,
+        default_status=(
+            dg.DefaultScheduleStatus.RUNNING if settings.automation_running else dg.DefaultScheduleStatus.STOPPED
+        ),
         tags=WRITER_TAG,
         description="Nightly Iceberg maintenance at 02:00 UTC (after the day's last hourly ingest has landed).",
     )

@@ -119,6 +119,9 @@ class DbtBuildConfig(dg.Config):
     full_refresh: bool = False
 
 
+DUCKDB_POOL = "duckdb"
+
+
 def build_dbt_assets(settings: Settings) -> dg.AssetsDefinition:
     project = dbt_project(settings)
     partitions = arrival_hour_partitions(settings)
@@ -131,6 +134,8 @@ def build_dbt_assets(settings: Settings) -> dg.AssetsDefinition:
         backfill_policy=dg.BackfillPolicy.single_run(),
         dagster_dbt_translator=LogisticsDbtTranslator(settings=DagsterDbtTranslatorSettings(enable_asset_checks=True)),
         op_tags=WRITER_TAGS,
+        # DuckDB takes one writer: the pool holds every run that writes the file, backfill runs included.
+        pool=DUCKDB_POOL,
         retry_policy=dg.RetryPolicy(
             max_retries=2, delay=30, backoff=dg.Backoff.EXPONENTIAL, jitter=dg.Jitter.PLUS_MINUS
         ),
@@ -161,6 +166,7 @@ def build_dbt_assets(settings: Settings) -> dg.AssetsDefinition:
 def build_publish_assets(settings: Settings) -> dg.AssetsDefinition:
     @dg.multi_asset(
         name=PUBLISH_ASSET_NAME,
+        pool=DUCKDB_POOL,
         specs=[
             dg.AssetSpec(
                 key=PUBLISHED_KEYS[m],
