@@ -17,6 +17,7 @@ from dagster._core.storage.asset_check_execution_record import AssetCheckExecuti
 
 from logistics_platform.defs.partitions import arrival_hour_partitions
 from logistics_platform.lib import alerts
+from logistics_platform.lib.bronze_schema import TOPICS
 from logistics_platform.lib.landing_watch import (
     combine_fingerprints,
     dump_cursor,
@@ -28,6 +29,7 @@ from logistics_platform.lib.landing_watch import (
     scan_landing,
     stale_topics,
 )
+from logistics_platform.lib.transform import MART_MODELS
 from logistics_platform.settings import Settings
 
 INGEST_JOB = "ingest_arrival_hours"
@@ -35,17 +37,6 @@ TRANSFORM_JOB = "transform_arrival_hours"
 MAINTENANCE_JOB = "lakehouse_maintenance"
 TRANSFORM_GROUPS = ("staging", "intermediate", "marts")
 INGEST_LOG_KEY = dg.AssetKey(["bronze", "ingest_log"])
-BRONZE_DATA_TABLES = ("tenants", "couriers", "orders", "payments", "tracking_pings")
-MARTS = (
-    "fct_orders",
-    "dim_tenant",
-    "dim_courier",
-    "fct_deliveries",
-    "fct_daily_revenue",
-    "fct_hourly_region_orders",
-    "fct_courier_hourly_activity",
-    "late_events",
-)
 BACKLOG_KEY = dg.AssetKey(["operations", "pipeline_backlog"])
 # Backlog above this many pending arrival hours (or marts this many hours behind bronze) is a warning: the
 # schedule re-ingests the last two hours every hour, so more than that means runs are failing or stopped.
@@ -275,11 +266,11 @@ def build_freshness(settings: Settings) -> tuple[list[dg.AssetChecksDefinition],
 
 def _build_freshness(settings: Settings) -> tuple[list[dg.AssetChecksDefinition], dg.SensorDefinition]:
     bronze = dg.build_last_update_freshness_checks(
-        assets=[dg.AssetKey(["bronze", t]) for t in BRONZE_DATA_TABLES],
+        assets=[dg.AssetKey(["bronze", t]) for t in TOPICS],
         lower_bound_delta=timedelta(hours=settings.bronze_freshness_hours),
     )
     marts = dg.build_last_update_freshness_checks(
-        assets=[dg.AssetKey(["marts", m]) for m in MARTS],
+        assets=[dg.AssetKey(["marts", m]) for m in MART_MODELS],
         lower_bound_delta=timedelta(hours=settings.marts_freshness_hours),
     )
     checks = [*bronze, *marts]
