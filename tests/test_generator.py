@@ -678,6 +678,7 @@ def test_snapshot_orders_cancelled_right_after_the_snapshot(tmp_path: Path, seed
         ({"partitions": {"orders": 0}}, "partitions"),
         ({"partitions": {"shipments": 2}}, "unknown table"),
         ({"malformed_json_rate": 0.3, "invalid_value_rate": 0.3}, "more than 0.5"),
+        ({"cancel_rate": 1.0}, "no delivered trips"),
     ],
 )
 def test_config_rejects_bad_values(changes: dict[str, Any], message: str) -> None:

@@ -111,6 +111,12 @@ class GeneratorConfig:
             raise GeneratorConfigError("the five invalid-line rates add up to more than 0.5")
         if self.late_within_rate + self.late_beyond_rate > 1.0:
             raise GeneratorConfigError("late_within_rate + late_beyond_rate exceed 1 (an event is late only once)")
+        if self.cancel_rate >= 0.95 and self.pings_per_day > 0:
+            # Pings are spread over delivered trips: with (almost) none, one hour's pings outgrow an Arrow array.
+            raise GeneratorConfigError(
+                f"cancel_rate={self.cancel_rate} leaves no delivered trips to carry {self.pings_per_day} pings a day: "
+                "use cancel_rate < 0.95 or pings_per_day=0"
+            )
         if self.tip_amount_from is not None and not 0.0 <= self.tip_amount_from <= 1.0:
             raise GeneratorConfigError("tip_amount_from must be a fraction of the period between 0 and 1, or None")
 
