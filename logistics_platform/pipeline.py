@@ -104,7 +104,8 @@ def _jobs(defs: dg.Definitions) -> tuple[dg.Definitions, bool, bool]:
     """The definitions plus the three ad-hoc jobs `run` executes, and which of them have assets."""
     graph = defs.resolve_asset_graph()
     excluded = set(EXCLUDED_GROUPS) | {"bronze"}
-    partitioned, unpartitioned = [], []
+    partitioned: list[dg.AssetKey] = []
+    unpartitioned: list[dg.AssetKey] = []
     for key in graph.materializable_asset_keys:
         node = graph.get(key)
         if node.group_name in excluded:
