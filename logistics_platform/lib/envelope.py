@@ -213,7 +213,7 @@ def _reject_constant(name: str) -> Any:
 # NaN/Infinity are not JSON; Python's json accepts them unless told otherwise. The C scanner is called
 # directly: json.loads would build a decoder per call and wrap the scan in two Python frames.
 _DECODER = json.JSONDecoder(parse_constant=_reject_constant)
-_scan_once = _DECODER.scan_once
+_scan_once = _DECODER.scan_once  # type: ignore[attr-defined]  # set by the C decoder, not in typeshed
 _JSON_WS = " \t\n\r"
 
 
@@ -455,7 +455,7 @@ class LineParser:
             if op == "d":
                 out += [None] * self._n_evolved
             else:
-                bad = self._values(after, out, self.evolved_kinds)
+                bad = self._values(after, out, self.evolved_kinds)  # type: ignore[arg-type]  # checked above
                 if bad is not None:
                     return bad
         out.append(extras)

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import IO
+from typing import IO, cast
 
 TOPICS_DIR = "topics"
 _FILE_RE = re.compile(r"^(?P<topic>[A-Za-z0-9._-]+)\+(?P<partition>\d+)\+(?P<offset>\d{10,})\.json(?P<gz>\.gz)?$")
@@ -42,7 +42,8 @@ class LandingFile:
 
     def open(self) -> IO[bytes]:
         """Binary stream of the file's content, decompressed when gzipped."""
-        return gzip.open(self.path, "rb") if self.gzipped else open(self.path, "rb")
+        # The caller owns the stream (it is used as a context manager there).
+        return cast(IO[bytes], gzip.open(self.path, "rb")) if self.gzipped else open(self.path, "rb")
 
 
 class LandingPathError(ValueError):

@@ -93,8 +93,8 @@ def compare(
     from logistics_platform.lib.landing import list_hour_files
 
     by_hour: dict[str, dict[str, IngestLogEntry]] = {}
-    for (topic, hour), entry in ingested.items():
-        by_hour.setdefault(hour, {})[topic] = entry
+    for (topic, hour), logged_entry in ingested.items():
+        by_hour.setdefault(hour, {})[topic] = logged_entry
     reports = []
     for hour in sorted(set(scan) | set(by_hour)):
         landed = scan.get(hour, {})

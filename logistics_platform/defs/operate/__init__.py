@@ -451,7 +451,11 @@ def build_backlog(settings: Settings) -> tuple[dg.AssetsDefinition, dg.ScheduleD
         state = backlog(scan, read_ingest_log(settings), settings.landing_dir)
         marts_hour = _latest_built_hour(context.instance)
         marts_lag = hours_between(marts_hour, state.latest_ingested)
-        metadata = {**state.as_metadata(), "marts_latest_hour": marts_hour or "-", "marts_lag_hours": marts_lag}
+        metadata: dict[str, Any] = {
+            **state.as_metadata(),
+            "marts_latest_hour": marts_hour or "-",
+            "marts_lag_hours": marts_lag,
+        }
         context.log.info(f"backlog: {metadata}")
         ok = len(state.hours_pending) <= BACKLOG_WARN_HOURS and marts_lag <= BACKLOG_WARN_HOURS
         yield dg.Output(None, metadata=metadata)
