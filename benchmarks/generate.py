@@ -7,9 +7,11 @@ directory with the default topic mix (orders, payments, pings in the CLI's propo
   directory. ``generate / io`` is how far generation is from the disk's limit.
 - Naive baseline: building the same number of ping lines with ``json.dumps`` per line (a sample, scaled),
   i.e. what a straightforward generator would spend on text alone.
-- Ingest baseline: the platform's own line parser (``lib.envelope.LineParser``, the first step of the bronze
-  ingest) on a sample of the generated lines of every topic, scaled to all lines: generation must stay well
-  under the time it takes to ingest what it wrote.
+- Parse baseline: the platform's own line parser (``lib.envelope.LineParser``, the bronze ingest's per-line
+  path) on a sample of the generated lines of every topic, scaled to all lines.
+- Ingest: the real bronze ingest (``lib.ingest.ingest_hour``: vectorised clean path, quarantine, Iceberg
+  commits) of a sample of the generated arrival hours into a temp warehouse, scaled to all lines by the lines
+  it ingested. Generation must stay well under the time it takes to ingest what it wrote (target: under half).
 
 Usage: .venv/bin/python benchmarks/generate.py [--lines N] [--mode clean|default] [--keep DIR]
 """
@@ -115,12 +117,32 @@ def parse_seconds(root: Path, summary: dict, sample: int = 200_000) -> tuple[flo
     return total, total_cpu
 
 
+def ingest_seconds(landing: Path, work: Path, every: int) -> tuple[float, float, int]:
+    """(wall, CPU) seconds and lines of the real bronze ingest of every ``every``-th arrival hour."""
+    from logistics_platform.lib.catalog import load_catalog
+    from logistics_platform.lib.ingest import ensure_bronze_tables, ingest_hour
+    from logistics_platform.lib.landing import list_arrival_hours
+    from logistics_platform.settings import local_settings
+
+    settings = local_settings(work, landing_dir=landing)
+    ensure_bronze_tables(load_catalog(settings))  # one-off table creation, not part of an hour's ingest
+    hours = list_arrival_hours(landing)[::every]
+    lines = 0
+    t0, c0 = time.perf_counter(), time.process_time()
+    for i, hour in enumerate(hours, 1):
+        lines += ingest_hour(settings, hour, progress=lambda _: None).lines
+        print(f"\r  ingested {i}/{len(hours)} sampled hours, {lines:,} lines", end="", file=sys.stderr, flush=True)
+    print(file=sys.stderr)
+    return time.perf_counter() - t0, time.process_time() - c0, lines
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--lines", type=int, default=2_000_000, help="about this many lines (default 2,000,000)")
     ap.add_argument("--hours", type=int, default=24)
     ap.add_argument("--mode", choices=("clean", "default"), default="clean", help="clean data or every anomaly")
     ap.add_argument("--keep", type=Path, help="generate here and keep the files")
+    ap.add_argument("--ingest-every", type=int, default=4, help="ingest every N-th arrival hour (default 4)")
     args = ap.parse_args()
 
     vol = volumes(args.lines, args.hours)
@@ -143,6 +165,9 @@ def main() -> int:
         assert io_bytes == tot["bytes"]
         naive_s, naive_cpu = naive_ping_seconds(lines)
         parse_s, parse_cpu = parse_seconds(out, summary)
+        print("ingesting a sample of the arrival hours (lib.ingest.ingest_hour) ...", flush=True)
+        ing_s, ing_cpu, ing_lines = ingest_seconds(out, tmp / "ingest", args.ingest_every)
+        ing_s, ing_cpu = ing_s * lines / ing_lines, ing_cpu * lines / ing_lines  # scaled to every line
         rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         print(f"lines            {lines:,} in {tot['files']:,} files, {mb:,.1f} MB")
         for topic, t in summary["topics"].items():
@@ -155,9 +180,15 @@ def main() -> int:
             f"ingest parse     {parse_s:8.2f} s wall {parse_cpu:8.2f} s cpu  {lines / parse_cpu:>10,.0f} lines/s cpu"
             " (lib.envelope.LineParser, sampled)"
         )
+        print(
+            f"ingest (real)    {ing_s:8.2f} s wall {ing_cpu:8.2f} s cpu  {lines / ing_cpu:>10,.0f} lines/s cpu"
+            f" {lines / ing_s:>10,.0f} lines/s wall (ingest_hour on {ing_lines:,} lines, scaled)"
+        )
         print(f"ratio generate / io write (wall):      {gen_s / io_s:6.1f}x")
         print(f"ratio naive text / generate (cpu):     {naive_cpu / gen_cpu:6.2f}x (above 1: faster than json.dumps)")
         print(f"ratio ingest parse / generate (cpu):   {parse_cpu / gen_cpu:6.2f}x (above 1: faster than parsing it)")
+        print(f"ratio ingest / generate (cpu):         {ing_cpu / gen_cpu:6.2f}x (target >= 2: under half the ingest)")
+        print(f"ratio ingest / generate (wall):        {ing_s / gen_s:6.2f}x")
         print(f"peak RSS {rss_mb:,.0f} MB, load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
