@@ -1064,71 +1064,29 @@ class _Engine:
         self.stats[ti].out_of_order_lines += ooo
 
     def _flush_pings(self, a: int) -> None:
-        """Pings of one arrival hour, formatted to JSON Lines by Arrow kernels (the volume topic)."""
+        """Pings of one arrival hour as JSON Lines: rows sorted by (partition, arrival), then each file's rows
+        formatted by Arrow kernels (file by file, so the text of a whole hour never sits in memory at once)."""
         tables = self.buckets[T_PINGS].pop(a, None)
         extras = self.ping_extras.pop(a, None) or []
         if not tables and not extras:
             return
-        text = pa.string()
-        arrays = []
+        rows = pa.concat_tables(tables).combine_chunks() if tables else None
+        n_rows = 0 if rows is None else rows.num_rows
         arrival_parts: list[pa.Array] = []
         partition_parts: list[pa.Array] = []
-        if tables:
-            rows = pa.concat_tables(tables).combine_chunks()
-            arrival, part, ts, cid, oid, lat, lon, speed, pid = (rows.column(i).chunk(0) for i in range(9))
-            # recorded_at: per-hour prefix + zero-padded minute/second/micros (Arrow's strftime is ~50x slower)
-            bounds = pc.min_max(ts)
-            h_lo, h_hi = bounds["min"].as_py() // HOUR_US, bounds["max"].as_py() // HOUR_US
-            hours = pc.divide(ts, HOUR_US)
-            prefix = pa.array([E.hour_prefix(h) for h in range(h_lo, h_hi + 1)], text).take(pc.subtract(hours, h_lo))
-            rem = pc.subtract(ts, pc.multiply(hours, HOUR_US))
-            minute = pc.divide(rem, MINUTE)
-            rem = pc.subtract(rem, pc.multiply(minute, MINUTE))
-            second = pc.divide(rem, SECOND)
-            micros = pc.subtract(rem, pc.multiply(second, SECOND))
-
-            def padded(values: pa.Array, width: int) -> pa.Array:
-                return pc.utf8_lpad(pc.cast(values, text), width=width, padding="0")
-
-            line = pc.binary_join_element_wise(
-                '{"ping_id":"',
-                pid,
-                '","courier_id":',
-                pc.cast(cid, text),
-                ',"order_id":',
-                pc.fill_null(pc.cast(oid, text), "null"),
-                ',"lat":',
-                pc.cast(pc.round(lat, 6), text),
-                ',"lon":',
-                pc.cast(pc.round(lon, 6), text),
-                ',"speed_kmh":',
-                pc.cast(pc.round(speed, 1), text),
-                ',"recorded_at":"',
-                prefix,
-                padded(minute, 2),
-                ":",
-                padded(second, 2),
-                ".",
-                padded(micros, 6),
-                'Z"}\n',
-                "",
-            )
-            arrays.append(line.cast(pa.binary()))
-            arrival_parts.append(arrival)
-            partition_parts.append(pc.cast(part, pa.int32()))
+        if rows is not None:
+            arrival_parts.append(rows.column("arrival").chunk(0))
+            partition_parts.append(pc.cast(rows.column("part").chunk(0), pa.int32()))
+        extra_lines = None
         if extras:
             e_arrival, e_part, e_line = zip(*extras, strict=True)
-            arrays.append(pa.array([x.encode("utf-8", "surrogateescape") + b"\n" for x in e_line], pa.binary()))
+            extra_lines = pa.array([x.encode("utf-8", "surrogateescape") + b"\n" for x in e_line], pa.binary())
             arrival_parts.append(pa.array(e_arrival, pa.int64()))
             partition_parts.append(pa.array(e_part, pa.int32()))
-        lines = pa.concat_arrays(arrays) if len(arrays) > 1 else arrays[0]
         keys = pa.table({"p": pa.concat_arrays(partition_parts), "a": pa.concat_arrays(arrival_parts)})
-        order = pc.sort_indices(keys, sort_keys=[("p", "ascending"), ("a", "ascending")])  # stable
-        lines = lines.take(order)
-        sorted_arrivals = keys.column("a").take(order)
-        _, offsets_buf, data_buf = lines.buffers()
-        offsets = memoryview(offsets_buf).cast("i")  # int32 line boundaries into the data buffer
-        data = memoryview(data_buf)
+        # Indices below n_rows are rows, the others corrupted lines; the sort is stable.
+        order = pc.sort_indices(keys, sort_keys=[("p", "ascending"), ("a", "ascending")])
+        sorted_arrivals = keys.column("a").chunk(0).take(order)
         counts = [0] * self.nparts[T_PINGS]
         for item in pc.value_counts(keys.column("p")).to_pylist():
             counts[item["values"]] = item["counts"]
@@ -1136,7 +1094,29 @@ class _Engine:
 
         def render(p: int, i: int, j: int) -> tuple[Any, int, int]:
             lo, hi = starts[p] + i, starts[p] + j
-            return data[offsets[lo] : offsets[hi]], j - i, sorted_arrivals[hi - 1].as_py()
+            idx = order.slice(lo, hi - lo)
+            if extra_lines is None:
+                lines = _ping_text(rows.take(idx))  # type: ignore[union-attr]
+            else:
+                is_extra = pc.greater_equal(idx, n_rows)
+                row_idx = idx.filter(pc.invert(is_extra))
+                extra_idx = pc.subtract(idx.filter(is_extra), n_rows)
+                texts = [extra_lines.take(extra_idx)]
+                if len(row_idx):
+                    texts.insert(0, _ping_text(rows.take(row_idx)))  # type: ignore[union-attr]
+                # back into (partition, arrival) order: rows first in `both`, then the corrupted lines
+                as_int = pc.cast(is_extra, pa.int64())
+                n_valid = len(row_idx)
+                pos = pc.if_else(
+                    is_extra,
+                    pc.add(pc.subtract(pc.cumulative_sum(as_int), 1), n_valid),
+                    pc.subtract(pc.cumulative_sum(pc.subtract(1, as_int)), 1),
+                )
+                lines = pa.concat_arrays(texts).take(pos)
+            _, offsets_buf, data_buf = lines.buffers()
+            end = memoryview(offsets_buf).cast("i")[lines.offset + len(lines)]
+            start = memoryview(offsets_buf).cast("i")[lines.offset]
+            return memoryview(data_buf)[start:end], j - i, sorted_arrivals[hi - 1].as_py()
 
         self._write_files(T_PINGS, a, counts, render)
 
@@ -1329,6 +1309,51 @@ class _Engine:
             "per_hour": per_hour,
             "truth": truth,
         }
+
+
+def _ping_text(rows: pa.Table) -> pa.Array:
+    """JSON Lines text (binary array, newline-terminated) of ping rows, built by Arrow kernels."""
+    text = pa.string()
+    ts = rows.column("t").chunk(0) if rows.column("t").num_chunks == 1 else rows.column("t").combine_chunks()
+    # recorded_at: per-hour prefix + zero-padded minute/second/micros (Arrow's strftime is ~50x slower)
+    bounds = pc.min_max(ts)
+    h_lo, h_hi = bounds["min"].as_py() // HOUR_US, bounds["max"].as_py() // HOUR_US
+    hours = pc.divide(ts, HOUR_US)
+    prefix = pa.array([E.hour_prefix(h) for h in range(h_lo, h_hi + 1)], text).take(pc.subtract(hours, h_lo))
+    rem = pc.subtract(ts, pc.multiply(hours, HOUR_US))
+    minute = pc.divide(rem, MINUTE)
+    rem = pc.subtract(rem, pc.multiply(minute, MINUTE))
+    second = pc.divide(rem, SECOND)
+    micros = pc.subtract(rem, pc.multiply(second, SECOND))
+
+    def padded(values: pa.Array, width: int) -> pa.Array:
+        return pc.utf8_lpad(pc.cast(values, text), width=width, padding="0")
+
+    col = rows.column
+    line = pc.binary_join_element_wise(
+        '{"ping_id":"',
+        col("pid"),
+        '","courier_id":',
+        pc.cast(col("cid"), text),
+        ',"order_id":',
+        pc.fill_null(pc.cast(col("oid"), text), "null"),
+        ',"lat":',
+        pc.cast(pc.round(col("lat"), 6), text),
+        ',"lon":',
+        pc.cast(pc.round(col("lon"), 6), text),
+        ',"speed_kmh":',
+        pc.cast(pc.round(col("speed"), 1), text),
+        ',"recorded_at":"',
+        prefix,
+        padded(minute, 2),
+        ":",
+        padded(second, 2),
+        ".",
+        padded(micros, 6),
+        'Z"}\n',
+        "",
+    )
+    return (line.chunk(0) if isinstance(line, pa.ChunkedArray) else line).cast(pa.binary())
 
 
 def stderr_progress(width: int = 30) -> ProgressFn:
