@@ -45,7 +45,7 @@ HOUR_US = E.HOUR_US
 SECOND = 1_000_000
 MINUTE = 60 * SECOND
 _INV20 = 1.0 / (1 << 20)
-_PART = itemgetter(2)
+_ARRIVAL = itemgetter(0)
 TOPICS = {
     "tenants": "oltp.public.tenants",
     "couriers": "oltp.public.couriers",
@@ -854,8 +854,8 @@ class _Engine:
         if b is None:
             if a <= self.flushed:
                 raise RuntimeError(f"generator bug: a line for arrival hour {a} after that hour was written")
-            b = self.buckets[ti][a] = []
-        b.append((arrival, line, part, key, lsn, nlines))
+            b = self.buckets[ti][a] = [[] for _ in range(self.nparts[ti])]
+        b[part].append((arrival, line, key, lsn, nlines))
         if event_us < self.start_us + a * HOUR_US - self.late_us:
             self.stats[ti].hour(a)[3] += 1
         if nlines == 2:
@@ -982,8 +982,8 @@ class _Engine:
                 if bucket is None:
                     if a <= self.flushed:
                         raise RuntimeError(f"generator bug: a line for arrival hour {a} after it was written")
-                    bucket = buckets[ti][a] = []
-                bucket.append((arrival, line, part, key, lsn, nlines))
+                    bucket = buckets[ti][a] = [[] for _ in range(nparts[ti])]
+                bucket[part].append((arrival, line, key, lsn, nlines))
                 if commit_us < start_us + a * HOUR_US - late_us:
                     st.hour(a)[3] += 1
                 if nlines == 2:
@@ -1027,23 +1027,21 @@ class _Engine:
     def _flush(self, a: int) -> None:
         """Write arrival hour ``a``: per topic and partition, in arrival order, ``flush_size`` lines a file."""
         for ti in range(4):
-            recs = self.buckets[ti].pop(a, None)
-            if not recs:
+            parts = self.buckets[ti].pop(a, None)
+            if not parts:
                 continue
-            # One sort by (partition, arrival): each partition's lines in arrival order, partitions contiguous.
-            recs.sort(key=itemgetter(2, 0))
-            self._count_out_of_order(ti, recs)
-            parts: list[list[tuple[Any, ...]]] = []
-            i = 0
-            for p in range(self.nparts[ti]):
-                j = bisect_right(recs, p, lo=i, key=_PART)
-                parts.append(recs[i:j])
-                i = j
+            # Records are bucketed by partition as they are routed: each partition's lines in arrival order
+            # (a stable sort, so equal arrivals keep their routing order).
+            for recs in parts:
+                recs.sort(key=_ARRIVAL)
+                self._count_out_of_order(ti, recs)
 
             def render(p: int, i: int, j: int, parts: list[list[tuple[Any, ...]]] = parts) -> tuple[Any, int, int]:
                 chunk = parts[p][i:j]
-                raw = ("\n".join([rec[1] for rec in chunk]) + "\n").encode("utf-8", "surrogateescape")
-                return raw, sum(rec[5] for rec in chunk), chunk[-1][0]
+                lines = [rec[1] for rec in chunk]
+                lines.append("")  # the final newline, without copying the joined text once more
+                raw = "\n".join(lines).encode("utf-8", "surrogateescape")
+                return raw, sum([rec[4] for rec in chunk]), chunk[-1][0]
 
             self._write_files(ti, a, [len(x) for x in parts], render)
         self._flush_pings(a)
@@ -1053,13 +1051,13 @@ class _Engine:
         max_lsn = self.max_lsn[ti]
         ooo = 0
         for rec in recs:
-            k = rec[3]
+            k = rec[2]
             if k is None:
                 continue
             m = max_lsn.get(k)
-            if m is None or rec[4] > m:
-                max_lsn[k] = rec[4]
-            elif rec[4] < m:
+            if m is None or rec[3] > m:
+                max_lsn[k] = rec[3]
+            elif rec[3] < m:
                 ooo += 1
         self.stats[ti].out_of_order_lines += ooo
 
