@@ -23,10 +23,13 @@ with landed_copies as (
 ),
 
 {% if is_incremental() -%}
+{%- set landed_bounds = event_time_bounds(
+    source_relation, in_arrival_window('_arrival_hour', this)) if execute else none -%}
 already_staged_copies as (
     select * exclude (_staged_by)
     from {{ this }}
-    where _event_id in (select _event_id from landed_copies)
+    where {{ within_event_time(landed_bounds) }}
+        and _event_id in (select _event_id from landed_copies)
 ),
 
 all_copies as (
@@ -56,4 +59,6 @@ select
     '{{ invocation_id }}' as _staged_by
 from ranked_copies
 where copy_rank = 1
+{#- Event-time order keeps the zone maps of staging useful to the incremental lookups (see event_merge.sql). #}
+order by _event_time
 {%- endmacro %}

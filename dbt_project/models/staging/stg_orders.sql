@@ -1,6 +1,6 @@
 {{ config(
     materialized='incremental',
-    incremental_strategy='delete+insert',
+    incremental_strategy='event_merge',
     unique_key='_event_id',
     on_schema_change='append_new_columns',
 ) }}

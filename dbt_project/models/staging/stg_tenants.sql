@@ -1,4 +1,4 @@
-{{ config(materialized='incremental', incremental_strategy='delete+insert', unique_key='_event_id') }}
+{{ config(materialized='incremental', incremental_strategy='event_merge', unique_key='_event_id') }}
 
 {{ stage_events(
     source('bronze', 'tenants'),
