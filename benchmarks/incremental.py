@@ -104,6 +104,14 @@ def main(argv: list[str] | None = None) -> int:
             maintain_bronze(settings)
         marker.write_text(str(history_hours))
     history_hours = int(marker.read_text())
+    # The SQL catalog is the only pointer to bronze's current snapshots: keeping a copy taken before the new hour
+    # lets --reuse measure a genuinely new hour again (the files it wrote last time become unreferenced).
+    catalog_db = root / "warehouse" / "catalog.db"
+    history_catalog = root / "catalog.history.db"
+    if not history_catalog.exists():
+        shutil.copyfile(catalog_db, history_catalog)
+    else:
+        shutil.copyfile(history_catalog, catalog_db)
     new_hour = hours[history_hours]
     target = root / "dbt_target"
 
