@@ -12,11 +12,15 @@ from datetime import datetime
 
 import dagster as dg
 
+# Not re-exported by `dagster`; catching DagsterError instead would hide a broken dagster.yaml.
+from dagster._core.errors import DagsterHomeNotSetError
+
+from logistics_platform.defs.operate import INGEST_JOB, TRANSFORM_GROUPS, TRANSFORM_JOB
 from logistics_platform.defs.partitions import HOUR_KEY_FORMAT, arrival_hour_partitions
 from logistics_platform.settings import Settings
 
-INGEST_JOB = "run_ingest"
-TRANSFORM_JOB = "run_transform"
+# The hourly jobs are the operate domain's (the same the sensors, schedules and UI backfills launch); only the
+# assets outside any arrival-hour partitioning get an ad-hoc job here.
 UNPARTITIONED_JOB = "run_downstream_unpartitioned"
 # Groups that `run` does not execute: maintenance is nightly, landing assets are external.
 EXCLUDED_GROUPS = ("maintenance", "landing")
@@ -71,7 +75,7 @@ def hour_key(hour: datetime) -> str:
 def _instance() -> dg.DagsterInstance:
     try:
         return dg.DagsterInstance.get()
-    except dg.DagsterHomeNotSetError:
+    except DagsterHomeNotSetError:
         # Without DAGSTER_HOME (e.g. called from a test) the runs still execute, in a throwaway instance.
         return dg.DagsterInstance.ephemeral()
 
@@ -101,7 +105,7 @@ def resolve_partitions(settings: Settings, requested: Sequence[str] | None) -> l
 
 
 def _jobs(defs: dg.Definitions) -> tuple[dg.Definitions, bool, bool]:
-    """The definitions plus the three ad-hoc jobs `run` executes, and which of them have assets."""
+    """The definitions plus the ad-hoc job for unpartitioned downstream assets, and which jobs have assets."""
     graph = defs.resolve_asset_graph()
     excluded = set(EXCLUDED_GROUPS) | {"bronze"}
     partitioned: list[dg.AssetKey] = []
@@ -111,11 +115,13 @@ def _jobs(defs: dg.Definitions) -> tuple[dg.Definitions, bool, bool]:
         if node.group_name in excluded:
             continue
         (partitioned if node.partitions_def is not None else unpartitioned).append(key)
-    jobs = [
-        dg.define_asset_job(INGEST_JOB, selection=dg.AssetSelection.groups("bronze")),
-        dg.define_asset_job(TRANSFORM_JOB, selection=dg.AssetSelection.assets(*partitioned)),
-        dg.define_asset_job(UNPARTITIONED_JOB, selection=dg.AssetSelection.assets(*unpartitioned)),
-    ]
+    stray = [k.to_user_string() for k in partitioned if graph.get(k).group_name not in TRANSFORM_GROUPS]
+    if stray:  # the operate transform job selects by group: a partitioned asset elsewhere would be skipped
+        raise PipelineError(
+            f"partitioned assets outside the groups {', '.join(TRANSFORM_GROUPS)}: {', '.join(stray)}; "
+            "put them in one of those groups or add their group to TRANSFORM_GROUPS in defs/operate"
+        )
+    jobs = [dg.define_asset_job(UNPARTITIONED_JOB, selection=dg.AssetSelection.assets(*unpartitioned))]
     return dg.Definitions.merge(defs, dg.Definitions(jobs=jobs)), bool(partitioned), bool(unpartitioned)
 
 
