@@ -19,19 +19,9 @@ with pings as (
     {%- endif %}
 ),
 
-folded_windows as (
-    select window_start
-    from {{ ref('stg_folded_windows') }}
-    where topic = 'logistics.tracking_pings'
-),
-
 -- Only on-time pings count, unless an operator folded the late pings of that window back in.
 counted_pings as (
-    select pings.*
-    from pings
-    left join folded_windows
-        on pings.window_start = folded_windows.window_start
-    where not pings._is_late or folded_windows.window_start is not null
+    {{ counted_in_window('pings', 'logistics.tracking_pings') }}
 ),
 
 courier_windows as (

@@ -13,19 +13,9 @@ with order_events as (
     {%- endif %}
 ),
 
-folded_windows as (
-    select window_start
-    from {{ ref('stg_folded_windows') }}
-    where topic = 'oltp.public.orders'
-),
-
 -- Only on-time events count, unless an operator folded the late events of that window back in.
 counted_events as (
-    select order_events.*
-    from order_events
-    left join folded_windows
-        on order_events.window_start = folded_windows.window_start
-    where not order_events._is_late or folded_windows.window_start is not null
+    {{ counted_in_window('order_events', 'oltp.public.orders') }}
 ),
 
 window_counts as (
