@@ -145,6 +145,10 @@ def print_report(incremental: DbtRun, full: DbtRun, new_hour: datetime, hours: i
         say(f"{name:<34}{inc:>12.2f}{ful:>16.2f}{(inc / ful if ful else 0):>9.1%}")
     say(f"{'sum of model times':<34}{inc_models:>12.2f}{full_models:>16.2f}{inc_models / full_models:>9.1%}")
     say(
+        f"{'dbt start-up (to the first node)':<34}{incremental.startup_seconds or 0:>12.2f}"
+        f"{full.startup_seconds or 0:>16.2f}"
+    )
+    say(
         f"{'wall clock (incl. dbt start-up)':<34}{incremental.seconds:>12.2f}{full.seconds:>16.2f}"
         f"{incremental.seconds / full.seconds:>9.1%}"
     )

@@ -12,7 +12,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -99,10 +99,26 @@ class DbtRun:
     seconds: float
     output: str
     timings: dict[str, float] = field(default_factory=dict)
+    # Seconds from launching dbt to its first node starting: interpreter, project, manifest and connection set-up.
+    startup_seconds: float | None = None
 
     @property
     def ok(self) -> bool:
         return self.returncode == 0
+
+
+def first_node_started(target_path: Path) -> datetime | None:
+    """When the first node of the last invocation started (UTC, naive), from run_results.json."""
+    path = target_path / "run_results.json"
+    if not path.exists():
+        return None
+    starts = [
+        datetime.fromisoformat(t["started_at"].rstrip("Z")).replace(tzinfo=None)
+        for r in json.loads(path.read_text()).get("results", [])
+        for t in r.get("timing", [])
+        if t.get("started_at")
+    ]
+    return min(starts) if starts else None
 
 
 def model_timings(target_path: Path) -> dict[str, float]:
@@ -135,6 +151,7 @@ def run_dbt(
     if target_path is not None:
         # Logs beside the target: parallel runs (tests, benchmarks) must not share dbt_project/logs.
         env["DBT_LOG_PATH"] = str(target_path / "logs")
+    launched = datetime.now(UTC).replace(tzinfo=None)
     started = time.perf_counter()
     proc = subprocess.Popen(
         args, cwd=DBT_PROJECT_DIR, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
@@ -146,12 +163,14 @@ def run_dbt(
         if echo is not None:
             echo(line.rstrip("\n"))
     returncode = proc.wait()
+    first = first_node_started(target_path or DBT_PROJECT_DIR / "target")
     run = DbtRun(
         args=args,
         returncode=returncode,
         seconds=time.perf_counter() - started,
         output="".join(lines),
         timings=model_timings(target_path or DBT_PROJECT_DIR / "target"),
+        startup_seconds=(first - launched).total_seconds() if first and first >= launched else None,
     )
     if check and not run.ok:
         tail = "".join(lines[-40:])
