@@ -831,10 +831,11 @@ def test_truth_matches_the_final_state_in_the_files(landing: Landing) -> None:
 def test_uuid_column_has_the_uuid4_layout() -> None:
     import pyarrow as pa
 
-    rng = random.Random(3)
-    cols = [pa.array([rng.random() for _ in range(500)]) for _ in range(3)]
-    ids = E.uuid4_column(*cols).to_pylist()
+    raw = random.Random(3).randbytes(16 * 500)
+    ids = E.uuid4_column(raw).to_pylist()
     assert all(re.fullmatch(r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-a[0-9a-f]{3}-[0-9a-f]{12}", i) for i in ids)
     assert len(set(ids)) == 500
-    edge = E.uuid4_column(pa.array([0.0, 1 - 2**-53]), pa.array([0.0, 1 - 2**-53]), pa.array([0.0, 1 - 2**-53]))
+    assert ids == [E.uuid4_text(int.from_bytes(raw[16 * i : 16 * i + 16], "big")) for i in range(500)]
+    edge = E.uuid4_column(bytes(16) + b"\xff" * 16)
+    assert isinstance(edge, pa.Array)
     assert edge.to_pylist() == ["00000000-0000-4000-a000-000000000000", "ffffffff-ffff-4fff-afff-ffffffffffff"]

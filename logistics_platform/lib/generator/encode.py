@@ -11,6 +11,7 @@ from __future__ import annotations
 import gzip
 import json
 import random
+from array import array
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
@@ -185,40 +186,52 @@ def uuid4_text(bits: int) -> str:
     return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-a{h[17:20]}-{h[20:32]}"
 
 
-_HEX_TABLES: dict[int, Any] = {}
+_UUID_OFFSETS = array("i", [0])
 
 
-def _hex_table(digits: int) -> Any:
-    """Arrow array of every ``digits``-long lowercase hex string, indexed by its value."""
-    import pyarrow as pa
+def uuid4_column(random_bytes: bytes) -> Any:
+    """Version-4 UUID strings (Arrow array), one per 16 bytes of ``random_bytes``.
 
-    table = _HEX_TABLES.get(digits)
-    if table is None:
-        table = _HEX_TABLES[digits] = pa.array([f"{i:0{digits}x}" for i in range(16**digits)])
-    return table
-
-
-def uuid4_column(u1: Any, u2: Any, u3: Any) -> Any:
-    """Version-4 UUID strings (Arrow array) from three arrays of uniform floats in [0, 1).
-
-    Each float gives 48 random bits, cut into 4-hex-digit (or 3-digit) groups looked up in a table; the
-    version digit is ``4`` and the variant digit ``a``, as in :func:`uuid4_text`.
+    The bytes are hex-encoded in one C call and the digits moved into the 8-4-4-4-12 layout by strided slice
+    copies (whole 4-byte units where source and target line up): a few copies of n elements instead of a
+    per-id string join. The version digit is ``4`` and the variant digit ``a``, as in :func:`uuid4_text`.
     """
     import pyarrow as pa
-    import pyarrow.compute as pc
 
-    def groups(u: Any, widths: tuple[int, ...]) -> list[Any]:
-        bits = pc.cast(pc.floor(pc.multiply(u, float(1 << 48))), pa.uint64())
-        out, shift = [], 48
-        for w in widths:
-            shift -= 4 * w
-            out.append(_hex_table(w).take(pc.bit_wise_and(pc.shift_right(bits, shift), 16**w - 1)))
-        return out
+    global _UUID_OFFSETS
+    n = len(random_bytes) // 16
+    hexed = random_bytes[: 16 * n].hex().encode("ascii")  # 32 digits per id
+    out = bytearray(b"-" * (36 * n))
+    src, dst = memoryview(hexed), memoryview(out)
+    src4, dst4 = src.cast("I"), dst.cast("I")  # 4-byte units: 8 per id in, 9 out
+    for s, d in ((0, 0), (1, 1), (5, 6), (6, 7), (7, 8)):  # digits 0-7 and 20-31
+        dst4[d::9] = src4[s::8]
+    for s, d in ((8, 9), (9, 10), (10, 11), (11, 12), (13, 15), (14, 16), (15, 17), (17, 20), (18, 21), (19, 22)):
+        dst[d::36] = src[s::32]
+    dst[14::36] = b"4" * n
+    dst[19::36] = b"a" * n
+    src4.release()
+    dst4.release()
+    if len(_UUID_OFFSETS) <= n:  # int32 offsets, every 36 bytes; a prefix serves any smaller call
+        _UUID_OFFSETS = array("i", range(0, 36 * (2 * n + 1), 36))
+    offsets = memoryview(_UUID_OFFSETS)[: n + 1]
+    return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(out)])
 
-    g0, g1, g2 = groups(u1, (4, 4, 4))
-    h3, h4, g5 = groups(u2, (3, 3, 4))
-    g6, g7 = groups(u3, (4, 4))
-    return pc.binary_join_element_wise(g0, g1, "-", g2, "-4", h3, "-a", h4, "-", g5, g6, g7, "")
+
+_SECOND_TABLES: dict[int, Any] = {}
+
+
+def second_prefixes(hour: int) -> Any:
+    """Arrow array of ``YYYY-MM-DDTHH:MM:SS.`` for the 3600 seconds of an epoch hour (a few hours cached)."""
+    import pyarrow as pa
+
+    table = _SECOND_TABLES.get(hour)
+    if table is None:
+        if len(_SECOND_TABLES) >= 64:
+            _SECOND_TABLES.clear()
+        prefix = hour_prefix(hour)
+        table = _SECOND_TABLES[hour] = pa.array([prefix + ms for ms in _MIN_SEC], pa.string())
+    return table
 
 
 # ----------------------------------------------------------------------------------------------- envelopes

@@ -469,9 +469,9 @@ class _Engine:
             t_cancel = t_cancel if t_cancel is not None and t_cancel < t_assign else max(t_assign, base + MINUTE)
         method = W.PAYMENT_METHODS[bisect_right(self.method_cum, rng.random() * self.method_cum[-1])]
         o: list[Any] = [oid, tid, None, region, "created", total, fee, created_us, promised, None, created_us]
-        links: dict[Any, list[Any]] = {}
         prev_after = ["null"]
         tip_from = self.tip_from_us
+        dec_str, ts_iso = E.dec_str, E.ts_iso
 
         # Canonical encodings of the columns that never change (most changes use these).
         head = f'{{"order_id":{oid},"tenant_id":"{tid}","courier_id":'
@@ -513,14 +513,30 @@ class _Engine:
             last_change[0] = ch
             return ch
 
+        def payment_after(p: list[Any]) -> tuple[str, int]:
+            """Row image of payment ``p`` and its encoding flags (the draw of _fmt(), inlined)."""
+            bits = getbits(40)
+            flags = (1 if (bits & 0xFFFFF) * _INV20 < epoch_rate else 0) | (
+                2 if (bits >> 20) * _INV20 < number_rate else 0
+            )
+            if flags:
+                ts = E.ts_epoch if flags & 1 else E.ts_iso
+                dec = E.dec_num if flags & 2 else E.dec_str
+                return E.payment_row(*p[:7], ts=ts, dec=dec), flags
+            # same text as E.payment_row with canonical encodings
+            return (
+                f'{{"payment_id":{p[0]},"order_id":{oid},"amount":{dec_str(p[2])},"method":"{method}",'
+                f'"status":"{p[4]}","created_at":{ts_iso(p[5])},"updated_at":{ts_iso(p[6])}}}'
+            ), 0
+
         def new_payment(op: str, t: int, amount: int, status: str, row_time: int | None = None) -> list[Any]:
             self.payment_id += 1
             rt = t if row_time is None else row_time
-            p: list[Any] = [self.payment_id, oid, amount, method, status, rt, rt]
+            # p[7]: the payment's latest change, whose next-commit time the following change fills in (_link)
+            p: list[Any] = [self.payment_id, oid, amount, method, status, rt, rt, None]
             payments.append(p)
-            ts, dec, flags = self._fmt()
-            ch = [T_PAYMENTS, op, p[0], "null", E.payment_row(*p, ts=ts, dec=dec), None, flags]
-            self._link(links, ch, t)
+            after, flags = payment_after(p)
+            p[7] = ch = [T_PAYMENTS, op, p[0], "null", after, None, flags]
             return ch
 
         def update_payment(p: list[Any], t: int, status: str, amount: int | None = None) -> list[Any]:
@@ -528,9 +544,10 @@ class _Engine:
             p[6] = t
             if amount is not None:
                 p[2] = amount
-            ts, dec, flags = self._fmt()
-            ch = [T_PAYMENTS, "u", p[0], f'{{"payment_id":{p[0]}}}', E.payment_row(*p, ts=ts, dec=dec), None, flags]
-            self._link(links, ch, t)
+            after, flags = payment_after(p)
+            ch = [T_PAYMENTS, "u", p[0], f'{{"payment_id":{p[0]}}}', after, None, flags]
+            p[7][5] = t
+            p[7] = ch
             return ch
 
         payments: list[list[Any]] = []
@@ -603,12 +620,25 @@ class _Engine:
                 last_change[0][5] = t_del
             for p in payments:
                 ch = [T_PAYMENTS, "d", p[0], f'{{"payment_id":{p[0]}}}', "null", None, 0]
-                self._link(links, ch, t_del)
+                p[7][5] = t_del
                 chs.append(ch)
             txs.append((t_del, chs, False))
             deleted = t_del < self.end_us
+        # _schedule(), inlined: an order has several transactions and this runs for every order
+        start_us, end_us, by_hour = self.start_us, self.end_us, self.txs
+        seq = self.seq
         for t, chs, snap in txs:
-            self._schedule(t, chs, snap)
+            if t >= end_us:
+                continue
+            if t < start_us:
+                raise RuntimeError(f"generator bug: transaction at {E.iso(t)} before the period starts")
+            seq += 1
+            h = (t - start_us) // HOUR_US
+            bucket = by_hour.get(h)
+            if bucket is None:
+                bucket = by_hour[h] = []
+            bucket.append((t, seq, chs, snap))
+        self.seq = seq
         self.order_final[oid] = (self._status_at_end(txs, snap_status), total, deleted)
         if courier is not None and self.ping_iv_us and (t_cancel is None or t_cancel > t_assign):
             self._plan_pings(
@@ -786,7 +816,7 @@ class _Engine:
                 "lat": lat,
                 "lon": lon,
                 "speed": speed,
-                "pid": E.uuid4_column(rand(), rand(), rand()),
+                "pid": E.uuid4_column(Random(rng.getrandbits(62)).randbytes(16 * n)),
                 "dice": rand(),
                 "late_kind": col("late_kind"),
             }
@@ -920,6 +950,8 @@ class _Engine:
         dup_rate, bad_total = self.dup_rate, self.malformed_total
         envelope, wrap, partition_of = E.envelope, E.wrap_with_schema, E.partition_of
         lsn, tx_id, ooo_owed = self.lsn, self.tx_id, self.ooo_owed
+        # per topic and op: changes committed (folded into the stats after the loop, cheaper than per change)
+        op_counts: list[dict[str, int]] = [{"c": 0, "u": 0, "d": 0, "r": 0} for _ in range(4)]
         for commit_us, _, changes, snapshot in txs:
             tx_id += 1 + int(rnd() * 3)
             prev = lsn
@@ -988,8 +1020,7 @@ class _Engine:
                     st.hour(a)[3] += 1
                 if nlines == 2:
                     st.hour(a)[2] += 1
-                st.events += 1
-                st.ops[op] += 1
+                op_counts[ti][op] += 1
                 if flags:
                     if flags & 1:
                         st.epoch_micros += 1
@@ -1008,6 +1039,10 @@ class _Engine:
                 elif op != "d" and x < dup_rate + bad_total:
                     self._bad_line(ti, env, arrival, part, x - dup_rate, self.malformed_kinds)
         self.lsn, self.tx_id, self.ooo_owed = lsn, tx_id, ooo_owed
+        for st, counted in zip(stats, op_counts, strict=False):
+            for op, n in counted.items():
+                st.ops[op] += n
+                st.events += n
 
     # ------------------------------------------------------------------------------------------ files
     def _plan_delayed_files(self) -> None:
@@ -1027,9 +1062,10 @@ class _Engine:
     def _flush(self, a: int) -> None:
         """Write arrival hour ``a``: per topic and partition, in arrival order, ``flush_size`` lines a file."""
         for ti in range(4):
-            parts = self.buckets[ti].pop(a, None)
-            if not parts:
+            pending = self.buckets[ti].pop(a, None)
+            if not pending:
                 continue
+            parts: list[list[tuple[Any, ...]]] = pending
             # Records are bucketed by partition as they are routed: each partition's lines in arrival order
             # (a stable sort, so equal arrivals keep their routing order).
             for recs in parts:
@@ -1089,19 +1125,24 @@ class _Engine:
         for item in pc.value_counts(keys.column("p")).to_pylist():
             counts[item["values"]] = item["counts"]
         starts = [sum(counts[:p]) for p in range(len(counts))]
+        seconds, first_hour = pa.array([], pa.string()), 0
+        if rows is not None and n_rows:
+            bounds = pc.min_max(rows.column("t"))
+            first_hour, last_hour = bounds["min"].as_py() // HOUR_US, bounds["max"].as_py() // HOUR_US
+            seconds = pa.concat_arrays([E.second_prefixes(h) for h in range(first_hour, last_hour + 1)])
 
         def render(p: int, i: int, j: int) -> tuple[Any, int, int]:
             lo, hi = starts[p] + i, starts[p] + j
             idx = order.slice(lo, hi - lo)
             if extra_lines is None:
-                lines = _ping_text(rows.take(idx))  # type: ignore[union-attr]
+                lines = _ping_text(rows.take(idx), seconds, first_hour)  # type: ignore[union-attr]
             else:
                 is_extra = pc.greater_equal(idx, n_rows)
                 row_idx = idx.filter(pc.invert(is_extra))
                 extra_idx = pc.subtract(idx.filter(is_extra), n_rows)
                 texts = [extra_lines.take(extra_idx)]
                 if len(row_idx):
-                    texts.insert(0, _ping_text(rows.take(row_idx)))  # type: ignore[union-attr]
+                    texts.insert(0, _ping_text(rows.take(row_idx), seconds, first_hour))  # type: ignore[union-attr]
                 # back into (partition, arrival) order: rows first in `both`, then the corrupted lines
                 as_int = pc.cast(is_extra, pa.int64())
                 n_valid = len(row_idx)
@@ -1309,20 +1350,16 @@ class _Engine:
         }
 
 
-def _ping_text(rows: pa.Table) -> pa.Array:
-    """JSON Lines text (binary array, newline-terminated) of ping rows, built by Arrow kernels."""
+def _ping_text(rows: pa.Table, seconds: pa.Array, first_hour: int) -> pa.Array:
+    """JSON Lines text (binary array, newline-terminated) of ping rows, built by Arrow kernels.
+
+    ``seconds`` holds ``YYYY-MM-DDTHH:MM:SS.`` of every second from epoch hour ``first_hour`` on (one take per
+    timestamp instead of Arrow's strftime, ~50x slower, or a dozen kernels for hours, minutes and seconds).
+    """
     text = pa.string()
-    ts = rows.column("t").chunk(0) if rows.column("t").num_chunks == 1 else rows.column("t").combine_chunks()
-    # recorded_at: per-hour prefix + zero-padded minute/second/micros (Arrow's strftime is ~50x slower)
-    bounds = pc.min_max(ts)
-    h_lo, h_hi = bounds["min"].as_py() // HOUR_US, bounds["max"].as_py() // HOUR_US
-    hours = pc.divide(ts, HOUR_US)
-    prefix = pa.array([E.hour_prefix(h) for h in range(h_lo, h_hi + 1)], text).take(pc.subtract(hours, h_lo))
-    rem = pc.subtract(ts, pc.multiply(hours, HOUR_US))
-    minute = pc.divide(rem, MINUTE)
-    rem = pc.subtract(rem, pc.multiply(minute, MINUTE))
-    second = pc.divide(rem, SECOND)
-    micros = pc.subtract(rem, pc.multiply(second, SECOND))
+    ts = rows.column("t")
+    prefix = seconds.take(pc.subtract(pc.divide(ts, SECOND), first_hour * 3600))
+    micros = pc.subtract(ts, pc.multiply(pc.divide(ts, SECOND), SECOND))
 
     def padded(values: pa.Array, width: int) -> pa.Array:
         return pc.utf8_lpad(pc.cast(values, text), width=width, padding="0")
@@ -1343,10 +1380,6 @@ def _ping_text(rows: pa.Table) -> pa.Array:
         pc.cast(pc.round(col("speed"), 1), text),
         ',"recorded_at":"',
         prefix,
-        padded(minute, 2),
-        ":",
-        padded(second, 2),
-        ".",
         padded(micros, 6),
         'Z"}\n',
         "",
