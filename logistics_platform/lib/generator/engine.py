@@ -28,7 +28,7 @@ import threading
 import zlib
 from bisect import bisect_right
 from collections.abc import Callable
-from itertools import accumulate, chain, pairwise, repeat
+from itertools import accumulate, pairwise
 from operator import itemgetter
 from pathlib import Path
 from random import Random
@@ -757,8 +757,13 @@ class _Engine:
         rng = self.rng
         counts = [r[0] for r in runs]
         n = sum(counts)
-        run_idx = pa.array(list(chain.from_iterable(repeat(i, c) for i, c in enumerate(counts))), pa.int32())
-        k = pa.array(list(chain.from_iterable(range(r[1], r[1] + r[0]) for r in runs)), pa.int64())
+        # Run index and ping number k of every ping, by Arrow kernels (two Python lists of n ints cost more):
+        # the runs as lists over n slots give each slot its run; position - run start + k0 gives k.
+        starts = [0, *accumulate(counts)]
+        run_idx = pc.list_parent_indices(pa.ListArray.from_arrays(pa.array(starts, pa.int32()), pa.nulls(n, pa.int8())))
+        position = pc.subtract(pc.cumulative_sum(pc.fill_null(pa.nulls(n, pa.int64()), 1)), 1)
+        k0_minus_start = pa.array([r[1] - s for r, s in zip(runs, starts, strict=False)], pa.int64())
+        k = pc.add(position, k0_minus_start.take(run_idx))
         names = (
             "count",
             "k0",
