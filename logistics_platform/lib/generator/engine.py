@@ -28,6 +28,7 @@ import threading
 import zlib
 from bisect import bisect_right
 from collections.abc import Callable
+from functools import partial
 from itertools import accumulate, pairwise
 from operator import itemgetter
 from pathlib import Path
@@ -89,7 +90,7 @@ class _FileWriter:
         self._thread.start()
 
     def put(self, path: Path, raw: Any, gz: bool, mtime: int, record: dict[str, Any]) -> None:
-        """Queue one file; ``record["bytes"]`` is set to its size on disk once written."""
+        """Queue one file (``raw``: its bytes or a function making them); sets ``record["bytes"]`` when written."""
         if self._error is not None:
             raise RuntimeError(f"generator: writing landed files failed: {self._error}") from self._error
         self._queue.put((path, raw, gz, mtime, record))
@@ -101,6 +102,8 @@ class _FileWriter:
                 continue  # keep draining so that put() never blocks on a dead writer
             path, raw, gz, mtime, record = item
             try:
+                if callable(raw):
+                    raw = raw()
                 # gzip.compress(mtime=0) is exactly this (header without time or name), minus a copy
                 data = zlib.compress(raw, 1, 31) if gz else raw
                 if path.parent not in made:
@@ -1136,8 +1139,7 @@ class _Engine:
             first_hour, last_hour = bounds["min"].as_py() // HOUR_US, bounds["max"].as_py() // HOUR_US
             seconds = pa.concat_arrays([E.second_prefixes(h) for h in range(first_hour, last_hour + 1)])
 
-        def render(p: int, i: int, j: int) -> tuple[Any, int, int]:
-            lo, hi = starts[p] + i, starts[p] + j
+        def text(lo: int, hi: int) -> memoryview:
             idx = order.slice(lo, hi - lo)
             if extra_lines is None:
                 lines = _ping_text(rows.take(idx), seconds, first_hour)  # type: ignore[union-attr]
@@ -1148,7 +1150,7 @@ class _Engine:
                 texts = [extra_lines.take(extra_idx)]
                 if len(row_idx):
                     texts.insert(0, _ping_text(rows.take(row_idx), seconds, first_hour))  # type: ignore[union-attr]
-                # back into (partition, arrival) order: rows first in `both`, then the corrupted lines
+                # back into (partition, arrival) order: rows first in `texts`, then the corrupted lines
                 as_int = pc.cast(is_extra, pa.int64())
                 n_valid = len(row_idx)
                 pos = pc.if_else(
@@ -1160,7 +1162,13 @@ class _Engine:
             _, offsets_buf, data_buf = lines.buffers()
             end = memoryview(offsets_buf).cast("i")[lines.offset + len(lines)]
             start = memoryview(offsets_buf).cast("i")[lines.offset]
-            return memoryview(data_buf)[start:end], j - i, sorted_arrivals[hi - 1].as_py()
+            return memoryview(data_buf)[start:end]
+
+        def render(p: int, i: int, j: int) -> tuple[Any, int, int]:
+            lo, hi = starts[p] + i, starts[p] + j
+            # The text is made on the writer thread: Arrow kernels release the GIL, so on a second core the
+            # formatting overlaps the simulation.
+            return partial(text, lo, hi), j - i, sorted_arrivals[hi - 1].as_py()
 
         self._write_files(T_PINGS, a, counts, render)
 
