@@ -10,13 +10,11 @@
     'order_id', 'tenant_id', 'courier_id', 'region', 'status', 'total_amount', 'delivery_fee',
     'created_at', 'promised_at', 'delivered_at', 'updated_at'] -%}
 {%- set added_columns = [] -%}
-{%- if execute -%}
-    {%- for column in adapter.get_columns_in_relation(source('bronze', 'orders')) -%}
-        {%- if column.name not in contract_columns and not column.name.startswith('_') -%}
-            {%- do added_columns.append(column.name) -%}
-        {%- endif -%}
-    {%- endfor -%}
-{%- endif -%}
+{%- for column in relation_column_names(source('bronze', 'orders')) -%}
+    {%- if column not in contract_columns and not column.startswith('_') -%}
+        {%- do added_columns.append(column) -%}
+    {%- endif -%}
+{%- endfor -%}
 
 {{ stage_events(
     source('bronze', 'orders'),

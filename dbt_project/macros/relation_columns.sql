@@ -1,0 +1,13 @@
+{#- Column names of a table or view, in order, from DuckDB's catalog (empty while parsing, and for a relation that
+    does not exist, like the CTE a unit test puts in place of a source).
+
+    Unlike adapter.get_columns_in_relation (a `describe`), this does not bind the relation: for the bronze views that
+    would plan an Iceberg scan, reading the table's manifests, once more per model and run. -#}
+{% macro relation_column_names(relation) -%}
+    {%- if not execute -%}{{ return([]) }}{%- endif -%}
+    {%- set result = run_query(
+        "select column_name from information_schema.columns"
+        ~ " where table_catalog = '" ~ relation.database ~ "' and table_schema = '" ~ relation.schema ~ "'"
+        ~ " and table_name = '" ~ relation.identifier ~ "' order by ordinal_position") -%}
+    {{ return(result.columns[0].values() | list) }}
+{%- endmacro %}
