@@ -24,8 +24,12 @@ pings as (
     select *
     from {{ ref('stg_tracking_pings') }}
     {% if is_incremental() -%}
-    where _event_id in ({{ affected_ping_event_ids() }})
+    -- The pings of affected_ping_event_ids(), read straight from their rows (one row per event in staging): a range
+    -- on _arrival_hour that DuckDB prunes by row-group min/max, instead of probing every staged _event_id.
+    where {{ in_arrival_window('_arrival_hour', ref('stg_tracking_pings')) }}
+        {%- if var('refresh_window_starts', []) | length > 0 %}
         or date_trunc('hour', _event_time) in ({{ refresh_windows() }})
+        {%- endif %}
     {%- endif %}
 ),
 
