@@ -59,6 +59,7 @@ KEYS = ("tenant_id", "courier_id", "order_id", "payment_id", "ping_id")
 OOO_MAX_GAP_US = 3 * HOUR_US  # an out-of-order change overtakes a next change at most this far ahead
 DUP_MAX_DELAY_US = 6 * HOUR_US
 GENERATION_FILE = "_generation.json"
+PING_BATCH = 65_536  # pings expanded per batch of Arrow kernels
 
 ProgressFn = Callable[[int, int, int], None]  # (hours done, hours total, lines so far)
 
@@ -753,10 +754,23 @@ class _Engine:
         return rng.randrange(10 * MINUTE, min(DUP_MAX_DELAY_US, room))
 
     def _materialize_pings(self) -> None:
-        """Expand the ping runs planned so far into rows (Arrow kernels) and file them by arrival hour."""
+        """Expand the ping runs planned so far into rows (Arrow kernels) and file them by arrival hour.
+
+        In batches of about PING_BATCH pings: the arrays stay small enough for the allocator to reuse and the
+        caches to hold (whole hours of a 10M-line day were ~1.7x slower per ping, mostly page faults).
+        """
         runs, self.ping_runs = self.ping_runs, []
-        if not runs:
-            return
+        i = total = 0
+        for j, run in enumerate(runs):
+            total += run[0]
+            if total >= PING_BATCH:
+                self._materialize_runs(runs[i : j + 1])
+                i, total = j + 1, 0
+        if i < len(runs):
+            self._materialize_runs(runs[i:])
+
+    def _materialize_runs(self, runs: list[tuple[Any, ...]]) -> None:
+        """Rows of a batch of ping runs: times, positions, ids, network delay, offline uploads, copies."""
         rng = self.rng
         counts = [r[0] for r in runs]
         n = sum(counts)
@@ -1112,6 +1126,7 @@ class _Engine:
         extras = self.ping_extras.pop(a, None) or []
         if not tables and not extras:
             return
+        # contiguous: take() on a table of many chunks (one per materialized batch) costs far more per file
         rows = pa.concat_tables(tables).combine_chunks() if tables else None
         n_rows = 0 if rows is None else rows.num_rows
         arrival_parts: list[pa.Array] = []
@@ -1262,7 +1277,6 @@ class _Engine:
             self._materialize_pings()
             self._flush(h)
             self.flushed = h
-            gc.collect(1)  # the cycles of this hour, if any (generation 2 is left alone: it is the large part)
             if self.progress is not None:
                 self.progress(h + 1, cfg.hours, self.lines_written)
         leftovers = [(ti, a) for ti, b in enumerate(self.buckets) for a in b if b[a]]
@@ -1397,7 +1411,7 @@ def _ping_text(rows: pa.Table, seconds: pa.Array, first_hour: int) -> pa.Array:
         'Z"}\n',
         "",
     )
-    return (line.chunk(0) if isinstance(line, pa.ChunkedArray) else line).cast(pa.binary())
+    return (line.combine_chunks() if isinstance(line, pa.ChunkedArray) else line).cast(pa.binary())
 
 
 def stderr_progress(width: int = 30) -> ProgressFn:
@@ -1433,9 +1447,10 @@ def generate(out_dir: Path | str, config: GeneratorConfig, progress: bool | Prog
         shutil.rmtree(staging)
     staging.mkdir()
     fn: ProgressFn | None = stderr_progress() if progress is True else (progress or None)
-    # The cyclic GC scans the millions of live tuples and strings of the pending hours again and again
-    # (~15% of the run) while the engine makes almost no reference cycles: switch automatic collections
-    # off for the run; run() collects the young generations once per hour, so memory stays bounded.
+    # The cyclic GC scans the millions of live tuples and lists of the pending hours again and again (~15%
+    # of the run), yet the engine makes no reference cycles (a probe collecting after every simulated hour
+    # found 0 unreachable objects in each hour of a 10M-line run): reference counting alone frees every
+    # hour's objects, so memory stays bounded with automatic collection off for the run.
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
