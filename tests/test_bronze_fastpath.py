@@ -97,7 +97,9 @@ def test_the_fast_path_takes_clean_runs_and_declines_the_others(landings):
     for table in ("orders", "tracking_pings", "payments"):
         clean_runs = _runs(clean, table, 64)
         assert clean_runs and all(fast_rows(p, r, 0, 0, "f", s) is not None for p, r, s in clean_runs), table
-        taken = [fast_rows(p, r, 0, 0, "f", s) is not None for p, r, s in _runs(dirty, table, 64)]
+        # 8-line runs: with the default anomaly mix a CDC line is odd ~14% of the time, so nearly every 64-line
+        # run of orders or payments holds one and whether any is taken was down to the seed's luck.
+        taken = [fast_rows(p, r, 0, 0, "f", s) is not None for p, r, s in _runs(dirty, table, 8)]
         assert any(taken) and not all(taken), table
 
 
