@@ -110,7 +110,8 @@ def main(argv: list[str] | None = None) -> int:
         marker.write_text(str(history_hours))
     history_hours = int(marker.read_text())
     # The SQL catalog is the only pointer to bronze's current snapshots: keeping a copy taken before the new hour
-    # lets --reuse measure a genuinely new hour again (the files it wrote last time become unreferenced).
+    # lets --reuse measure a genuinely new hour again (the files it wrote last time become unreferenced; pyiceberg
+    # then logs "Failed to delete metadata file" for old metadata versions the last run already pruned: harmless).
     catalog_db = root / "warehouse" / "catalog.db"
     history_catalog = root / "catalog.history.db"
     if not history_catalog.exists():
