@@ -26,7 +26,7 @@ import zlib
 from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from itertools import count
 from typing import Any
@@ -658,20 +658,7 @@ def _ingest_topic(
             table = catalog.load_table(spec.identifier)
             writer.reset(table)
             state["evolved"], state["schema"] = tuple(evolved_columns(table, spec).items()), writer.arrow_schema
-            res = parse_block(
-                BlockTask(
-                    task.table,
-                    task.hour,
-                    task.lateness_seconds,
-                    state["evolved"],
-                    state["schema"],
-                    task.block,
-                    task.kafka_partition,
-                    task.first_offset,
-                    task.relpath,
-                    task.fast_run_lines,
-                )
-            )
+            res = parse_block(replace(task, evolved=state["evolved"], arrow_schema=state["schema"]))
         writer.add_table(res.rows)
         for q in res.quarantine:
             quarantine.add(q)
