@@ -107,27 +107,28 @@ class DbtRun:
         return self.returncode == 0
 
 
-def first_node_started(target_path: Path) -> datetime | None:
-    """When the first node of the last invocation started (UTC, naive), from run_results.json."""
+def node_results(target_path: Path) -> list[dict[str, Any]]:
+    """The node results of the last invocation in ``target_path`` (dbt's run_results.json), or none."""
     path = target_path / "run_results.json"
     if not path.exists():
-        return None
+        return []
+    return list(json.loads(path.read_text()).get("results", []))
+
+
+def first_node_started(results: list[dict[str, Any]]) -> datetime | None:
+    """When the first node started (UTC, naive)."""
     starts = [
         datetime.fromisoformat(t["started_at"].rstrip("Z")).replace(tzinfo=None)
-        for r in json.loads(path.read_text()).get("results", [])
+        for r in results
         for t in r.get("timing", [])
         if t.get("started_at")
     ]
     return min(starts) if starts else None
 
 
-def model_timings(target_path: Path) -> dict[str, float]:
-    """Seconds per node (model name -> execution time) from dbt's run_results.json."""
-    path = target_path / "run_results.json"
-    if not path.exists():
-        return {}
-    results = json.loads(path.read_text())
-    return {r["unique_id"].split(".")[-1]: float(r.get("execution_time") or 0.0) for r in results.get("results", [])}
+def model_timings(results: list[dict[str, Any]]) -> dict[str, float]:
+    """Seconds per node (model name -> execution time)."""
+    return {r["unique_id"].split(".")[-1]: float(r.get("execution_time") or 0.0) for r in results}
 
 
 def run_dbt(
@@ -163,13 +164,14 @@ def run_dbt(
         if echo is not None:
             echo(line.rstrip("\n"))
     returncode = proc.wait()
-    first = first_node_started(target_path or DBT_PROJECT_DIR / "target")
+    results = node_results(target_path or DBT_PROJECT_DIR / "target")
+    first = first_node_started(results)
     run = DbtRun(
         args=args,
         returncode=returncode,
         seconds=time.perf_counter() - started,
         output="".join(lines),
-        timings=model_timings(target_path or DBT_PROJECT_DIR / "target"),
+        timings=model_timings(results),
         startup_seconds=(first - launched).total_seconds() if first and first >= launched else None,
     )
     if check and not run.ok:
