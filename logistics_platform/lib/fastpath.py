@@ -13,7 +13,6 @@ evolution are read like contract columns (evolved string columns only when every
 
 from __future__ import annotations
 
-import hashlib
 import io
 from typing import Any
 
@@ -30,7 +29,9 @@ from logistics_platform.lib.envelope import (
     K_STRING,
     K_TEXT_OR_JSON,
     K_TIMESTAMP,
+    PLAIN_EVENT_TIME_COLUMN,
     LineParser,
+    identity_hash,
 )
 
 # An evolved string column (K_TEXT_OR_JSON) also takes other JSON values as text per line: read strictly as a
@@ -130,8 +131,7 @@ def _typed(kind: str, values: pa.Array) -> pa.Array:
 
 
 def _event_ids(texts: pa.Array) -> list[str]:
-    blake = hashlib.blake2b
-    return [blake(t, digest_size=16).hexdigest() for t in texts.cast(pa.binary()).to_pylist()]
+    return [identity_hash(t) for t in texts.cast(pa.binary()).to_pylist()]
 
 
 def fast_rows(
@@ -220,7 +220,7 @@ def _build(
         for name, kind in parser.columns:
             cols[name] = _typed(kind, tbl.column(name).chunk(0))
         key = cols[key_name]
-        event_us = cols[parser._event_time_column]
+        event_us = cols[PLAIN_EVENT_TIME_COLUMN]
         _require(pc.is_valid(event_us))
     _require(pc.is_valid(key))
     if string_key:
