@@ -813,6 +813,27 @@ def test_order_rows_match_the_reference_renderer(landing: Landing) -> None:
     assert checked > 1000
 
 
+def test_cdc_envelopes_match_the_reference_renderer(landing: Landing) -> None:
+    """The commit loop's inlined envelope writes exactly what encode.envelope writes, for every CDC line."""
+    checked = 0
+    for topic in CDC:
+        for x in landing.rows(topic):
+            if x.wrapped:
+                continue
+            text = x.raw.decode("utf-8", "surrogateescape")
+            before = text[len('{"before":') : text.index(',"after":')]
+            after = text[text.index(',"after":') + len(',"after":') : text.index(',"source":')]
+            src = x.value["source"]
+            prev_lsn = int(json.loads(src["sequence"])[0])
+            expected = E.envelope(
+                src["table"], x.value["op"], before, after, src["ts_ms"], src["lsn"], prev_lsn, src["txId"],
+                x.value["ts_ms"], src["snapshot"],
+            )  # fmt: skip
+            assert text == expected
+            checked += 1
+    assert checked > 1000
+
+
 def test_truth_matches_the_final_state_in_the_files(landing: Landing) -> None:
     """``truth`` in _generation.json is what the marts must show: latest change by LSN, deletes removed."""
     latest: dict[int, Line] = {}

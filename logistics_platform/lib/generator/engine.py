@@ -235,19 +235,23 @@ class _Engine:
     def _hour_of(self, us: int) -> int:
         return (us - self.start_us) // HOUR_US
 
-    def _schedule(self, commit_us: int, changes: list[list[Any]], snapshot: bool = False) -> bool:
-        """Queue a transaction for its commit hour; transactions at or after the end never happen."""
-        if commit_us >= self.end_us:
-            return False
-        if commit_us < self.start_us:
-            raise RuntimeError(f"generator bug: transaction at {E.iso(commit_us)} before the period starts")
-        self.seq += 1
-        h = (commit_us - self.start_us) // HOUR_US
-        bucket = self.txs.get(h)
-        if bucket is None:
-            bucket = self.txs[h] = []
-        bucket.append((commit_us, self.seq, changes, snapshot))
-        return True
+    def _schedule(self, txs: list[tuple[int, list[list[Any]], bool]]) -> None:
+        """Queue transactions ``(commit time, changes, snapshot)`` for their commit hours; those at or after the
+        end never happen. Takes a list: an order has several transactions and this runs for every order."""
+        start_us, end_us, by_hour = self.start_us, self.end_us, self.txs
+        seq = self.seq
+        for t, chs, snap in txs:
+            if t >= end_us:
+                continue
+            if t < start_us:
+                raise RuntimeError(f"generator bug: transaction at {E.iso(t)} before the period starts")
+            seq += 1
+            h = (t - start_us) // HOUR_US
+            bucket = by_hour.get(h)
+            if bucket is None:
+                bucket = by_hour[h] = []
+            bucket.append((t, seq, chs, snap))
+        self.seq = seq
 
     def _fmt(self) -> tuple[E.TsFn, E.DecFn, int]:
         """Encodings of one change: (timestamp encoder, decimal encoder, flags 1=epoch 2=number)."""
@@ -331,7 +335,7 @@ class _Engine:
             else:
                 ch = [T_TENANTS, "u", tid, before_row, E.tenant_row(*r, ts=ts), None, flags]
             self._link(links, ch, t)
-            self._schedule(t, [ch])
+            self._schedule([(t, [ch], False)])
         self.truth["tenants"] = len(tenant_ids)
         return tenant_ids
 
@@ -409,7 +413,7 @@ class _Engine:
             else:  # REPLICA IDENTITY DEFAULT: no before image on updates
                 ch = [T_COURIERS, "u", cid, "null", E.courier_row(*row, ts=ts), None, flags]
             self._link(links, ch, t)
-            self._schedule(t, [ch])
+            self._schedule([(t, [ch], False)])
         self.couriers_by_region = {r: ids for r, ids in by_region.items() if ids}
         self.all_couriers = [c for ids in self.couriers_by_region.values() for c in ids]
         self.truth["couriers"] = cfg.couriers + n_new - n_del
@@ -628,21 +632,7 @@ class _Engine:
                 chs.append(ch)
             txs.append((t_del, chs, False))
             deleted = t_del < self.end_us
-        # _schedule(), inlined: an order has several transactions and this runs for every order
-        start_us, end_us, by_hour = self.start_us, self.end_us, self.txs
-        seq = self.seq
-        for t, chs, snap in txs:
-            if t >= end_us:
-                continue
-            if t < start_us:
-                raise RuntimeError(f"generator bug: transaction at {E.iso(t)} before the period starts")
-            seq += 1
-            h = (t - start_us) // HOUR_US
-            bucket = by_hour.get(h)
-            if bucket is None:
-                bucket = by_hour[h] = []
-            bucket.append((t, seq, chs, snap))
-        self.seq = seq
+        self._schedule(txs)
         self.order_final[oid] = (self._status_at_end(txs, snap_status), total, deleted)
         if courier is not None and self.ping_iv_us and (t_cancel is None or t_cancel > t_assign):
             self._plan_pings(
@@ -1182,9 +1172,8 @@ class _Engine:
                 )
                 lines = pa.concat_arrays(texts).take(pos)
             _, offsets_buf, data_buf = lines.buffers()
-            end = memoryview(offsets_buf).cast("i")[lines.offset + len(lines)]
-            start = memoryview(offsets_buf).cast("i")[lines.offset]
-            return memoryview(data_buf)[start:end]
+            line_bounds = memoryview(offsets_buf).cast("i")
+            return memoryview(data_buf)[line_bounds[lines.offset] : line_bounds[lines.offset + len(lines)]]
 
         def render(p: int, i: int, j: int) -> tuple[Any, int, int]:
             lo, hi = starts[p] + i, starts[p] + j
@@ -1274,10 +1263,7 @@ class _Engine:
         for _ in range(n_snap_orders):
             self._plan_order(self.start_us - rng.randrange(2 * MINUTE, 30 * MINUTE), snap_us)
         snap_changes.extend(self.snapshot_extra)
-        if cfg.snapshot_rate > 0:
-            self._schedule(snap_us, snap_changes, True)
-        else:
-            self._schedule(snap_us, snap_changes, False)
+        self._schedule([(snap_us, snap_changes, cfg.snapshot_rate > 0)])
         for h in range(cfg.hours):
             self._plan_orders_of_hour(h)
             self._commit_hour(h)
