@@ -7,8 +7,12 @@ the last into bronze, builds everything, then ingests the last hour and times
   * a `--full-refresh` of the same data (all hours), in the same run, on the same machine,
 
 and prints the ratio (target: new hour <= 5% of the full refresh) with per-model timings from dbt's
-run_results.json. Wall-clock includes dbt's start-up (parse, connection, plugin), which is a fixed cost; the
-model-time ratio (sum of per-model execution times) shows the part that scales with data.
+run_results.json. Both timed runs invoke dbt in-process, as the Dagster dbt asset does (lib/dbt_inprocess.py), in
+this process, which has imported the transform definitions as a run worker has; the new hour is this process's first
+dbt invocation, so it pays dbt's one-time set-up and the full refresh does not. Wall clock includes what dbt does
+before its first node (partial parse, adapter, connection, plugin); the model-time ratio (sum of per-model execution
+times) shows the part that scales with data. For comparison, the same window is re-run through the dbt CLI (a child
+process), the way the assets ran dbt before.
 
     .venv/bin/python benchmarks/incremental.py                # 30 days, 20k orders/day (~40 min on 2 cores)
     .venv/bin/python benchmarks/incremental.py --days 3       # quick look
@@ -23,7 +27,10 @@ import time
 from datetime import datetime
 from pathlib import Path
 
+# What a Dagster run worker has imported before the dbt step runs: the transform definitions (dagster-dbt, dbt-core).
+import logistics_platform.defs.transform  # noqa: F401
 from logistics_platform.lib.catalog import load_catalog
+from logistics_platform.lib.dbt_inprocess import invoke_dbt
 from logistics_platform.lib.generator import GeneratorConfig, generate
 from logistics_platform.lib.ingest import ingest_hour
 from logistics_platform.lib.landing import list_arrival_hours
@@ -129,17 +136,19 @@ def main(argv: list[str] | None = None) -> int:
     report = ingest_hour(settings, new_hour)
     say(f"  {report.rows:,} rows")
 
-    incremental = run_dbt(settings, ["build", *MODELS_ONLY], window=window_vars(new_hour), target_path=target)
     full_settings = settings.with_overrides(duckdb_path=root / "full_refresh.duckdb")
     full_target = root / "dbt_target_full"
     # Untimed: both timed runs start from a parsed project (partial parsing), as every scheduled run does.
     run_dbt(full_settings, ["parse"], target_path=full_target)
-    full = run_dbt(full_settings, ["build", "--full-refresh", *MODELS_ONLY], target_path=full_target)
-    print_report(incremental, full, new_hour, history_hours + 1)
+    window = window_vars(new_hour)
+    incremental = invoke_dbt(settings, ["build", *MODELS_ONLY], window=window, target_path=target)
+    cli = run_dbt(settings, ["build", *MODELS_ONLY], window=window, target_path=target)
+    full = invoke_dbt(full_settings, ["build", "--full-refresh", *MODELS_ONLY], target_path=full_target)
+    print_report(incremental, full, new_hour, history_hours + 1, cli)
     return 0
 
 
-def print_report(incremental: DbtRun, full: DbtRun, new_hour: datetime, hours: int) -> None:
+def print_report(incremental: DbtRun, full: DbtRun, new_hour: datetime, hours: int, cli: DbtRun) -> None:
     inc_models = sum(incremental.timings.values())
     full_models = sum(full.timings.values())
     say("")
@@ -158,9 +167,13 @@ def print_report(incremental: DbtRun, full: DbtRun, new_hour: datetime, hours: i
         f"{'wall clock (incl. dbt start-up)':<34}{incremental.seconds:>12.2f}{full.seconds:>16.2f}"
         f"{incremental.seconds / full.seconds:>9.1%}"
     )
+    say(
+        f"{'same window re-run via dbt CLI':<34}{cli.seconds:>12.2f}{'':>16}{cli.seconds / full.seconds:>9.1%}"
+        f"   (start-up {cli.startup_seconds or 0:.2f}s, model sum {sum(cli.timings.values()):.2f}s)"
+    )
     target = 0.05
     verdict = "meets" if incremental.seconds <= target * full.seconds else "misses"
-    say(f"target: new hour <= {target:.0%} of the full refresh (wall clock): {verdict}")
+    say(f"target: new hour <= {target:.0%} of the full refresh (wall clock, in-process): {verdict}")
 
 
 if __name__ == "__main__":

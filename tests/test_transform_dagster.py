@@ -70,3 +70,14 @@ def test_partition_range_is_one_dbt_run_that_builds_and_publishes(tmp_path: Path
     assert evaluations and not failed, failed
     catalog = load_catalog(settings)
     assert catalog.load_table("marts.fct_orders").scan().to_arrow().num_rows > 0
+    # A subset picked in the UI runs only its dbt nodes (and their tests), in-process like the full build.
+    subset = dg.materialize(
+        [*assets, *transform.build_publish_checks()],
+        resources=build_resources(settings),
+        selection=[dg.AssetKey(["marts", "dim_tenant"])],
+        partition_key="2026-11-02-02:00",
+    )
+    assert subset.success
+    assert {e.asset_key.to_user_string() for e in subset.get_asset_materialization_events()} == {"marts/dim_tenant"}
+    subset_checks = {(e.asset_key.to_user_string(), e.check_name) for e in subset.get_asset_check_evaluations()}
+    assert subset_checks and {key for key, _ in subset_checks} == {"marts/dim_tenant"}

@@ -22,10 +22,11 @@ class Plugin(BasePlugin):
     """Loads extensions and binds ``bronze.*`` views to the catalog's current metadata."""
 
     def initialize(self, plugin_config: dict[str, Any]) -> None:
-        # The plugin runs inside the dbt process: its settings come from the env that subprocess_env() built.
-        self._settings = load_settings()
+        pass
 
     def configure_connection(self, conn: duckdb.DuckDBPyConnection) -> None:
+        # Settings come from the env that dbt_environment()/subprocess_env() built, read per connection: in-process,
+        # dbt-duckdb keeps one plugin instance across invocations on the same DuckDB file.
         load_extensions(conn)
-        refresh_bronze_views(conn, self._settings)
+        refresh_bronze_views(conn, load_settings())
         ensure_ops_tables(conn)

@@ -101,6 +101,8 @@ class DbtRun:
     timings: dict[str, float] = field(default_factory=dict)
     # Seconds from launching dbt to its first node starting: interpreter, project, manifest and connection set-up.
     startup_seconds: float | None = None
+    # One dict per node, in the shape of run_results.json's "results" (unique_id, status, timing, execution_time, ...).
+    results: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -113,6 +115,11 @@ def node_results(target_path: Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
     return list(json.loads(path.read_text()).get("results", []))
+
+
+def forget_results(target_path: Path) -> None:
+    """Remove the last invocation's run_results.json, so a run that fails before writing its own reports none."""
+    (target_path / "run_results.json").unlink(missing_ok=True)
 
 
 def first_node_started(results: list[dict[str, Any]]) -> datetime | None:
@@ -152,6 +159,7 @@ def run_dbt(
     if target_path is not None:
         # Logs beside the target: parallel runs (tests, benchmarks) must not share dbt_project/logs.
         env["DBT_LOG_PATH"] = str(target_path / "logs")
+    forget_results(target_path or DBT_PROJECT_DIR / "target")
     launched = datetime.now(UTC).replace(tzinfo=None)
     started = time.perf_counter()
     proc = subprocess.Popen(
@@ -173,6 +181,7 @@ def run_dbt(
         output="".join(lines),
         timings=model_timings(results),
         startup_seconds=(first - launched).total_seconds() if first and first >= launched else None,
+        results=results,
     )
     if check and not run.ok:
         tail = "".join(lines[-40:])

@@ -11,22 +11,32 @@ partition is safe and any order of partitions gives the tables a full refresh gi
 
 # No `from __future__ import annotations`: Dagster reads the asset function annotations at runtime.
 
-import os
+import queue
+import threading
+import uuid
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import dagster as dg
-from dagster_dbt import DagsterDbtTranslator, DagsterDbtTranslatorSettings, DbtCliResource, DbtProject, dbt_assets
+from dagster_dbt import DagsterDbtTranslator, DagsterDbtTranslatorSettings, DbtProject, dbt_assets
+from dagster_dbt.asset_utils import (
+    DAGSTER_DBT_EXCLUDE_METADATA_KEY,
+    DAGSTER_DBT_SELECT_METADATA_KEY,
+    DAGSTER_DBT_SELECTOR_METADATA_KEY,
+    get_manifest_and_translator_from_dbt_assets,
+    get_subset_selection_for_context,
+)
+from dagster_dbt.core.dbt_cli_event import DbtCoreCliEventMessage
 from dagster_duckdb import DuckDBResource
 
 from logistics_platform.defs.partitions import arrival_hour_partitions
 from logistics_platform.lib.catalog import load_catalog
+from logistics_platform.lib.dbt_inprocess import invoke_dbt, seed_partial_parse
 from logistics_platform.lib.duck import load_extensions
 from logistics_platform.lib.publish import ORDERS_MART, publish_marts
-from logistics_platform.lib.transform import MART_MODELS, run_dbt, window_env, window_vars_from_range
-from logistics_platform.settings import DBT_PROJECT_DIR, Settings, subprocess_env
+from logistics_platform.lib.transform import MART_MODELS, DbtRun, run_dbt, window_vars_from_range
+from logistics_platform.settings import DBT_PROJECT_DIR, Settings
 
 OWNERS = ["team:data-platform"]
 LAYERS = ("staging", "intermediate", "marts")
@@ -93,26 +103,6 @@ def dbt_project(settings: Settings) -> DbtProject:
     return project
 
 
-@contextmanager
-def dbt_environment(settings: Settings, extra: Mapping[str, str] | None = None) -> Iterator[None]:
-    """Apply ``subprocess_env(settings)`` (and ``extra``) while dagster-dbt spawns dbt.
-
-    DbtCliResource builds the child's environment from ``os.environ`` and takes no env argument; the dbt-duckdb
-    plugin inside dbt builds its Settings from that environment. The previous values are restored afterwards.
-    """
-    wanted = {**subprocess_env(settings), **(extra or {})}
-    saved = {k: os.environ.get(k) for k in wanted}
-    os.environ.update(wanted)
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
 class DbtBuildConfig(dg.Config):
     """Run options of the dbt assets."""
 
@@ -120,6 +110,50 @@ class DbtBuildConfig(dg.Config):
 
 
 DUCKDB_POOL = "duckdb"
+_DONE = object()
+
+
+def dbt_selection(context: dg.AssetExecutionContext) -> list[str]:
+    """dbt selection flags for the assets and checks this step materializes (a subset from the UI included)."""
+    manifest, translator, _ = get_manifest_and_translator_from_dbt_assets([context.assets_def])
+    args, indirect = get_subset_selection_for_context(
+        context=context,
+        manifest=manifest,
+        select=context.op.tags.get(DAGSTER_DBT_SELECT_METADATA_KEY),
+        exclude=context.op.tags.get(DAGSTER_DBT_EXCLUDE_METADATA_KEY),
+        selector=context.op.tags.get(DAGSTER_DBT_SELECTOR_METADATA_KEY),
+        dagster_dbt_translator=translator,
+        current_dbt_indirect_selection_env=None,
+    )
+    return [*args, *(["--indirect-selection", indirect] if indirect else [])]
+
+
+def run_streaming(
+    settings: Settings, args: list[str], dbt_vars: dict[str, str], target: Path
+) -> Iterator[dict[str, Any] | DbtRun]:
+    """Run dbt in-process on a worker thread; yield each node's result event as it finishes, then the DbtRun.
+
+    Raises :class:`DbtError` after the last event when dbt failed, so the asset still reports what did succeed.
+    """
+    events: queue.Queue[Any] = queue.Queue()
+    outcome: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            outcome["run"] = invoke_dbt(settings, args, target_path=target, window=dbt_vars, on_result=events.put)
+        except BaseException as exc:  # handed to the step's thread, which raises it
+            outcome["error"] = exc
+        finally:
+            events.put(_DONE)
+
+    worker = threading.Thread(target=work, name="dbt", daemon=True)
+    worker.start()
+    while (event := events.get()) is not _DONE:
+        yield event
+    worker.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    yield outcome["run"]
 
 
 def build_dbt_assets(settings: Settings) -> dg.AssetsDefinition:
@@ -141,24 +175,30 @@ def build_dbt_assets(settings: Settings) -> dg.AssetsDefinition:
         ),
     )
     def dbt_models(
-        context: dg.AssetExecutionContext,
-        dbt: DbtCliResource,
-        settings: dg.ResourceParam[Settings],
-        config: DbtBuildConfig,
+        context: dg.AssetExecutionContext, settings: dg.ResourceParam[Settings], config: DbtBuildConfig
     ) -> Iterator[Any]:
         """dbt build of staging, intermediate and marts for the partition range of arrival hours (one run)."""
         window = context.partition_time_window
         dbt_vars = window_vars_from_range(window.start, window.end)
-        # The window goes through the environment: a changed --vars would force dbt to re-parse the project.
-        args = ["build"]
-        if config.full_refresh:
-            args.append("--full-refresh")
+        args = ["build", *(["--full-refresh"] if config.full_refresh else []), *dbt_selection(context)]
         context.log.info(
             f"dbt {' '.join(args)} (arrival hours {dbt_vars['min_arrival_hour']} .. {dbt_vars['max_arrival_hour']})"
         )
-        with dbt_environment(settings, window_env(dbt_vars)):
-            invocation = dbt.cli(args, context=context)
-        yield from invocation.stream()
+        manifest, translator, _ = get_manifest_and_translator_from_dbt_assets([context.assets_def])
+        project_target = Path(project.project_dir) / project.target_path
+        # One target directory per invocation (artifacts of concurrent runs never mix), seeded with the project's
+        # partial-parse state so dbt does not parse the whole project again.
+        target = project_target / "runs" / f"{context.run.run_id[:8]}-{uuid.uuid4().hex[:6]}"
+        seed_partial_parse(project_target, target)
+        for event in run_streaming(settings, args, dbt_vars, target):
+            if isinstance(event, DbtRun):
+                context.log.info(f"dbt finished in {event.seconds:.1f}s ({len(event.timings)} nodes)")
+                continue
+            message = DbtCoreCliEventMessage(raw_event=event, event_history_metadata={})
+            context.log.info(str(message))
+            yield from message.to_default_asset_events(
+                manifest=manifest, dagster_dbt_translator=translator, context=context, target_path=target
+            )
 
     return dbt_models
 

@@ -1,0 +1,189 @@
+"""Running dbt inside the calling process (dbt's programmatic ``dbtRunner``).
+
+Why: a Dagster run worker has already imported dbt-core to load the definitions. Spawning the dbt CLI for every
+arrival hour paid a second interpreter start, dbt's imports, project and profile loading and the adapter set-up all
+over again (~4 s of the ~7 s an hour took); in-process, the hour pays only what its nodes do.
+
+dbt keeps process-wide state (flags, adapter registry, invocation context, event logger), so invocations in one
+process run one at a time (:data:`_INVOCATION_LOCK`). The dbt-duckdb plugin builds its settings from the environment,
+so the invocation runs inside :func:`dbt_environment`. The child-process runner (:func:`transform.run_dbt`) stays for
+the CLI passthrough and for tooling that wants dbt isolated.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from logistics_platform.lib.transform import (
+    DbtError,
+    DbtRun,
+    dbt_args,
+    first_node_started,
+    model_timings,
+    window_env,
+)
+from logistics_platform.settings import Settings, subprocess_env
+
+PARTIAL_PARSE_FILE = "partial_parse.msgpack"
+# dbt's structured events that carry one node's final status (what dagster-dbt turns into Dagster events).
+RESULT_EVENTS = frozenset({"LogModelResult", "LogSeedResult", "LogSnapshotResult", "LogTestResult"})
+
+_INVOCATION_LOCK = threading.Lock()
+
+
+@contextmanager
+def dbt_environment(settings: Settings, extra: Mapping[str, str] | None = None) -> Iterator[None]:
+    """Apply ``subprocess_env(settings)`` (and ``extra``) to this process while dbt runs, then restore it.
+
+    dbt renders ``env_var()`` from the process environment, and the dbt-duckdb plugin builds its Settings from it.
+    """
+    wanted = {**subprocess_env(settings), **(extra or {})}
+    saved = {k: os.environ.get(k) for k in wanted}
+    os.environ.update(wanted)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def seed_partial_parse(source_target: Path, target_path: Path) -> None:
+    """Start a fresh target directory from the project's partial-parse state, so dbt re-parses only what changed.
+
+    dbt itself decides whether the state is still valid (files, profile, env vars): a stale copy costs a full parse,
+    never a wrong manifest.
+    """
+    source = source_target / PARTIAL_PARSE_FILE
+    destination = target_path / PARTIAL_PARSE_FILE
+    if source.exists() and not destination.exists():
+        target_path.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, destination)
+
+
+def invoke_dbt(
+    settings: Settings,
+    command: Sequence[str],
+    *,
+    target_path: Path,
+    window: dict[str, str] | None = None,
+    on_result: Callable[[dict[str, Any]], None] | None = None,
+    check: bool = True,
+) -> DbtRun:
+    """Run one dbt command in this process; ``on_result`` gets each node's result event (dbt's JSON log shape).
+
+    ``window`` (from :func:`transform.window_vars`) goes through the environment, as for the child-process runner.
+    Raises :class:`transform.DbtError` if dbt fails and ``check``.
+    """
+    # The clock includes importing dbt's CLI module (imported here: only processes that run dbt need it).
+    launched = datetime.now(UTC).replace(tzinfo=None)
+    started = time.perf_counter()
+    from dbt.cli.main import dbtRunner
+    from dbt_common.events.base_types import EventMsg
+    from dbt_common.events.functions import msg_to_dict
+
+    # No JSON artifacts: the results come back as objects, and writing manifest.json (twice) and run_results.json
+    # costs ~0.6 s per invocation. The partial-parse state and the log file are still written.
+    args = [
+        *dbt_args(settings, command, None, target_path)[1:],
+        "--log-path",
+        str(target_path / "logs"),
+        "--no-write-json",
+    ]
+    settings.duckdb_path.parent.mkdir(parents=True, exist_ok=True)
+
+    def forward(msg: EventMsg) -> None:
+        if on_result is not None and msg.info.name in RESULT_EVENTS:
+            on_result(msg_to_dict(msg))
+
+    with _INVOCATION_LOCK, dbt_environment(settings, window_env(window or {})):
+        try:
+            outcome = dbtRunner(callbacks=[forward]).invoke(args)
+        finally:
+            release_duckdb()
+        seconds = time.perf_counter() - started
+    results = result_dicts(outcome.result)
+    first = first_node_started(results)
+    returncode = 0 if outcome.success else (2 if outcome.exception is not None else 1)
+    run = DbtRun(
+        args=args,
+        returncode=returncode,
+        seconds=seconds,
+        output=failure_summary(results, outcome.exception),
+        timings=model_timings(results),
+        startup_seconds=(first - launched).total_seconds() if first and first >= launched else None,
+        results=results,
+    )
+    if check and not run.ok:
+        raise DbtError(
+            f"dbt {' '.join(command)} failed.\n{run.output}\nFull log: {target_path / 'logs' / 'dbt.log'}. "
+            "Fix the failing model or test above, then re-run the same window: every window is idempotent."
+        )
+    return run
+
+
+def result_dicts(result: Any) -> list[dict[str, Any]]:
+    """dbt's node results (of build, run, test, seed ...) as run_results.json-shaped dicts; none for other commands."""
+    dicts = []
+    for r in getattr(result, "results", None) or []:
+        node = getattr(r, "node", None)
+        dicts.append(
+            {
+                "unique_id": getattr(node, "unique_id", "") if node is not None else "",
+                "status": str(getattr(r.status, "value", r.status)),
+                "execution_time": float(r.execution_time or 0.0),
+                "message": r.message,
+                "failures": r.failures,
+                "timing": [
+                    {"name": t.name, "started_at": _utc_iso(t.started_at), "completed_at": _utc_iso(t.completed_at)}
+                    for t in r.timing
+                ],
+            }
+        )
+    return dicts
+
+
+def _utc_iso(moment: datetime | None) -> str | None:
+    if moment is None:
+        return None
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(UTC).replace(tzinfo=None)
+    return moment.isoformat() + "Z"
+
+
+def release_duckdb() -> None:
+    """Close the DuckDB database dbt-duckdb keeps open in this process after an invocation.
+
+    dbt-duckdb holds its environment (and the DuckDB instance on the file) at class level across invocations. Left
+    open, any other connection to the file in this process with another configuration (the DuckDBResource of the
+    publish step, in-process executors) fails with "Can't open a connection to same database file with a different
+    configuration", and no other process can open the file for writing.
+    """
+    from dbt.adapters.duckdb.connections import DuckDBConnectionManager
+
+    with DuckDBConnectionManager._LOCK:
+        env, DuckDBConnectionManager._ENV = DuckDBConnectionManager._ENV, None
+    if env is not None:
+        env.close()
+
+
+def failure_summary(results: list[dict[str, Any]], exception: BaseException | None) -> str:
+    """One line per node that failed or errored (with dbt's message), plus an invocation-level error."""
+    lines = [
+        f"{r.get('unique_id')}: {r.get('status')}: {(r.get('message') or '').strip()}"
+        for r in results
+        if r.get("status") in ("error", "fail", "runtime error")
+    ]
+    if exception is not None:
+        lines.append(f"dbt raised {type(exception).__name__}: {exception}")
+    return "\n".join(lines)
