@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from datetime import datetime
@@ -17,8 +18,9 @@ from logistics_platform.lib.bronze_views import (
     empty_select,
     sqlite_metadata_locations,
 )
+from logistics_platform.lib.dbt_inprocess import invoke_dbt, prune_run_targets, seed_partial_parse
 from logistics_platform.lib.late import FoldError, resolve_topic, window_start
-from logistics_platform.lib.transform import window_env, window_vars, window_vars_from_range
+from logistics_platform.lib.transform import DbtError, window_env, window_vars, window_vars_from_range
 from logistics_platform.settings import local_settings
 
 
@@ -100,3 +102,40 @@ def test_dbt_plugin_import_stays_light() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_prune_run_targets_keeps_the_newest(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    for i in range(5):
+        (runs / f"run{i}").mkdir(parents=True)
+        os.utime(runs / f"run{i}", (1_000_000 + i, 1_000_000 + i))
+    deleted = prune_run_targets(runs, keep=2)
+    assert sorted(p.name for p in deleted) == ["run0", "run1", "run2"]
+    assert sorted(p.name for p in runs.iterdir()) == ["run3", "run4"]
+    assert prune_run_targets(tmp_path / "absent") == []
+
+
+def test_seed_partial_parse_copies_the_state_once(tmp_path: Path) -> None:
+    project_target, run_target = tmp_path / "target", tmp_path / "target" / "runs" / "r1"
+    seed_partial_parse(project_target, run_target)
+    assert not run_target.exists()  # nothing to seed from: dbt parses in full
+    project_target.mkdir()
+    (project_target / "partial_parse.msgpack").write_bytes(b"state-1")
+    seed_partial_parse(project_target, run_target)
+    (project_target / "partial_parse.msgpack").write_bytes(b"state-2")
+    seed_partial_parse(project_target, run_target)
+    # The run's own state (written by dbt after the copy) is never overwritten.
+    assert (run_target / "partial_parse.msgpack").read_bytes() == b"state-1"
+
+
+@pytest.mark.slow
+def test_in_process_dbt_failures_raise_with_the_cause_and_release_duckdb(tmp_path: Path) -> None:
+    settings = local_settings(tmp_path)
+    with pytest.raises(DbtError, match="no-such-flag"):
+        invoke_dbt(settings, ["build", "--no-such-flag"], target_path=tmp_path / "target")
+    with pytest.raises(DbtError, match="no_such_table"):
+        invoke_dbt(settings, ["show", "--inline", "select * from no_such_table"], target_path=tmp_path / "target")
+    # dbt-duckdb's environment was closed: another configuration can open the file for writing.
+    con = duck.connect(settings.duckdb_path)
+    assert con.sql("select 1").fetchone() == (1,)
+    con.close()

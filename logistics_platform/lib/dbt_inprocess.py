@@ -71,6 +71,21 @@ def seed_partial_parse(source_target: Path, target_path: Path) -> None:
         shutil.copyfile(source, destination)
 
 
+def prune_run_targets(runs_dir: Path, keep: int = 48) -> list[Path]:
+    """Delete all but the ``keep`` newest per-invocation target directories under ``runs_dir``; return the deleted.
+
+    Each Dagster dbt step gets its own target directory (dbt.log, partial-parse state); without pruning they would
+    pile up by one per hourly run.
+    """
+    if not runs_dir.is_dir():
+        return []
+    runs = sorted((p for p in runs_dir.iterdir() if p.is_dir()), key=lambda p: p.stat().st_mtime, reverse=True)
+    stale = runs[keep:]
+    for path in stale:
+        shutil.rmtree(path, ignore_errors=True)
+    return stale
+
+
 def invoke_dbt(
     settings: Settings,
     command: Sequence[str],

@@ -32,7 +32,7 @@ from dagster_duckdb import DuckDBResource
 
 from logistics_platform.defs.partitions import arrival_hour_partitions
 from logistics_platform.lib.catalog import load_catalog
-from logistics_platform.lib.dbt_inprocess import invoke_dbt, seed_partial_parse
+from logistics_platform.lib.dbt_inprocess import invoke_dbt, prune_run_targets, seed_partial_parse
 from logistics_platform.lib.duck import load_extensions
 from logistics_platform.lib.publish import ORDERS_MART, publish_marts
 from logistics_platform.lib.transform import MART_MODELS, DbtRun, run_dbt, window_vars_from_range
@@ -188,6 +188,7 @@ def build_dbt_assets(settings: Settings) -> dg.AssetsDefinition:
         project_target = Path(project.project_dir) / project.target_path
         # One target directory per invocation (artifacts of concurrent runs never mix), seeded with the project's
         # partial-parse state so dbt does not parse the whole project again.
+        prune_run_targets(project_target / "runs")
         target = project_target / "runs" / f"{context.run.run_id[:8]}-{uuid.uuid4().hex[:6]}"
         seed_partial_parse(project_target, target)
         for event in run_streaming(settings, args, dbt_vars, target):
