@@ -9,6 +9,7 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
+import yaml
 
 from logistics_platform.lib import bronze_schema, duck
 from logistics_platform.lib.bronze_views import (
@@ -21,7 +22,8 @@ from logistics_platform.lib.bronze_views import (
 from logistics_platform.lib.dbt_inprocess import invoke_dbt, prune_run_targets, seed_partial_parse
 from logistics_platform.lib.late import FoldError, resolve_topic, window_start
 from logistics_platform.lib.transform import DbtError, window_env, window_vars, window_vars_from_range
-from logistics_platform.settings import local_settings
+from logistics_platform.lib.window_plan import LOOKBACK_HOURS, WindowPlan, idle_models, upstream_sources
+from logistics_platform.settings import DBT_PROJECT_DIR, local_settings
 
 
 def test_window_vars_are_inclusive_hour_starts() -> None:
@@ -139,3 +141,51 @@ def test_in_process_dbt_failures_raise_with_the_cause_and_release_duckdb(tmp_pat
     con = duck.connect(settings.duckdb_path)
     assert con.sql("select 1").fetchone() == (1,)
     con.close()
+
+
+def _manifest() -> dict:
+    def model(name: str, schema: str, *parents: str) -> tuple[str, dict]:
+        return f"model.p.{name}", {
+            "resource_type": "model", "name": name, "alias": name, "schema": schema,
+            "depends_on": {"nodes": list(parents)},
+        }  # fmt: skip
+
+    nodes = dict(
+        [
+            model("stg_tenants", "staging", "source.p.bronze.tenants"),
+            model("dim_tenant", "marts", "model.p.stg_tenants"),
+            model("stg_orders", "staging", "source.p.bronze.orders"),
+            model("fct_revenue", "marts", "model.p.stg_orders", "model.p.dim_tenant", "seed.p.tier_pricing"),
+            model("fct_orders", "marts", "model.p.stg_orders"),
+            model("stg_folded", "staging", "source.p.ops.folded_windows"),
+            model("late", "marts", "model.p.stg_orders", "model.p.stg_folded"),
+        ]
+    )
+    nodes["seed.p.tier_pricing"] = {"resource_type": "seed", "name": "tier_pricing", "depends_on": {"nodes": []}}
+    sources = {
+        "source.p.bronze.tenants": {"source_name": "bronze", "name": "tenants"},
+        "source.p.bronze.orders": {"source_name": "bronze", "name": "orders"},
+        "source.p.ops.folded_windows": {"source_name": "ops", "name": "folded_windows"},
+    }
+    return {"nodes": nodes, "sources": sources}
+
+
+def test_idle_models_are_built_bronze_only_models_without_new_rows() -> None:
+    manifest = _manifest()
+    built = {"staging.stg_tenants", "marts.dim_tenant", "staging.stg_orders", "marts.fct_revenue", "marts.fct_orders"}
+    built |= {"staging.stg_folded", "marts.late"}
+    # No tenant rows: the tenant chain is idle; revenue reads a seed too and always runs.
+    assert idle_models(manifest, {"orders"}, built) == ["stg_tenants", "dim_tenant"]
+    # No rows at all: the ops table and the seed keep their readers running.
+    assert idle_models(manifest, set(), built) == ["stg_orders", "stg_tenants", "dim_tenant", "fct_orders"]
+    # A model that does not exist yet is built whatever the window holds.
+    assert idle_models(manifest, {"orders"}, built - {"marts.dim_tenant"}) == ["stg_tenants"]
+    assert idle_models(manifest, {"orders", "tenants"}, built) == []
+    assert upstream_sources(manifest, "model.p.late") == {"source.p.bronze.orders", "source.p.ops.folded_windows"}
+    assert WindowPlan(idle=("a", "b"), active_sources=frozenset()).exclude_args() == ["--exclude", "a", "b"]
+    assert WindowPlan(idle=(), active_sources=frozenset()).exclude_args() == []
+
+
+def test_window_plan_lookback_matches_the_dbt_project() -> None:
+    project = yaml.safe_load((DBT_PROJECT_DIR / "dbt_project.yml").read_text())
+    assert project["vars"]["lookback_hours"] == LOOKBACK_HOURS

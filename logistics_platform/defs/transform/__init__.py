@@ -15,11 +15,18 @@ import queue
 import threading
 import uuid
 from collections.abc import Iterator, Mapping
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import dagster as dg
-from dagster_dbt import DagsterDbtTranslator, DagsterDbtTranslatorSettings, DbtProject, dbt_assets
+from dagster_dbt import (
+    DagsterDbtTranslator,
+    DagsterDbtTranslatorSettings,
+    DbtProject,
+    dbt_assets,
+    get_asset_key_for_model,
+)
 from dagster_dbt.asset_utils import (
     DAGSTER_DBT_EXCLUDE_METADATA_KEY,
     DAGSTER_DBT_SELECT_METADATA_KEY,
@@ -36,6 +43,7 @@ from logistics_platform.lib.dbt_inprocess import invoke_dbt, prune_run_targets, 
 from logistics_platform.lib.duck import load_extensions
 from logistics_platform.lib.publish import ORDERS_MART, publish_marts
 from logistics_platform.lib.transform import MART_MODELS, DbtRun, run_dbt, window_vars_from_range
+from logistics_platform.lib.window_plan import WindowPlan, plan_window
 from logistics_platform.settings import DBT_PROJECT_DIR, Settings
 
 OWNERS = ["team:data-platform"]
@@ -128,6 +136,27 @@ def dbt_selection(context: dg.AssetExecutionContext) -> list[str]:
     return [*args, *(["--indirect-selection", indirect] if indirect else [])]
 
 
+def window_plan(
+    context: dg.AssetExecutionContext,
+    settings: Settings,
+    manifest: Mapping[str, Any],
+    start: datetime,
+    end: datetime,
+) -> WindowPlan | None:
+    """The models these arrival hours leave unchanged; None (run everything) if bronze or DuckDB cannot be probed."""
+    try:
+        plan = plan_window(settings, manifest, start, end - timedelta(hours=1))
+    except Exception as exc:  # the probe only saves time: a run without it is correct, just slower
+        context.log.warning(f"Could not probe the window, running every model: {exc}")
+        return None
+    if plan.idle:
+        context.log.info(
+            f"Skipping {', '.join(plan.idle)}: no bronze rows for their sources in these arrival hours "
+            f"(bronze tables with rows: {', '.join(sorted(plan.active_sources)) or 'none'})"
+        )
+    return plan
+
+
 def run_streaming(
     settings: Settings, args: list[str], dbt_vars: dict[str, str], target: Path
 ) -> Iterator[dict[str, Any] | DbtRun]:
@@ -180,17 +209,33 @@ def build_dbt_assets(settings: Settings) -> dg.AssetsDefinition:
         """dbt build of staging, intermediate and marts for the partition range of arrival hours (one run)."""
         window = context.partition_time_window
         dbt_vars = window_vars_from_range(window.start, window.end)
-        args = ["build", *(["--full-refresh"] if config.full_refresh else []), *dbt_selection(context)]
+        manifest, translator, _ = get_manifest_and_translator_from_dbt_assets([context.assets_def])
+        plan = None if config.full_refresh else window_plan(context, settings, manifest, window.start, window.end)
+        args = [
+            "build",
+            *(["--full-refresh"] if config.full_refresh else []),
+            *dbt_selection(context),
+            *(plan.exclude_args() if plan else []),
+        ]
         context.log.info(
             f"dbt {' '.join(args)} (arrival hours {dbt_vars['min_arrival_hour']} .. {dbt_vars['max_arrival_hour']})"
         )
-        manifest, translator, _ = get_manifest_and_translator_from_dbt_assets([context.assets_def])
         project_target = Path(project.project_dir) / project.target_path
         # One target directory per invocation (artifacts of concurrent runs never mix), seeded with the project's
         # partial-parse state so dbt does not parse the whole project again.
         prune_run_targets(project_target / "runs")
         target = project_target / "runs" / f"{context.run.run_id[:8]}-{uuid.uuid4().hex[:6]}"
         seed_partial_parse(project_target, target)
+        for model in plan.idle if plan else ():
+            key = get_asset_key_for_model([context.assets_def], model)
+            if key in context.selected_asset_keys:
+                # Processing these hours is a no-op for the model: its partitions are as up to date as the others.
+                # Yielded first: an idle model's inputs are bronze and other idle models (topological order).
+                yield dg.Output(
+                    None,
+                    output_name=key.to_python_identifier(),
+                    metadata={"status": "no-op", "reason": "no bronze rows for its sources in these arrival hours"},
+                )
         for event in run_streaming(settings, args, dbt_vars, target):
             if isinstance(event, DbtRun):
                 context.log.info(f"dbt finished in {event.seconds:.1f}s ({len(event.timings)} nodes)")
