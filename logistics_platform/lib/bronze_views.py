@@ -136,18 +136,27 @@ def sqlite_metadata_locations(settings: Settings, namespace: str, names: Iterabl
     return {n: found.get(n) for n in names}
 
 
+def bronze_metadata_locations(settings: Settings) -> dict[str, str | None]:
+    """Bronze table -> the metadata file the catalog points at now (None: the table does not exist yet)."""
+    if settings.catalog_uri.startswith(SQLITE_PREFIX):
+        return sqlite_metadata_locations(settings, BRONZE_SCHEMA, BRONZE_TABLE_NAMES)
+    from logistics_platform.lib.catalog import load_catalog
+
+    return current_metadata_locations(load_catalog(settings), BRONZE_SCHEMA, BRONZE_TABLE_NAMES)
+
+
+def scan_sql(location: str) -> str:
+    """The table function that reads the Iceberg table whose current metadata file is ``location``."""
+    return f"iceberg_scan({_quote(location)})"
+
+
 def refresh_bronze_views(con: duckdb.DuckDBPyConnection, settings: Settings) -> dict[str, str | None]:
     """(Re)create ``bronze.<table>`` for every bronze table; returns table -> metadata location (None: empty)."""
-    if settings.catalog_uri.startswith(SQLITE_PREFIX):
-        locations = sqlite_metadata_locations(settings, BRONZE_SCHEMA, BRONZE_TABLE_NAMES)
-    else:
-        from logistics_platform.lib.catalog import load_catalog
-
-        locations = current_metadata_locations(load_catalog(settings), BRONZE_SCHEMA, BRONZE_TABLE_NAMES)
+    locations = bronze_metadata_locations(settings)
     schemas = bronze_tables() if None in locations.values() else {}
     con.execute(f"create schema if not exists {BRONZE_SCHEMA}")
     for name, location in locations.items():
-        body = empty_select(schemas[name]) if location is None else f"select * from iceberg_scan({_quote(location)})"
+        body = empty_select(schemas[name]) if location is None else f"select * from {scan_sql(location)}"
         con.execute(f"create or replace view {BRONZE_SCHEMA}.{name} as {body}")
     return locations
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from logistics_platform.lib import duck
-from logistics_platform.lib.bronze_views import BRONZE_SCHEMA, refresh_bronze_views
+from logistics_platform.lib.bronze_views import BRONZE_SCHEMA, bronze_metadata_locations, scan_sql
 from logistics_platform.lib.transform import VAR_TIME_FORMAT
 from logistics_platform.settings import Settings
 
@@ -99,26 +99,45 @@ def idle_models(manifest: Mapping[str, Any], active_sources: Iterable[str], buil
     return [name for _, name in sorted(idle)]
 
 
+def probed_sources(manifest: Mapping[str, Any]) -> dict[str, str]:
+    """Bronze table -> its arrival-hour column, for the bronze sources that some model reads."""
+    read = {
+        s
+        for uid, n in manifest["nodes"].items()
+        if n.get("resource_type") == "model"
+        for s in upstream_sources(manifest, uid)
+    }
+    return {
+        manifest["sources"][s]["name"]: manifest["sources"][s].get("loaded_at_field") or "_arrival_hour"
+        for s in sorted(read)
+        if manifest["sources"][s]["source_name"] == BRONZE_SCHEMA
+    }
+
+
 def probe_window(
     settings: Settings, manifest: Mapping[str, Any], first_hour: datetime, last_hour: datetime
 ) -> tuple[set[str], set[str]]:
-    """(bronze tables with rows arriving in the window plus the lookback, relations built in the DuckDB file)."""
+    """(bronze tables with rows arriving in the window plus the lookback, relations built in the DuckDB file).
+
+    Reads each table straight from its current metadata file, without the views dbt creates: binding a view reads
+    the table's metadata once more, and this runs before every hourly dbt invocation.
+    """
+    lower = (first_hour - timedelta(hours=LOOKBACK_HOURS)).strftime(VAR_TIME_FORMAT)
+    upper = last_hour.strftime(VAR_TIME_FORMAT)
+    locations = bronze_metadata_locations(settings)
     con = duck.connect()
     try:
-        refresh_bronze_views(con, settings)
-        lower = (first_hour - timedelta(hours=LOOKBACK_HOURS)).strftime(VAR_TIME_FORMAT)
-        upper = last_hour.strftime(VAR_TIME_FORMAT)
         active = set()
-        for source in manifest["sources"].values():
-            if source["source_name"] != BRONZE_SCHEMA:
-                continue
-            column = source.get("loaded_at_field") or "_arrival_hour"
+        for table, column in probed_sources(manifest).items():
+            location = locations.get(table)
+            if location is None:
+                continue  # not created yet: no rows
             hit = con.execute(
-                f'select 1 from {BRONZE_SCHEMA}."{source["name"]}" '
+                f"select 1 from {scan_sql(location)} "
                 f"where {column} between timestamp '{lower}' and timestamp '{upper}' limit 1"
             ).fetchone()
             if hit:
-                active.add(source["name"])
+                active.add(table)
         built: set[str] = set()
         if Path(settings.duckdb_path).exists():
             con.execute(f"attach '{settings.duckdb_path}' as built (read_only)")
