@@ -15,7 +15,7 @@ times) shows the part that scales with data. The new hour's time includes the pr
 leaves unchanged (lib/window_plan.py), which the step skips. For comparison, the same window is re-run through the dbt
 CLI (a child process, every model), the way the assets ran dbt before.
 
-    .venv/bin/python benchmarks/incremental.py                # 30 days, 20k orders/day (~40 min on 2 cores)
+    .venv/bin/python benchmarks/incremental.py                # 30 days, 20k orders/day (~30 min on 2 cores)
     .venv/bin/python benchmarks/incremental.py --days 3       # quick look
 """
 
