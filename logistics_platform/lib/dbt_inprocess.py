@@ -27,8 +27,8 @@ from logistics_platform.lib.transform import (
     DbtError,
     DbtRun,
     dbt_args,
-    first_node_started,
     model_timings,
+    seconds_to_first_node,
     window_env,
 )
 from logistics_platform.settings import Settings, subprocess_env
@@ -129,7 +129,6 @@ def invoke_dbt(
             release_duckdb()
         seconds = time.perf_counter() - started
     results = result_dicts(outcome.result)
-    first = first_node_started(results)
     returncode = 0 if outcome.success else (2 if outcome.exception is not None else 1)
     run = DbtRun(
         args=args,
@@ -137,7 +136,7 @@ def invoke_dbt(
         seconds=seconds,
         output=failure_summary(results, outcome.exception),
         timings=model_timings(results),
-        startup_seconds=(first - launched).total_seconds() if first and first >= launched else None,
+        startup_seconds=seconds_to_first_node(results, launched),
         results=results,
     )
     if check and not run.ok:

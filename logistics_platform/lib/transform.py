@@ -133,6 +133,12 @@ def first_node_started(results: list[dict[str, Any]]) -> datetime | None:
     return min(starts) if starts else None
 
 
+def seconds_to_first_node(results: list[dict[str, Any]], launched: datetime) -> float | None:
+    """Seconds from ``launched`` (UTC, naive) to the first node starting; None if no node ran."""
+    first = first_node_started(results)
+    return (first - launched).total_seconds() if first and first >= launched else None
+
+
 def model_timings(results: list[dict[str, Any]]) -> dict[str, float]:
     """Seconds per node (model name -> execution time)."""
     return {r["unique_id"].split(".")[-1]: float(r.get("execution_time") or 0.0) for r in results}
@@ -159,7 +165,8 @@ def run_dbt(
     if target_path is not None:
         # Logs beside the target: parallel runs (tests, benchmarks) must not share dbt_project/logs.
         env["DBT_LOG_PATH"] = str(target_path / "logs")
-    forget_results(target_path or DBT_PROJECT_DIR / "target")
+    artifacts = target_path or DBT_PROJECT_DIR / "target"
+    forget_results(artifacts)
     launched = datetime.now(UTC).replace(tzinfo=None)
     started = time.perf_counter()
     proc = subprocess.Popen(
@@ -172,15 +179,14 @@ def run_dbt(
         if echo is not None:
             echo(line.rstrip("\n"))
     returncode = proc.wait()
-    results = node_results(target_path or DBT_PROJECT_DIR / "target")
-    first = first_node_started(results)
+    results = node_results(artifacts)
     run = DbtRun(
         args=args,
         returncode=returncode,
         seconds=time.perf_counter() - started,
         output="".join(lines),
         timings=model_timings(results),
-        startup_seconds=(first - launched).total_seconds() if first and first >= launched else None,
+        startup_seconds=seconds_to_first_node(results, launched),
         results=results,
     )
     if check and not run.ok:

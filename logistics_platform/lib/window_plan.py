@@ -36,35 +36,23 @@ class WindowPlan:
         return ["--exclude", *self.idle] if self.idle else []
 
 
-def upstream_sources(manifest: Mapping[str, Any], unique_id: str) -> set[str]:
-    """Unique ids of every source that ``unique_id`` reads, directly or through other nodes."""
+def upstream(manifest: Mapping[str, Any], unique_id: str) -> tuple[set[str], set[str]]:
+    """(nodes, sources): unique ids of everything ``unique_id`` reads, directly or through other nodes."""
     nodes, seen, sources = manifest["nodes"], set(), set()
     stack = [unique_id]
     while stack:
-        current = stack.pop()
-        for parent in nodes.get(current, {}).get("depends_on", {}).get("nodes", []):
+        for parent in nodes.get(stack.pop(), {}).get("depends_on", {}).get("nodes", []):
             if parent.startswith("source."):
                 sources.add(parent)
             elif parent not in seen:
                 seen.add(parent)
                 stack.append(parent)
-    return sources
+    return seen, sources
 
 
-def reads_only_bronze(manifest: Mapping[str, Any], unique_id: str) -> bool:
-    """True when every input of the model, transitively, is a bronze source (no seed, no ops table)."""
-    nodes, stack, seen = manifest["nodes"], [unique_id], {unique_id}
-    while stack:
-        for parent in nodes.get(stack.pop(), {}).get("depends_on", {}).get("nodes", []):
-            if parent.startswith("source."):
-                if manifest["sources"][parent]["source_name"] != BRONZE_SCHEMA:
-                    return False
-            elif parent not in seen:
-                if nodes.get(parent, {}).get("resource_type") != "model":
-                    return False
-                seen.add(parent)
-                stack.append(parent)
-    return True
+def upstream_sources(manifest: Mapping[str, Any], unique_id: str) -> set[str]:
+    """Unique ids of every source that ``unique_id`` reads, directly or through other nodes."""
+    return upstream(manifest, unique_id)[1]
 
 
 def depth(manifest: Mapping[str, Any], unique_id: str, memo: dict[str, int] | None = None) -> int:
@@ -88,11 +76,15 @@ def idle_models(manifest: Mapping[str, Any], active_sources: Iterable[str], buil
         if node.get("resource_type") != "model":
             continue
         relation = f"{node['schema']}.{node.get('alias') or node['name']}".lower()
-        sources = upstream_sources(manifest, unique_id)
+        parents, sources = upstream(manifest, unique_id)
+        # Only bronze feeds it: no seed, no ops table, no other node kind anywhere above it.
+        reads_only_bronze = all(manifest["nodes"].get(p, {}).get("resource_type") == "model" for p in parents) and all(
+            manifest["sources"][s]["source_name"] == BRONZE_SCHEMA for s in sources
+        )
         if (
             sources
             and relation in existing
-            and reads_only_bronze(manifest, unique_id)
+            and reads_only_bronze
             and not {manifest["sources"][s]["name"] for s in sources} & active
         ):
             idle.append((depth(manifest, unique_id, memo), node["name"]))

@@ -121,9 +121,10 @@ DUCKDB_POOL = "duckdb"
 _DONE = object()
 
 
-def dbt_selection(context: dg.AssetExecutionContext) -> list[str]:
+def dbt_selection(
+    context: dg.AssetExecutionContext, manifest: Mapping[str, Any], translator: DagsterDbtTranslator
+) -> list[str]:
     """dbt selection flags for the assets and checks this step materializes (a subset from the UI included)."""
-    manifest, translator, _ = get_manifest_and_translator_from_dbt_assets([context.assets_def])
     args, indirect = get_subset_selection_for_context(
         context=context,
         manifest=manifest,
@@ -214,7 +215,7 @@ def build_dbt_assets(settings: Settings) -> dg.AssetsDefinition:
         args = [
             "build",
             *(["--full-refresh"] if config.full_refresh else []),
-            *dbt_selection(context),
+            *dbt_selection(context, manifest, translator),
             *(plan.exclude_args() if plan else []),
         ]
         context.log.info(
