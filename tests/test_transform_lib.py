@@ -5,13 +5,17 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 import yaml
+from pyiceberg.schema import Schema
+from pyiceberg.types import NestedField, StringType, TimestampType
 
 from logistics_platform.lib import bronze_schema, duck
+from logistics_platform.lib.bronze_schema import partition_spec
 from logistics_platform.lib.bronze_views import (
     BRONZE_TABLE_NAMES,
     bronze_tables,
@@ -19,10 +23,18 @@ from logistics_platform.lib.bronze_views import (
     empty_select,
     sqlite_metadata_locations,
 )
+from logistics_platform.lib.catalog import load_catalog
 from logistics_platform.lib.dbt_inprocess import invoke_dbt, prune_run_targets, seed_partial_parse
 from logistics_platform.lib.late import FoldError, resolve_topic, window_start
 from logistics_platform.lib.transform import DbtError, window_env, window_vars, window_vars_from_range
-from logistics_platform.lib.window_plan import LOOKBACK_HOURS, WindowPlan, idle_models, upstream_sources
+from logistics_platform.lib.window_plan import (
+    LOOKBACK_HOURS,
+    WindowPlan,
+    active_tables,
+    built_relations,
+    idle_models,
+    upstream_sources,
+)
 from logistics_platform.settings import DBT_PROJECT_DIR, local_settings
 
 
@@ -189,3 +201,36 @@ def test_idle_models_are_built_bronze_only_models_without_new_rows() -> None:
 def test_window_plan_lookback_matches_the_dbt_project() -> None:
     project = yaml.safe_load((DBT_PROJECT_DIR / "dbt_project.yml").read_text())
     assert project["vars"]["lookback_hours"] == LOOKBACK_HOURS
+
+
+def test_active_tables_come_from_iceberg_file_bounds(tmp_path: Path) -> None:
+    """Real SQLite catalog and Iceberg files: a table is active when a data file's arrival hours overlap the window."""
+    settings = local_settings(tmp_path)
+    catalog = load_catalog(settings)
+    catalog.create_namespace_if_not_exists("bronze")
+    schema = Schema(
+        NestedField(1, "_arrival_hour", TimestampType(), required=False),
+        NestedField(2, "payload", StringType(), required=False),
+    )
+    for name, hours in {"orders": [1, 5], "tenants": [1], "couriers": []}.items():
+        table = catalog.create_table(f"bronze.{name}", schema=schema, partition_spec=partition_spec(schema))
+        for hour in hours:  # one append per arrival hour, as the hourly ingest commits
+            rows = {"_arrival_hour": [datetime(2026, 11, 2, hour)] * 2, "payload": ["a", "b"]}
+            table.append(pa.table(rows, schema=schema.as_arrow()))
+    columns = {"orders": "_arrival_hour", "tenants": "_arrival_hour", "couriers": "_arrival_hour", "gone": "_x"}
+
+    def active(first: int, last: int) -> set[str]:
+        return active_tables(catalog, columns, datetime(2026, 11, 2, first), datetime(2026, 11, 2, last))
+
+    assert active(1, 1) == {"orders", "tenants"}
+    assert active(2, 4) == set()  # between the appends: no file's bounds reach in
+    assert active(4, 5) == {"orders"}
+    # Dagster's windows carry a zone; bronze hours are naive UTC.
+    assert active_tables(
+        catalog, columns, datetime(2026, 11, 2, 5, tzinfo=UTC), datetime(2026, 11, 2, 5, tzinfo=UTC)
+    ) == {"orders"}
+    assert built_relations(tmp_path / "missing.duckdb") == set()
+    con = duck.connect(tmp_path / "built.duckdb")
+    con.execute("create schema marts; create table marts.fct_orders (x int)")
+    con.close()
+    assert built_relations(tmp_path / "built.duckdb") == {"marts.fct_orders"}

@@ -11,13 +11,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from logistics_platform.lib import duck
-from logistics_platform.lib.bronze_views import BRONZE_SCHEMA, bronze_metadata_locations, scan_sql
-from logistics_platform.lib.transform import VAR_TIME_FORMAT
+import duckdb
+from pyiceberg.catalog import Catalog
+from pyiceberg.exceptions import NoSuchTableError
+from pyiceberg.expressions import And, GreaterThanOrEqual, LessThanOrEqual
+
+from logistics_platform.lib.bronze_views import BRONZE_SCHEMA
+from logistics_platform.lib.catalog import load_catalog
 from logistics_platform.settings import Settings
 
 # Default of the dbt var lookback_hours (dbt_project.yml; a test keeps the two equal).
@@ -106,42 +110,59 @@ def probed_sources(manifest: Mapping[str, Any]) -> dict[str, str]:
     }
 
 
+def active_tables(catalog: Catalog, columns: Mapping[str, str], lower: datetime, upper: datetime) -> set[str]:
+    """Bronze tables with a data file that may hold rows whose arrival hour is in ``lower`` .. ``upper`` (inclusive).
+
+    Decided from Iceberg metadata alone (partition ranges and the column bounds of each data file), never by reading
+    data: a file whose bounds overlap the window counts even if its rows fall around it, so a table can be called
+    active needlessly (its models then run, as they would without the plan) but never idle while it has such rows.
+    """
+    bounds = [_naive_utc(lower).isoformat(), _naive_utc(upper).isoformat()]
+    active = set()
+    for table, column in columns.items():
+        try:
+            loaded = catalog.load_table(f"{BRONZE_SCHEMA}.{table}")
+        except NoSuchTableError:
+            continue  # not created yet: no rows
+        row_filter = And(GreaterThanOrEqual(column, bounds[0]), LessThanOrEqual(column, bounds[1]))
+        if next(iter(loaded.scan(row_filter=row_filter).plan_files()), None) is not None:
+            active.add(table)
+    return active
+
+
+def _naive_utc(moment: datetime) -> datetime:
+    """Bronze arrival hours are UTC timestamps without a zone; Dagster's partition windows carry one."""
+    return moment if moment.tzinfo is None else moment.astimezone(UTC).replace(tzinfo=None)
+
+
+def built_relations(duckdb_path: Path) -> set[str]:
+    """``schema.name`` of every table and view in the DuckDB file (none if it does not exist yet)."""
+    if not duckdb_path.exists():
+        return set()
+    con = duckdb.connect()
+    try:
+        con.execute(f"attach '{duckdb_path}' as built (read_only)")
+        return {
+            f"{schema}.{name}"
+            for schema, name in con.execute(
+                "select table_schema, table_name from information_schema.tables where table_catalog = 'built'"
+            ).fetchall()
+        }
+    finally:
+        con.close()
+
+
 def probe_window(
     settings: Settings, manifest: Mapping[str, Any], first_hour: datetime, last_hour: datetime
 ) -> tuple[set[str], set[str]]:
     """(bronze tables with rows arriving in the window plus the lookback, relations built in the DuckDB file).
 
-    Reads each table straight from its current metadata file, without the views dbt creates: binding a view reads
-    the table's metadata once more, and this runs before every hourly dbt invocation.
+    Metadata only: the plan runs before every hourly dbt invocation, and scanning the tables with DuckDB cost ~0.3 s
+    (loading the Iceberg extensions into a fresh database, then a read per table) against ~0.1 s for this.
     """
-    lower = (first_hour - timedelta(hours=LOOKBACK_HOURS)).strftime(VAR_TIME_FORMAT)
-    upper = last_hour.strftime(VAR_TIME_FORMAT)
-    locations = bronze_metadata_locations(settings)
-    con = duck.connect()
-    try:
-        active = set()
-        for table, column in probed_sources(manifest).items():
-            location = locations.get(table)
-            if location is None:
-                continue  # not created yet: no rows
-            hit = con.execute(
-                f"select 1 from {scan_sql(location)} "
-                f"where {column} between timestamp '{lower}' and timestamp '{upper}' limit 1"
-            ).fetchone()
-            if hit:
-                active.add(table)
-        built: set[str] = set()
-        if Path(settings.duckdb_path).exists():
-            con.execute(f"attach '{settings.duckdb_path}' as built (read_only)")
-            built = {
-                f"{schema}.{name}"
-                for schema, name in con.execute(
-                    "select table_schema, table_name from information_schema.tables where table_catalog = 'built'"
-                ).fetchall()
-            }
-        return active, built
-    finally:
-        con.close()
+    lower = first_hour - timedelta(hours=LOOKBACK_HOURS)
+    active = active_tables(load_catalog(settings), probed_sources(manifest), lower, last_hour)
+    return active, built_relations(Path(settings.duckdb_path))
 
 
 def plan_window(
