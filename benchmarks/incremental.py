@@ -1,7 +1,7 @@
 """Benchmark: one new arrival hour through dbt (incremental) against a full refresh of the same data.
 
-Generates N days of history (default 30 days, 20,000 orders/day with their pings), ingests every arrival hour but
-the last into bronze, builds everything, then ingests the last hour and times
+Generates N days of history (default 30 days, 20,000 orders/day with their pings at the generator's density), ingests
+every arrival hour but the last into bronze, builds everything, then ingests the last hour and times
 
   * the incremental run of that one arrival hour (vars min/max_arrival_hour = that hour), and
   * a `--full-refresh` of the same data (all hours), in the same run, on the same machine,
@@ -15,7 +15,7 @@ times) shows the part that scales with data. The new hour's time includes the pr
 leaves unchanged (lib/window_plan.py), which the step skips. For comparison, the same window is re-run through the dbt
 CLI (a child process, every model), the way the assets ran dbt before.
 
-    .venv/bin/python benchmarks/incremental.py                # 30 days, 20k orders/day (~30 min on 2 cores)
+    .venv/bin/python benchmarks/incremental.py                # 30 days, 20k orders/day, 500k pings/day (~45 min)
     .venv/bin/python benchmarks/incremental.py --days 3       # quick look
 """
 
@@ -43,6 +43,10 @@ from logistics_platform.lib.transform import DbtRun, run_dbt, window_vars
 from logistics_platform.lib.window_plan import plan_window
 from logistics_platform.settings import Settings, local_settings
 
+# "With their pings": the generator's default ratio of pings to orders (60,000 to 2,400: 25 per order, a ping every
+# ~2 minutes of a ~51-minute trip). A phone app reports far more often; this keeps the history ingest in minutes.
+_DEFAULTS = GeneratorConfig(start=datetime(2026, 11, 1))
+PINGS_PER_ORDER = _DEFAULTS.pings_per_day / _DEFAULTS.orders_per_day
 MODELS_ONLY = ["--exclude-resource-type", "test", "--exclude-resource-type", "unit_test"]
 
 
@@ -84,9 +88,13 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--days", type=int, default=30)
     p.add_argument("--orders-per-day", type=int, default=20_000)
-    p.add_argument("--pings-per-day", type=int, default=120_000)
+    p.add_argument(
+        "--pings-per-day",
+        type=int,
+        help=f"default: the generator's own density, {PINGS_PER_ORDER:g} pings per order (one per ~2 min of a trip)",
+    )
     p.add_argument("--seed", type=int, default=7)
-    p.add_argument("--work-dir", type=Path, default=Path(__file__).parent / ".work" / "incremental")
+    p.add_argument("--work-dir", type=Path, help="default: .work/incremental/<days>d-<orders>o-<pings>p-s<seed>")
     p.add_argument("--reuse", action="store_true", help="reuse generated + ingested history in --work-dir")
     p.add_argument(
         "--resume", action="store_true", help="keep the generated landing zone and the hours already ingested"
@@ -95,6 +103,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-maintenance", action="store_true", help="skip bronze maintenance after the history ingest")
     args = p.parse_args(argv)
 
+    if args.pings_per_day is None:
+        args.pings_per_day = round(args.orders_per_day * PINGS_PER_ORDER)
+    if args.work_dir is None:
+        # One directory per volume: --reuse must never time a history generated with other settings.
+        volume = f"{args.days}d-{args.orders_per_day}o-{args.pings_per_day}p-s{args.seed}"
+        args.work_dir = Path(__file__).parent / ".work" / "incremental" / volume
     root = args.work_dir.resolve()
     settings = local_settings(root)
     marker = root / "history.done"
@@ -170,15 +184,16 @@ def main(argv: list[str] | None = None) -> int:
     say(f"  skipped as idle (no bronze rows for their sources in the window): {', '.join(plan.idle) or 'none'}")
     cli = run_dbt(settings, ["build", *MODELS_ONLY], window=window, target_path=target)
     full = invoke_dbt(full_settings, ["build", "--full-refresh", *MODELS_ONLY], target_path=full_target)
-    print_report(incremental, full, new_hour, history_hours + 1, cli)
+    volume = f"{args.orders_per_day:,} orders/day, {args.pings_per_day:,} pings/day, {report.rows:,} new bronze rows"
+    print_report(incremental, full, new_hour, history_hours + 1, cli, volume)
     return 0
 
 
-def print_report(incremental: DbtRun, full: DbtRun, new_hour: datetime, hours: int, cli: DbtRun) -> None:
+def print_report(incremental: DbtRun, full: DbtRun, new_hour: datetime, hours: int, cli: DbtRun, volume: str) -> None:
     inc_models = sum(incremental.timings.values())
     full_models = sum(full.timings.values())
     say("")
-    say(f"one new arrival hour ({new_hour:%Y-%m-%d %H:00}) vs full refresh of {hours} arrival hours")
+    say(f"one new arrival hour ({new_hour:%Y-%m-%d %H:00}) vs full refresh of {hours} arrival hours ({volume})")
     say(f"{'model':<34}{'new hour s':>12}{'full refresh s':>16}{'ratio':>9}")
     for name in sorted(full.timings, key=lambda n: -full.timings[n]):
         inc = incremental.timings.get(name, 0.0)
