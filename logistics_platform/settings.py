@@ -45,7 +45,11 @@ SETTINGS_DOC: dict[str, tuple[str, str]] = {
     "SNAPSHOT_RETENTION_DAYS": ("7", "Snapshots older than this are expired (tagged ones are kept)."),
     "SNAPSHOT_MIN_KEEP": ("10", "Expiry always keeps at least this many recent snapshots."),
     "ORPHAN_SAFETY_DAYS": ("3", "Unreferenced files younger than this are never deleted (commits in flight)."),
-    "MANIFEST_MAX_PER_SNAPSHOT": ("100", "Above this many manifests a snapshot's manifests are consolidated."),
+    "MANIFEST_MAX_PER_SNAPSHOT": (
+        "10",
+        "The nightly run consolidates a snapshot's manifests above this many (each hourly commit adds one, and every "
+        "query plan opens them all).",
+    ),
     "DAILY_TAG_RETENTION_DAYS": ("365", "How long the `daily-YYYY-MM-DD` tags are kept."),
     "ICEBERG_S3_ENDPOINT": ("(unset)", "S3-compatible endpoint for the warehouse in prod."),
     "ICEBERG_S3_ACCESS_KEY_ID": ("(unset)", "S3 access key id (prod)."),
@@ -82,7 +86,7 @@ class Settings:
     snapshot_retention_days: float = 7.0
     snapshot_min_keep: int = 10
     orphan_safety_days: float = 3.0
-    manifest_max_per_snapshot: int = 100
+    manifest_max_per_snapshot: int = 10
     daily_tag_retention_days: int = 365
     s3: dict[str, str] = field(default_factory=dict)
 

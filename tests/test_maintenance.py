@@ -408,6 +408,15 @@ def test_manifest_consolidation_reduces_manifests_and_keeps_data(catalog: Catalo
     assert len(day2) == 6 * 20 + 10
 
 
+def test_the_default_threshold_consolidates_a_day_of_hourly_commits(catalog: Catalog, tmp_path: Path) -> None:
+    """Each hourly commit adds a manifest and every scan plan opens them all: one night must fold a day's worth."""
+    table = _hourly_table(catalog, hours=24)
+    options = MaintenanceOptions.from_settings(local_settings(tmp_path))
+    result = rewrite_manifests(table, max_manifests=options.max_manifests_per_snapshot)
+    assert result.rewritten and result.manifests_before == 24 and result.manifests_after <= 2
+    assert _duck_count(catalog.load_table("bronze.orders"), result.snapshot_id) == 24 * 20
+
+
 # ------------------------------------------------------------------------------------------------- tags, time travel
 
 

@@ -142,7 +142,7 @@ def build_defs(settings: Settings) -> dg.Definitions:
         from logistics_platform.lib.maintenance.health import HealthThresholds, table_health
 
         options = MaintenanceOptions.from_settings(settings)
-        limits = HealthThresholds(max_manifests_per_snapshot=settings.manifest_max_per_snapshot)
+        limits = HealthThresholds()
         catalog = load_catalog(settings)
         identifiers = {key: ident for ident, key in CHECKED_TABLES.items()}
         for check_key in sorted(context.selected_asset_check_keys, key=lambda k: k.asset_key.to_user_string()):

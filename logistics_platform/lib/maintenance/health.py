@@ -57,6 +57,7 @@ class HealthThresholds:
 
     max_small_files_per_partition: int = 48  # two days of hourly files without compaction
     max_snapshots: int = 2000
+    # Far above the consolidation threshold plus a day of hourly commits: manifest consolidation is not running.
     max_manifests_per_snapshot: int = 100
     max_orphan_bytes: int = 1024**3
 
