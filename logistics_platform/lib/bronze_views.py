@@ -145,18 +145,13 @@ def bronze_metadata_locations(settings: Settings) -> dict[str, str | None]:
     return current_metadata_locations(load_catalog(settings), BRONZE_SCHEMA, BRONZE_TABLE_NAMES)
 
 
-def scan_sql(location: str) -> str:
-    """The table function that reads the Iceberg table whose current metadata file is ``location``."""
-    return f"iceberg_scan({_quote(location)})"
-
-
 def refresh_bronze_views(con: duckdb.DuckDBPyConnection, settings: Settings) -> dict[str, str | None]:
     """(Re)create ``bronze.<table>`` for every bronze table; returns table -> metadata location (None: empty)."""
     locations = bronze_metadata_locations(settings)
     schemas = bronze_tables() if None in locations.values() else {}
     con.execute(f"create schema if not exists {BRONZE_SCHEMA}")
     for name, location in locations.items():
-        body = empty_select(schemas[name]) if location is None else f"select * from {scan_sql(location)}"
+        body = empty_select(schemas[name]) if location is None else f"select * from iceberg_scan({_quote(location)})"
         con.execute(f"create or replace view {BRONZE_SCHEMA}.{name} as {body}")
     return locations
 
