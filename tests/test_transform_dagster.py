@@ -13,6 +13,7 @@ from transform_world import build_world, write_landing
 from logistics_platform.definitions import build_definitions
 from logistics_platform.defs import transform
 from logistics_platform.lib.catalog import load_catalog
+from logistics_platform.lib.dbt_worker import log_path, stop_worker
 from logistics_platform.lib.ingest import ingest_hour
 from logistics_platform.lib.transform import MART_MODELS
 from logistics_platform.lib.window_plan import plan_window
@@ -89,8 +90,14 @@ def test_partition_range_is_one_dbt_run_that_builds_and_publishes(tmp_path: Path
     manifest, _, _ = get_manifest_and_translator_from_dbt_assets([assets[0]])
     plan = plan_window(settings, manifest, datetime(2026, 11, 2, 3), datetime(2026, 11, 2, 3))
     assert {"dim_courier", "stg_couriers", "dim_tenant"} <= set(plan.idle) and "fct_orders" not in plan.idle
-    hourly = dg.materialize(assets[:1], resources=build_resources(settings), partition_key="2026-11-02-03:00")
+    # This run hands its dbt invocation to the warm dbt worker, as scheduled runs do by default.
+    with_worker = settings.with_overrides(dbt_worker="auto", dbt_worker_idle_minutes=5)
+    try:
+        hourly = dg.materialize(assets[:1], resources=build_resources(with_worker), partition_key="2026-11-02-03:00")
+    finally:
+        stopped = stop_worker(settings.duckdb_path)
     assert hourly.success
+    assert stopped and "done in" in log_path(settings.duckdb_path).read_text()
     statuses = {
         e.asset_key.path[-1]: e.step_materialization_data.materialization.metadata["status"].value
         for e in hourly.get_asset_materialization_events()

@@ -7,7 +7,18 @@ import importlib
 import sys
 
 # Sub-command modules; each module's register() adds its parser and sets ``func``.
-COMMAND_MODULES = ("setup", "generate", "run", "maintain", "time_travel", "verify", "rebuild", "late", "dbt")
+COMMAND_MODULES = (
+    "setup",
+    "generate",
+    "run",
+    "maintain",
+    "time_travel",
+    "verify",
+    "rebuild",
+    "late",
+    "dbt",
+    "dbt_worker",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -3,16 +3,18 @@
 Why: a Dagster run worker has already imported dbt-core to load the definitions. Spawning the dbt CLI for every
 arrival hour paid a second interpreter start, dbt's imports, project and profile loading and the adapter set-up all
 over again (~4 s of the ~7 s an hour took); in-process, the hour pays dbt's own set-up (~1.7 s on a process's
-first invocation, ~0.5 s after) and what its nodes do.
+first invocation, ~0.5 s after) and what its nodes do. The warm dbt worker (:mod:`dbt_worker`) runs the same
+:func:`run_in_process` in a process that outlives the runs, so that only its first invocation pays the ~1.7 s.
 
 dbt keeps process-wide state (flags, adapter registry, invocation context, event logger), so invocations in one
 process run one at a time (:data:`_INVOCATION_LOCK`). The dbt-duckdb plugin builds its settings from the environment,
-so the invocation runs inside :func:`dbt_environment`. The child-process runner (:func:`transform.run_dbt`) stays for
-the CLI passthrough and for tooling that wants dbt isolated.
+so the invocation runs inside :func:`applied_environment`. The child-process runner (:func:`transform.run_dbt`) stays
+for the CLI passthrough and for tooling that wants dbt isolated.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import threading
@@ -38,25 +40,24 @@ PARTIAL_PARSE_FILE = "partial_parse.msgpack"
 RESULT_EVENTS = frozenset({"LogModelResult", "LogSeedResult", "LogSnapshotResult", "LogTestResult"})
 
 _INVOCATION_LOCK = threading.Lock()
+_log = logging.getLogger(__name__)
 
 
 @contextmanager
-def dbt_environment(settings: Settings, extra: Mapping[str, str] | None = None) -> Iterator[None]:
-    """Apply ``subprocess_env(settings)`` (and ``extra``) to this process while dbt runs, then restore it.
+def applied_environment(wanted: Mapping[str, str]) -> Iterator[None]:
+    """Make ``wanted`` this process's whole environment while dbt runs, then restore the previous one.
 
     dbt renders ``env_var()`` from the process environment, and the dbt-duckdb plugin builds its Settings from it.
+    Whole, not merged: a worker serving many runs must not leak one run's window into the next.
     """
-    wanted = {**subprocess_env(settings), **(extra or {})}
-    saved = {k: os.environ.get(k) for k in wanted}
+    saved = dict(os.environ)
+    os.environ.clear()
     os.environ.update(wanted)
     try:
         yield
     finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        os.environ.clear()
+        os.environ.update(saved)
 
 
 def seed_partial_parse(source_target: Path, target_path: Path) -> None:
@@ -96,18 +97,12 @@ def invoke_dbt(
     on_result: Callable[[dict[str, Any]], None] | None = None,
     check: bool = True,
 ) -> DbtRun:
-    """Run one dbt command in this process; ``on_result`` gets each node's result event (dbt's JSON log shape).
+    """Run one dbt command in the warm dbt worker or in this process; ``on_result`` gets each node's result event.
 
-    ``window`` (from :func:`transform.window_vars`) goes through the environment, as for the child-process runner.
-    Raises :class:`transform.DbtError` if dbt fails and ``check``.
+    The worker (:mod:`dbt_worker`, ``DBT_WORKER=auto``) runs it when it can be reached or started; otherwise, or
+    with ``DBT_WORKER=off``, dbt runs in this process. ``window`` (from :func:`transform.window_vars`) goes through
+    the environment, as for the child-process runner. Raises :class:`transform.DbtError` if dbt fails and ``check``.
     """
-    # The clock includes importing dbt's CLI module (imported here: only processes that run dbt need it).
-    launched = datetime.now(UTC).replace(tzinfo=None)
-    started = time.perf_counter()
-    from dbt.cli.main import dbtRunner
-    from dbt_common.events.base_types import EventMsg
-    from dbt_common.events.functions import msg_to_dict
-
     # No JSON artifacts: the results come back as objects, and writing manifest.json (twice) and run_results.json
     # costs ~0.6 s per invocation. The partial-parse state and the log file are still written.
     args = [
@@ -116,22 +111,55 @@ def invoke_dbt(
         str(target_path / "logs"),
         "--no-write-json",
     ]
+    env = {**subprocess_env(settings), **window_env(window or {})}
     settings.duckdb_path.parent.mkdir(parents=True, exist_ok=True)
+    run = None
+    if settings.dbt_worker == "auto":
+        from logistics_platform.lib.dbt_worker import WorkerFailed, WorkerUnavailable, invoke_via_worker
+
+        try:
+            run = invoke_via_worker(
+                settings.duckdb_path, args, env, on_result, idle_seconds=settings.dbt_worker_idle_minutes * 60
+            )
+        except WorkerUnavailable as exc:
+            _log.warning("dbt runs in this process: %s", exc)
+        except WorkerFailed as exc:
+            raise DbtError(str(exc)) from exc
+    if run is None:
+        run = run_in_process(args, env, on_result)
+    if check and not run.ok:
+        raise DbtError(
+            f"dbt {' '.join(command)} failed.\n{run.output}\nFull log: {target_path / 'logs' / 'dbt.log'}. "
+            "Fix the failing model or test above, then re-run the same window: every window is idempotent."
+        )
+    return run
+
+
+def run_in_process(
+    args: Sequence[str], env: Mapping[str, str], on_result: Callable[[dict[str, Any]], None] | None = None
+) -> DbtRun:
+    """Run dbt with the full argument list ``args`` in this process, under ``env``."""
+    # The clock includes importing dbt's CLI module (imported here: only processes that run dbt need it).
+    launched = datetime.now(UTC).replace(tzinfo=None)
+    started = time.perf_counter()
+    from dbt.cli.main import dbtRunner
+    from dbt_common.events.base_types import EventMsg
+    from dbt_common.events.functions import msg_to_dict
 
     def forward(msg: EventMsg) -> None:
         if on_result is not None and msg.info.name in RESULT_EVENTS:
             on_result(msg_to_dict(msg))
 
-    with _INVOCATION_LOCK, dbt_environment(settings, window_env(window or {})):
+    with _INVOCATION_LOCK, applied_environment(env):
         try:
-            outcome = dbtRunner(callbacks=[forward]).invoke(args)
+            outcome = dbtRunner(callbacks=[forward]).invoke(list(args))
         finally:
             release_duckdb()
         seconds = time.perf_counter() - started
     results = result_dicts(outcome.result)
     returncode = 0 if outcome.success else (2 if outcome.exception is not None else 1)
-    run = DbtRun(
-        args=args,
+    return DbtRun(
+        args=list(args),
         returncode=returncode,
         seconds=seconds,
         output=failure_summary(results, outcome.exception),
@@ -139,12 +167,13 @@ def invoke_dbt(
         startup_seconds=seconds_to_first_node(results, launched),
         results=results,
     )
-    if check and not run.ok:
-        raise DbtError(
-            f"dbt {' '.join(command)} failed.\n{run.output}\nFull log: {target_path / 'logs' / 'dbt.log'}. "
-            "Fix the failing model or test above, then re-run the same window: every window is idempotent."
-        )
-    return run
+
+
+def warm_up() -> None:
+    """Import what every invocation needs (dbt's CLI, the DuckDB adapter), so that a worker's first call is warm."""
+    import dbt.adapters.duckdb
+    import dbt.cli.main
+    import dbt.task.build  # noqa: F401
 
 
 def result_dicts(result: Any) -> list[dict[str, Any]]:
