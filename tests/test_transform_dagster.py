@@ -90,6 +90,8 @@ def test_partition_range_is_one_dbt_run_that_builds_and_publishes(tmp_path: Path
     manifest, _, _ = get_manifest_and_translator_from_dbt_assets([assets[0]])
     plan = plan_window(settings, manifest, datetime(2026, 11, 2, 3), datetime(2026, 11, 2, 3))
     assert {"dim_courier", "stg_couriers", "dim_tenant"} <= set(plan.idle) and "fct_orders" not in plan.idle
+    # The seed and the view are as the range run built them (it recorded their fingerprints): skipped too.
+    assert set(plan.unchanged) == {"tier_pricing", "stg_folded_windows"} <= set(plan.idle)
     # This run hands its dbt invocation to the warm dbt worker, as scheduled runs do by default.
     with_worker = settings.with_overrides(dbt_worker="auto", dbt_worker_idle_minutes=5)
     try:

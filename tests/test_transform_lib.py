@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import json
 import os
 import subprocess
 import sys
@@ -14,6 +16,7 @@ import yaml
 from pyiceberg.schema import Schema
 from pyiceberg.types import NestedField, StringType, TimestampType
 
+from logistics_platform.defs import transform
 from logistics_platform.lib import bronze_schema, duck
 from logistics_platform.lib.bronze_schema import partition_spec
 from logistics_platform.lib.bronze_views import (
@@ -33,6 +36,8 @@ from logistics_platform.lib.window_plan import (
     active_tables,
     built_relations,
     idle_models,
+    record_static_builds,
+    unchanged_static_nodes,
     upstream_sources,
 )
 from logistics_platform.settings import DBT_PROJECT_DIR, local_settings
@@ -229,8 +234,38 @@ def test_active_tables_come_from_iceberg_file_bounds(tmp_path: Path) -> None:
     assert active_tables(
         catalog, columns, datetime(2026, 11, 2, 5, tzinfo=UTC), datetime(2026, 11, 2, 5, tzinfo=UTC)
     ) == {"orders"}
-    assert built_relations(tmp_path / "missing.duckdb") == set()
+    assert built_relations(tmp_path / "missing.duckdb") == {}
     con = duck.connect(tmp_path / "built.duckdb")
     con.execute("create schema marts; create table marts.fct_orders (x int)")
     con.close()
-    assert built_relations(tmp_path / "built.duckdb") == {"marts.fct_orders"}
+    assert built_relations(tmp_path / "built.duckdb") == {"marts.fct_orders": None}
+
+
+def test_seeds_and_views_are_skipped_until_what_they_are_built_from_changes(tmp_path: Path) -> None:
+    """The project's real manifest and a real DuckDB file: a recorded build is skipped until the project changes."""
+    manifest = json.loads(transform.dbt_project(local_settings(tmp_path)).manifest_path.read_text())
+    path = tmp_path / "analytics.duckdb"
+    con = duck.connect(path)
+    con.execute("create schema reference; create table reference.tier_pricing (tier varchar)")
+    con.execute("create schema staging; create view staging.stg_folded_windows as select 1 as x")
+    con.close()
+    assert unchanged_static_nodes(manifest, built_relations(path)) == []  # never recorded: built by hand
+
+    results = [
+        {"unique_id": "seed.logistics.tier_pricing", "status": "success"},
+        {"unique_id": "model.logistics.stg_folded_windows", "status": "success"},
+        {"unique_id": "model.logistics.stg_orders", "status": "success"},  # incremental: never skipped this way
+    ]
+    assert record_static_builds(path, manifest, results) == ["stg_folded_windows", "tier_pricing"]
+    assert sorted(unchanged_static_nodes(manifest, built_relations(path))) == ["stg_folded_windows", "tier_pricing"]
+
+    # An edited seed file (new checksum), and a view rebuilt without its record, run again.
+    edited = copy.deepcopy(manifest)
+    edited["nodes"]["seed.logistics.tier_pricing"]["checksum"]["checksum"] = "0" * 64
+    assert unchanged_static_nodes(edited, built_relations(path)) == ["stg_folded_windows"]
+    con = duck.connect(path)
+    con.execute("create or replace view staging.stg_folded_windows as select 2 as x")
+    con.close()
+    assert unchanged_static_nodes(manifest, built_relations(path)) == ["tier_pricing"]
+    # A failed build records nothing.
+    assert record_static_builds(path, manifest, [{"unique_id": "seed.logistics.tier_pricing", "status": "error"}]) == []

@@ -43,7 +43,7 @@ from logistics_platform.lib.dbt_inprocess import invoke_dbt, prune_run_targets, 
 from logistics_platform.lib.duck import load_extensions
 from logistics_platform.lib.publish import ORDERS_MART, publish_marts
 from logistics_platform.lib.transform import MART_MODELS, DbtRun, run_dbt, window_vars_from_range
-from logistics_platform.lib.window_plan import WindowPlan, plan_window
+from logistics_platform.lib.window_plan import WindowPlan, plan_window, record_static_builds
 from logistics_platform.settings import DBT_PROJECT_DIR, Settings
 
 OWNERS = ["team:data-platform"]
@@ -150,11 +150,14 @@ def window_plan(
     except Exception as exc:  # the probe only saves time: a run without it is correct, just slower
         context.log.warning(f"Could not probe the window, running every model: {exc}")
         return None
-    if plan.idle:
+    windowless = [name for name in plan.idle if name not in plan.unchanged]
+    if windowless:
         context.log.info(
-            f"Skipping {', '.join(plan.idle)}: no bronze rows for their sources in these arrival hours "
+            f"Skipping {', '.join(windowless)}: no bronze rows for their sources in these arrival hours "
             f"(bronze tables with rows: {', '.join(sorted(plan.active_sources)) or 'none'})"
         )
+    if plan.unchanged:
+        context.log.info(f"Skipping {', '.join(plan.unchanged)}: seeds and views unchanged since their last build")
     return plan
 
 
@@ -232,14 +235,19 @@ def build_dbt_assets(settings: Settings) -> dg.AssetsDefinition:
             if key in context.selected_asset_keys:
                 # Processing these hours is a no-op for the model: its partitions are as up to date as the others.
                 # Yielded first: an idle model's inputs are bronze and other idle models (topological order).
+                reason = (
+                    "unchanged since its last build (file, config and SQL)"
+                    if plan and model in plan.unchanged
+                    else "no bronze rows for its sources in these arrival hours"
+                )
                 yield dg.Output(
-                    None,
-                    output_name=key.to_python_identifier(),
-                    metadata={"status": "no-op", "reason": "no bronze rows for its sources in these arrival hours"},
+                    None, output_name=key.to_python_identifier(), metadata={"status": "no-op", "reason": reason}
                 )
         for event in run_streaming(settings, args, dbt_vars, target):
             if isinstance(event, DbtRun):
                 context.log.info(f"dbt finished in {event.seconds:.1f}s ({len(event.timings)} nodes)")
+                # So that the next runs skip the seeds and views this one built until they change.
+                record_static_builds(settings.duckdb_path, manifest, event.results)
                 continue
             message = DbtCoreCliEventMessage(raw_event=event, event_history_metadata={})
             context.log.info(str(message))
