@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from logistics_platform.lib.dbt_worker import log_path, stop_worker
 from logistics_platform.lib.duck import connect
 from logistics_platform.lib.generator import GeneratorConfig, generate
 from logistics_platform.lib.progress import read_ingest_log
@@ -198,7 +199,10 @@ def test_partition_range_backfill_through_graphql(tmp_path: Path) -> None:
         dbt_runs = _backfill(gql, downstream, "e2e: dbt layer")
         assert len(ingest_runs) == len(HOURS), ingest_runs  # one per arrival hour
         assert len(dbt_runs) == 1, dbt_runs  # the whole range in one run (BackfillPolicy.single_run)
+        # The run's dbt step handed its invocation to the warm dbt worker (DBT_WORKER defaults to auto locally).
+        assert "done in" in log_path(settings.duckdb_path).read_text()
     finally:
+        stop_worker(settings.duckdb_path)
         try:
             os.killpg(proc.pid, signal.SIGTERM)
             proc.wait(timeout=60)

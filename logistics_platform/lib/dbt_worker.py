@@ -45,6 +45,8 @@ PROTOCOL = 1
 PACKAGE_DIR = Path(__file__).resolve().parents[1]
 # How long a client waits for a worker it spawned to listen (imports dbt first: ~1-3 s on a busy machine).
 SPAWN_TIMEOUT_SECONDS = 60.0
+# The worker's log (dbt's console output of every invocation) starts afresh at a spawn once it is this large.
+LOG_ROTATE_BYTES = 20 * 1024 * 1024
 # How often an idle worker checks that it should still be running.
 _TICK_SECONDS = 30.0
 
@@ -184,6 +186,8 @@ def log_path(duckdb_path: Path) -> Path:
 def _spawn(path: Path, duckdb_path: Path, env: Mapping[str, str], idle_seconds: float) -> None:
     log = log_path(duckdb_path)
     log.parent.mkdir(parents=True, exist_ok=True)
+    if log.exists() and log.stat().st_size > LOG_ROTATE_BYTES:
+        log.replace(log.with_suffix(".log.1"))  # one older generation is kept
     with open(log, "ab") as out:
         # Its own session: terminating the run that spawned it must not take down the worker serving other runs.
         # No inherited stdout/stderr: a caller waiting for its pipes to close (CI, make) must not wait for it.
