@@ -266,8 +266,11 @@ def serve(path: Path, state_dir: Path, idle_seconds: float, runner: Runner) -> i
         return 0  # another worker serves this file (two clients spawned one at the same moment)
     path.unlink(missing_ok=True)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(str(path))
-    os.chmod(path, 0o600)
+    previous = os.umask(0o177)  # the socket is created for this user only, with no window in between
+    try:
+        listener.bind(str(path))
+    finally:
+        os.umask(previous)
     listener.listen(8)
     listener.settimeout(_TICK_SECONDS)
     _say(f"serving {path} (pid {os.getpid()}, exits after {idle_seconds:.0f}s idle)")
