@@ -25,7 +25,7 @@ class Plugin(BasePlugin):
         pass
 
     def configure_connection(self, conn: duckdb.DuckDBPyConnection) -> None:
-        # Settings come from the env that dbt_environment()/subprocess_env() built, read per connection: in-process,
+        # Settings come from the env that applied_environment()/subprocess_env() built, read per connection: in-process,
         # dbt-duckdb keeps one plugin instance across invocations on the same DuckDB file.
         load_extensions(conn)
         refresh_bronze_views(conn, load_settings())
