@@ -27,7 +27,7 @@ from logistics_platform.lib.bronze_views import (
     sqlite_metadata_locations,
 )
 from logistics_platform.lib.catalog import load_catalog
-from logistics_platform.lib.dbt_inprocess import invoke_dbt, prune_run_targets, seed_partial_parse
+from logistics_platform.lib.dbt_inprocess import applied_environment, invoke_dbt, prune_run_targets, seed_partial_parse
 from logistics_platform.lib.late import FoldError, resolve_topic, window_start
 from logistics_platform.lib.transform import DbtError, window_env, window_vars, window_vars_from_range
 from logistics_platform.lib.window_plan import (
@@ -145,6 +145,16 @@ def test_seed_partial_parse_copies_the_state_once(tmp_path: Path) -> None:
     seed_partial_parse(project_target, run_target)
     # The run's own state (written by dbt after the copy) is never overwritten.
     assert (run_target / "partial_parse.msgpack").read_bytes() == b"state-1"
+
+
+def test_dbt_runs_under_exactly_the_callers_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker serving many runs must not leak one run's window into the next: the environment is replaced whole."""
+    monkeypatch.setenv("LOGISTICS_DBT_MIN_ARRIVAL_HOUR", "2026-11-02 03:00:00")  # left by an earlier run
+    before = dict(os.environ)
+    wanted = {k: v for k, v in before.items() if k != "LOGISTICS_DBT_MIN_ARRIVAL_HOUR"} | {"DUCKDB_PATH": "/x.duckdb"}
+    with applied_environment(wanted):
+        assert dict(os.environ) == wanted
+    assert dict(os.environ) == before
 
 
 @pytest.mark.slow

@@ -51,13 +51,18 @@ def applied_environment(wanted: Mapping[str, str]) -> Iterator[None]:
     Whole, not merged: a worker serving many runs must not leak one run's window into the next.
     """
     saved = dict(os.environ)
-    os.environ.clear()
-    os.environ.update(wanted)
+    _replace_environment(wanted)
     try:
         yield
     finally:
-        os.environ.clear()
-        os.environ.update(saved)
+        _replace_environment(saved)
+
+
+def _replace_environment(wanted: Mapping[str, str]) -> None:
+    # Key by key, never cleared: other threads of the step (Dagster's) may read the environment meanwhile.
+    for key in set(os.environ) - set(wanted):
+        del os.environ[key]
+    os.environ.update(wanted)
 
 
 def seed_partial_parse(source_target: Path, target_path: Path) -> None:
