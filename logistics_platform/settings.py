@@ -35,7 +35,7 @@ SETTINGS_DOC: dict[str, tuple[str, str]] = {
     "DBT_WORKER": (
         "auto (off when LOGISTICS_ENV=prod)",
         "`auto`: dbt steps hand their invocations to a warm dbt process that outlives the runs (started on first "
-        "use, one per DuckDB file), saving dbt's ~1.2 s set-up per run; `off`: dbt runs inside each run's process. "
+        "use, one per DuckDB file), saving dbt's ~1.3 s set-up per run; `off`: dbt runs inside each run's process. "
         "Turn it on in prod only where runs share a host.",
     ),
     "DBT_WORKER_IDLE_MINUTES": ("180", "The warm dbt worker exits after this long without an invocation."),
