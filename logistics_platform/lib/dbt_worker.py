@@ -240,7 +240,7 @@ def worker_status(duckdb_path: Path) -> dict[str, Any] | None:
 
 
 def stop_worker(duckdb_path: Path, timeout: float = 10.0) -> bool:
-    """Ask the worker for ``duckdb_path`` to exit (it finishes nothing mid-way: it only stops when idle)."""
+    """Ask the worker for ``duckdb_path`` to exit; the request waits for the invocation it runs, if any."""
     path = socket_path(duckdb_path)
     conn = _connect(path)
     if conn is None:
@@ -291,8 +291,9 @@ def serve(path: Path, state_dir: Path, idle_seconds: float, runner: Runner) -> i
             conn.settimeout(None)
             with conn, conn.makefile("rwb") as stream:
                 outcome = _handle(conn, stream, state, runner)
-            last_work = time.monotonic()
-            if outcome != "served":
+            if outcome == "served":
+                last_work = time.monotonic()
+            elif outcome != "answered":
                 _say(f"{outcome}: exiting")
                 return 0
     finally:
@@ -305,13 +306,13 @@ def _handle(conn: socket.socket, stream: Any, state: dict[str, Any], runner: Run
     try:
         request = _receive(stream)
     except (OSError, ValueError):
-        return "served"  # a probe or a client that went away: nothing to do
+        return "answered"  # a probe or a client that went away: nothing to do
     if request.get("stop"):
         _send(stream, {"type": "stopping"})
         return "stopped"
     if request.get("status"):
         _send(stream, {"type": "status", **state})
-        return "served"
+        return "answered"  # a status request does not keep an idle worker alive
     if request.get("protocol") != PROTOCOL or request.get("fingerprint") != state["fingerprint"]:
         _send(stream, {"type": "stale"})
         return "stale (a client runs other code)"

@@ -42,7 +42,7 @@ FINGERPRINT_PREFIX = "dbt-build:"
 class WindowPlan:
     """The models a window's run skips, and why."""
 
-    idle: tuple[str, ...]  # node names: models without rows in the window, then unchanged seeds and views
+    idle: tuple[str, ...]  # node names: unchanged seeds and views, then models without rows in the window
     active_sources: frozenset[str]  # bronze tables with rows in the window (lookback included)
     unchanged: tuple[str, ...] = ()  # the seeds and views among ``idle``
 

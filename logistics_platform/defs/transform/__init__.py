@@ -247,7 +247,10 @@ def build_dbt_assets(settings: Settings) -> dg.AssetsDefinition:
             if isinstance(event, DbtRun):
                 context.log.info(f"dbt finished in {event.seconds:.1f}s ({len(event.timings)} nodes)")
                 # So that the next runs skip the seeds and views this one built until they change.
-                record_static_builds(settings.duckdb_path, manifest, event.results)
+                try:
+                    record_static_builds(settings.duckdb_path, manifest, event.results)
+                except Exception as exc:  # only saves later runs time: they rebuild what is not recorded
+                    context.log.warning(f"Could not record the seeds and views built: {exc}")
                 continue
             message = DbtCoreCliEventMessage(raw_event=event, event_history_metadata={})
             context.log.info(str(message))
