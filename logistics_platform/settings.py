@@ -142,12 +142,18 @@ def _number(env: Mapping[str, str], name: str, default: float, kind: type = floa
     return value
 
 
+def _choice(env: Mapping[str, str], name: str, default: str, allowed: tuple[str, ...]) -> str:
+    """``env[name]`` (case-insensitive, ``default`` when unset or empty), which must be one of ``allowed``."""
+    value = (env.get(name) or "").strip().lower() or default
+    if value not in allowed:
+        raise SettingsError(f"{name}={value!r}: expected one of {', '.join(allowed)}")
+    return value
+
+
 def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
     """Read the settings from ``environ`` (default: the process environment)."""
     env = dict(os.environ if environ is None else environ)
-    mode = env.get("LOGISTICS_ENV", "local").strip().lower() or "local"
-    if mode not in ENVIRONMENTS:
-        raise SettingsError(f"LOGISTICS_ENV={mode!r}: expected one of {', '.join(ENVIRONMENTS)}")
+    mode = _choice(env, "LOGISTICS_ENV", "local", ENVIRONMENTS)
     cwd = Path.cwd()
     d = Settings()
     start = env.get("PARTITIONS_START", d.partitions_start)
@@ -176,13 +182,8 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         if env.get(key):
             s3[prop] = env[key]
 
-    dbt_worker = (env.get("DBT_WORKER") or ("off" if mode == "prod" else "auto")).strip().lower()
-    if dbt_worker not in ("auto", "off"):
-        raise SettingsError(f"DBT_WORKER={dbt_worker!r}: expected auto or off")
-
-    automation = (env.get("AUTOMATION_DEFAULT_STATUS") or "running").strip().lower()
-    if automation not in ("running", "stopped"):
-        raise SettingsError(f"AUTOMATION_DEFAULT_STATUS={automation!r}: expected running or stopped")
+    dbt_worker = _choice(env, "DBT_WORKER", "off" if mode == "prod" else "auto", ("auto", "off"))
+    automation = _choice(env, "AUTOMATION_DEFAULT_STATUS", "running", ("running", "stopped"))
 
     return Settings(
         env=mode,

@@ -92,9 +92,8 @@ def invoke_via_worker(
     on_result: Callable[[dict[str, Any]], None] | None = None,
     *,
     idle_seconds: float,
-    spawn: bool = True,
 ) -> DbtRun:
-    """Run one dbt invocation in the worker for ``duckdb_path``, spawning it if none listens.
+    """Run one dbt invocation in the worker for ``duckdb_path``, starting it if none listens.
 
     Raises :class:`WorkerUnavailable` if no worker accepted the call (run dbt in-process instead) and
     :class:`WorkerFailed` if it accepted and then failed (the window must be re-run: every window is idempotent).
@@ -103,7 +102,7 @@ def invoke_via_worker(
     mine = fingerprint()
     for attempt in range(2):
         conn = _connect(path)
-        if conn is None and spawn:
+        if conn is None:
             _spawn(path, duckdb_path, env, idle_seconds)
             conn = _wait_for(path, SPAWN_TIMEOUT_SECONDS)
         if conn is None:
@@ -225,30 +224,32 @@ def _receive(stream: Any) -> dict[str, Any]:
     return json.loads(line)
 
 
-def worker_status(duckdb_path: Path) -> dict[str, Any] | None:
-    """What the worker for ``duckdb_path`` reports about itself (pid, start, invocations, code), or None."""
-    conn = _connect(socket_path(duckdb_path))
+def _ask(path: Path, request: Mapping[str, Any]) -> dict[str, Any] | None:
+    """Send one operator request; the worker's reply (empty if it gave none), or None if no worker listens."""
+    conn = _connect(path)
     if conn is None:
         return None
     with conn, conn.makefile("rwb") as stream:
-        _send(stream, {"protocol": PROTOCOL, "status": True})
+        _send(stream, {"protocol": PROTOCOL, **request})
         try:
-            reply = _receive(stream)
+            return _receive(stream)
         except (OSError, ValueError):
-            return None
+            return {}
+
+
+def worker_status(duckdb_path: Path) -> dict[str, Any] | None:
+    """What the worker for ``duckdb_path`` reports about itself (pid, start, invocations, code), or None."""
+    reply = _ask(socket_path(duckdb_path), {"status": True})
+    if not reply:
+        return None
     return {**reply, "current_code": reply.get("fingerprint") == fingerprint()}
 
 
 def stop_worker(duckdb_path: Path, timeout: float = 10.0) -> bool:
     """Ask the worker for ``duckdb_path`` to exit; the request waits for the invocation it runs, if any."""
     path = socket_path(duckdb_path)
-    conn = _connect(path)
-    if conn is None:
+    if _ask(path, {"stop": True}) is None:
         return False
-    with conn, conn.makefile("rwb") as stream:
-        _send(stream, {"protocol": PROTOCOL, "stop": True})
-        with contextlib.suppress(OSError, ValueError):
-            _receive(stream)
     _wait_gone(path, timeout)
     return True
 
