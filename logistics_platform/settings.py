@@ -7,6 +7,7 @@ Every variable has a documented default (see ``SETTINGS_DOC`` and the README's s
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -103,6 +104,17 @@ class Settings:
     @property
     def catalog_name(self) -> str:
         return "logistics"
+
+    @property
+    def duckdb_database(self) -> str:
+        """The catalog name DuckDB gives ``duckdb_path`` (the file name up to its first dot); dbt qualifies with it."""
+        name = self.duckdb_path.name.lstrip(".").split(".")[0]
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            raise ValueError(
+                f"DUCKDB_PATH={self.duckdb_path}: dbt attaches the file under its name, so the part before the first "
+                f"dot must be a plain identifier (letters, digits, underscores), not {name!r}; rename the file."
+            )
+        return name
 
     @property
     def allowed_lateness_seconds(self) -> int:
@@ -241,6 +253,7 @@ def subprocess_env(settings: Settings) -> dict[str, str]:
             "ICEBERG_CATALOG_URI": settings.catalog_uri,
             "ICEBERG_WAREHOUSE": settings.warehouse,
             "DUCKDB_PATH": str(settings.duckdb_path),
+            "DUCKDB_DATABASE": settings.duckdb_database,
             "ALLOWED_LATENESS_HOURS": str(settings.allowed_lateness_hours),
             "DBT_TARGET": settings.dbt_target,
             "DO_NOT_TRACK": "1",

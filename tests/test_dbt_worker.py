@@ -63,7 +63,7 @@ def test_the_worker_serves_successive_invocations_like_dbt_in_process(
     events: list[dict] = []
     first = invoke_dbt(settings, ["seed"], target_path=tmp_path / "target", on_result=events.append)
     second = invoke_dbt(settings, ["seed"], target_path=tmp_path / "target")
-    in_process = invoke_dbt(settings.with_overrides(dbt_worker="off"), ["seed"], target_path=tmp_path / "target")
+    in_process = invoke_dbt(settings.with_overrides(dbt_worker="off"), ["seed"], target_path=tmp_path / "in-process")
 
     # One worker served both calls, and streamed the node's result event as dbt reported it.
     [pid] = _worker_pids(settings)
@@ -77,6 +77,10 @@ def test_the_worker_serves_successive_invocations_like_dbt_in_process(
         assert [(r["unique_id"], r["status"]) for r in run.results] == [
             (r["unique_id"], r["status"]) for r in in_process.results
         ]
+    # It parsed the project once (a `parse` before the first call) and ran both calls on that manifest.
+    log = (tmp_path / "target" / "logs" / "dbt.log").read_text()
+    assert re.findall(r"Command `cli (\w+)` succeeded", log) == ["parse", "seed", "seed"]
+    assert log.count("Starting full parse") + log.count("Partial parsing enabled") == 1
     # The worker closed the DuckDB file after each call: this process can open it and read what dbt built.
     con = duck.connect(settings.duckdb_path)
     try:

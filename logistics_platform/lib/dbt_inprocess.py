@@ -25,6 +25,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from logistics_platform.lib.dbt_manifest_cache import (
+    MANIFEST_COMMANDS,
+    PARSE_COMMAND,
+    ManifestCache,
+    manifest_key,
+    parse_args,
+)
 from logistics_platform.lib.transform import (
     DbtError,
     DbtRun,
@@ -38,6 +45,11 @@ from logistics_platform.settings import Settings, subprocess_env
 PARTIAL_PARSE_FILE = "partial_parse.msgpack"
 # dbt's structured events that carry one node's final status (what dagster-dbt turns into Dagster events).
 RESULT_EVENTS = frozenset({"LogModelResult", "LogSeedResult", "LogSnapshotResult", "LogTestResult"})
+
+# The in-memory DuckDB instance that profiles.yml's local target opens (its `path`), and this process's connection
+# holding it open between invocations, if it keeps one (hold_duckdb_instance).
+DBT_DUCKDB_INSTANCE = ":memory:logistics"
+_held_instance: Any = None
 
 _INVOCATION_LOCK = threading.Lock()
 _log = logging.getLogger(__name__)
@@ -141,9 +153,16 @@ def invoke_dbt(
 
 
 def run_in_process(
-    args: Sequence[str], env: Mapping[str, str], on_result: Callable[[dict[str, Any]], None] | None = None
+    args: Sequence[str],
+    env: Mapping[str, str],
+    on_result: Callable[[dict[str, Any]], None] | None = None,
+    manifests: ManifestCache | None = None,
 ) -> DbtRun:
-    """Run dbt with the full argument list ``args`` in this process, under ``env``."""
+    """Run dbt with the full argument list ``args`` in this process, under ``env``.
+
+    With ``manifests`` (a long-lived process), the invocation runs on the manifest parsed for the same project state
+    before, or parses once and keeps the result (see :mod:`dbt_manifest_cache`).
+    """
     # The clock includes importing dbt's CLI module (imported here: only processes that run dbt need it).
     launched = datetime.now(UTC).replace(tzinfo=None)
     started = time.perf_counter()
@@ -157,7 +176,11 @@ def run_in_process(
 
     with _INVOCATION_LOCK, applied_environment(env):
         try:
-            outcome = dbtRunner(callbacks=[forward]).invoke(list(args))
+            key = manifest_key(args, env) if manifests is not None else None
+            manifest = _parsed_manifest(args, key, manifests)
+            outcome = dbtRunner(manifest=manifest, callbacks=[forward]).invoke(list(args))
+            if manifests is not None and key is not None and args[0] == PARSE_COMMAND and outcome.success:
+                manifests.put(key, outcome.result)
         finally:
             release_duckdb()
         seconds = time.perf_counter() - started
@@ -172,6 +195,22 @@ def run_in_process(
         startup_seconds=seconds_to_first_node(results, launched),
         results=results,
     )
+
+
+def _parsed_manifest(args: Sequence[str], key: str | None, manifests: ManifestCache | None) -> Any:
+    """The manifest for ``key`` from ``manifests``, parsing it on a miss; None to let dbt parse as it always does."""
+    if manifests is None or key is None or args[0] not in MANIFEST_COMMANDS:
+        return None
+    manifest = manifests.get(key)
+    if manifest is None:
+        from dbt.cli.main import dbtRunner
+
+        parsed = dbtRunner().invoke(parse_args(args))
+        if not parsed.success:
+            return None  # the invocation parses again and reports what is wrong
+        manifest = parsed.result
+        manifests.put(key, manifest)
+    return manifest
 
 
 def warm_up() -> None:
@@ -224,6 +263,31 @@ def release_duckdb() -> None:
         env, DuckDBConnectionManager._ENV = DuckDBConnectionManager._ENV, None
     if env is not None:
         env.close()
+    if _held_instance is not None:
+        # The instance outlives the invocation; the database files dbt attached to it must not.
+        attached = _held_instance.execute(
+            "select database_name from duckdb_databases() where not internal and database_name <> 'memory'"
+        ).fetchall()
+        for (name,) in attached:
+            _held_instance.execute(f'detach database "{name}"')
+
+
+def hold_duckdb_instance() -> None:
+    """Keep the local profile's in-memory DuckDB instance open in this process, the Iceberg extensions loaded.
+
+    For a long-lived process (the warm dbt worker). profiles.yml's local target opens the named in-memory instance
+    :data:`DBT_DUCKDB_INSTANCE` and attaches the analytics file to it. DuckDB verifies an extension's signature each
+    time it is loaded into a new instance (~0.15-0.2 s for the Iceberg and Avro extensions); while this connection
+    holds the instance open, every invocation's connection joins it and finds them loaded. :func:`release_duckdb`
+    still detaches the file after each invocation.
+    """
+    global _held_instance
+    if _held_instance is None:
+        import duckdb
+
+        from logistics_platform.lib.duck import load_extensions
+
+        _held_instance = load_extensions(duckdb.connect(DBT_DUCKDB_INSTANCE))
 
 
 def failure_summary(results: list[dict[str, Any]], exception: BaseException | None) -> str:

@@ -2,9 +2,11 @@
 
 Why: every Dagster run is a new process, and dbt's one-time set-up in a process (importing its CLI, registering
 the adapter, first-use initialisation) costs ~1.1-1.3 s of the ~4 s an hourly invocation takes. A worker that
-outlives the runs pays it once. Everything per invocation stays per invocation: dbt re-reads the project and its
-partial-parse state, the step's environment (settings, window) is applied for the call only, and the DuckDB file
-is closed after each call, so other processes (the publish step, the checks) can open it in between.
+outlives the runs pays it once. It also keeps what does not change from one hour to the next: the parsed manifest
+while the project, flags and environment that parsing reads are unchanged (:mod:`dbt_manifest_cache`), and the
+in-memory DuckDB instance with the Iceberg extensions loaded (:func:`dbt_inprocess.hold_duckdb_instance`). The rest
+stays per invocation: the step's environment (settings, window) is applied for the call only, and the analytics
+DuckDB file is detached after each call, so other processes (the publish step, the checks) can open it in between.
 
 How: a Unix socket per DuckDB file (one writer per file, as the Dagster pool ``duckdb`` enforces). The first
 client spawns the worker detached from its run; it serves one invocation at a time, streams each node's result
@@ -24,6 +26,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import fcntl
+import functools
 import hashlib
 import json
 import os
@@ -370,10 +373,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--state-dir", type=Path, required=True)
     p.add_argument("--idle-seconds", type=float, required=True)
     args = p.parse_args(argv)
-    from logistics_platform.lib.dbt_inprocess import run_in_process, warm_up
+    from logistics_platform.lib.dbt_inprocess import hold_duckdb_instance, run_in_process, warm_up
+    from logistics_platform.lib.dbt_manifest_cache import ManifestCache
 
     warm_up()
-    return serve(args.socket, args.state_dir, args.idle_seconds, run_in_process)
+    hold_duckdb_instance()
+    manifests = ManifestCache()
+    return serve(args.socket, args.state_dir, args.idle_seconds, functools.partial(run_in_process, manifests=manifests))
 
 
 if __name__ == "__main__":
