@@ -27,6 +27,7 @@ import argparse
 import contextlib
 import fcntl
 import functools
+import gc
 import hashlib
 import json
 import os
@@ -297,6 +298,7 @@ def serve(path: Path, state_dir: Path, idle_seconds: float, runner: Runner) -> i
                 outcome = _handle(conn, stream, state, runner)
             if outcome == "served":
                 last_work = time.monotonic()
+                _settle_heap()
             elif outcome != "answered":
                 _say(f"{outcome}: exiting")
                 return 0
@@ -352,6 +354,18 @@ def _handle(conn: socket.socket, stream: Any, state: dict[str, Any], runner: Run
     if run is not None:
         _say(f"  done in {run.seconds:.2f}s (returncode {run.returncode})")
     return "served"
+
+
+def _settle_heap() -> None:
+    """Collect garbage between invocations, then exempt what survives from later collections.
+
+    What survives an invocation lives on (dbt's modules, the parsed manifest: ~160k objects). Without this, a full
+    collection during an invocation walks them all (~0.13 s, roughly every other hourly run); here it runs while the
+    worker waits for the next call. Unfrozen first, so that anything frozen last time and dropped since is freed.
+    """
+    gc.unfreeze()
+    gc.collect()
+    gc.freeze()
 
 
 def _exit_when_closed(conn: socket.socket, finished: threading.Event) -> None:
