@@ -22,16 +22,31 @@
     {%- if bounds is none -%}false{%- else -%}_event_time between {{ bounds[0] }} and {{ bounds[1] }}{%- endif -%}
 {%- endmacro %}
 
-{#- Incremental strategy `event_merge` (staging): replace the rows of the merged events, keep event-time order.
-    Like delete+insert on _event_id, with the delete limited to the event-time range of the new rows. -#}
+{#- Incremental strategy `event_merge` (staging): replace the rows of the merged events that changed, keep event-time
+    order. Like delete+insert on _event_id, with the delete limited to the event-time range of the new rows, and
+    without rewriting a row the merge left as it was: every run re-reads the lookback hour, whose events are almost
+    all staged already and come out of the merge unchanged. Rewriting them would delete and re-insert an hour of rows
+    per model and run (write-ahead log, and deleted rows for DuckDB's checkpoint to compact). _staged_by names the
+    run that last changed a row. -#}
 {% macro get_incremental_event_merge_sql(arg_dict) -%}
     {%- set target = arg_dict['target_relation'] -%}
     {%- set source = arg_dict['temp_relation'] -%}
-    {%- set columns = get_quoted_csv(arg_dict['dest_columns'] | map(attribute='name')) -%}
+    {%- set names = arg_dict['dest_columns'] | map(attribute='name') | list -%}
+    {%- set columns = get_quoted_csv(names) -%}
+    {%- set compared = get_quoted_csv(names | reject('equalto', '_staged_by') | list) -%}
     {%- set bounds = event_time_bounds(source) -%}
+    {%- set changed_ids -%}
+        select _event_id from (
+            select {{ compared }} from {{ source }}
+            except
+            select {{ compared }} from {{ target }} where {{ within_event_time(bounds) }}
+        )
+    {%- endset -%}
     delete from {{ target }}
-    where {{ within_event_time(bounds) }} and _event_id in (select _event_id from {{ source }});
+    where {{ within_event_time(bounds) }} and _event_id in ({{ changed_ids }});
 
     insert into {{ target }} ({{ columns }})
-    select {{ columns }} from {{ source }} order by _event_time
+    select {{ columns }} from {{ source }}
+    where _event_id in ({{ changed_ids }})
+    order by _event_time
 {%- endmacro %}
