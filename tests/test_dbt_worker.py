@@ -81,6 +81,7 @@ def test_the_worker_serves_successive_invocations_like_dbt_in_process(
     log = (tmp_path / "target" / "logs" / "dbt.log").read_text()
     assert re.findall(r"Command `cli (\w+)` succeeded", log) == ["parse", "seed", "seed"]
     assert log.count("Starting full parse") + log.count("Partial parsing enabled") == 1
+    assert log_path(settings.duckdb_path).read_text().count("manifest reused") == 1
     # The worker closed the DuckDB file after each call: this process can open it and read what dbt built.
     con = duck.connect(settings.duckdb_path)
     try:

@@ -96,10 +96,13 @@ def test_partition_range_is_one_dbt_run_that_builds_and_publishes(tmp_path: Path
     with_worker = settings.with_overrides(dbt_worker="auto", dbt_worker_idle_minutes=5)
     try:
         hourly = dg.materialize(assets[:1], resources=build_resources(with_worker), partition_key="2026-11-02-03:00")
+        # The same hour again (idempotent), as a retry would: the worker runs it on the manifest it parsed before.
+        again = dg.materialize(assets[:1], resources=build_resources(with_worker), partition_key="2026-11-02-03:00")
     finally:
         stopped = stop_worker(settings.duckdb_path)
-    assert hourly.success
-    assert stopped and "done in" in log_path(settings.duckdb_path).read_text()
+    assert hourly.success and again.success
+    worker_log = log_path(settings.duckdb_path).read_text()
+    assert stopped and worker_log.count("done in") == 2 and worker_log.count("manifest reused") == 1
     statuses = {
         e.asset_key.path[-1]: e.step_materialization_data.materialization.metadata["status"].value
         for e in hourly.get_asset_materialization_events()

@@ -261,7 +261,7 @@ def stop_worker(duckdb_path: Path, timeout: float = 10.0) -> bool:
 # -- worker -----------------------------------------------------------------------------------------------------
 
 
-def serve(path: Path, state_dir: Path, idle_seconds: float, runner: Runner) -> int:
+def serve(path: Path, state_dir: Path, idle_seconds: float, runner: Runner, manifests: Any = None) -> int:
     """Serve invocations on ``path`` one at a time until idle, stale, stopped or orphaned; return the exit code."""
     mine = fingerprint()
     lock = open(f"{path}.lock", "w")  # noqa: SIM115 - held for the worker's lifetime
@@ -295,7 +295,13 @@ def serve(path: Path, state_dir: Path, idle_seconds: float, runner: Runner) -> i
                 continue
             conn.settimeout(None)
             with conn, conn.makefile("rwb") as stream:
+                reused = manifests.hits if manifests is not None else 0
                 outcome = _handle(conn, stream, state, runner)
+                if manifests is not None:
+                    state["manifest_reused"] = manifests.hits
+                    state["manifest_parsed"] = manifests.misses
+                    if outcome == "served":
+                        _say(f"  manifest {'reused' if manifests.hits > reused else 'parsed'}")
             if outcome == "served":
                 last_work = time.monotonic()
                 _settle_heap()
@@ -393,7 +399,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     warm_up()
     hold_duckdb_instance()
     manifests = ManifestCache()
-    return serve(args.socket, args.state_dir, args.idle_seconds, functools.partial(run_in_process, manifests=manifests))
+    runner = functools.partial(run_in_process, manifests=manifests)
+    return serve(args.socket, args.state_dir, args.idle_seconds, runner, manifests)
 
 
 if __name__ == "__main__":
