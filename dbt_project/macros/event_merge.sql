@@ -35,18 +35,19 @@
     {%- set columns = get_quoted_csv(names) -%}
     {%- set compared = get_quoted_csv(names | reject('equalto', '_staged_by') | list) -%}
     {%- set bounds = event_time_bounds(source) -%}
-    {%- set changed_ids -%}
+    {#- The new rows are dbt's temporary table for this run: drop from them the events staged exactly as they are. -#}
+    delete from {{ source }}
+    where _event_id in (
         select _event_id from (
             select {{ compared }} from {{ source }}
-            except
+            intersect
             select {{ compared }} from {{ target }} where {{ within_event_time(bounds) }}
         )
-    {%- endset -%}
+    );
+
     delete from {{ target }}
-    where {{ within_event_time(bounds) }} and _event_id in ({{ changed_ids }});
+    where {{ within_event_time(bounds) }} and _event_id in (select _event_id from {{ source }});
 
     insert into {{ target }} ({{ columns }})
-    select {{ columns }} from {{ source }}
-    where _event_id in ({{ changed_ids }})
-    order by _event_time
+    select {{ columns }} from {{ source }} order by _event_time
 {%- endmacro %}
