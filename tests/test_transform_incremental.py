@@ -20,35 +20,23 @@ pytestmark = pytest.mark.slow
 NO_TESTS = ["--exclude-resource-type", "test", "--exclude-resource-type", "unit_test"]
 
 
-def _compare_marts(left: Path, right: Path) -> dict[str, int]:
-    """Mart -> row count; fails on any row in one database and not the other (both EXCEPT directions)."""
+STAGING_MODELS = ("stg_orders", "stg_payments", "stg_tenants", "stg_couriers", "stg_tracking_pings")
+
+
+def _compare(left: Path, right: Path, relations: list[str], columns: str = "*") -> dict[str, int]:
+    """Relation -> row count; fails on any row in one database and not the other (both EXCEPT directions)."""
     con = duck.connect()
     con.execute(f"attach '{left}' as incremental (read_only)")
     con.execute(f"attach '{right}' as rebuilt (read_only)")
     counts = {}
-    for mart in MART_MODELS:
-        a, b = f"incremental.marts.{mart}", f"rebuilt.marts.{mart}"
-        only_incremental = con.sql(f"select * from {a} except all select * from {b}").fetchall()
-        only_rebuilt = con.sql(f"select * from {b} except all select * from {a}").fetchall()
-        assert not only_incremental, f"{mart}: rows only in the incremental build: {only_incremental[:5]}"
-        assert not only_rebuilt, f"{mart}: rows only in the full refresh: {only_rebuilt[:5]}"
-        counts[mart] = con.sql(f"select count(*) from {b}").fetchone()[0]
+    for relation in relations:
+        a, b = f"select {columns} from incremental.{relation}", f"select {columns} from rebuilt.{relation}"
+        only_incremental = con.sql(f"{a} except all {b}").fetchall()
+        only_rebuilt = con.sql(f"{b} except all {a}").fetchall()
+        assert not only_incremental, f"{relation}: rows only in the incremental build: {only_incremental[:5]}"
+        assert not only_rebuilt, f"{relation}: rows only in the full refresh: {only_rebuilt[:5]}"
+        counts[relation] = con.sql(f"select count(*) from rebuilt.{relation}").fetchone()[0]
     return counts
-
-
-STAGING_MODELS = ("stg_orders", "stg_payments", "stg_tenants", "stg_couriers", "stg_tracking_pings")
-
-
-def _compare_staging(left: Path, right: Path) -> None:
-    """Every staged event equals the full refresh's, all columns but _staged_by (the run that last changed it)."""
-    con = duck.connect()
-    con.execute(f"attach '{left}' as incremental (read_only)")
-    con.execute(f"attach '{right}' as rebuilt (read_only)")
-    for model in STAGING_MODELS:
-        a = f"select * exclude (_staged_by) from incremental.staging.{model}"
-        b = f"select * exclude (_staged_by) from rebuilt.staging.{model}"
-        assert not con.sql(f"{a} except all {b}").fetchall(), f"{model}: rows only in the incremental build"
-        assert not con.sql(f"{b} except all {a}").fetchall(), f"{model}: rows only in the full refresh"
 
 
 def _staged_by(duckdb_path: Path) -> set[tuple[str, str, str]]:
@@ -110,7 +98,9 @@ def test_shuffled_hours_with_reruns_equal_full_refresh(world_settings: Settings,
     failed = [r["unique_id"] for r in tests_run if r["status"] in ("fail", "error")]
     assert result.ok and len(tests_run) > 50 and not failed, failed
 
-    counts = _compare_marts(settings.duckdb_path, rebuilt.duckdb_path)
-    _compare_staging(settings.duckdb_path, rebuilt.duckdb_path)
+    counts = _compare(settings.duckdb_path, rebuilt.duckdb_path, [f"marts.{mart}" for mart in MART_MODELS])
+    # Staging too, all columns but _staged_by (the run that last changed a row).
+    staging = [f"staging.{model}" for model in STAGING_MODELS]
+    _compare(settings.duckdb_path, rebuilt.duckdb_path, staging, columns="* exclude (_staged_by)")
     for mart in MART_MODELS:
-        assert counts[mart] > 0, f"{mart} is empty: the data set does not exercise it"
+        assert counts[f"marts.{mart}"] > 0, f"{mart} is empty: the data set does not exercise it"
