@@ -43,6 +43,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from logistics_platform.lib.dbt_manifest_cache import ManifestCache
 from logistics_platform.lib.transform import DbtRun
 
 PROTOCOL = 1
@@ -261,7 +262,9 @@ def stop_worker(duckdb_path: Path, timeout: float = 10.0) -> bool:
 # -- worker -----------------------------------------------------------------------------------------------------
 
 
-def serve(path: Path, state_dir: Path, idle_seconds: float, runner: Runner, manifests: Any = None) -> int:
+def serve(
+    path: Path, state_dir: Path, idle_seconds: float, runner: Runner, manifests: ManifestCache | None = None
+) -> int:
     """Serve invocations on ``path`` one at a time until idle, stale, stopped or orphaned; return the exit code."""
     mine = fingerprint()
     lock = open(f"{path}.lock", "w")  # noqa: SIM115 - held for the worker's lifetime
@@ -394,7 +397,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--idle-seconds", type=float, required=True)
     args = p.parse_args(argv)
     from logistics_platform.lib.dbt_inprocess import hold_duckdb_instance, run_in_process, warm_up
-    from logistics_platform.lib.dbt_manifest_cache import ManifestCache
 
     warm_up()
     hold_duckdb_instance()
