@@ -31,12 +31,11 @@ import pyarrow.compute as pc
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from logistics_platform.lib.catalog import load_catalog  # noqa: E402
-from logistics_platform.lib.duck import connect  # noqa: E402
+from logistics_platform.lib.connections import connect, load_catalog  # noqa: E402
 from logistics_platform.lib.maintenance.compaction import compact_table  # noqa: E402
 from logistics_platform.lib.maintenance.manifests import rewrite_manifests  # noqa: E402
-from logistics_platform.lib.maintenance.synthetic import append_hour, create_bronze_table  # noqa: E402
 from logistics_platform.settings import local_settings  # noqa: E402
+from tests.support.synthetic import append_hour, create_bronze_table  # noqa: E402
 
 START = datetime(2026, 11, 1)
 

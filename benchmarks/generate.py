@@ -31,7 +31,7 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from logistics_platform.lib.generator import GeneratorConfig, generate
+from logistics_platform.generator import GeneratorConfig, generate
 
 CDC_LINES_PER_ORDER = 7.3  # orders + payments + couriers/tenants changes per order (measured on defaults)
 DEFAULT = GeneratorConfig(start=datetime(2026, 11, 1))
@@ -94,8 +94,8 @@ def naive_ping_seconds(lines: int, sample: int = 200_000) -> tuple[float, float]
 
 def parse_seconds(root: Path, summary: dict, sample: int = 200_000) -> tuple[float, float]:
     """(wall, CPU) seconds the bronze line parser would need for every generated line (samples, scaled)."""
-    from logistics_platform.lib.bronze_schema import TOPIC_BY_NAME
-    from logistics_platform.lib.envelope import LineParser
+    from logistics_platform.lib.bronze.envelope import LineParser
+    from logistics_platform.lib.bronze.schema import TOPIC_BY_NAME
 
     total = total_cpu = 0.0
     for topic, t in summary["topics"].items():
@@ -119,9 +119,9 @@ def parse_seconds(root: Path, summary: dict, sample: int = 200_000) -> tuple[flo
 
 def ingest_seconds(landing: Path, work: Path, every: int) -> tuple[float, float, int]:
     """(wall, CPU) seconds and lines of the real bronze ingest of every ``every``-th arrival hour."""
-    from logistics_platform.lib.catalog import load_catalog
-    from logistics_platform.lib.ingest import ensure_bronze_tables, ingest_hour
-    from logistics_platform.lib.landing import list_arrival_hours
+    from logistics_platform.lib.bronze.ingest import ensure_bronze_tables, ingest_hour
+    from logistics_platform.lib.bronze.landing import list_arrival_hours
+    from logistics_platform.lib.connections import load_catalog
     from logistics_platform.settings import local_settings
 
     settings = local_settings(work, landing_dir=landing)

@@ -7,16 +7,17 @@ every arrival hour but the last into bronze, builds everything, then ingests the
   * a `--full-refresh` of the same data (all hours), in the same run, on the same machine,
 
 and prints the ratio (target: new hour <= 5% of the full refresh) with per-model timings from dbt's node results.
-Both timed runs go through the warm dbt worker (lib/dbt_worker.py), as the Dagster dbt steps do by default
+Both timed runs go through the warm dbt worker (lib/transform/dbt_worker.py), as the Dagster dbt steps do by default
 (DBT_WORKER=auto): the new hour's worker has built the history and then processed its last hour incrementally, as
 in production the hourly run before did (the first incremental run after a full build pays a one-off checkpoint of
 the freshly built tables; it is printed too), and the full refresh's worker has parsed its target, so neither pays
 dbt's one-time set-up in a process. Wall clock
 includes what dbt does before its first node (partial parse, connection, plugin); the model-time ratio (sum of
 per-model execution times) shows the part that scales with data. The new hour's time includes the probe that finds
-the models the hour leaves unchanged (lib/window_plan.py), which the step skips. For comparison, the same window is
-re-run as a step without the worker runs it (dbt in this process, which has imported the transform definitions as a
-run worker has, and whose first dbt invocation this is), through the dbt CLI (a child process, every model), and as
+the models the hour leaves unchanged (lib/transform/window_plan.py), which the step skips. For comparison, the same
+window is re-run as a step without the worker runs it (dbt in this process, which has imported the transform
+definitions as a run worker has, and whose first dbt invocation this is), through the dbt CLI (a child process,
+every model), and as
 the first run after the worker exited (the call starts a new one).
 
     .venv/bin/python benchmarks/incremental.py                # 30 days, 20k orders/day, 500k pings/day (~45 min)
@@ -36,16 +37,16 @@ from pathlib import Path
 
 # What a Dagster run worker has imported before the dbt step runs: the transform definitions (dagster-dbt, dbt-core).
 import logistics_platform.defs.transform  # noqa: F401
-from logistics_platform.lib.catalog import load_catalog
-from logistics_platform.lib.dbt_inprocess import invoke_dbt
-from logistics_platform.lib.dbt_worker import stop_worker
-from logistics_platform.lib.generator import GeneratorConfig, generate
-from logistics_platform.lib.ingest import ingest_hour
-from logistics_platform.lib.landing import list_arrival_hours
+from logistics_platform.generator import GeneratorConfig, generate
+from logistics_platform.lib.bronze.ingest import ingest_hour
+from logistics_platform.lib.bronze.landing import list_arrival_hours
+from logistics_platform.lib.connections import load_catalog
 from logistics_platform.lib.maintenance import list_iceberg_tables, maintain_catalog
 from logistics_platform.lib.maintenance.options import MaintenanceOptions
-from logistics_platform.lib.transform import DbtRun, run_dbt, window_vars
-from logistics_platform.lib.window_plan import plan_window, record_static_builds
+from logistics_platform.lib.transform.dbt_inprocess import invoke_dbt
+from logistics_platform.lib.transform.dbt_worker import stop_worker
+from logistics_platform.lib.transform.project import DbtRun, run_dbt, window_vars
+from logistics_platform.lib.transform.window_plan import plan_window, record_static_builds
 from logistics_platform.settings import Settings, local_settings
 
 # "With their pings": the generator's default ratio of pings to orders (60,000 to 2,400: 25 per order, a ping every

@@ -40,7 +40,7 @@ def log(msg: str) -> None:
 # ------------------------------------------------------------------------------------------------- data
 def generate_data(lines: int) -> tuple[Path, dict]:
     """Clean landing files with at least ``lines`` lines, mostly pings and orders (cached between runs)."""
-    from logistics_platform.lib.generator import GeneratorConfig, generate
+    from logistics_platform.generator import GeneratorConfig, generate
 
     # About 270k lines per hour on average at these volumes (the first hour also holds the snapshot reads).
     hours = max(2, -(-lines // 260_000))
@@ -76,8 +76,8 @@ OURS_CHILD = """
 import json, resource, sys, time
 from datetime import datetime
 from pathlib import Path
-from logistics_platform.lib.ingest import FAST_RUN_LINES, ingest_hour, shutdown_workers
-from logistics_platform.lib.landing import list_arrival_hours
+from logistics_platform.lib.bronze.ingest import FAST_RUN_LINES, ingest_hour, shutdown_workers
+from logistics_platform.lib.bronze.landing import list_arrival_hours
 from logistics_platform.settings import local_settings
 
 def main():

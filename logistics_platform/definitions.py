@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dagster as dg
 
-from logistics_platform.defs import ingest, maintenance, operate, transform
+from logistics_platform.defs import bronze, maintenance, operate, transform
 from logistics_platform.resources import build_resources
 from logistics_platform.settings import Settings, load_settings
 
@@ -12,7 +12,7 @@ from logistics_platform.settings import Settings, load_settings
 def build_definitions(settings: Settings) -> dg.Definitions:
     """The whole platform for one set of settings (tests build it on temp directories)."""
     return dg.Definitions.merge(
-        ingest.build_defs(settings),
+        bronze.build_defs(settings),
         transform.build_defs(settings),
         maintenance.build_defs(settings),
         operate.build_defs(settings),

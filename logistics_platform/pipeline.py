@@ -82,7 +82,7 @@ def _instance() -> dg.DagsterInstance:
 
 def resolve_partitions(settings: Settings, requested: Sequence[str] | None) -> list[str]:
     """The partition keys to ingest: the requested ones (validated), or every landed arrival hour in order."""
-    from logistics_platform.lib.landing import list_arrival_hours
+    from logistics_platform.lib.bronze.landing import list_arrival_hours
 
     partitions_def = arrival_hour_partitions(settings)
     if requested is None:
@@ -170,8 +170,7 @@ def run_pipeline(
 
 def table_counts(settings: Settings) -> tuple[dict[str, int], dict[str, int]]:
     """Row counts of the bronze Iceberg tables and of the DuckDB marts, for the summary."""
-    from logistics_platform.lib.catalog import load_catalog
-    from logistics_platform.lib.duck import connect
+    from logistics_platform.lib.connections import connect, load_catalog
 
     catalog = load_catalog(settings)
     bronze = {}

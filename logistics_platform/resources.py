@@ -12,7 +12,7 @@ from logistics_platform.settings import Settings
 def build_resources(settings: Settings) -> dict[str, Any]:
     """Resource key -> resource. ``settings`` is handed to assets as a plain resource value.
 
-    dbt is not a resource: the dbt assets run dbt in the step's own process (lib/dbt_inprocess.py).
+    dbt is not a resource: the dbt assets run dbt in the step's own process (lib/transform/dbt_inprocess.py).
     """
     return {
         "settings": settings,

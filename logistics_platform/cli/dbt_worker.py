@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from logistics_platform.lib.dbt_worker import log_path, socket_path, stop_worker, worker_status
+from logistics_platform.lib.transform.dbt_worker import log_path, socket_path, stop_worker, worker_status
 from logistics_platform.settings import load_settings
 
 

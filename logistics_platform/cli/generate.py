@@ -39,7 +39,7 @@ def _flag(name: str) -> str:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from logistics_platform.lib.generator.config import GeneratorConfig
+    from logistics_platform.generator.config import GeneratorConfig
 
     p = sub.add_parser(
         "generate",
@@ -105,8 +105,8 @@ def _parse_partitions(text: str) -> dict[str, int]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from logistics_platform.lib.generator import GeneratorConfig, GeneratorConfigError, generate
-    from logistics_platform.lib.generator.config import DIRTY_RATES
+    from logistics_platform.generator import GeneratorConfig, GeneratorConfigError, generate
+    from logistics_platform.generator.config import DIRTY_RATES
     from logistics_platform.settings import load_settings
 
     settings = load_settings()

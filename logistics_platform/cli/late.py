@@ -31,9 +31,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from logistics_platform.lib import duck
-    from logistics_platform.lib.late import FoldError, fold_window
-    from logistics_platform.lib.transform import DbtError
+    from logistics_platform.lib import connections as duck
+    from logistics_platform.lib.transform.late import FoldError, fold_window
+    from logistics_platform.lib.transform.project import DbtError
     from logistics_platform.settings import load_settings
 
     settings = load_settings()

@@ -42,7 +42,7 @@ def _print_table(rows: list[list[str]]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from logistics_platform.lib.catalog import load_catalog
+    from logistics_platform.lib.connections import load_catalog
     from logistics_platform.lib.maintenance import MaintenanceOptions, list_iceberg_tables, maintain_catalog
     from logistics_platform.settings import SettingsError, load_settings
 

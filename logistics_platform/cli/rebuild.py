@@ -1,6 +1,6 @@
 """`rebuild`: rebuild bronze and the marts from the landing zone aside, validate, then swap them in.
 
-The live tables are untouched unless the whole rebuild succeeded and validated. See lib/rebuild.py for
+The live tables are untouched unless the whole rebuild succeeded and validated. See lib/operate/rebuild.py for
 the design; `--rollback DIR` restores what a swap replaced.
 """
 
@@ -26,7 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from logistics_platform.defs.operate import MARTS
-    from logistics_platform.lib.rebuild import RebuildError, discard, rebuild, rollback
+    from logistics_platform.lib.operate.rebuild import RebuildError, discard, rebuild, rollback
     from logistics_platform.settings import SettingsError, load_settings
 
     try:

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from logistics_platform.lib.catalog import load_catalog
-from logistics_platform.lib.duck import connect
+from logistics_platform.lib.connections import connect, load_catalog
 from logistics_platform.settings import load_settings
 
 

@@ -27,8 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from pyiceberg.exceptions import NoSuchTableError
 
-    from logistics_platform.lib.catalog import load_catalog
-    from logistics_platform.lib.duck import connect
+    from logistics_platform.lib.connections import connect, load_catalog
     from logistics_platform.lib.maintenance.time_travel import TimeTravelError, iceberg_scan_sql, query_as_of
     from logistics_platform.settings import SettingsError, load_settings
 

@@ -24,8 +24,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from logistics_platform.lib.landing_watch import scan_landing
-    from logistics_platform.lib.progress import compare, read_ingest_log
+    from logistics_platform.lib.operate.landing_watch import scan_landing
+    from logistics_platform.lib.operate.progress import compare, read_ingest_log
     from logistics_platform.settings import load_settings
 
     settings = load_settings()
@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _as_dict(r: object) -> dict[str, object]:
-    from logistics_platform.lib.progress import HourReport
+    from logistics_platform.lib.operate.progress import HourReport
 
     assert isinstance(r, HourReport)
     return {

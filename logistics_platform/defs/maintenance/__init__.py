@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import dagster as dg
 
 from logistics_platform.defs.transform import PUBLISHED_KEYS
-from logistics_platform.lib import bronze_schema as bs
+from logistics_platform.lib.bronze import schema as bs
 from logistics_platform.settings import Settings
 
 GROUP = "maintenance"
@@ -78,7 +78,7 @@ def build_defs(settings: Settings) -> dg.Definitions:
         """Nightly Iceberg maintenance: daily tags, compaction, manifest consolidation, snapshot expiry, orphans."""
         import time
 
-        from logistics_platform.lib.catalog import load_catalog
+        from logistics_platform.lib.connections import load_catalog
         from logistics_platform.lib.maintenance import MaintenanceOptions, maintain_catalog
 
         started = time.monotonic()
@@ -137,7 +137,7 @@ def build_defs(settings: Settings) -> dg.Definitions:
         """Measure each Iceberg table and warn when a health threshold is exceeded."""
         from pyiceberg.exceptions import NoSuchTableError
 
-        from logistics_platform.lib.catalog import load_catalog
+        from logistics_platform.lib.connections import load_catalog
         from logistics_platform.lib.maintenance import MaintenanceOptions
         from logistics_platform.lib.maintenance.health import HealthThresholds, table_health
 

@@ -16,9 +16,9 @@ from dagster._core.execution.backfill import BulkActionsFilter, BulkActionStatus
 from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
 
 from logistics_platform.defs.partitions import arrival_hour_partitions
-from logistics_platform.lib import alerts
-from logistics_platform.lib.bronze_schema import TOPICS
-from logistics_platform.lib.landing_watch import (
+from logistics_platform.lib.bronze.schema import TOPICS
+from logistics_platform.lib.operate import alerts
+from logistics_platform.lib.operate.landing_watch import (
     combine_fingerprints,
     dump_cursor,
     hour_fingerprints,
@@ -29,7 +29,7 @@ from logistics_platform.lib.landing_watch import (
     scan_landing,
     stale_topics,
 )
-from logistics_platform.lib.transform import MART_MODELS
+from logistics_platform.lib.transform.project import MART_MODELS
 from logistics_platform.settings import Settings
 
 INGEST_JOB = "ingest_arrival_hours"
@@ -147,7 +147,7 @@ def build_hourly_ingest_schedule(settings: Settings, job: UnresolvedAssetJobDefi
         ),
     )
     def hourly_ingest(context: dg.ScheduleEvaluationContext) -> list[dg.RunRequest] | dg.SkipReason:
-        from logistics_platform.lib.progress import read_ingest_log
+        from logistics_platform.lib.operate.progress import read_ingest_log
 
         hours = hours_to_reconcile(context.scheduled_execution_time)
         scan = scan_landing(settings.landing_dir, lookback_days=None, hours=hours)
@@ -445,7 +445,7 @@ def build_backlog(settings: Settings) -> tuple[dg.AssetsDefinition, dg.ScheduleD
     )
     def pipeline_backlog(context: AssetExecutionContext) -> Iterator[Any]:
         """Landed hours/files/lines not yet ingested and how far the marts lag behind bronze."""
-        from logistics_platform.lib.progress import backlog, hours_between, read_ingest_log
+        from logistics_platform.lib.operate.progress import backlog, hours_between, read_ingest_log
 
         scan = scan_landing(settings.landing_dir, lookback_days=None)
         state = backlog(scan, read_ingest_log(settings), settings.landing_dir)

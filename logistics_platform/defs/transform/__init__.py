@@ -1,7 +1,8 @@
 """Dagster definitions for the transform domain: the dbt project as assets, and the publish of marts to Iceberg.
 
-Thin glue: dbt does the work (``dbt_project/``), :mod:`logistics_platform.lib.transform` turns a partition range into
-dbt vars, :mod:`logistics_platform.lib.publish` writes the marts to the Iceberg namespace ``marts``.
+Thin glue: dbt does the work (``dbt_project/``), :mod:`logistics_platform.lib.transform.project` turns a partition
+range into dbt vars, :mod:`logistics_platform.lib.transform.publish` writes the marts to the Iceberg namespace
+``marts``.
 
 Partitioning: every dbt asset is partitioned by arrival hour, like bronze (identity mapping: staging hour H reads the
 bronze rows that arrived in hour H, plus a lookback). A partition range runs as ONE ``dbt build`` (single-run
@@ -38,12 +39,11 @@ from dagster_dbt.core.dbt_cli_event import DbtCoreCliEventMessage
 from dagster_duckdb import DuckDBResource
 
 from logistics_platform.defs.partitions import arrival_hour_partitions
-from logistics_platform.lib.catalog import load_catalog
-from logistics_platform.lib.dbt_inprocess import invoke_dbt, prune_run_targets, seed_partial_parse
-from logistics_platform.lib.duck import load_extensions
-from logistics_platform.lib.publish import ORDERS_MART, publish_marts
-from logistics_platform.lib.transform import MART_MODELS, DbtRun, run_dbt, window_vars_from_range
-from logistics_platform.lib.window_plan import WindowPlan, plan_window, record_static_builds
+from logistics_platform.lib.connections import load_catalog, load_extensions
+from logistics_platform.lib.transform.dbt_inprocess import invoke_dbt, prune_run_targets, seed_partial_parse
+from logistics_platform.lib.transform.project import MART_MODELS, DbtRun, run_dbt, window_vars_from_range
+from logistics_platform.lib.transform.publish import ORDERS_MART, publish_marts
+from logistics_platform.lib.transform.window_plan import WindowPlan, plan_window, record_static_builds
 from logistics_platform.settings import DBT_PROJECT_DIR, Settings
 
 OWNERS = ["team:data-platform"]

@@ -1,0 +1,501 @@
+"""Parsing and validation of one landed line into a typed bronze row or a quarantine verdict.
+
+Pure functions of (topic, line, record address, arrival hour, allowed lateness): no clock, no run id, so
+bronze is reproducible from the landing files alone. The rules are sources.md's:
+
+- not UTF-8, not JSON or truncated             -> ``malformed_json``
+- CDC envelope without ``op`` or op not c/u/d/r -> ``invalid_op``
+- ``after`` missing for c/u/r; ``source.lsn`` or ``source.ts_ms`` missing -> ``invalid_envelope``
+- key column missing or of the wrong type       -> ``missing_key``
+- a value that does not parse to its column type -> ``invalid_value:<column>``
+- ``null`` (bare, or as ``{"schema":..,"payload":null}``) -> tombstone, counted, not stored
+- columns the table does not know yet are returned in an ``extras`` dict: the ingest adds them to the table.
+
+A row is returned as a list in table column order (row columns, evolved columns, metadata columns) with the
+extras dict (or None) as its last element; :meth:`LineParser.row_dict` names the values for people and tests.
+Hot path: this runs once per landed line, so it avoids per-line allocations beyond the row tuple.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from decimal import Decimal, InvalidOperation
+from math import isfinite
+from typing import Any
+
+from pyiceberg.types import (
+    BooleanType,
+    DecimalType,
+    DoubleType,
+    IcebergType,
+    IntegerType,
+    LongType,
+    StringType,
+    TimestampType,
+)
+
+from logistics_platform.lib.bronze.schema import (
+    REASON_INVALID_ENVELOPE,
+    REASON_INVALID_OP,
+    REASON_INVALID_VALUE,
+    REASON_MALFORMED_JSON,
+    REASON_MISSING_KEY,
+    TopicSpec,
+    metadata_columns,
+)
+
+# Column kinds: how a JSON value becomes a column value.
+K_STRING, K_LONG, K_DOUBLE, K_BOOL, K_DECIMAL, K_TIMESTAMP, K_TEXT_OR_JSON = (
+    "string",
+    "long",
+    "double",
+    "bool",
+    "decimal",
+    "timestamp",
+    "text_or_json",
+)
+CDC_OPS = frozenset(("c", "u", "d", "r"))
+_EPOCH_AWARE = datetime(1970, 1, 1, tzinfo=UTC)
+_EPOCH_NAIVE = datetime(1970, 1, 1)
+_CENT = Decimal("0.01")
+_MAX_MONEY = Decimal(10) ** 10  # DECIMAL(12,2): at most 10 integer digits
+_I64 = 2**63
+_SEP = "\x1f"
+_fromiso = datetime.fromisoformat
+_money_match = re.compile(r"-?[0-9]{1,10}\.[0-9]{2}").fullmatch  # the canonical decimal.handling.mode=string form
+PLAIN_EVENT_TIME_COLUMN = "recorded_at"  # the event time of the non-CDC topic (pings: device clock)
+
+
+@dataclass(frozen=True, slots=True)
+class Rejected:
+    """A line that goes to bronze.quarantine: the reason (sources.md) and what exactly was wrong."""
+
+    reason: str
+    detail: str
+
+
+class _Tombstone:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "TOMBSTONE"
+
+
+TOMBSTONE = _Tombstone()
+"""Result for a Kafka tombstone line: counted, never stored."""
+
+ParseResult = list[Any] | Rejected | _Tombstone
+
+
+class _BadValue(Exception):
+    def __init__(self, detail: str) -> None:
+        self.detail = detail
+
+
+def kind_of(iceberg_type: IcebergType, *, evolved: bool = False) -> str:
+    """The converter kind for a column type (evolved string columns also take non-strings as JSON text)."""
+    if isinstance(iceberg_type, StringType):
+        return K_TEXT_OR_JSON if evolved else K_STRING
+    if isinstance(iceberg_type, LongType | IntegerType):
+        return K_LONG
+    if isinstance(iceberg_type, DoubleType):
+        return K_DOUBLE
+    if isinstance(iceberg_type, BooleanType):
+        return K_BOOL
+    if isinstance(iceberg_type, DecimalType):
+        return K_DECIMAL
+    if isinstance(iceberg_type, TimestampType):
+        return K_TIMESTAMP
+    raise TypeError(f"no converter for column type {iceberg_type}")
+
+
+def infer_iceberg_type(values: list[Any]) -> IcebergType:
+    """Type of a newly seen column from its non-null JSON values: bool, long, double, else string."""
+    kinds = {type(v) for v in values if v is not None}
+    if not kinds:
+        return StringType()
+    if kinds == {bool}:
+        return BooleanType()
+    if kinds == {int}:
+        return LongType()
+    if kinds <= {int, float}:
+        return DoubleType()
+    return StringType()
+
+
+def to_json_text(value: Any) -> str:
+    """Compact JSON text of a value (used for columns whose values are not scalars)."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def parse_timestamp_micros(value: Any) -> int:
+    """Epoch microseconds (UTC) of an ISO-8601 string or an integer of epoch microseconds."""
+    t = type(value)
+    if t is str:
+        try:
+            dt = datetime.fromisoformat(value)
+        except ValueError:
+            raise _BadValue(f"{value!r} is not an ISO-8601 timestamp") from None
+        d = dt - (_EPOCH_NAIVE if dt.tzinfo is None else _EPOCH_AWARE)
+        return (d.days * 86400 + d.seconds) * 1_000_000 + d.microseconds
+    if t is int:
+        if -_I64 <= value < _I64:
+            return value
+        raise _BadValue(f"{value} is out of range for epoch microseconds")
+    raise _BadValue(f"expected an ISO-8601 string or epoch microseconds, got {type(value).__name__}")
+
+
+def _decimal(value: Any) -> Decimal:
+    t = type(value)
+    try:
+        if t is str or t is int:
+            d = Decimal(value)
+        elif t is float:
+            d = Decimal(repr(value))
+        else:
+            raise _BadValue(f"expected a decimal string or number, got {type(value).__name__}")
+        if not d.is_finite():
+            raise _BadValue(f"{value!r} is not a finite number")
+        q = d.quantize(_CENT)
+    except InvalidOperation:
+        raise _BadValue(f"{value!r} is not a decimal number") from None
+    if q != d:
+        raise _BadValue(f"{value!r} has more than 2 decimal places")
+    if abs(q) >= _MAX_MONEY:
+        raise _BadValue(f"{value!r} does not fit DECIMAL(12,2)")
+    return q
+
+
+def convert(kind: str, value: Any) -> Any:
+    """A non-null JSON value as a column value of ``kind``; raises _BadValue when it does not parse."""
+    t = type(value)
+    if kind == K_STRING:
+        if t is str:
+            return value
+        raise _BadValue(f"expected a string, got {t.__name__}")
+    if kind == K_LONG:
+        if t is int and -_I64 <= value < _I64:
+            return value
+        raise _BadValue(f"expected a 64-bit integer, got {value!r}")
+    if kind == K_DOUBLE:
+        if t is float:
+            if isfinite(value):
+                return value
+            raise _BadValue(f"{value!r} is not a finite number")
+        if t is int:
+            try:
+                return float(value)
+            except OverflowError:
+                raise _BadValue(f"{value} is out of range for a double") from None
+        raise _BadValue(f"expected a number, got {t.__name__}")
+    if kind == K_TIMESTAMP:
+        return parse_timestamp_micros(value)
+    if kind == K_DECIMAL:
+        return _decimal(value)
+    if kind == K_BOOL:
+        if t is bool:
+            return value
+        raise _BadValue(f"expected true or false, got {value!r}")
+    if kind == K_TEXT_OR_JSON:
+        return value if t is str else to_json_text(value)
+    raise ValueError(f"unknown column kind {kind!r}")
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+# NaN/Infinity are not JSON; Python's json accepts them unless told otherwise. The C scanner is called
+# directly: json.loads would build a decoder per call and wrap the scan in two Python frames.
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+_scan_once = _DECODER.scan_once  # type: ignore[attr-defined]  # set by the C decoder, not in typeshed
+_JSON_WS = " \t\n\r"
+
+
+def _loads(text: str) -> Any:
+    s = text.strip(_JSON_WS)
+    try:
+        value, end = _scan_once(s, 0)
+    except StopIteration as e:
+        raise ValueError(f"expecting a JSON value at char {e.value}") from None
+    if end != len(s):
+        raise ValueError(f"extra data after the JSON value at char {end}")
+    return value
+
+
+def _encodable(value: Any) -> bool:
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def raw_line_text(raw: bytes) -> tuple[str, str]:
+    """(text, encoding) to store a landed line: the text when it is UTF-8, else base64."""
+    try:
+        return raw.decode("utf-8"), "utf-8"
+    except UnicodeDecodeError:
+        return base64.b64encode(raw).decode("ascii"), "base64"
+
+
+def event_id(topic: str, key: Any, lsn: int | None = None, op: str | None = None) -> str:
+    """Hash of the event identity: (topic, key, lsn, op) for CDC, (topic, ping_id) for pings."""
+    text = f"{topic}{_SEP}{key}" if lsn is None else f"{topic}{_SEP}{key}{_SEP}{lsn}{_SEP}{op}"
+    return identity_hash(text.encode("utf-8", "surrogatepass"))
+
+
+def identity_hash(identity: bytes) -> str:
+    """The _event_id of an encoded identity text (parts joined by the separator, as :func:`event_id` does)."""
+    return hashlib.blake2b(identity, digest_size=16).hexdigest()
+
+
+class LineParser:
+    """Parses lines of one topic landed in one arrival hour.
+
+    ``evolved`` maps columns already added to the table beyond the contract (name -> Iceberg type).
+    """
+
+    def __init__(
+        self,
+        spec: TopicSpec,
+        arrival_hour: datetime,
+        allowed_lateness_seconds: int,
+        evolved: dict[str, IcebergType] | None = None,
+    ) -> None:
+        self.spec = spec
+        self.topic = spec.topic
+        self.arrival_hour = arrival_hour
+        self.arrival_us = parse_timestamp_micros(arrival_hour.isoformat())
+        self.late_before_us = self.arrival_us - allowed_lateness_seconds * 1_000_000
+        self.evolved = dict(evolved or {})
+        contract = [(c.name, kind_of(c.type)) for c in spec.columns]
+        self.evolved_kinds = [(n, kind_of(t, evolved=True)) for n, t in self.evolved.items()]
+        self.columns: list[tuple[str, str]] = contract + self.evolved_kinds
+        self.known = frozenset(n for n, _ in self.columns)
+        # Names an added column must not take, case-insensitively (DuckDB and dbt fold case).
+        self.taken = frozenset(n.lower() for n in (*self.known, *(c.name for c in metadata_columns(spec))))
+        self.key = spec.key
+        self.key_kind = kind_of(next(c.type for c in spec.columns if c.name == spec.key))
+        self.value_columns = [(n, k) for n, k in contract if n != spec.key]
+        # Table order: contract columns, metadata columns, then columns added by schema evolution.
+        self.column_names: tuple[str, ...] = (
+            tuple(n for n, _ in contract) + tuple(c.name for c in metadata_columns(spec)) + tuple(self.evolved)
+        )
+        self._n_evolved = len(self.evolved_kinds)
+        self.cdc = spec.cdc
+        if spec.columns[0].name != spec.key:
+            raise ValueError(f"{spec.table}: the key column must come first in the contract")
+        self._event_time_column = PLAIN_EVENT_TIME_COLUMN
+        self._event_time_index = 0 if spec.cdc else [n for n, _ in self.columns].index(PLAIN_EVENT_TIME_COLUMN)
+
+    # -- public ---------------------------------------------------------------------------------------------
+    def parse(self, raw: bytes, kafka_partition: int, offset: int, source_file: str) -> ParseResult:
+        """One line -> row list (table order + extras dict), :class:`Rejected`, or :data:`TOMBSTONE`."""
+        try:
+            value = _loads(raw.decode("utf-8"))
+        except UnicodeDecodeError as e:
+            return Rejected(REASON_MALFORMED_JSON, f"not UTF-8: {e.reason} at byte {e.start}")
+        except ValueError as e:
+            return Rejected(REASON_MALFORMED_JSON, f"not JSON: {e}")
+        except RecursionError:
+            return Rejected(REASON_MALFORMED_JSON, "not JSON: nested too deeply")
+        if (b"\\ud" in raw or b"\\uD" in raw) and not _encodable(value):
+            # "\ud800" alone is accepted by the json module but is no text: it could not be stored.
+            return Rejected(REASON_MALFORMED_JSON, "not JSON text: unpaired UTF-16 surrogate escape")
+        if type(value) is dict and "payload" in value and len(value) == 2 and "schema" in value:
+            value = value["payload"]
+        if value is None:
+            return TOMBSTONE
+        if type(value) is not dict:
+            return Rejected(REASON_INVALID_ENVELOPE, f"expected a JSON object, got {type(value).__name__}")
+        if self.cdc:
+            return self._cdc(value, kafka_partition, offset, source_file)
+        return self._plain(value, kafka_partition, offset, source_file)
+
+    def row_dict(self, row: list[Any]) -> dict[str, Any]:
+        """Column name -> value for a row (extras merged in under their own names)."""
+        out = dict(zip(self.column_names, row[:-1], strict=True))
+        if row[-1]:
+            out.update(row[-1])
+        return out
+
+    # -- internals ------------------------------------------------------------------------------------------
+    def _lateness(self, event_us: int) -> tuple[bool, int]:
+        gap = self.arrival_us - event_us
+        return event_us < self.late_before_us, (gap // 1_000_000 if gap > 0 else 0)
+
+    def _values(self, data: dict[str, Any], out: list[Any], columns: list[tuple[str, str]]) -> Rejected | None:
+        # Inline fast paths for the common encodings; everything else (and every error) goes through convert().
+        get = data.get
+        append = out.append
+        for name, kind in columns:
+            v = get(name)
+            if v is None:
+                append(None)
+                continue
+            t = type(v)
+            if t is str:
+                if kind is K_STRING or kind is K_TEXT_OR_JSON:
+                    append(v)
+                    continue
+                if kind is K_DECIMAL and _money_match(v) is not None:
+                    append(Decimal(v))  # already exactly 2 decimal places within 10 integer digits
+                    continue
+                if kind is K_TIMESTAMP:
+                    try:
+                        dt = _fromiso(v)
+                    except ValueError:
+                        pass
+                    else:
+                        d = dt - (_EPOCH_NAIVE if dt.tzinfo is None else _EPOCH_AWARE)
+                        append((d.days * 86400 + d.seconds) * 1_000_000 + d.microseconds)
+                        continue
+            elif t is int:
+                if kind is K_LONG and -_I64 <= v < _I64:
+                    append(v)
+                    continue
+            elif t is float and kind is K_DOUBLE and isfinite(v):
+                append(v)
+                continue
+            try:
+                append(convert(kind, v))
+            except _BadValue as e:
+                return Rejected(f"{REASON_INVALID_VALUE}:{name}", f"{name}: {e.detail}")
+        return None
+
+    def _key(self, data: Any) -> Any:
+        if type(data) is not dict:
+            raise _BadValue(f"no {self.key}: row image is {type(data).__name__}")
+        k = data.get(self.key)
+        if k is None:
+            raise _BadValue(f"{self.key} is missing or null")
+        t = type(k)
+        if self.key_kind == K_LONG:
+            if t is not int or not -_I64 <= k < _I64:
+                raise _BadValue(f"{self.key} must be a 64-bit integer, got {k!r}")
+        elif t is not str or not k:
+            raise _BadValue(f"{self.key} must be a non-empty string, got {k!r}")
+        return k
+
+    def _extras(self, data: dict[str, Any]) -> dict[str, Any] | Rejected | None:
+        if data.keys() <= self.known:
+            return None
+        extras = {k: v for k, v in data.items() if k not in self.known and v is not None}
+        clash = [k for k in extras if k.lower() in self.taken or not k.strip()]
+        if not clash and len({k.lower() for k in extras}) != len(extras):
+            clash = sorted(extras)
+        if clash:
+            return Rejected(
+                REASON_INVALID_ENVELOPE,
+                f"row column {clash[0]!r} cannot be added: empty, or equal to a bronze column but for case "
+                "(SQL readers fold case), or reserved for bronze metadata",
+            )
+        return extras or None
+
+    def _cdc(self, env: dict[str, Any], kafka_partition: int, offset: int, source_file: str) -> ParseResult:
+        op = env.get("op")
+        if type(op) is not str or op not in CDC_OPS:
+            return Rejected(REASON_INVALID_OP, f"op {op!r} is not one of c, u, d, r")
+        source = env.get("source")
+        if type(source) is not dict:
+            return Rejected(REASON_INVALID_ENVELOPE, "source is missing")
+        lsn = source.get("lsn")
+        ts_ms = source.get("ts_ms")
+        if type(lsn) is not int:
+            return Rejected(REASON_INVALID_ENVELOPE, f"source.lsn must be an integer, got {lsn!r}")
+        if type(ts_ms) is not int:
+            return Rejected(REASON_INVALID_ENVELOPE, f"source.ts_ms must be an integer, got {ts_ms!r}")
+        if not (-_I64 <= lsn < _I64 and -(2**53) <= ts_ms < 2**53):
+            return Rejected(REASON_INVALID_ENVELOPE, f"source.lsn {lsn} or source.ts_ms {ts_ms} out of range")
+        out: list[Any] = []
+        extras = None
+        if op == "d":
+            try:
+                key = self._key(env.get("before"))
+            except _BadValue as e:
+                return Rejected(REASON_MISSING_KEY, f"delete: {e.detail}")
+            out.append(key)
+            out += [None] * len(self.value_columns)
+        else:
+            after = env.get("after")
+            if type(after) is not dict:
+                return Rejected(REASON_INVALID_ENVELOPE, f"after is missing for op {op!r}")
+            try:
+                key = self._key(after)
+            except _BadValue as e:
+                return Rejected(REASON_MISSING_KEY, e.detail)
+            out.append(key)  # the key is the first column of every topic
+            bad = self._values(after, out, self.value_columns)
+            if bad is not None:
+                return bad
+            extras = self._extras(after)
+            if type(extras) is Rejected:
+                return extras
+        tx_id = source.get("txId")
+        conn_ts = env.get("ts_ms")
+        event_us = ts_ms * 1000
+        is_late, lateness = self._lateness(event_us)
+        out += (
+            self.topic,
+            kafka_partition,
+            offset,
+            source_file,
+            event_id(self.topic, key, lsn, op),
+            event_us,
+            self.arrival_us,
+            is_late,
+            lateness,
+            op,
+            lsn,
+            tx_id if type(tx_id) is int and -_I64 <= tx_id < _I64 else None,
+            conn_ts * 1000 if type(conn_ts) is int and -(2**53) <= conn_ts < 2**53 else None,
+        )
+        if self._n_evolved:
+            if op == "d":
+                out += [None] * self._n_evolved
+            else:
+                bad = self._values(after, out, self.evolved_kinds)  # type: ignore[arg-type]  # checked above
+                if bad is not None:
+                    return bad
+        out.append(extras)
+        return out
+
+    def _plain(self, obj: dict[str, Any], kafka_partition: int, offset: int, source_file: str) -> ParseResult:
+        try:
+            key = self._key(obj)
+        except _BadValue as e:
+            return Rejected(REASON_MISSING_KEY, e.detail)
+        out: list[Any] = [key]
+        bad = self._values(obj, out, self.value_columns)
+        if bad is not None:
+            return bad
+        event_us = out[self._event_time_index]
+        if event_us is None:
+            return Rejected(f"{REASON_INVALID_VALUE}:{self._event_time_column}", "event time is missing")
+        is_late, lateness = self._lateness(event_us)
+        out += (
+            self.topic,
+            kafka_partition,
+            offset,
+            source_file,
+            event_id(self.topic, key),
+            event_us,
+            self.arrival_us,
+            is_late,
+            lateness,
+        )
+        if self._n_evolved:
+            bad = self._values(obj, out, self.evolved_kinds)
+            if bad is not None:
+                return bad
+        extras = self._extras(obj)
+        if type(extras) is Rejected:
+            return extras
+        out.append(extras)
+        return out

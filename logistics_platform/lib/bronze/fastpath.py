@@ -1,0 +1,253 @@
+"""Vectorised clean path of the bronze line parser: a run of lines decoded and typed by Arrow at C speed.
+
+:class:`~logistics_platform.lib.bronze.envelope.LineParser` stays the source of truth. :func:`fast_rows` only
+answers for a run of lines when it can prove that every line of it would have been accepted by the per-line
+path with exactly these values; otherwise it returns ``None`` and the caller parses the run line by line.
+It declines on anything out of the ordinary: not UTF-8, a line that is not exactly one ``{...}`` object,
+a field the explicit schema does not declare (extra row columns, schema/payload envelopes, tombstones),
+a value of another JSON type than the column's, duplicate keys, NaN/Infinity, missing or null keys, a bad op,
+missing ``source.lsn``/``source.ts_ms`` or values out of range, and any timestamp or decimal that is not in
+the canonical form the connector writes (ISO-8601 with ``Z``, ``-?d{1,10}.dd``). Columns added by schema
+evolution are read like contract columns (evolved string columns only when every value is a JSON string).
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pj
+
+from logistics_platform.lib.bronze.envelope import (
+    _SEP,
+    K_BOOL,
+    K_DECIMAL,
+    K_DOUBLE,
+    K_LONG,
+    K_STRING,
+    K_TEXT_OR_JSON,
+    K_TIMESTAMP,
+    PLAIN_EVENT_TIME_COLUMN,
+    LineParser,
+    identity_hash,
+)
+
+# An evolved string column (K_TEXT_OR_JSON) also takes other JSON values as text per line: read strictly as a
+# string here, any other value makes Arrow fail and the run go line by line.
+_JSON_TYPE = {
+    K_STRING: pa.string(),
+    K_TEXT_OR_JSON: pa.string(),
+    K_LONG: pa.int64(),
+    K_DOUBLE: pa.float64(),
+    K_BOOL: pa.bool_(),
+}
+# Read as text, then checked against the canonical form before any cast (the per-line path accepts more).
+_TEXT_KINDS = (K_DECIMAL, K_TIMESTAMP)
+_MONEY_RE = r"^-?[0-9]{1,10}\.[0-9]{2}$"
+_TS_RE = (
+    r"^[1-9][0-9]{3}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])"
+    r"T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]{6})?Z$"
+)
+_I53 = 2**53
+_SOURCE_FIELDS = (
+    ("version", pa.string()),
+    ("connector", pa.string()),
+    ("name", pa.string()),
+    ("ts_ms", pa.int64()),
+    ("snapshot", pa.string()),
+    ("db", pa.string()),
+    ("sequence", pa.string()),
+    ("schema", pa.string()),
+    ("table", pa.string()),
+    ("txId", pa.int64()),
+    ("lsn", pa.int64()),
+    ("xmin", pa.int64()),
+)
+_READ = pj.ReadOptions(use_threads=False, block_size=1 << 26)
+_OPTIONS: dict[tuple[Any, ...], pj.ParseOptions] = {}
+
+
+class _Decline(Exception):
+    """The run is not provably identical to the per-line result: parse it line by line."""
+
+
+def _row_struct(parser: LineParser) -> pa.StructType:
+    return pa.struct([(n, pa.string() if k in _TEXT_KINDS else _JSON_TYPE[k]) for n, k in parser.columns])
+
+
+def _parse_options(parser: LineParser) -> pj.ParseOptions:
+    key = (parser.spec.table, tuple(parser.columns))
+    opts = _OPTIONS.get(key)
+    if opts is None:
+        row = _row_struct(parser)
+        if parser.cdc:
+            schema = pa.schema(
+                [
+                    ("before", row),
+                    ("after", row),
+                    ("source", pa.struct(list(_SOURCE_FIELDS))),
+                    ("op", pa.string()),
+                    ("ts_ms", pa.int64()),
+                    ("transaction", pa.string()),
+                ]
+            )
+        else:
+            schema = pa.schema(list(row))
+        opts = _OPTIONS[key] = pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="error")
+    return opts
+
+
+def _require(ok: Any) -> None:
+    """Decline unless a boolean array/scalar is true everywhere (nulls count as false)."""
+    if isinstance(ok, pa.ChunkedArray | pa.Array):
+        if ok.null_count or not pc.all(ok, min_count=0).as_py():  # empty: nothing to refuse
+            raise _Decline
+    elif not ok:
+        raise _Decline
+
+
+def _field(arr: Any, name: str) -> pa.Array:
+    return pc.struct_field(arr, name)  # parent nulls propagate to the child (unlike StructArray.field)
+
+
+def _typed(kind: str, values: pa.Array) -> pa.Array:
+    """A column read by Arrow as the per-line path would type it; declines on anything non-canonical."""
+    valid = values.drop_null() if values.null_count else values
+    if kind == K_DOUBLE:
+        _require(pc.is_finite(valid))
+        return values
+    if kind == K_DECIMAL:
+        _require(pc.match_substring_regex(valid, _MONEY_RE))
+        return values.cast(pa.decimal128(12, 2))
+    if kind == K_TIMESTAMP:
+        _require(pc.match_substring_regex(valid, _TS_RE))
+        try:
+            return pc.utf8_slice_codeunits(values, 0, -1).cast(pa.timestamp("us")).cast(pa.int64())
+        except pa.ArrowInvalid:  # e.g. 2026-02-30
+            raise _Decline from None
+    return values
+
+
+def _event_ids(texts: pa.Array) -> list[str]:
+    return [identity_hash(t) for t in texts.cast(pa.binary()).to_pylist()]
+
+
+def fast_rows(
+    parser: LineParser, lines: list[bytes], kafka_partition: int, first_offset: int, source_file: str, schema: pa.Schema
+) -> tuple[pa.Table, int, int] | None:
+    """(rows of ``schema``, late count, tombstones) for a run of lines, or None: parse them line by line."""
+    if not lines:
+        return None
+    buf = b"\n".join(lines)
+    offsets: list[int] | None = None
+    n = len(lines)
+    if buf == b"null" or buf.startswith(b"null\n") or buf.endswith(b"\nnull") or b"\nnull\n" in buf:
+        # Kafka tombstones (exactly `null`, as the connector writes them) are counted, never stored.
+        keep = [i for i, line in enumerate(lines) if line != b"null"]
+        if not keep:
+            return None
+        offsets = [first_offset + i for i in keep]
+        lines = [lines[i] for i in keep]
+        buf = b"\n".join(lines)
+    tombstones = n - len(lines)
+    n = len(lines)
+    # Every line exactly one object: '{' first, '}' last. With the row count below this rules out lines that
+    # Arrow would skip (blank) or merge, and lines holding two objects.
+    if buf[:1] != b"{" or buf[-1:] != b"}" or buf.count(b"}\n{") != n - 1:
+        return None
+    if not buf.isascii():
+        try:
+            buf.decode("utf-8")  # Arrow does not validate UTF-8 in strings
+        except UnicodeDecodeError:
+            return None
+    try:
+        tbl = pj.read_json(io.BytesIO(buf), read_options=_READ, parse_options=_parse_options(parser))
+        if tbl.num_rows != n:
+            return None
+        tbl = tbl.combine_chunks()
+        rows, late = _build(parser, tbl, n, kafka_partition, first_offset, offsets, source_file, schema)
+    except (_Decline, pa.ArrowInvalid):
+        return None
+    return rows, late, tombstones
+
+
+def _build(
+    parser: LineParser,
+    tbl: pa.Table,
+    n: int,
+    kafka_partition: int,
+    first_offset: int,
+    offsets: list[int] | None,
+    source_file: str,
+    schema: pa.Schema,
+) -> tuple[pa.Table, int]:
+    cols: dict[str, Any] = {}
+    key_name = parser.key
+    string_key = parser.key_kind == K_STRING
+    if parser.cdc:
+        op = tbl.column("op").chunk(0) if tbl.num_rows else pa.array([], pa.string())
+        _require(pc.is_in(op, value_set=pa.array(["c", "u", "d", "r"])))
+        source = tbl.column("source").chunk(0)
+        lsn, ts_ms = _field(source, "lsn"), _field(source, "ts_ms")
+        _require(pc.is_valid(lsn))
+        _require(pc.is_valid(ts_ms))
+        _require(pc.and_(pc.greater_equal(ts_ms, -_I53), pc.less(ts_ms, _I53)))
+        conn = tbl.column("ts_ms").chunk(0)
+        conn_valid = conn.drop_null() if conn.null_count else conn
+        _require(pc.and_(pc.greater_equal(conn_valid, -_I53), pc.less(conn_valid, _I53)))
+        before, after = tbl.column("before").chunk(0), tbl.column("after").chunk(0)
+        is_delete = pc.equal(op, "d")
+        deletes = pc.any(is_delete).as_py()
+        # Deletes: the key from before, no values; the others: the row from after.
+        if deletes:
+            _require(pc.if_else(is_delete, pc.is_valid(before), pc.is_valid(after)))
+            key = pc.if_else(is_delete, _field(before, key_name), _field(after, key_name))
+        else:
+            _require(pc.is_valid(after))
+            key = _field(after, key_name)
+        for name, kind in parser.columns:
+            values = _typed(kind, _field(after, name))
+            if name == key_name:
+                cols[name] = key
+            elif deletes:
+                cols[name] = pc.if_else(is_delete, pa.nulls(n, values.type), values)
+            else:
+                cols[name] = values
+        event_us = pc.multiply_checked(ts_ms, 1000)
+    else:
+        for name, kind in parser.columns:
+            cols[name] = _typed(kind, tbl.column(name).chunk(0))
+        key = cols[key_name]
+        event_us = cols[PLAIN_EVENT_TIME_COLUMN]
+        _require(pc.is_valid(event_us))
+    _require(pc.is_valid(key))
+    if string_key:
+        _require(pc.greater(pc.binary_length(key), 0))
+
+    is_late = pc.less(event_us, parser.late_before_us)
+    gap = pc.subtract_checked(pa.scalar(parser.arrival_us, pa.int64()), event_us)
+    lateness = pc.if_else(pc.greater(gap, 0), pc.divide(gap, 1_000_000), 0)
+    topic = parser.topic
+    key_text = key if string_key else key.cast(pa.string())
+    if parser.cdc:
+        id_text = pc.binary_join_element_wise(topic, key_text, lsn.cast(pa.string()), op, _SEP)
+    else:
+        id_text = pc.binary_join_element_wise(topic, key_text, _SEP)
+    cols.update(
+        _topic=pa.repeat(pa.scalar(topic, pa.string()), n),
+        _kafka_partition=pa.repeat(pa.scalar(kafka_partition, pa.int32()), n),
+        _offset=pa.array(range(first_offset, first_offset + n) if offsets is None else offsets, pa.int64()),
+        _source_file=pa.repeat(pa.scalar(source_file, pa.string()), n),
+        _event_id=pa.array(_event_ids(id_text), pa.string()),
+        _event_time=event_us,
+        _arrival_hour=pa.repeat(pa.scalar(parser.arrival_us, pa.int64()), n),
+        _is_late=is_late,
+        _lateness_seconds=lateness,
+    )
+    if parser.cdc:
+        cols.update(_op=op, _lsn=lsn, _tx_id=_field(source, "txId"), _connector_ts=pc.multiply_checked(conn, 1000))
+    arrays = [cols[f.name].cast(f.type) for f in schema]
+    late = pc.sum(is_late).as_py() or 0
+    return pa.Table.from_arrays(arrays, schema=schema), late

@@ -1,0 +1,166 @@
+"""DuckDB views over the bronze Iceberg tables, bound to the metadata file the catalog points at now.
+
+This runs inside every dbt process, on its first connection: with a SQLite catalog it reads the catalog's pointer
+table with the standard library and imports neither pyiceberg nor SQLAlchemy (about 0.7 s of start-up that every
+hourly dbt run would pay); other catalogs go through pyiceberg.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import duckdb
+
+from logistics_platform.settings import Settings
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import IcebergType
+
+BRONZE_SCHEMA = "bronze"
+OPS_SCHEMA = "ops"
+FOLDED_WINDOWS_TABLE = f"{OPS_SCHEMA}.folded_windows"
+# The bronze tables dbt reads, by name (bronze_tables() has their schemas; a test keeps the two equal).
+BRONZE_TABLE_NAMES = ("tenants", "couriers", "orders", "payments", "tracking_pings", "quarantine", "ingest_log")
+SQLITE_PREFIX = "sqlite:///"
+
+
+def bronze_tables() -> dict[str, Schema]:
+    """Every bronze table dbt reads, with its contract schema (used when the table does not exist yet)."""
+    from logistics_platform.lib.bronze import schema as bronze_schema
+
+    tables = {name: bronze_schema.table_schema(spec) for name, spec in bronze_schema.TOPICS.items()}
+    tables[bronze_schema.QUARANTINE_TABLE] = bronze_schema.quarantine_schema()
+    tables[bronze_schema.INGEST_LOG_TABLE] = bronze_schema.ingest_log_schema()
+    return tables
+
+
+def duckdb_type(t: IcebergType) -> str:
+    """DuckDB type of an Iceberg primitive type."""
+    from pyiceberg.types import (
+        BooleanType,
+        DateType,
+        DecimalType,
+        DoubleType,
+        FloatType,
+        IntegerType,
+        LongType,
+        StringType,
+        TimestampType,
+        TimestamptzType,
+    )
+
+    if isinstance(t, DecimalType):
+        return f"decimal({t.precision},{t.scale})"
+    mapping: dict[type, str] = {
+        StringType: "varchar",
+        LongType: "bigint",
+        IntegerType: "integer",
+        BooleanType: "boolean",
+        DoubleType: "double",
+        FloatType: "float",
+        TimestampType: "timestamp",
+        TimestamptzType: "timestamptz",
+        DateType: "date",
+    }
+    for kind, name in mapping.items():
+        if isinstance(t, kind):
+            return name
+    raise TypeError(f"no DuckDB type for Iceberg type {t}; extend duckdb_type() in lib/bronze/views.py")
+
+
+def empty_select(schema: Schema) -> str:
+    """A typed, zero-row select with the columns of ``schema`` (bronze before its first ingest)."""
+    cols = ", ".join(f'cast(null as {duckdb_type(f.field_type)}) as "{f.name}"' for f in schema.fields)
+    return f"select {cols} where false"
+
+
+def _quote(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def current_metadata_locations(catalog: Catalog, namespace: str, names: Iterable[str]) -> dict[str, str | None]:
+    """Table -> the metadata file the catalog points at now (None: no such table).
+
+    For the SQL catalog this is one query on its ``iceberg_tables`` table (the Iceberg JDBC-catalog layout) instead
+    of parsing every table's metadata JSON: it runs on every dbt connection, so it must stay cheap.
+    """
+    from pyiceberg.catalog.sql import IcebergTables, SqlCatalog
+    from pyiceberg.exceptions import NoSuchTableError
+    from sqlalchemy import select
+    from sqlalchemy.orm import Session
+
+    names = list(names)
+    if isinstance(catalog, SqlCatalog):
+        with Session(catalog.engine) as session:
+            rows = session.execute(
+                select(IcebergTables.table_name, IcebergTables.metadata_location).where(
+                    IcebergTables.catalog_name == catalog.name, IcebergTables.table_namespace == namespace
+                )
+            ).all()
+        found = {str(name): str(location) for name, location in rows if location}
+        return {n: found.get(n) for n in names}
+    out: dict[str, str | None] = {}
+    for n in names:
+        try:
+            out[n] = catalog.load_table(f"{namespace}.{n}").metadata_location
+        except NoSuchTableError:
+            out[n] = None
+    return out
+
+
+def sqlite_metadata_locations(settings: Settings, namespace: str, names: Iterable[str]) -> dict[str, str | None]:
+    """The same pointers read straight from a SQLite catalog file (read-only; a missing catalog has no tables)."""
+    names = list(names)
+    path = Path(settings.catalog_uri[len(SQLITE_PREFIX) :]).resolve()
+    found: dict[str, str] = {}
+    try:
+        con = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
+    except sqlite3.OperationalError:
+        return dict.fromkeys(names)
+    try:
+        rows = con.execute(
+            "select table_name, metadata_location from iceberg_tables where catalog_name = ? and table_namespace = ?",
+            (settings.catalog_name, namespace),
+        ).fetchall()
+        found = {str(name): str(location) for name, location in rows if location}
+    except sqlite3.OperationalError as exc:  # a catalog that has not created its tables yet
+        if "no such table" not in str(exc):
+            raise
+    finally:
+        con.close()
+    return {n: found.get(n) for n in names}
+
+
+def bronze_metadata_locations(settings: Settings) -> dict[str, str | None]:
+    """Bronze table -> the metadata file the catalog points at now (None: the table does not exist yet)."""
+    if settings.catalog_uri.startswith(SQLITE_PREFIX):
+        return sqlite_metadata_locations(settings, BRONZE_SCHEMA, BRONZE_TABLE_NAMES)
+    from logistics_platform.lib.connections import load_catalog
+
+    return current_metadata_locations(load_catalog(settings), BRONZE_SCHEMA, BRONZE_TABLE_NAMES)
+
+
+def refresh_bronze_views(con: duckdb.DuckDBPyConnection, settings: Settings) -> dict[str, str | None]:
+    """(Re)create ``bronze.<table>`` for every bronze table; returns table -> metadata location (None: empty)."""
+    locations = bronze_metadata_locations(settings)
+    schemas = bronze_tables() if None in locations.values() else {}
+    con.execute(f"create schema if not exists {BRONZE_SCHEMA}")
+    for name, location in locations.items():
+        body = empty_select(schemas[name]) if location is None else f"select * from iceberg_scan({_quote(location)})"
+        con.execute(f"create or replace view {BRONZE_SCHEMA}.{name} as {body}")
+    return locations
+
+
+def ensure_ops_tables(con: duckdb.DuckDBPyConnection) -> None:
+    """Operator-owned tables that dbt reads as sources (late-event folds)."""
+    con.execute(f"create schema if not exists {OPS_SCHEMA}")
+    con.execute(
+        f"create table if not exists {FOLDED_WINDOWS_TABLE} ("
+        " topic varchar not null, window_start timestamp not null, folded_at timestamp not null,"
+        " folded_by varchar, primary key (topic, window_start))"
+    )

@@ -1,0 +1,178 @@
+"""What the landing sensor and the hourly schedule decide: which arrival hours need an ingest run.
+
+Pure functions over "hour -> fingerprint" maps, plus the landing scan they are fed from. The sensor keeps
+the fingerprints it already requested in its cursor; a changed fingerprint (a delayed upload into an hour
+folder) requests the hour again, an unchanged one never does (and the run key repeats, so Dagster would
+drop a duplicate request even if the cursor were lost).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+HOUR_KEY_FORMAT = "%Y-%m-%d-%H:%M"
+CURSOR_VERSION = 1
+# The cursor keeps the hours of the last LOOKBACK_DAYS before the newest landed hour. A Kafka Connect sink
+# uploads a delayed file within minutes to hours, never weeks, so older hours are settled; forgetting them
+# bounds the cursor (24 entries a day, ~70 bytes each) and the per-tick scan to a fixed window. A change to an
+# hour older than this is still found by `logistics-platform verify` and the backlog check.
+LOOKBACK_DAYS = 7
+_DT = re.compile(r"^dt=(\d{4}-\d{2}-\d{2})$")
+_HR = re.compile(r"^hr=([01]\d|2[0-3])$")
+
+
+def hour_key(hour: datetime) -> str:
+    """Dagster partition key of an arrival hour (UTC)."""
+    return hour.strftime(HOUR_KEY_FORMAT)
+
+
+def parse_hour_key(key: str) -> datetime:
+    return datetime.strptime(key, HOUR_KEY_FORMAT).replace(tzinfo=UTC)
+
+
+def combine_fingerprints(topic_fingerprints: Mapping[str, str]) -> str:
+    """One fingerprint for an arrival hour from the per-topic fingerprints (order-independent)."""
+    digest = hashlib.sha256()
+    for topic in sorted(topic_fingerprints):
+        digest.update(f"{topic}={topic_fingerprints[topic]}\n".encode())
+    return digest.hexdigest()
+
+
+def ingest_run_key(hour: str, fingerprint: str) -> str:
+    """Run key of an ingest request: one run per (hour, file set)."""
+    return f"ingest:{hour}:{fingerprint[:16]}"
+
+
+@dataclass(frozen=True)
+class HourRequest:
+    hour: str
+    fingerprint: str
+    reason: str  # "new" or "changed"
+
+    @property
+    def run_key(self) -> str:
+        return ingest_run_key(self.hour, self.fingerprint)
+
+
+def load_cursor(raw: str | None) -> dict[str, str]:
+    """Hour -> fingerprint from a sensor cursor; an unreadable or old-format cursor starts empty."""
+    if not raw:
+        return {}
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError:
+        return {}
+    if not isinstance(data, dict) or data.get("v") != CURSOR_VERSION or not isinstance(data.get("hours"), dict):
+        return {}
+    return {str(k): str(v) for k, v in data["hours"].items()}
+
+
+def dump_cursor(hours: Mapping[str, str]) -> str:
+    return json.dumps({"v": CURSOR_VERSION, "hours": dict(sorted(hours.items()))}, separators=(",", ":"))
+
+
+def window_start(hours: Mapping[str, str] | list[str], lookback_days: int = LOOKBACK_DAYS) -> str | None:
+    """Oldest hour key inside the lookback window that ends at the newest hour (None when empty)."""
+    keys = list(hours)
+    if not keys:
+        return None
+    newest = parse_hour_key(max(keys))
+    return hour_key(newest - timedelta(days=lookback_days))
+
+
+def plan_ingest_requests(
+    landed: Mapping[str, str],
+    cursor: Mapping[str, str],
+    lookback_days: int = LOOKBACK_DAYS,
+) -> tuple[list[HourRequest], dict[str, str]]:
+    """Requests for hours that are new or whose file set changed, and the next (bounded) cursor.
+
+    ``landed``: hour -> fingerprint of the files now in the landing zone. ``cursor``: the same for the file
+    sets already requested. Hours missing from ``landed`` are kept in the cursor (files never disappear;
+    a partial listing must not cause a re-request later) until they fall out of the window.
+    """
+    requests: list[HourRequest] = []
+    for hour in sorted(landed):
+        fp = landed[hour]
+        previous = cursor.get(hour)
+        if previous == fp:
+            continue
+        requests.append(HourRequest(hour, fp, "new" if previous is None else "changed"))
+    merged = {**cursor, **landed}
+    start = window_start(merged, lookback_days)
+    bounded = {h: fp for h, fp in merged.items() if start is None or h >= start}
+    return requests, bounded
+
+
+def hours_to_reconcile(scheduled_time: datetime, count: int = 2) -> list[str]:
+    """The hour that just closed and the ``count - 1`` before it, for a tick at ``scheduled_time``."""
+    top = scheduled_time.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+    return [hour_key(top - timedelta(hours=i)) for i in range(count, 0, -1)]
+
+
+def stale_topics(landed: Mapping[str, str], ingested: Mapping[str, str]) -> dict[str, str]:
+    """Per topic of one hour: "never" (not ingested) or "changed" (files differ from the ingest log)."""
+    out: dict[str, str] = {}
+    for topic, fp in landed.items():
+        if topic not in ingested:
+            out[topic] = "never"
+        elif ingested[topic] != fp:
+            out[topic] = "changed"
+    return out
+
+
+def scan_landing(
+    landing_dir: Path, lookback_days: int | None = LOOKBACK_DAYS, hours: Iterable[str] | None = None
+) -> dict[str, dict[str, str]]:
+    """Hour key -> {topic: fingerprint} of the landing zone, for the known topics.
+
+    ``lookback_days`` limits the scan to the days folders within that many days of the newest one (the
+    sensor's window; None scans everything); ``hours`` limits it to those hour keys (the schedule).
+    Fingerprints are :func:`landing.fingerprint`, the same hash the ingest writes to ``bronze.ingest_log``.
+    """
+    from logistics_platform.lib.bronze.landing import TOPICS_DIR, fingerprint, list_hour_files
+    from logistics_platform.lib.bronze.schema import TOPIC_BY_NAME
+
+    root = Path(landing_dir) / TOPICS_DIR
+    if not root.is_dir():
+        return {}
+    wanted = {parse_hour_key(h).replace(tzinfo=None) for h in hours} if hours is not None else None
+    folders: list[tuple[str, str, str]] = []  # (topic, day, hh)
+    for topic_dir in root.iterdir():
+        if topic_dir.name not in TOPIC_BY_NAME or not topic_dir.is_dir():
+            continue
+        for dt_dir in topic_dir.iterdir():
+            m = _DT.match(dt_dir.name)
+            if not m or not dt_dir.is_dir():
+                continue
+            for hr_dir in dt_dir.iterdir():
+                h = _HR.match(hr_dir.name)
+                if h and hr_dir.is_dir():
+                    folders.append((topic_dir.name, m[1], h[1]))
+    if lookback_days is not None and folders:
+        newest = datetime.strptime(max(day for _, day, _ in folders), "%Y-%m-%d")
+        oldest_day = (newest - timedelta(days=lookback_days + 1)).strftime("%Y-%m-%d")
+        folders = [f for f in folders if f[1] >= oldest_day]
+    out: dict[str, dict[str, str]] = {}
+    for topic, day, hh in folders:
+        try:
+            hour = datetime.strptime(f"{day} {hh}", "%Y-%m-%d %H")
+        except ValueError:
+            continue
+        if wanted is not None and hour not in wanted:
+            continue
+        files = list_hour_files(Path(landing_dir), topic, hour)
+        if files:
+            out.setdefault(hour_key(hour), {})[topic] = fingerprint(files)
+    return out
+
+
+def hour_fingerprints(scan: Mapping[str, Mapping[str, str]]) -> dict[str, str]:
+    """Hour key -> combined fingerprint, from :func:`scan_landing`."""
+    return {hour: combine_fingerprints(topics) for hour, topics in scan.items()}

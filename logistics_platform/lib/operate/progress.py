@@ -1,0 +1,180 @@
+"""Where ingestion stands: the landing zone compared with ``bronze.ingest_log``.
+
+Used by `logistics-platform verify`, the backlog asset and the hourly schedule. ``bronze.ingest_log`` is
+committed last for an hour, so an hour in the log has all its data in bronze; its fingerprint is the hash
+of the file set that was read, so a delayed file shows up as a different landing fingerprint.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from logistics_platform.lib.operate.landing_watch import hour_key, parse_hour_key
+from logistics_platform.settings import Settings
+
+INGEST_LOG_IDENTIFIER = "bronze.ingest_log"
+
+
+@dataclass(frozen=True)
+class IngestLogEntry:
+    topic: str
+    hour: str
+    fingerprint: str
+    files: tuple[tuple[str, int], ...]
+    lines: int
+    rows: int
+    quarantined: int
+    tombstones: int
+    late_events: int = 0
+
+    @property
+    def balanced(self) -> bool:
+        """Accounting invariant: every landed line is a row, a quarantined line or a tombstone."""
+        return self.lines == self.rows + self.quarantined + self.tombstones
+
+
+def read_ingest_log(settings: Settings, hours: Iterable[str] | None = None) -> dict[tuple[str, str], IngestLogEntry]:
+    """(topic, hour key) -> the ingest log row; empty when nothing was ingested yet."""
+    from pyiceberg.exceptions import NoSuchTableError
+
+    from logistics_platform.lib.connections import load_catalog
+
+    try:
+        table = load_catalog(settings).load_table(INGEST_LOG_IDENTIFIER)
+    except NoSuchTableError:
+        return {}
+    wanted = set(hours) if hours is not None else None
+    scan = table.scan()
+    if wanted is not None and len(wanted) <= 48:
+        from pyiceberg.expressions import In
+
+        scan = table.scan(row_filter=In("arrival_hour", [parse_hour_key(h).replace(tzinfo=None) for h in wanted]))
+    out: dict[tuple[str, str], IngestLogEntry] = {}
+    for row in scan.to_arrow().to_pylist():
+        hk = hour_key(row["arrival_hour"])
+        if wanted is not None and hk not in wanted:
+            continue
+        out[(row["topic"], hk)] = IngestLogEntry(
+            topic=row["topic"],
+            hour=hk,
+            fingerprint=row["fingerprint"],
+            files=tuple((str(p), int(s)) for p, s in json.loads(row["files"] or "[]")),
+            lines=int(row["lines"]),
+            rows=int(row["rows"]),
+            quarantined=int(row["quarantined"]),
+            tombstones=int(row["tombstones"]),
+            late_events=int(row.get("late_events") or 0),
+        )
+    return out
+
+
+@dataclass
+class HourReport:
+    """verify's finding for one arrival hour."""
+
+    hour: str
+    status: str  # ok | never_ingested | changed | partial | unbalanced | not_landed
+    stale: dict[str, str] = field(default_factory=dict)  # topic -> never | changed
+    new_files: list[str] = field(default_factory=list)
+    entries: list[IngestLogEntry] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+def compare(
+    scan: Mapping[str, Mapping[str, str]], ingested: Mapping[tuple[str, str], IngestLogEntry], landing_dir: Path
+) -> list[HourReport]:
+    """Per landed (or logged) hour: never ingested, files changed since the ingest, or accounted for."""
+    from logistics_platform.lib.bronze.landing import list_hour_files
+
+    by_hour: dict[str, dict[str, IngestLogEntry]] = {}
+    for (topic, hour), logged_entry in ingested.items():
+        by_hour.setdefault(hour, {})[topic] = logged_entry
+    reports = []
+    for hour in sorted(set(scan) | set(by_hour)):
+        landed = scan.get(hour, {})
+        logged = by_hour.get(hour, {})
+        report = HourReport(hour=hour, status="ok", entries=[logged[t] for t in sorted(logged)])
+        for topic, fp in landed.items():
+            entry = logged.get(topic)
+            if entry is None:
+                report.stale[topic] = "never"
+            elif entry.fingerprint != fp:
+                report.stale[topic] = "changed"
+                known = {p for p, _ in entry.files}
+                arrival = parse_hour_key(hour).replace(tzinfo=None)
+                report.new_files += [
+                    f.relpath for f in list_hour_files(landing_dir, topic, arrival) if f.relpath not in known
+                ]
+        if not landed:
+            report.status = "not_landed"  # logged but the files are gone: the landing zone was pruned
+        elif report.stale and all(v == "never" for v in report.stale.values()) and not logged:
+            report.status = "never_ingested"
+        elif any(v == "changed" for v in report.stale.values()):
+            report.status = "changed"
+        elif report.stale:
+            report.status = "partial"
+        elif not all(e.balanced for e in report.entries):
+            report.status = "unbalanced"
+        reports.append(report)
+    return reports
+
+
+@dataclass(frozen=True)
+class Backlog:
+    hours_pending: list[str]
+    lines_pending: int
+    files_pending: int
+    latest_landed: str | None
+    latest_ingested: str | None
+
+    def as_metadata(self) -> dict[str, object]:
+        return {
+            "hours_pending": len(self.hours_pending),
+            "lines_pending": self.lines_pending,
+            "files_pending": self.files_pending,
+            "oldest_pending_hour": self.hours_pending[0] if self.hours_pending else "-",
+            "latest_landed_hour": self.latest_landed or "-",
+            "latest_ingested_hour": self.latest_ingested or "-",
+        }
+
+
+def backlog(
+    scan: Mapping[str, Mapping[str, str]], ingested: Mapping[tuple[str, str], IngestLogEntry], landing_dir: Path
+) -> Backlog:
+    """Hours, files and lines landed but not (or not in their current form) ingested."""
+    from logistics_platform.lib.bronze.landing import count_lines, list_hour_files
+
+    pending: list[str] = []
+    lines = files = 0
+    for report in compare(scan, ingested, landing_dir):
+        if not report.stale:
+            continue
+        pending.append(report.hour)
+        arrival = parse_hour_key(report.hour).replace(tzinfo=None)
+        for topic, why in report.stale.items():
+            known = {p for p, _ in ingested[(topic, report.hour)].files} if why == "changed" else set()
+            for f in list_hour_files(landing_dir, topic, arrival):
+                if f.relpath not in known:
+                    files += 1
+                    lines += count_lines(f)[0]
+    return Backlog(
+        hours_pending=pending,
+        lines_pending=lines,
+        files_pending=files,
+        latest_landed=max(scan) if scan else None,
+        latest_ingested=max(h for _, h in ingested) if ingested else None,
+    )
+
+
+def hours_between(earlier: str | None, later: str | None) -> float:
+    """Hours from ``earlier`` to ``later`` hour keys (0 when either is missing or earlier is newer)."""
+    if not earlier or not later:
+        return 0.0
+    delta = parse_hour_key(later) - parse_hour_key(earlier)
+    return max(0.0, delta.total_seconds() / 3600)

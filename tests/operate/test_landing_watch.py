@@ -1,0 +1,63 @@
+"""Pure decisions of the landing sensor and hourly schedule."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from logistics_platform.lib.operate.landing_watch import (
+    LOOKBACK_DAYS,
+    combine_fingerprints,
+    dump_cursor,
+    hours_to_reconcile,
+    load_cursor,
+    plan_ingest_requests,
+    stale_topics,
+)
+
+
+def test_new_hour_is_requested_once() -> None:
+    reqs, cursor = plan_ingest_requests({"2026-11-01-00:00": "a"}, {})
+    assert [(r.hour, r.reason) for r in reqs] == [("2026-11-01-00:00", "new")]
+    again, cursor2 = plan_ingest_requests({"2026-11-01-00:00": "a"}, cursor)
+    assert again == [] and cursor2 == cursor
+
+
+def test_changed_file_set_requests_again_with_a_new_run_key() -> None:
+    first, cursor = plan_ingest_requests({"2026-11-01-00:00": "a"}, {})
+    second, _ = plan_ingest_requests({"2026-11-01-00:00": "b"}, cursor)
+    assert [(r.hour, r.reason) for r in second] == [("2026-11-01-00:00", "changed")]
+    assert second[0].run_key != first[0].run_key
+
+
+def test_cursor_is_bounded_to_the_lookback_window() -> None:
+    landed = {f"2026-11-{d:02d}-{h:02d}:00": "x" for d in range(1, 29) for h in range(24)}
+    _, cursor = plan_ingest_requests(landed, {})
+    assert len(cursor) == LOOKBACK_DAYS * 24 + 1
+    assert min(cursor) == "2026-11-21-23:00"
+    assert len(dump_cursor(cursor)) < 20_000
+
+
+def test_hours_missing_from_a_listing_stay_in_the_cursor() -> None:
+    _, cursor = plan_ingest_requests({"2026-11-01-00:00": "a", "2026-11-01-01:00": "b"}, {})
+    reqs, cursor2 = plan_ingest_requests({"2026-11-01-01:00": "b"}, cursor)
+    assert reqs == [] and "2026-11-01-00:00" in cursor2
+
+
+def test_cursor_round_trip_and_garbage() -> None:
+    assert load_cursor(dump_cursor({"h": "f"})) == {"h": "f"}
+    assert load_cursor(None) == {} and load_cursor("not json") == {} and load_cursor('{"v": 99}') == {}
+
+
+def test_reconcile_hours_are_the_closed_hour_and_the_one_before() -> None:
+    tick = datetime(2026, 11, 2, 10, 5, tzinfo=UTC)
+    assert hours_to_reconcile(tick) == ["2026-11-02-08:00", "2026-11-02-09:00"]
+
+
+def test_hour_fingerprint_is_order_independent_and_sensitive() -> None:
+    a = combine_fingerprints({"t1": "x", "t2": "y"})
+    assert a == combine_fingerprints({"t2": "y", "t1": "x"})
+    assert a != combine_fingerprints({"t1": "x", "t2": "z"})
+
+
+def test_stale_topics() -> None:
+    assert stale_topics({"a": "1", "b": "2", "c": "3"}, {"a": "1", "b": "9"}) == {"b": "changed", "c": "never"}

@@ -1,0 +1,288 @@
+"""Pure parts of the transform domain: the arrival window as dbt vars/env, fold arguments, bronze view typing."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+import yaml
+from pyiceberg.schema import Schema
+from pyiceberg.types import NestedField, StringType, TimestampType
+
+from logistics_platform.defs import transform
+from logistics_platform.lib import connections as duck
+from logistics_platform.lib.bronze import schema as bronze_schema
+from logistics_platform.lib.bronze.schema import partition_spec
+from logistics_platform.lib.bronze.views import (
+    BRONZE_TABLE_NAMES,
+    bronze_tables,
+    current_metadata_locations,
+    empty_select,
+    sqlite_metadata_locations,
+)
+from logistics_platform.lib.connections import load_catalog
+from logistics_platform.lib.transform.dbt_inprocess import (
+    applied_environment,
+    invoke_dbt,
+    prune_run_targets,
+    seed_partial_parse,
+)
+from logistics_platform.lib.transform.late import FoldError, resolve_topic, window_start
+from logistics_platform.lib.transform.project import DbtError, window_env, window_vars, window_vars_from_range
+from logistics_platform.lib.transform.window_plan import (
+    LOOKBACK_HOURS,
+    WindowPlan,
+    active_tables,
+    built_relations,
+    idle_models,
+    record_static_builds,
+    unchanged_static_nodes,
+    upstream_sources,
+)
+from logistics_platform.settings import DBT_PROJECT_DIR, local_settings
+
+
+def test_window_vars_are_inclusive_hour_starts() -> None:
+    assert window_vars(datetime(2026, 11, 2, 3, 17)) == {
+        "min_arrival_hour": "2026-11-02 03:00:00",
+        "max_arrival_hour": "2026-11-02 03:00:00",
+    }
+    # A Dagster time window is half-open: [03:00, 06:00) is the hours 03, 04 and 05.
+    assert window_vars_from_range(datetime(2026, 11, 2, 3), datetime(2026, 11, 2, 6)) == {
+        "min_arrival_hour": "2026-11-02 03:00:00",
+        "max_arrival_hour": "2026-11-02 05:00:00",
+    }
+    with pytest.raises(ValueError, match="before it starts"):
+        window_vars(datetime(2026, 11, 2, 5), datetime(2026, 11, 2, 3))
+
+
+def test_window_env_names_match_the_dbt_macro() -> None:
+    env = window_env(window_vars(datetime(2026, 11, 2, 3)))
+    assert env == {
+        "LOGISTICS_DBT_MIN_ARRIVAL_HOUR": "2026-11-02 03:00:00",
+        "LOGISTICS_DBT_MAX_ARRIVAL_HOUR": "2026-11-02 03:00:00",
+    }
+    from logistics_platform.settings import DBT_PROJECT_DIR
+
+    macro = (DBT_PROJECT_DIR / "macros" / "arrival_window.sql").read_text()
+    assert "'LOGISTICS_DBT_' ~ (name | upper)" in macro
+
+
+def test_fold_arguments_are_validated() -> None:
+    assert resolve_topic("orders") == "oltp.public.orders"
+    assert resolve_topic("logistics.tracking_pings") == "logistics.tracking_pings"
+    with pytest.raises(FoldError, match="feeds no event-time window"):
+        resolve_topic("tenants")
+    assert window_start(datetime(2026, 11, 2, 3)) == datetime(2026, 11, 2, 3)
+    with pytest.raises(FoldError, match="not an hour start"):
+        window_start(datetime(2026, 11, 2, 3, 30))
+
+
+def test_empty_bronze_views_have_the_contract_types() -> None:
+    con = duck.connect()
+    for name, schema in bronze_tables().items():
+        described = con.sql(f"describe {empty_select(schema)}").fetchall()
+        assert [r[0] for r in described] == [f.name for f in schema.fields], name
+    orders = dict(
+        (r[0], r[1])
+        for r in con.sql(
+            f"describe {empty_select(bronze_schema.table_schema(bronze_schema.TOPICS['orders']))}"
+        ).fetchall()
+    )
+    assert orders["total_amount"] == "DECIMAL(12,2)" and orders["_arrival_hour"] == "TIMESTAMP"
+
+
+def test_bronze_table_names_match_the_contract() -> None:
+    assert set(BRONZE_TABLE_NAMES) == set(bronze_tables())
+
+
+def test_sqlite_pointer_read_equals_the_catalog_and_tolerates_a_missing_catalog(tmp_path: Path) -> None:
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import LongType, NestedField
+
+    from logistics_platform.lib.connections import load_catalog
+
+    settings = local_settings(tmp_path)
+    assert sqlite_metadata_locations(settings, "bronze", BRONZE_TABLE_NAMES) == dict.fromkeys(BRONZE_TABLE_NAMES)
+    catalog = load_catalog(settings)
+    assert sqlite_metadata_locations(settings, "bronze", ["orders"]) == {"orders": None}  # tables, no rows
+    catalog.create_table("bronze.orders", Schema(NestedField(1, "order_id", LongType(), required=False)))
+    direct = sqlite_metadata_locations(settings, "bronze", BRONZE_TABLE_NAMES)
+    assert direct == current_metadata_locations(catalog, "bronze", BRONZE_TABLE_NAMES)
+    assert direct["orders"] is not None and direct["orders"].endswith(".metadata.json")
+    assert direct["payments"] is None
+
+
+def test_dbt_plugin_import_stays_light() -> None:
+    # Every dbt process imports the plugin: pyiceberg and SQLAlchemy would add ~0.7 s to each hourly run.
+    code = (
+        "import sys, logistics_platform.lib.transform.dbt_plugin; "
+        "print(sorted({'pyiceberg', 'sqlalchemy'} & set(sys.modules)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_prune_run_targets_keeps_the_newest(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    for i in range(5):
+        (runs / f"run{i}").mkdir(parents=True)
+        os.utime(runs / f"run{i}", (1_000_000 + i, 1_000_000 + i))
+    deleted = prune_run_targets(runs, keep=2)
+    assert sorted(p.name for p in deleted) == ["run0", "run1", "run2"]
+    assert sorted(p.name for p in runs.iterdir()) == ["run3", "run4"]
+    assert prune_run_targets(tmp_path / "absent") == []
+
+
+def test_seed_partial_parse_copies_the_state_once(tmp_path: Path) -> None:
+    project_target, run_target = tmp_path / "target", tmp_path / "target" / "runs" / "r1"
+    seed_partial_parse(project_target, run_target)
+    assert not run_target.exists()  # nothing to seed from: dbt parses in full
+    project_target.mkdir()
+    (project_target / "partial_parse.msgpack").write_bytes(b"state-1")
+    seed_partial_parse(project_target, run_target)
+    (project_target / "partial_parse.msgpack").write_bytes(b"state-2")
+    seed_partial_parse(project_target, run_target)
+    # The run's own state (written by dbt after the copy) is never overwritten.
+    assert (run_target / "partial_parse.msgpack").read_bytes() == b"state-1"
+
+
+def test_dbt_runs_under_exactly_the_callers_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker serving many runs must not leak one run's window into the next: the environment is replaced whole."""
+    monkeypatch.setenv("LOGISTICS_DBT_MIN_ARRIVAL_HOUR", "2026-11-02 03:00:00")  # left by an earlier run
+    before = dict(os.environ)
+    wanted = {k: v for k, v in before.items() if k != "LOGISTICS_DBT_MIN_ARRIVAL_HOUR"} | {"DUCKDB_PATH": "/x.duckdb"}
+    with applied_environment(wanted):
+        assert dict(os.environ) == wanted
+    assert dict(os.environ) == before
+
+
+@pytest.mark.slow
+def test_in_process_dbt_failures_raise_with_the_cause_and_release_duckdb(tmp_path: Path) -> None:
+    settings = local_settings(tmp_path)
+    with pytest.raises(DbtError, match="no-such-flag"):
+        invoke_dbt(settings, ["build", "--no-such-flag"], target_path=tmp_path / "target")
+    with pytest.raises(DbtError, match="no_such_table"):
+        invoke_dbt(settings, ["show", "--inline", "select * from no_such_table"], target_path=tmp_path / "target")
+    # dbt-duckdb's environment was closed: another configuration can open the file for writing.
+    con = duck.connect(settings.duckdb_path)
+    assert con.sql("select 1").fetchone() == (1,)
+    con.close()
+
+
+def _manifest() -> dict:
+    def model(name: str, schema: str, *parents: str) -> tuple[str, dict]:
+        return f"model.p.{name}", {
+            "resource_type": "model", "name": name, "alias": name, "schema": schema,
+            "depends_on": {"nodes": list(parents)},
+        }  # fmt: skip
+
+    nodes = dict(
+        [
+            model("stg_tenants", "staging", "source.p.bronze.tenants"),
+            model("dim_tenant", "marts", "model.p.stg_tenants"),
+            model("stg_orders", "staging", "source.p.bronze.orders"),
+            model("fct_revenue", "marts", "model.p.stg_orders", "model.p.dim_tenant", "seed.p.tier_pricing"),
+            model("fct_orders", "marts", "model.p.stg_orders"),
+            model("stg_folded", "staging", "source.p.ops.folded_windows"),
+            model("late", "marts", "model.p.stg_orders", "model.p.stg_folded"),
+        ]
+    )
+    nodes["seed.p.tier_pricing"] = {"resource_type": "seed", "name": "tier_pricing", "depends_on": {"nodes": []}}
+    sources = {
+        "source.p.bronze.tenants": {"source_name": "bronze", "name": "tenants"},
+        "source.p.bronze.orders": {"source_name": "bronze", "name": "orders"},
+        "source.p.ops.folded_windows": {"source_name": "ops", "name": "folded_windows"},
+    }
+    return {"nodes": nodes, "sources": sources}
+
+
+def test_idle_models_are_built_bronze_only_models_without_new_rows() -> None:
+    manifest = _manifest()
+    built = {"staging.stg_tenants", "marts.dim_tenant", "staging.stg_orders", "marts.fct_revenue", "marts.fct_orders"}
+    built |= {"staging.stg_folded", "marts.late"}
+    # No tenant rows: the tenant chain is idle; revenue reads a seed too and always runs.
+    assert idle_models(manifest, {"orders"}, built) == ["stg_tenants", "dim_tenant"]
+    # No rows at all: the ops table and the seed keep their readers running.
+    assert idle_models(manifest, set(), built) == ["stg_orders", "stg_tenants", "dim_tenant", "fct_orders"]
+    # A model that does not exist yet is built whatever the window holds.
+    assert idle_models(manifest, {"orders"}, built - {"marts.dim_tenant"}) == ["stg_tenants"]
+    assert idle_models(manifest, {"orders", "tenants"}, built) == []
+    assert upstream_sources(manifest, "model.p.late") == {"source.p.bronze.orders", "source.p.ops.folded_windows"}
+    assert WindowPlan(idle=("a", "b"), active_sources=frozenset()).exclude_args() == ["--exclude", "a", "b"]
+    assert WindowPlan(idle=(), active_sources=frozenset()).exclude_args() == []
+
+
+def test_window_plan_lookback_matches_the_dbt_project() -> None:
+    project = yaml.safe_load((DBT_PROJECT_DIR / "dbt_project.yml").read_text())
+    assert project["vars"]["lookback_hours"] == LOOKBACK_HOURS
+
+
+def test_active_tables_come_from_iceberg_file_bounds(tmp_path: Path) -> None:
+    """Real SQLite catalog and Iceberg files: a table is active when a data file's arrival hours overlap the window."""
+    settings = local_settings(tmp_path)
+    catalog = load_catalog(settings)
+    catalog.create_namespace_if_not_exists("bronze")
+    schema = Schema(
+        NestedField(1, "_arrival_hour", TimestampType(), required=False),
+        NestedField(2, "payload", StringType(), required=False),
+    )
+    for name, hours in {"orders": [1, 5], "tenants": [1], "couriers": []}.items():
+        table = catalog.create_table(f"bronze.{name}", schema=schema, partition_spec=partition_spec(schema))
+        for hour in hours:  # one append per arrival hour, as the hourly ingest commits
+            rows = {"_arrival_hour": [datetime(2026, 11, 2, hour)] * 2, "payload": ["a", "b"]}
+            table.append(pa.table(rows, schema=schema.as_arrow()))
+    columns = {"orders": "_arrival_hour", "tenants": "_arrival_hour", "couriers": "_arrival_hour", "gone": "_x"}
+
+    def active(first: int, last: int) -> set[str]:
+        return active_tables(catalog, columns, datetime(2026, 11, 2, first), datetime(2026, 11, 2, last))
+
+    assert active(1, 1) == {"orders", "tenants"}
+    assert active(2, 4) == set()  # between the appends: no file's bounds reach in
+    assert active(4, 5) == {"orders"}
+    # Dagster's windows carry a zone; bronze hours are naive UTC.
+    assert active_tables(
+        catalog, columns, datetime(2026, 11, 2, 5, tzinfo=UTC), datetime(2026, 11, 2, 5, tzinfo=UTC)
+    ) == {"orders"}
+    assert built_relations(tmp_path / "missing.duckdb") == {}
+    con = duck.connect(tmp_path / "built.duckdb")
+    con.execute("create schema marts; create table marts.fct_orders (x int)")
+    con.close()
+    assert built_relations(tmp_path / "built.duckdb") == {"marts.fct_orders": None}
+
+
+def test_seeds_and_views_are_skipped_until_what_they_are_built_from_changes(tmp_path: Path) -> None:
+    """The project's real manifest and a real DuckDB file: a recorded build is skipped until the project changes."""
+    manifest = json.loads(transform.dbt_project(local_settings(tmp_path)).manifest_path.read_text())
+    path = tmp_path / "analytics.duckdb"
+    con = duck.connect(path)
+    con.execute("create schema reference; create table reference.tier_pricing (tier varchar)")
+    con.execute("create schema staging; create view staging.stg_folded_windows as select 1 as x")
+    con.close()
+    assert unchanged_static_nodes(manifest, built_relations(path)) == []  # never recorded: built by hand
+
+    results = [
+        {"unique_id": "seed.logistics.tier_pricing", "status": "success"},
+        {"unique_id": "model.logistics.stg_folded_windows", "status": "success"},
+        {"unique_id": "model.logistics.stg_orders", "status": "success"},  # incremental: never skipped this way
+    ]
+    assert record_static_builds(path, manifest, results) == ["stg_folded_windows", "tier_pricing"]
+    assert sorted(unchanged_static_nodes(manifest, built_relations(path))) == ["stg_folded_windows", "tier_pricing"]
+
+    # An edited seed file (new checksum), and a view rebuilt without its record, run again.
+    edited = copy.deepcopy(manifest)
+    edited["nodes"]["seed.logistics.tier_pricing"]["checksum"]["checksum"] = "0" * 64
+    assert unchanged_static_nodes(edited, built_relations(path)) == ["stg_folded_windows"]
+    con = duck.connect(path)
+    con.execute("create or replace view staging.stg_folded_windows as select 2 as x")
+    con.close()
+    assert unchanged_static_nodes(manifest, built_relations(path)) == ["tier_pricing"]
+    # A failed build records nothing.
+    assert record_static_builds(path, manifest, [{"unique_id": "seed.logistics.tier_pricing", "status": "error"}]) == []
