@@ -12,11 +12,11 @@ from typing import Any
 import dagster as dg
 from pyiceberg.schema import Schema
 
+from logistics_platform.defs.constants import INGEST_LOG_KEY, OWNERS
 from logistics_platform.defs.partitions import arrival_hour_partitions
 from logistics_platform.lib.bronze import schema as bs
 from logistics_platform.settings import Settings
 
-OWNERS = ["team:data-platform"]
 INGEST_ASSET_NAME = "bronze_ingest"
 CHECK_ACCOUNTING = "accounting"
 CHECK_QUARANTINE_RATE = "quarantine_rate"
@@ -27,7 +27,6 @@ QUARANTINE_RATE_WARN = 0.01
 LANDING_KEYS: dict[str, dg.AssetKey] = {t: dg.AssetKey(["landing", t]) for t in bs.TOPICS}
 TOPIC_KEYS: dict[str, dg.AssetKey] = {t: dg.AssetKey(["bronze", t]) for t in bs.TOPICS}
 QUARANTINE_KEY = dg.AssetKey(["bronze", bs.QUARANTINE_TABLE])
-INGEST_LOG_KEY = dg.AssetKey(["bronze", bs.INGEST_LOG_TABLE])
 BRONZE_ASSET_KEYS: list[dg.AssetKey] = [*TOPIC_KEYS.values(), QUARANTINE_KEY, INGEST_LOG_KEY]
 """Every asset the bronze multi-asset materializes (for jobs and the `run` command)."""
 

@@ -8,23 +8,20 @@ from collections.abc import Iterator
 
 import dagster as dg
 
-from logistics_platform.defs.transform import PUBLISHED_KEYS
-from logistics_platform.lib.bronze import schema as bs
+from logistics_platform.defs.constants import (
+    CHECKED_TABLES,
+    HEALTH_CHECK,
+    MAINTENANCE_GROUP,
+    MAINTENANCE_JOB,
+    MAINTENANCE_POOL,
+    MAINTENANCE_WRITER_TAGS,
+)
 from logistics_platform.settings import Settings
 
-GROUP = "maintenance"
-JOB_NAME = "lakehouse_maintenance"
-WRITER_TAG = {"logistics/writer": "maintenance"}
+GROUP = MAINTENANCE_GROUP
+JOB_NAME = MAINTENANCE_JOB
+WRITER_TAG = MAINTENANCE_WRITER_TAGS
 MAINTENANCE_KEY = dg.AssetKey(["maintenance", "iceberg_tables"])
-HEALTH_CHECK = "iceberg_table_health"
-
-# Iceberg table -> the asset whose health check reports it: bronze tables are the bronze assets, published marts
-# are the transform domain's publish assets (["iceberg_marts", m], keys fixed there).
-BRONZE_TABLES = (*bs.TOPICS, bs.QUARANTINE_TABLE, bs.INGEST_LOG_TABLE)
-CHECKED_TABLES: dict[str, dg.AssetKey] = {
-    **{f"bronze.{t}": dg.AssetKey(["bronze", t]) for t in BRONZE_TABLES},
-    **{f"marts.{m}": key for m, key in PUBLISHED_KEYS.items()},
-}
 
 
 class MaintenanceConfig(dg.Config):
@@ -70,7 +67,7 @@ def build_defs(settings: Settings) -> dg.Definitions:
         kinds={"iceberg", "python"},
         op_tags=WRITER_TAG,
         # One maintenance writer at a time, whichever way the run was launched (run tags miss backfills).
-        pool="maintenance",
+        pool=MAINTENANCE_POOL,
     )
     def iceberg_tables(
         context: dg.AssetExecutionContext, config: MaintenanceConfig, settings: dg.ResourceParam[Settings]

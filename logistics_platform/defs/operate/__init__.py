@@ -15,8 +15,18 @@ from dagster._core.definitions.unresolved_asset_job_definition import Unresolved
 from dagster._core.execution.backfill import BulkActionsFilter, BulkActionStatus
 from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
 
+from logistics_platform.defs.constants import (
+    BRONZE_DATA_TABLES,
+    CHECKED_TABLES,
+    HEALTH_CHECK,
+    INGEST_JOB,
+    INGEST_LOG_KEY,
+    MARTS,
+    TRANSFORM_GROUPS,
+    TRANSFORM_JOB,
+    TRIGGER_TAG,
+)
 from logistics_platform.defs.partitions import arrival_hour_partitions
-from logistics_platform.lib.bronze.schema import TOPICS
 from logistics_platform.lib.operate import alerts
 from logistics_platform.lib.operate.landing_watch import (
     combine_fingerprints,
@@ -29,22 +39,12 @@ from logistics_platform.lib.operate.landing_watch import (
     scan_landing,
     stale_topics,
 )
-from logistics_platform.lib.transform.project import MART_MODELS
 from logistics_platform.settings import Settings
 
-INGEST_JOB = "ingest_arrival_hours"
-TRANSFORM_JOB = "transform_arrival_hours"
-MAINTENANCE_JOB = "lakehouse_maintenance"
-TRANSFORM_GROUPS = ("staging", "intermediate", "marts")
-INGEST_LOG_KEY = dg.AssetKey(["bronze", "ingest_log"])
-# Derived from their owners (the bronze contract, the dbt marts); other modules and tests import them from here.
-BRONZE_DATA_TABLES = tuple(TOPICS)
-MARTS = MART_MODELS
 BACKLOG_KEY = dg.AssetKey(["operations", "pipeline_backlog"])
 # Backlog above this many pending arrival hours (or marts this many hours behind bronze) is a warning: the
 # schedule re-ingests the last two hours every hour, so more than that means runs are failing or stopped.
 BACKLOG_WARN_HOURS = 3
-TRIGGER_TAG = "logistics/trigger"
 BATCH_TAG = "logistics/transform_batch"
 TRANSFORM_ATTEMPTS = 3
 _FAILED = AssetCheckExecutionRecordStatus.FAILED
@@ -76,8 +76,6 @@ def build_jobs(
     partitions = arrival_hour_partitions(settings)
     # Keep the hot path lean: freshness checks run from their own sensor and table health from the nightly
     # maintenance job; the checks that belong to an asset (accounting, dbt tests) still run with it.
-    from logistics_platform.defs.maintenance import CHECKED_TABLES, HEALTH_CHECK
-
     elsewhere = dg.AssetSelection.checks(
         *[key for checks_def in freshness_checks for key in checks_def.check_keys],
         *[dg.AssetCheckKey(key, HEALTH_CHECK) for key in CHECKED_TABLES.values()],

@@ -38,6 +38,8 @@ from dagster_dbt.asset_utils import (
 from dagster_dbt.core.dbt_cli_event import DbtCoreCliEventMessage
 from dagster_duckdb import DuckDBResource
 
+from logistics_platform.defs.constants import DUCKDB_POOL, OWNERS, PUBLISHED_KEYS
+from logistics_platform.defs.constants import DUCKDB_WRITER_TAGS as WRITER_TAGS
 from logistics_platform.defs.partitions import arrival_hour_partitions
 from logistics_platform.lib.connections import load_catalog, load_extensions
 from logistics_platform.lib.transform.dbt_inprocess import invoke_dbt, prune_run_targets, seed_partial_parse
@@ -46,13 +48,9 @@ from logistics_platform.lib.transform.publish import ORDERS_MART, publish_marts
 from logistics_platform.lib.transform.window_plan import WindowPlan, plan_window, record_static_builds
 from logistics_platform.settings import DBT_PROJECT_DIR, Settings
 
-OWNERS = ["team:data-platform"]
 LAYERS = ("staging", "intermediate", "marts")
 DBT_ASSETS_NAME = "dbt_models"
 PUBLISH_ASSET_NAME = "publish_marts"
-PUBLISHED_PREFIX = "iceberg_marts"
-PUBLISHED_KEYS: dict[str, dg.AssetKey] = {m: dg.AssetKey([PUBLISHED_PREFIX, m]) for m in MART_MODELS}
-WRITER_TAGS = {"logistics/writer": "duckdb"}
 # Files whose change makes the parsed manifest stale.
 _PROJECT_GLOBS = ("dbt_project.yml", "profiles.yml", "models/**/*", "macros/**/*", "seeds/**/*", "tests/**/*")
 
@@ -117,7 +115,6 @@ class DbtBuildConfig(dg.Config):
     full_refresh: bool = False
 
 
-DUCKDB_POOL = "duckdb"
 _DONE = object()
 
 
