@@ -39,8 +39,8 @@ services:
 		for i in $$(seq 1 30); do pg_isready -q -h 127.0.0.1 -p 5432 && break; sleep 1; done; \
 	fi
 
-test: setup services
-	$(BIN)/ruff check logistics_platform tests benchmarks
+# Style and types first: a lint failure costs seconds, the suite minutes.
+test: lint services
 	$(BIN)/python -m pytest -q tests
 
 dev: setup

@@ -1,0 +1,118 @@
+"""Fixtures shared by every test package: settings on a temp dir, a catalog, a landed hour, a Dagster instance,
+a PostgreSQL database and a local webhook. Markers are registered in pyproject.toml."""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+import pytest
+from pyiceberg.catalog.sql import SqlCatalog
+
+from logistics_platform.lib.connections import load_catalog
+from logistics_platform.settings import Settings, local_settings
+from tests.support.bronze import HOUR, contract_hour
+
+PG = {"host": "127.0.0.1", "port": 5432, "user": "postgres", "dbname": "postgres"}
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    """Settings that keep landing zone, catalog, warehouse, DuckDB file and alerts log under the test's temp dir."""
+    return local_settings(tmp_path)
+
+
+@pytest.fixture
+def catalog(settings: Settings) -> SqlCatalog:
+    """The SQLite catalog of ``settings``, with the bronze and marts namespaces."""
+    return load_catalog(settings)
+
+
+@dataclass
+class LandedHour:
+    hour: datetime
+    # What the contract says each landed case becomes (see tests/support/bronze.contract_hour).
+    expected: dict[str, dict[str, Any]]
+
+
+@pytest.fixture
+def landed_hour(settings: Settings) -> LandedHour:
+    """One arrival hour of every topic in ``settings.landing_dir``, with every case of the landing contract."""
+    return LandedHour(HOUR, contract_hour(settings.landing_dir, HOUR))
+
+
+@pytest.fixture
+def instance() -> Iterator[dg.DagsterInstance]:
+    """A throwaway Dagster instance (temp storage)."""
+    with dg.instance_for_test() as inst:
+        yield inst
+
+
+@pytest.fixture
+def pg_database() -> Iterator[str]:
+    """A fresh, empty PostgreSQL database on the local server for one test (SQLAlchemy URI), dropped afterwards."""
+    import psycopg2
+
+    name = f"logistics_test_{uuid.uuid4().hex[:10]}"
+    try:
+        admin = psycopg2.connect(**PG, connect_timeout=5)
+    except psycopg2.OperationalError as exc:
+        pytest.fail(f"PostgreSQL is not reachable on 127.0.0.1:5432 ({exc}); `make test` starts it: run it that way")
+    admin.autocommit = True
+    with admin.cursor() as cur:
+        cur.execute(f'create database "{name}"')
+    try:
+        yield f"postgresql+psycopg2://postgres@127.0.0.1:5432/{name}"
+    finally:
+        with admin.cursor() as cur:
+            cur.execute(f'drop database if exists "{name}" with (force)')
+        admin.close()
+
+
+@dataclass
+class Webhook:
+    """A local HTTP endpoint that records what is posted to it and answers with ``status``."""
+
+    url: str
+    received: list[dict[str, Any]] = field(default_factory=list)
+    status: int = 200
+
+    @property
+    def bodies(self) -> list[Any]:
+        return [r["body"] for r in self.received]
+
+
+@pytest.fixture
+def webhook() -> Iterator[Webhook]:
+    """A webhook on 127.0.0.1 (a free port), served on a thread for the test's duration."""
+    hook = Webhook(url="")
+
+    class Recorder(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            hook.received.append(
+                {"path": self.path, "content_type": self.headers["Content-Type"], "body": json.loads(body)}
+            )
+            self.send_response(hook.status)
+            self.end_headers()
+            self.wfile.write(b"ok")
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Recorder)
+    hook.url = f"http://127.0.0.1:{server.server_address[1]}/hooks/alerts"
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield hook
+    finally:
+        server.shutdown()
+        server.server_close()
