@@ -92,3 +92,56 @@ def test_every_setting_is_documented() -> None:
         SETTINGS_DOC
     )
     assert {"ALLOWED_LATENESS_HOURS", "ALERT_WEBHOOK_URL"} <= set(SETTINGS_DOC)
+
+
+# ---------------------------------------------------------------- the README's settings table
+
+README = PROJECT_ROOT / "README.md"
+TABLE_START = "<!-- settings table: generated from settings.SETTINGS_DOC by `python -m tests.test_settings` -->"
+TABLE_END = "<!-- end of settings table -->"
+# Settings on their way out (the dbt worker is replaced by dagster-dbt's DbtCliResource): kept out of the README.
+# Once they are gone from SETTINGS_DOC this set filters nothing and can be deleted.
+NOT_IN_README = frozenset({"DBT_WORKER", "DBT_WORKER_IDLE_MINUTES"})
+
+
+def settings_table(doc: dict[str, tuple[str, str]] = SETTINGS_DOC) -> str:
+    """The README's settings table (variable, default, meaning) as ``SETTINGS_DOC`` says it should read."""
+    rows = ["| variable | default | meaning |", "|---|---|---|"]
+    for name, (default, meaning) in doc.items():
+        if name not in NOT_IN_README:
+            cell = meaning.replace("|", r"\|")
+            rows.append(f"| `{name}` | `{default}` | {cell} |")
+    return "\n".join(rows)
+
+
+def readme_settings_table(text: str) -> str:
+    """The table between the README's markers."""
+    if text.count(TABLE_START) != 1 or text.count(TABLE_END) != 1:
+        raise AssertionError(f"README.md needs exactly one {TABLE_START!r} and one {TABLE_END!r} around the table")
+    return text.split(TABLE_START, 1)[1].split(TABLE_END, 1)[0].strip()
+
+
+def write_readme_settings_table(path: Path = README) -> None:
+    """Rewrite the table between the markers from ``SETTINGS_DOC`` (what the test below compares)."""
+    text = path.read_text()
+    head, rest = text.split(TABLE_START, 1)
+    _old, tail = rest.split(TABLE_END, 1)
+    path.write_text(f"{head}{TABLE_START}\n{settings_table()}\n{TABLE_END}{tail}")
+
+
+def test_readme_settings_table_matches_settings_doc() -> None:
+    assert readme_settings_table(README.read_text()) == settings_table(), (
+        "README.md's settings table differs from settings.SETTINGS_DOC: regenerate it with "
+        "`.venv/bin/python -m tests.test_settings`"
+    )
+
+
+def test_settings_table_follows_the_doc() -> None:
+    table = settings_table({"A_SETTING": ("1", "What it does."), "DBT_WORKER": ("auto", "Gone.")})
+    assert table.splitlines()[2:] == ["| `A_SETTING` | `1` | What it does. |"]
+    assert settings_table() != settings_table({**SETTINGS_DOC, "NEW_SETTING": ("0", "New.")})
+
+
+if __name__ == "__main__":
+    write_readme_settings_table()
+    print(f"rewrote the settings table in {README}")
