@@ -1,5 +1,5 @@
-"""Deterministic generator of the landing contract (sources.md): Debezium CDC + tracking pings as Kafka Connect
-would land them, with every anomaly the platform must survive at a configurable rate.
+"""Deterministic generator of the landing contract (docs/contract/sources.md): Debezium CDC + tracking pings as
+Kafka Connect would land them, with every anomaly the platform must survive at a configurable rate.
 
 Usage::
 

@@ -1,4 +1,4 @@
-"""What the generator produces: period, seed, volumes, and a rate for every anomaly of sources.md."""
+"""What the generator produces: period, seed, volumes, and a rate for every anomaly of docs/contract/sources.md."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Pure encoders for the landing contract (sources.md): timestamps, decimals, row images, Debezium envelopes,
-the JsonConverter schema wrapper, landing file names, and the deliberate corruptions of the quarantine table.
+"""Pure encoders for the landing contract (docs/contract/sources.md): timestamps, decimals, row images, Debezium
+envelopes, the JsonConverter schema wrapper, landing file names, and the deliberate corruptions of the quarantine table.
 
 Hot paths build JSON text with f-strings instead of ``json.dumps``: every generated value is ASCII-safe or
 plain UTF-8 text without quotes or backslashes, so the result is valid JSON by construction (the tests parse

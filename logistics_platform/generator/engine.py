@@ -747,7 +747,7 @@ class _Engine:
         """Expand the ping runs planned so far into rows (Arrow kernels) and file them by arrival hour.
 
         In batches of about PING_BATCH pings: the arrays stay small enough for the allocator to reuse and the
-        caches to hold (whole hours of a 10M-line day were ~1.7x slower per ping, mostly page faults).
+        caches to hold (whole hours of a 10M-line day at once were slower per ping, mostly from page faults).
         """
         runs, self.ping_runs = self.ping_runs, []
         i = total = 0
@@ -1374,7 +1374,7 @@ def _ping_text(rows: pa.Table, seconds: pa.Array, first_hour: int) -> pa.Array:
     """JSON Lines text (binary array, newline-terminated) of ping rows, built by Arrow kernels.
 
     ``seconds`` holds ``YYYY-MM-DDTHH:MM:SS.`` of every second from epoch hour ``first_hour`` on (one take per
-    timestamp instead of Arrow's strftime, ~50x slower, or a dozen kernels for hours, minutes and seconds).
+    timestamp instead of Arrow's strftime, which is far slower, or a dozen kernels for hours, minutes and seconds).
     """
     text = pa.string()
     ts = rows.column("t")
