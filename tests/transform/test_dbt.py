@@ -85,7 +85,7 @@ def test_dbt_build_passes_and_reports_payment_mismatches(built: tuple[Settings, 
     settings, output = built
     assert "ERROR=0" in output, output[-4000:]
     # The world has mismatched payments: invariant 5 reports them as a warning, it does not fail the build.
-    assert "WARN" in output and "assert_invariant_5_payments_reconcile" in output
+    assert "WARN" in output and "assert_payments_reconcile" in output
     for unit_test in (
         "update_landing_before_its_insert_keeps_the_update",
         "delete_landing_before_an_older_update_stays_deleted",

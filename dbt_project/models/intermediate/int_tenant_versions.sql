@@ -36,7 +36,7 @@ version_boundaries as (
         or region is distinct from previous_region
 ),
 
-versions as (
+versions_and_deletes as (
     select
         tenant_id,
         name,
@@ -58,5 +58,5 @@ select
     valid_to,
     valid_to is null as is_current,
     opened_by_lsn
-from versions
+from versions_and_deletes
 where _op != 'd'

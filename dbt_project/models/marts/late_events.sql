@@ -72,7 +72,7 @@ late_pings as (
     where _is_late
 ),
 
-late_events as (
+all_late_events as (
     select * from late_order_events
     union all
     select * from late_pings
@@ -80,11 +80,11 @@ late_events as (
 
 -- Events of folded windows were folded back in: the windowed marts no longer leave them out.
 still_left_out as (
-    select late_events.*
-    from late_events
+    select all_late_events.*
+    from all_late_events
     left join folded_windows
-        on late_events.topic = folded_windows.topic
-        and late_events.window_start = folded_windows.window_start
+        on all_late_events.topic = folded_windows.topic
+        and all_late_events.window_start = folded_windows.window_start
     where folded_windows.window_start is null
 )
 

@@ -14,21 +14,52 @@
     {%- if column not in contract_columns and not column.startswith('_') -%}
         {%- do added_columns.append(column) -%}
     {%- endif -%}
-{%- endfor -%}
+{%- endfor %}
 
-{{ stage_events(
-    source('bronze', 'orders'),
-    columns=[
-        'cast(order_id as bigint) as order_id',
-        'cast(tenant_id as varchar) as tenant_id',
-        'cast(courier_id as bigint) as courier_id',
-        'cast(region as varchar) as region',
-        'cast(status as varchar) as status',
-        'cast(total_amount as decimal(12, 2)) as total_amount',
-        'cast(delivery_fee as decimal(12, 2)) as delivery_fee',
-        'cast(created_at as timestamp) as created_at',
-        'cast(promised_at as timestamp) as promised_at',
-        'cast(delivered_at as timestamp) as delivered_at',
-        'cast(updated_at as timestamp) as updated_at',
-    ] + added_columns,
-) }}
+with source as (
+    select *
+    from {{ source('bronze', 'orders') }}
+    {%- if is_incremental() %}
+    where {{ in_arrival_window('_arrival_hour', this) }}
+    {%- endif %}
+),
+
+renamed as (
+    select
+        cast(order_id as bigint) as order_id,
+        cast(tenant_id as varchar) as tenant_id,
+        cast(courier_id as bigint) as courier_id,
+        cast(region as varchar) as region,
+        cast(status as varchar) as status,
+        cast(total_amount as decimal(12, 2)) as total_amount,
+        cast(delivery_fee as decimal(12, 2)) as delivery_fee,
+        cast(created_at as timestamp) as created_at,
+        cast(promised_at as timestamp) as promised_at,
+        cast(delivered_at as timestamp) as delivered_at,
+        cast(updated_at as timestamp) as updated_at,
+        {%- for column in added_columns %}
+        {{ column }},
+        {%- endfor %}
+        _topic,
+        _kafka_partition,
+        _offset,
+        _source_file,
+        _event_id,
+        _event_time,
+        _arrival_hour,
+        _is_late,
+        _lateness_seconds,
+        _op,
+        _lsn,
+        _tx_id,
+        _connector_ts
+    from source
+),
+
+final as (
+    {{ first_arrived_copies('renamed', source('bronze', 'orders')) }}
+)
+
+select * from final
+{#- Event-time order keeps the zone maps of staging useful to the incremental lookups (see event_merge.sql). #}
+order by _event_time

@@ -1,12 +1,40 @@
 {{ config(materialized='incremental', incremental_strategy='event_merge', unique_key='_event_id') }}
 
-{{ stage_events(
-    source('bronze', 'tenants'),
-    columns=[
-        'cast(tenant_id as varchar) as tenant_id',
-        'cast(name as varchar) as name',
-        'cast(tier as varchar) as tier',
-        'cast(region as varchar) as region',
-        'cast(updated_at as timestamp) as updated_at',
-    ],
-) }}
+with source as (
+    select *
+    from {{ source('bronze', 'tenants') }}
+    {%- if is_incremental() %}
+    where {{ in_arrival_window('_arrival_hour', this) }}
+    {%- endif %}
+),
+
+renamed as (
+    select
+        cast(tenant_id as varchar) as tenant_id,
+        cast(name as varchar) as name,
+        cast(tier as varchar) as tier,
+        cast(region as varchar) as region,
+        cast(updated_at as timestamp) as updated_at,
+        _topic,
+        _kafka_partition,
+        _offset,
+        _source_file,
+        _event_id,
+        _event_time,
+        _arrival_hour,
+        _is_late,
+        _lateness_seconds,
+        _op,
+        _lsn,
+        _tx_id,
+        _connector_ts
+    from source
+),
+
+final as (
+    {{ first_arrived_copies('renamed', source('bronze', 'tenants')) }}
+)
+
+select * from final
+{#- Event-time order keeps the zone maps of staging useful to the incremental lookups (see event_merge.sql). #}
+order by _event_time
