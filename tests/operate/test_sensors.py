@@ -12,6 +12,8 @@ import dagster as dg
 import pytest
 
 from logistics_platform.defs import operate
+from logistics_platform.defs.constants import TRANSFORM_JOB
+from logistics_platform.defs.operate.transform_sensor import BATCH_TAG, TRANSFORM_ATTEMPTS
 from logistics_platform.lib.bronze.landing import hour_dir
 from logistics_platform.lib.operate.alerts import read_log
 from logistics_platform.settings import Settings, local_settings
@@ -125,22 +127,22 @@ def test_transform_sensor_requests_one_range_for_ingested_hours(
     assert request.tags["dagster/asset_partition_range_end"] == "2026-11-01-02:00"
 
     # A failed dbt run for that batch is retried by the next tick (new run key), up to a limit.
-    batch = request.tags[operate.BATCH_TAG]
+    batch = request.tags[BATCH_TAG]
 
     def fail_run() -> None:
         instance.add_run(
             dg.DagsterRun(
-                job_name=operate.TRANSFORM_JOB,
+                job_name=TRANSFORM_JOB,
                 run_id=str(uuid.uuid4()),
                 status=dg.DagsterRunStatus.FAILURE,
-                tags={operate.BATCH_TAG: batch},
+                tags={BATCH_TAG: batch},
             )
         )
 
     fail_run()
     retry = tick()
     assert isinstance(retry, dg.RunRequest) and retry.run_key != request.run_key
-    for _ in range(operate.TRANSFORM_ATTEMPTS - 1):
+    for _ in range(TRANSFORM_ATTEMPTS - 1):
         fail_run()
     gave_up = tick()
     assert isinstance(gave_up, dg.SkipReason) and "failed 3 times" in (gave_up.skip_message or "")

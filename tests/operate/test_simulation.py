@@ -26,7 +26,7 @@ import pytest
 
 from logistics_platform.definitions import build_definitions
 from logistics_platform.defs.constants import MAINTENANCE_JOB, MARTS
-from logistics_platform.defs.operate import pending_transform_hours
+from logistics_platform.defs.operate.transform_sensor import pending_transform_hours
 from logistics_platform.generator import GeneratorConfig, generate
 from logistics_platform.lib.connections import connect
 from logistics_platform.lib.operate.alerts import read_log
