@@ -88,7 +88,7 @@ class Daemon:
         ctx = dg.build_sensor_context(instance=self.instance, cursor=self.cursors.get(name), repository_def=self.repo)
         data = sensor.evaluate_tick(ctx)
         self.cursors[name] = data.cursor
-        job = sensor.job_name if sensor.has_jobs else ""
+        job = sensor.job_name if sensor.targets else ""  # run-status sensors target no job
         return [r for req in data.run_requests or [] if (r := self._execute(name, job, req))]
 
     def schedule(self, name: str, when: datetime) -> list[dg.ExecuteInProcessResult]:

@@ -72,7 +72,7 @@ def build_transform_sensor(settings: Settings) -> dg.SensorDefinition:
         lo, hi = min(pending), max(pending)
         batch = f"{lo}..{hi}:{max(pending.values())}"
         # The same pending batch is retried by later ticks (a run key alone would block it forever), up to a
-        # limit so that a broken model does not relaunch every 5 minutes; each failure has raised an alert.
+        # limit so that a broken model does not relaunch on every tick; each failure has raised an alert.
         failures = context.instance.get_runs_count(
             dg.RunsFilter(job_name=TRANSFORM_JOB, statuses=[dg.DagsterRunStatus.FAILURE], tags={BATCH_TAG: batch})
         )
