@@ -12,10 +12,14 @@ from datetime import datetime
 
 import dagster as dg
 
-# Not re-exported by `dagster`; catching DagsterError instead would hide a broken dagster.yaml.
-from dagster._core.errors import DagsterHomeNotSetError
-
-from logistics_platform.defs.operate import INGEST_JOB, TRANSFORM_GROUPS, TRANSFORM_JOB
+from logistics_platform.defs.constants import (
+    BRONZE_GROUP,
+    INGEST_JOB,
+    LANDING_GROUP,
+    MAINTENANCE_GROUP,
+    TRANSFORM_GROUPS,
+    TRANSFORM_JOB,
+)
 from logistics_platform.defs.partitions import HOUR_KEY_FORMAT, arrival_hour_partitions
 from logistics_platform.settings import Settings
 
@@ -23,7 +27,7 @@ from logistics_platform.settings import Settings
 # assets outside any arrival-hour partitioning get an ad-hoc job here.
 UNPARTITIONED_JOB = "run_downstream_unpartitioned"
 # Groups that `run` does not execute: maintenance is nightly, landing assets are external.
-EXCLUDED_GROUPS = ("maintenance", "landing")
+EXCLUDED_GROUPS = (MAINTENANCE_GROUP, LANDING_GROUP)
 
 
 # Step-level events go to the run's event log (the UI shows them); the terminal gets warnings and our progress.
@@ -73,11 +77,13 @@ def hour_key(hour: datetime) -> str:
 
 
 def _instance() -> dg.DagsterInstance:
-    try:
-        return dg.DagsterInstance.get()
-    except DagsterHomeNotSetError:
-        # Without DAGSTER_HOME (e.g. called from a test) the runs still execute, in a throwaway instance.
+    # Without DAGSTER_HOME (e.g. called from a test) the runs still execute, in a throwaway instance. The test is
+    # Dagster's own (`DagsterInstance.get()` requires the variable); its "not set" error type is not public, and
+    # catching DagsterError instead would also swallow a broken dagster.yaml. DAGSTER_HOME is Dagster's setting, not
+    # ours, so it is read through Dagster's EnvVar rather than in settings.py.
+    if not dg.EnvVar("DAGSTER_HOME").get_value():
         return dg.DagsterInstance.ephemeral()
+    return dg.DagsterInstance.get()
 
 
 def resolve_partitions(settings: Settings, requested: Sequence[str] | None) -> list[str]:
@@ -107,7 +113,7 @@ def resolve_partitions(settings: Settings, requested: Sequence[str] | None) -> l
 def _jobs(defs: dg.Definitions) -> tuple[dg.Definitions, bool, bool]:
     """The definitions plus the ad-hoc job for unpartitioned downstream assets, and which jobs have assets."""
     graph = defs.resolve_asset_graph()
-    excluded = set(EXCLUDED_GROUPS) | {"bronze"}
+    excluded = set(EXCLUDED_GROUPS) | {BRONZE_GROUP}
     partitioned: list[dg.AssetKey] = []
     unpartitioned: list[dg.AssetKey] = []
     for key in graph.materializable_asset_keys:
@@ -119,7 +125,7 @@ def _jobs(defs: dg.Definitions) -> tuple[dg.Definitions, bool, bool]:
     if stray:  # the operate transform job selects by group: a partitioned asset elsewhere would be skipped
         raise PipelineError(
             f"partitioned assets outside the groups {', '.join(TRANSFORM_GROUPS)}: {', '.join(stray)}; "
-            "put them in one of those groups or add their group to TRANSFORM_GROUPS in defs/operate"
+            "put them in one of those groups or add their group to TRANSFORM_GROUPS in defs/constants.py"
         )
     jobs = [dg.define_asset_job(UNPARTITIONED_JOB, selection=dg.AssetSelection.assets(*unpartitioned))]
     return dg.Definitions.merge(defs, dg.Definitions(jobs=jobs)), bool(partitioned), bool(unpartitioned)

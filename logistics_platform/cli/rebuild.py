@@ -9,7 +9,13 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from logistics_platform.lib.operate.rebuild import ModelBuild
+    from logistics_platform.settings import Settings
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -24,8 +30,32 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def staged_models(staged: Settings) -> ModelBuild | None:
+    """The transform job of the code location built on ``staged``, run in a throwaway Dagster instance."""
+    import dagster as dg
+
+    from logistics_platform.definitions import build_definitions
+    from logistics_platform.defs.constants import TRANSFORM_GROUPS, TRANSFORM_JOB
+    from logistics_platform.lib.operate.rebuild import ModelBuild
+
+    defs = build_definitions(staged)
+    graph = defs.resolve_asset_graph()
+    if not any(graph.get(k).group_name in TRANSFORM_GROUPS for k in graph.materializable_asset_keys):
+        return None
+
+    def run_range(first: str, last: str, tags: Mapping[str, str]) -> bool:
+        range_tags = {"dagster/asset_partition_range_start": first, "dagster/asset_partition_range_end": last}
+        with dg.instance_for_test() as instance:
+            result = defs.resolve_job_def(TRANSFORM_JOB).execute_in_process(
+                instance=instance, tags={**range_tags, **tags}, raise_on_error=False
+            )
+        return result.success
+
+    return ModelBuild(job_name=TRANSFORM_JOB, run=run_range)
+
+
 def run(args: argparse.Namespace) -> int:
-    from logistics_platform.defs.operate import MARTS
+    from logistics_platform.defs.constants import MARTS
     from logistics_platform.lib.operate.rebuild import RebuildError, discard, rebuild, rollback
     from logistics_platform.settings import SettingsError, load_settings
 
@@ -45,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
     print("Stop the sensors and schedules (or let no run write) while the swap happens; see the README runbook.")
     started = time.monotonic()
     try:
-        result = rebuild(settings, MARTS, swap_in=not args.no_swap, log=lambda m: print(m, flush=True))
+        result = rebuild(settings, MARTS, staged_models, swap_in=not args.no_swap, log=lambda m: print(m, flush=True))
     except RebuildError as exc:
         print(f"rebuild FAILED, live tables unchanged: {exc}", file=sys.stderr)
         print("the staging directory is left for inspection under <DUCKDB_PATH dir>/_rebuild/", file=sys.stderr)

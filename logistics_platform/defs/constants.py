@@ -16,7 +16,8 @@ INGEST_JOB = "ingest_arrival_hours"
 TRANSFORM_JOB = "transform_arrival_hours"
 MAINTENANCE_JOB = "lakehouse_maintenance"
 
-# Asset groups: the dbt layers, and the groups `logistics-platform run` leaves alone.
+# Asset groups: bronze, the dbt layers, and the groups `logistics-platform run` leaves alone.
+BRONZE_GROUP = "bronze"
 TRANSFORM_GROUPS = ("staging", "intermediate", "marts")
 MAINTENANCE_GROUP = "maintenance"
 LANDING_GROUP = "landing"

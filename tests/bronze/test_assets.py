@@ -4,18 +4,11 @@ from __future__ import annotations
 
 import dagster as dg
 
-from logistics_platform.defs.bronze import (
-    BRONZE_ASSET_KEYS,
-    CHECK_ACCOUNTING,
-    CHECK_QUARANTINE_RATE,
-    CHECK_SCHEMA_STABLE,
-    INGEST_LOG_KEY,
-    LANDING_KEYS,
-    QUARANTINE_KEY,
-    TOPIC_KEYS,
-    build_bronze_assets,
-    build_defs,
-)
+from logistics_platform.defs.bronze import build_defs
+from logistics_platform.defs.bronze.assets import build_bronze_assets
+from logistics_platform.defs.bronze.checks import CHECK_ACCOUNTING, CHECK_QUARANTINE_RATE, CHECK_SCHEMA_STABLE
+from logistics_platform.defs.bronze.keys import BRONZE_ASSET_KEYS, LANDING_KEYS, QUARANTINE_KEY, TOPIC_KEYS
+from logistics_platform.defs.constants import INGEST_LOG_KEY
 from logistics_platform.lib.bronze.landing import hour_partition_key
 from logistics_platform.settings import local_settings
 from tests.support.bronze import HOUR, contract_hour

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from logistics_platform.defs.operate import INGEST_JOB, TRANSFORM_JOB
+from logistics_platform.defs.constants import INGEST_JOB, TRANSFORM_JOB
 from logistics_platform.generator import GeneratorConfig, generate
 from logistics_platform.lib.transform.project import MART_MODELS
 from logistics_platform.pipeline import UNPARTITIONED_JOB, PipelineError, run_pipeline

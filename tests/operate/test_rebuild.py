@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from logistics_platform.defs.operate import MARTS
+from logistics_platform.cli.rebuild import staged_models
+from logistics_platform.defs.constants import MARTS
 from logistics_platform.lib.bronze.ingest import ingest_hour
 from logistics_platform.lib.connections import connect, load_catalog
 from logistics_platform.lib.operate.rebuild import REBUILD_DIR, RebuildError, rebuild, rollback
@@ -33,10 +34,10 @@ def test_failed_rebuild_changes_nothing_then_swap_and_rollback(tmp_path: Path) -
 
     # A rebuild that cannot complete (here: the configured partitions start after every landed hour).
     with pytest.raises(RebuildError, match="nothing to rebuild"):
-        rebuild(settings.with_overrides(partitions_start="2027-01-01-00:00"), (), stamp="failed")
+        rebuild(settings.with_overrides(partitions_start="2027-01-01-00:00"), (), staged_models, stamp="failed")
     assert _locations(settings) == before
 
-    result = rebuild(settings, MARTS, stamp="ok")
+    result = rebuild(settings, MARTS, staged_models, stamp="ok")
     assert result.ok and result.partitions == ["2026-11-02-10:00", "2026-11-02-11:00"]
     after = _locations(settings)
     assert set(after) == set(before)

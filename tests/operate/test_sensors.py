@@ -12,6 +12,9 @@ import dagster as dg
 import pytest
 
 from logistics_platform.defs import operate
+from logistics_platform.defs.constants import TRANSFORM_JOB
+from logistics_platform.defs.operate.alert_sensors import CHECK_HISTORY_LIMIT, deliver_check_alerts
+from logistics_platform.defs.operate.transform_sensor import BATCH_TAG, TRANSFORM_ATTEMPTS
 from logistics_platform.lib.bronze.landing import hour_dir
 from logistics_platform.lib.operate.alerts import read_log
 from logistics_platform.settings import Settings, local_settings
@@ -125,22 +128,22 @@ def test_transform_sensor_requests_one_range_for_ingested_hours(
     assert request.tags["dagster/asset_partition_range_end"] == "2026-11-01-02:00"
 
     # A failed dbt run for that batch is retried by the next tick (new run key), up to a limit.
-    batch = request.tags[operate.BATCH_TAG]
+    batch = request.tags[BATCH_TAG]
 
     def fail_run() -> None:
         instance.add_run(
             dg.DagsterRun(
-                job_name=operate.TRANSFORM_JOB,
+                job_name=TRANSFORM_JOB,
                 run_id=str(uuid.uuid4()),
                 status=dg.DagsterRunStatus.FAILURE,
-                tags={operate.BATCH_TAG: batch},
+                tags={BATCH_TAG: batch},
             )
         )
 
     fail_run()
     retry = tick()
     assert isinstance(retry, dg.RunRequest) and retry.run_key != request.run_key
-    for _ in range(operate.TRANSFORM_ATTEMPTS - 1):
+    for _ in range(TRANSFORM_ATTEMPTS - 1):
         fail_run()
     gave_up = tick()
     assert isinstance(gave_up, dg.SkipReason) and "failed 3 times" in (gave_up.skip_message or "")
@@ -188,6 +191,37 @@ def test_run_failure_sensor_alerts_with_run_asset_partition_and_error(
     assert alert["partition"] == "2026-11-01-04:00"
     assert "landing file vanished" in alert["error"]
     assert result.run_id in alert["message"]["text"]
+
+
+def test_check_alerts_take_the_newest_failures_past_the_cursor(
+    settings: Settings, instance: dg.DagsterInstance
+) -> None:
+    key = dg.AssetCheckKey(dg.AssetKey(["bronze", "orders"]), "accounting")
+    warn = dg.AssetCheckKey(dg.AssetKey(["bronze", "orders"]), "schema_stable")
+
+    def evaluate(check: dg.AssetCheckKey, passed: bool, n: int, severity: dg.AssetCheckSeverity) -> None:
+        evaluation = dg.AssetCheckEvaluation(
+            asset_key=check.asset_key, check_name=check.name, passed=passed, severity=severity, description=f"#{n}"
+        )
+        instance.report_runless_asset_event(evaluation)
+
+    # More failures than one tick alerts on, each followed by a pass: the history is paged past the passes.
+    for n in range(CHECK_HISTORY_LIMIT + 10):
+        evaluate(key, False, n, dg.AssetCheckSeverity.ERROR)
+        evaluate(key, True, n, dg.AssetCheckSeverity.ERROR)
+    evaluate(warn, False, 0, dg.AssetCheckSeverity.WARN)  # a failed warning: no alert
+    sent, cursor = deliver_check_alerts(instance, [key, warn], None, settings)
+    alerts = read_log(settings.alerts_log)
+    assert sent == CHECK_HISTORY_LIMIT == len(alerts)
+    assert [a["error"] for a in alerts] == [f"#{n}" for n in range(10, CHECK_HISTORY_LIMIT + 10)]  # oldest first
+
+    # Next tick: only what failed since, however many passes came after it.
+    evaluate(key, False, 1000, dg.AssetCheckSeverity.ERROR)
+    for n in range(2 * CHECK_HISTORY_LIMIT):
+        evaluate(key, True, n, dg.AssetCheckSeverity.ERROR)
+    sent, cursor = deliver_check_alerts(instance, [key, warn], cursor, settings)
+    assert sent == 1 and read_log(settings.alerts_log)[-1]["error"] == "#1000"
+    assert deliver_check_alerts(instance, [key, warn], cursor, settings) == (0, cursor)
 
 
 def test_automation_can_start_stopped(tmp_path: Path) -> None:

@@ -26,7 +26,7 @@ import pytest
 
 from logistics_platform.definitions import build_definitions
 from logistics_platform.defs.constants import MAINTENANCE_JOB, MARTS
-from logistics_platform.defs.operate import pending_transform_hours
+from logistics_platform.defs.operate.transform_sensor import pending_transform_hours
 from logistics_platform.generator import GeneratorConfig, generate
 from logistics_platform.lib.connections import connect
 from logistics_platform.lib.operate.alerts import read_log
@@ -88,7 +88,7 @@ class Daemon:
         ctx = dg.build_sensor_context(instance=self.instance, cursor=self.cursors.get(name), repository_def=self.repo)
         data = sensor.evaluate_tick(ctx)
         self.cursors[name] = data.cursor
-        job = sensor.job_name if sensor.has_jobs else ""
+        job = sensor.job_name if sensor.targets else ""  # run-status sensors target no job
         return [r for req in data.run_requests or [] if (r := self._execute(name, job, req))]
 
     def schedule(self, name: str, when: datetime) -> list[dg.ExecuteInProcessResult]:

@@ -13,7 +13,8 @@ import dagster as dg
 import pytest
 
 from logistics_platform.definitions import build_definitions
-from logistics_platform.defs.operate import BACKLOG_KEY, BRONZE_DATA_TABLES, MARTS
+from logistics_platform.defs.constants import BRONZE_DATA_TABLES, MARTS
+from logistics_platform.defs.operate.backlog import BACKLOG_KEY
 from logistics_platform.lib.operate.alerts import read_log
 from logistics_platform.settings import local_settings
 

@@ -4,8 +4,9 @@ Design (safe by construction):
 
 1. **Build aside.** Everything is built under a staging directory ``<duckdb dir>/_rebuild/<stamp>/``: its own
    SQLite catalog, its own warehouse prefix (``<warehouse>/_rebuild/<stamp>``), its own DuckDB file, and a
-   throwaway Dagster instance (the live run history and sensors never see the rebuild's runs). The live
-   tables are only read (the DuckDB ``ops`` schema: operator decisions such as folded windows are copied).
+   throwaway Dagster instance (the live run history and sensors never see the rebuild's runs; the caller hands
+   in how the dbt layer is run, see :data:`ModelsFor`). The live tables are only read (the DuckDB ``ops``
+   schema: operator decisions such as folded windows are copied).
    Bronze is written by ``ingest_hour`` (the function behind the ingest asset), the dbt layer by the
    transform job over the whole range of arrival hours in one run.
 2. **Validate.** Every Dagster run must succeed, every landed hour must be in the staged ingest log with the
@@ -22,7 +23,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -96,12 +97,24 @@ def copy_ops_state(live_duckdb: Path, staged_duckdb: Path) -> list[str]:
         con.close()
 
 
-def build(staged: Settings, result: RebuildResult, log: Callable[[str], None]) -> None:
-    """Ingest every landed hour and build every model into the staged location (throwaway Dagster instance)."""
-    import dagster as dg
+@dataclass(frozen=True)
+class ModelBuild:
+    """How to build the dbt layer of a staged location: ``run(first, last, tags)`` builds arrival hours
+    ``first`` .. ``last`` in one run with these run tags and says whether it succeeded."""
 
-    from logistics_platform.definitions import build_definitions
-    from logistics_platform.defs.operate import TRANSFORM_JOB
+    job_name: str
+    run: Callable[[str, str, Mapping[str, str]], bool]
+
+
+ModelsFor = Callable[[Settings], ModelBuild | None]
+"""The dbt layer of the code location built on these (staged) settings; None when it has no dbt models.
+
+Handed in by the caller (the CLI builds it from the Dagster definitions): this module knows nothing of them.
+"""
+
+
+def build(staged: Settings, result: RebuildResult, models: ModelsFor, log: Callable[[str], None]) -> None:
+    """Ingest every landed hour and build every model into the staged location."""
     from logistics_platform.lib.bronze.ingest import ingest_hour
     from logistics_platform.lib.bronze.landing import hour_partition_key, list_arrival_hours, parse_partition_key
 
@@ -110,8 +123,8 @@ def build(staged: Settings, result: RebuildResult, log: Callable[[str], None]) -
     if not keys:
         raise RebuildError(f"no arrival hours under {staged.landing_dir}/topics: nothing to rebuild from")
     result.partitions = keys
-    defs = build_definitions(staged)
-    graph = defs.resolve_asset_graph()
+    # Before any ingest: a code location that does not load fails the rebuild before it has written anything.
+    model_build = models(staged)
     # Bronze straight through ingest_hour (what the ingest asset runs), then validated below from the staged
     # ingest log: the Dagster wrapper would only add run records to a throwaway instance.
     for i, key in enumerate(keys, start=1):
@@ -123,25 +136,12 @@ def build(staged: Settings, result: RebuildResult, log: Callable[[str], None]) -
         result.runs.append(("ingest_hour", key, True))
         if i % 24 == 0 or i == len(keys):
             log(f"[{i}/{len(keys)}] ingested up to {key}")
-    with dg.instance_for_test() as instance:
-        transform_keys = [
-            k
-            for k in graph.materializable_asset_keys
-            if graph.get(k).group_name in ("staging", "intermediate", "marts")
-        ]
-        if transform_keys:
-            tags = {
-                "dagster/asset_partition_range_start": keys[0],
-                "dagster/asset_partition_range_end": keys[-1],
-                "logistics/rebuild": result.stamp,
-            }
-            run = defs.resolve_job_def(TRANSFORM_JOB).execute_in_process(
-                instance=instance, tags=tags, raise_on_error=False
-            )
-            result.runs.append((TRANSFORM_JOB, f"{keys[0]}..{keys[-1]}", run.success))
-            log(f"dbt build {keys[0]} .. {keys[-1]}: {'ok' if run.success else 'FAILED'}")
-            if not run.success:
-                raise RebuildError("dbt build failed in the staging area; live tables untouched")
+    if model_build is not None:
+        ok = model_build.run(keys[0], keys[-1], {"logistics/rebuild": result.stamp})
+        result.runs.append((model_build.job_name, f"{keys[0]}..{keys[-1]}", ok))
+        log(f"dbt build {keys[0]} .. {keys[-1]}: {'ok' if ok else 'FAILED'}")
+        if not ok:
+            raise RebuildError("dbt build failed in the staging area; live tables untouched")
 
 
 def validate(staged: Settings, expected_marts: tuple[str, ...]) -> list[str]:
@@ -254,11 +254,15 @@ def rollback(live: Settings, staging_root: Path) -> list[str]:
 def rebuild(
     settings: Settings,
     expected_marts: tuple[str, ...],
+    models: ModelsFor,
     swap_in: bool = True,
     log: Callable[[str], None] = lambda _m: None,
     stamp: str | None = None,
 ) -> RebuildResult:
-    """Build aside, validate, and (when ``swap_in``) swap in. Raises :class:`RebuildError` before any swap."""
+    """Build aside, validate, and (when ``swap_in``) swap in. Raises :class:`RebuildError` before any swap.
+
+    ``models`` gives the dbt layer of the staged location (see :data:`ModelsFor`).
+    """
     stamp = stamp or new_stamp()
     staged, root = staging_settings(settings, stamp)
     if root.exists():
@@ -269,7 +273,7 @@ def rebuild(
     copied = copy_ops_state(settings.duckdb_path, staged.duckdb_path)
     if copied:
         log(f"copied operator state: ops.{', ops.'.join(copied)}")
-    build(staged, result, log)
+    build(staged, result, models, log)
     result.problems = validate(staged, expected_marts)
     if result.problems:
         raise RebuildError("staged build did not validate; live tables untouched:\n  " + "\n  ".join(result.problems))

@@ -1,0 +1,170 @@
+"""Alerts: every failed run, and every failed blocking, ERROR or freshness check, to the webhook and the log.
+
+What an alert says and how it is delivered lives in :mod:`logistics_platform.lib.operate.alerts`.
+"""
+
+import json
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import dagster as dg
+
+from logistics_platform.defs.operate.common import run_partition, sensor_status
+from logistics_platform.lib.operate import alerts
+from logistics_platform.settings import Settings
+
+# Failed evaluations of one check that a tick alerts on at most (the newest ones).
+CHECK_HISTORY_LIMIT = 50
+
+
+def _root_cause(error: Any) -> str:
+    """The innermost error: Dagster wraps user errors in "Error occurred while executing op ..."."""
+    while getattr(error, "cause", None) is not None:
+        error = error.cause
+    return error.message.strip()
+
+
+def run_failure_alert(context: dg.RunFailureSensorContext) -> alerts.Alert:
+    """The alert for a failed run: its failed steps' root errors and the assets it left unmaterialized."""
+    run = context.dagster_run
+    step_errors = []
+    for event in context.get_step_failure_events():
+        error = getattr(event.event_specific_data, "error", None)
+        message = _root_cause(error) if error is not None else (event.message or "")
+        step_errors.append(f"{event.step_key}: {message}")
+    assets = _unmaterialized_assets(context.instance, run) or tuple(
+        sorted(k.to_user_string() for k in (run.asset_selection or ()))
+    )
+    retry = run.tags.get("dagster/retry_number")
+    summary = f"{run.job_name} failed" + (f" (retry {retry})" if retry else "")
+    return alerts.Alert(
+        kind=alerts.KIND_RUN_FAILURE,
+        summary=summary,
+        error="\n".join(step_errors) or (context.failure_event.message or "run failed"),
+        run_id=run.run_id,
+        job_name=run.job_name,
+        assets=assets,
+        partition=run_partition(run),
+    )
+
+
+def _unmaterialized_assets(instance: dg.DagsterInstance, run: dg.DagsterRun) -> tuple[str, ...]:
+    """Assets the run planned but did not materialize: the ones its failure left behind."""
+    planned: set[str] = set()
+    done: set[str] = set()
+    for entry in instance.all_logs(
+        run.run_id,
+        of_type={dg.DagsterEventType.ASSET_MATERIALIZATION_PLANNED, dg.DagsterEventType.ASSET_MATERIALIZATION},
+    ):
+        event = entry.dagster_event
+        if event is None or event.asset_key is None:
+            continue
+        target = planned if event.event_type == dg.DagsterEventType.ASSET_MATERIALIZATION_PLANNED else done
+        target.add(event.asset_key.to_user_string())
+    return tuple(sorted(planned - done))
+
+
+def build_alert_sensors(settings: Settings) -> dg.Definitions:
+    """The run-failure and check-failure alert sensors."""
+
+    @dg.run_failure_sensor(
+        name="alert_on_run_failure",
+        default_status=sensor_status(settings),
+        minimum_interval_seconds=30,
+        description="Posts every failed run (run, asset, partition, error) to ALERT_WEBHOOK_URL and ALERTS_LOG.",
+    )
+    def alert_on_run_failure(context: dg.RunFailureSensorContext) -> None:
+        result = alerts.deliver(run_failure_alert(context), settings.alerts_log, settings.alert_webhook_url)
+        context.log.info(f"alert for run {context.dagster_run.run_id}: logged={result.logged} posted={result.posted}")
+
+    @dg.sensor(
+        name="alert_on_check_failure",
+        default_status=sensor_status(settings),
+        minimum_interval_seconds=30,
+        description=(
+            "Posts failed blocking or ERROR checks and failed freshness checks to ALERT_WEBHOOK_URL and "
+            "ALERTS_LOG. Cursor: the last check evaluation event seen."
+        ),
+    )
+    def alert_on_check_failure(context: dg.SensorEvaluationContext) -> dg.SkipReason | None:
+        check_keys = list(context.repository_def.asset_graph.asset_check_keys)  # type: ignore[union-attr]
+        sent, cursor = deliver_check_alerts(context.instance, check_keys, context.cursor, settings)
+        context.update_cursor(cursor)
+        return None if sent else dg.SkipReason("no failed check to alert on")
+
+    return dg.Definitions(sensors=[alert_on_run_failure, alert_on_check_failure])
+
+
+def deliver_check_alerts(
+    instance: dg.DagsterInstance, check_keys: Sequence[dg.AssetCheckKey], cursor: str | None, settings: Settings
+) -> tuple[int, str]:
+    """Alert on each failed alerting check evaluation newer than ``cursor``; returns (alerts sent, new cursor).
+
+    The cursor maps check key -> id of the newest execution record seen (bounded by the number of checks).
+    Reads the check-execution index, which every event-log storage keeps unsharded (SQLite shards events).
+    """
+    seen: dict[str, int] = json.loads(cursor) if cursor else {}
+    storage = instance.event_log_storage
+    latest = storage.get_latest_asset_check_execution_by_key(list(check_keys))
+    sent = 0
+    for key, newest in latest.items():
+        name = key.to_user_string()
+        last = seen.get(name)
+        seen[name] = max(newest.id, last or 0)
+        if last is not None and newest.id <= last:
+            continue
+        failed = list(_failed_evaluations(instance, key, last))
+        for record, evaluation in sorted(failed, key=lambda pair: pair[0].id):
+            if _alert_for_check(instance, record, evaluation, settings):
+                sent += 1
+    return sent, json.dumps(seen, sort_keys=True, separators=(",", ":"))
+
+
+def _failed_evaluations(
+    instance: dg.DagsterInstance, key: dg.AssetCheckKey, after: int | None
+) -> Iterator[tuple[Any, dg.AssetCheckEvaluation]]:
+    """The newest failed evaluations of ``key`` with a record id above ``after``, newest first, at most
+    ``CHECK_HISTORY_LIMIT``.
+
+    Filters on the evaluation itself and pages with the history's id cursor: the storage's own status filter
+    takes a type that ``dagster`` does not export.
+    """
+    storage = instance.event_log_storage
+    found = 0
+    page_cursor: int | None = None
+    while found < CHECK_HISTORY_LIMIT:
+        page = storage.get_asset_check_execution_history(key, limit=CHECK_HISTORY_LIMIT, cursor=page_cursor)
+        for record in page:
+            if after is not None and record.id <= after:
+                return
+            dagster_event = record.event.dagster_event if record.event else None
+            evaluation = dagster_event.event_specific_data if dagster_event else None
+            if isinstance(evaluation, dg.AssetCheckEvaluation) and not evaluation.passed:
+                yield record, evaluation
+                found += 1
+                if found >= CHECK_HISTORY_LIMIT:
+                    return
+        if len(page) < CHECK_HISTORY_LIMIT:
+            return
+        page_cursor = page[-1].id
+
+
+def _alert_for_check(
+    instance: dg.DagsterInstance, record: Any, evaluation: dg.AssetCheckEvaluation, settings: Settings
+) -> bool:
+    is_freshness = "freshness" in evaluation.check_name
+    if not (evaluation.blocking or evaluation.severity == dg.AssetCheckSeverity.ERROR or is_freshness):
+        return False
+    run = instance.get_run_by_id(record.run_id) if record.run_id else None
+    alert = alerts.Alert(
+        kind=alerts.KIND_FRESHNESS if is_freshness else alerts.KIND_CHECK_FAILURE,
+        summary=f"{evaluation.asset_key.to_user_string()} {evaluation.check_name}",
+        error=evaluation.description or f"check {evaluation.check_name} failed ({evaluation.severity.value})",
+        run_id=record.run_id,
+        job_name=run.job_name if run else None,
+        assets=(evaluation.asset_key.to_user_string(),),
+        partition=evaluation.partition or (run_partition(run) if run else None),
+        check_name=evaluation.check_name,
+    )
+    alerts.deliver(alert, settings.alerts_log, settings.alert_webhook_url)
+    return True

@@ -1,0 +1,92 @@
+"""The backlog report: landed work not yet ingested and how far the marts lag behind bronze, hourly."""
+
+from collections.abc import Iterator
+from typing import Any
+
+import dagster as dg
+
+from logistics_platform.defs.constants import OWNERS
+from logistics_platform.defs.operate.common import schedule_status
+from logistics_platform.lib.operate.landing_watch import scan_landing
+from logistics_platform.settings import Settings
+
+BACKLOG_KEY = dg.AssetKey(["operations", "pipeline_backlog"])
+BACKLOG_CHECK = "backlog_within_limit"
+BACKLOG_JOB = "report_backlog"
+# Backlog above this many pending arrival hours (or marts this many hours behind bronze) is a warning: the
+# schedule re-ingests the last two hours every hour, so more than that means runs are failing or stopped.
+BACKLOG_WARN_HOURS = 3
+
+
+def _latest_built_hour(instance: dg.DagsterInstance) -> str | None:
+    """Newest arrival hour whose marts were built (from fct_orders' partition materializations)."""
+    latest = instance.event_log_storage.get_latest_storage_id_by_partition(
+        dg.AssetKey(["marts", "fct_orders"]), dg.DagsterEventType.ASSET_MATERIALIZATION
+    )
+    return max(latest) if latest else None
+
+
+def build_backlog_asset(settings: Settings) -> dg.AssetsDefinition:
+    """The backlog asset with its warning check."""
+    check_spec = dg.AssetCheckSpec(
+        BACKLOG_CHECK,
+        asset=BACKLOG_KEY,
+        description=(
+            f"Warns when more than {BACKLOG_WARN_HOURS} landed hours wait for ingest or the marts are more than "
+            f"{BACKLOG_WARN_HOURS} hours behind bronze."
+        ),
+    )
+
+    @dg.asset(
+        key=BACKLOG_KEY,
+        group_name="operations",
+        kinds={"python"},
+        owners=OWNERS,
+        check_specs=[check_spec],
+        description="Landed hours/files/lines not yet ingested and how far the marts lag behind bronze.",
+    )
+    def pipeline_backlog(context: dg.AssetExecutionContext) -> Iterator[Any]:
+        """Landed hours/files/lines not yet ingested and how far the marts lag behind bronze."""
+        from logistics_platform.lib.operate.progress import backlog, hours_between, read_ingest_log
+
+        scan = scan_landing(settings.landing_dir, lookback_days=None)
+        state = backlog(scan, read_ingest_log(settings), settings.landing_dir)
+        marts_hour = _latest_built_hour(context.instance)
+        marts_lag = hours_between(marts_hour, state.latest_ingested)
+        metadata: dict[str, Any] = {
+            **state.as_metadata(),
+            "marts_latest_hour": marts_hour or "-",
+            "marts_lag_hours": marts_lag,
+        }
+        context.log.info(f"backlog: {metadata}")
+        ok = len(state.hours_pending) <= BACKLOG_WARN_HOURS and marts_lag <= BACKLOG_WARN_HOURS
+        yield dg.Output(None, metadata=metadata)
+        yield dg.AssetCheckResult(
+            check_name=BACKLOG_CHECK,
+            passed=ok,
+            severity=dg.AssetCheckSeverity.WARN,
+            metadata={"hours_pending": len(state.hours_pending), "marts_lag_hours": marts_lag},
+            description=None
+            if ok
+            else (
+                f"{len(state.hours_pending)} hours pending ingest (oldest {state.hours_pending[:1]}), marts "
+                f"{marts_lag:.0f}h behind: check that landing_sensor/hourly_ingest/transform_after_ingest run, "
+                "and `logistics-platform verify`"
+            ),
+        )
+
+    return pipeline_backlog
+
+
+def build_backlog(settings: Settings) -> dg.Definitions:
+    """The backlog asset, its job and its hourly schedule."""
+    job = dg.define_asset_job(BACKLOG_JOB, selection=dg.AssetSelection.assets(BACKLOG_KEY))
+    schedule = dg.ScheduleDefinition(
+        name="backlog_report",
+        job=job,
+        cron_schedule="30 * * * *",
+        execution_timezone="UTC",
+        default_status=schedule_status(settings),
+        description="Hourly at :30 (after the :05 ingest): ingest backlog and marts lag (metadata + warning check).",
+    )
+    return dg.Definitions(assets=[build_backlog_asset(settings)], schedules=[schedule])

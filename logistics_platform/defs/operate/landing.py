@@ -1,0 +1,112 @@
+"""Triggers of the ingest job: the landing sensor (new or changed files) and the hourly reconciling schedule.
+
+The decisions live in :mod:`logistics_platform.lib.operate.landing_watch`.
+"""
+
+from datetime import UTC
+
+import dagster as dg
+
+from logistics_platform.defs.constants import INGEST_JOB, TRIGGER_TAG
+from logistics_platform.defs.operate.common import ACTIVE_RUN_STATUSES, schedule_status, sensor_status
+from logistics_platform.defs.partitions import HOUR_KEY_FORMAT, arrival_hour_partitions
+from logistics_platform.lib.operate.landing_watch import (
+    combine_fingerprints,
+    dump_cursor,
+    hour_fingerprints,
+    hours_to_reconcile,
+    ingest_run_key,
+    load_cursor,
+    plan_ingest_requests,
+    scan_landing,
+    stale_topics,
+)
+from logistics_platform.settings import Settings
+
+
+def _valid_hours(settings: Settings, hours: dict[str, str]) -> dict[str, str]:
+    """Hours that are partitions (landed files older than PARTITIONS_START are not ingested)."""
+    start = arrival_hour_partitions(settings).start.strftime(HOUR_KEY_FORMAT)
+    return {h: fp for h, fp in hours.items() if h >= start}
+
+
+def build_landing_sensor(settings: Settings) -> dg.SensorDefinition:
+    """Requests an ingest of each arrival hour whose landed file set is new or changed."""
+
+    @dg.sensor(
+        name="landing_sensor",
+        job_name=INGEST_JOB,
+        minimum_interval_seconds=60,
+        default_status=sensor_status(settings),
+        description=(
+            "Requests an ingest of an arrival hour when its files appear in LANDING_DIR, and again when its "
+            "file set changes (delayed upload). Cursor: hour -> fingerprint of the last requested file set."
+        ),
+    )
+    def landing_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
+        landed = _valid_hours(settings, hour_fingerprints(scan_landing(settings.landing_dir)))
+        requests, cursor = plan_ingest_requests(landed, load_cursor(context.cursor))
+        if not requests:
+            return dg.SkipReason(f"{len(landed)} landed hours in the window, none new or changed")
+        return dg.SensorResult(
+            run_requests=[
+                dg.RunRequest(
+                    run_key=r.run_key,
+                    partition_key=r.hour,
+                    tags={TRIGGER_TAG: "landing_sensor", "logistics/reason": r.reason},
+                )
+                for r in requests
+            ],
+            cursor=dump_cursor(cursor),
+        )
+
+    return landing_sensor
+
+
+def build_hourly_ingest_schedule(settings: Settings) -> dg.ScheduleDefinition:
+    """Re-ingests the last two closed hours when bronze.ingest_log says they are missing or stale."""
+
+    @dg.schedule(
+        name="hourly_ingest",
+        cron_schedule="5 * * * *",
+        execution_timezone="UTC",
+        job_name=INGEST_JOB,
+        default_status=schedule_status(settings),
+        description=(
+            "At :05 each hour, re-checks the hour that just closed and the one before it against "
+            "bronze.ingest_log and ingests any hour never ingested or whose files changed (late uploads)."
+        ),
+    )
+    def hourly_ingest(context: dg.ScheduleEvaluationContext) -> list[dg.RunRequest] | dg.SkipReason:
+        from logistics_platform.lib.operate.progress import read_ingest_log
+
+        hours = hours_to_reconcile(context.scheduled_execution_time)
+        scan = scan_landing(settings.landing_dir, lookback_days=None, hours=hours)
+        ingested = read_ingest_log(settings, hours)
+        requests = []
+        tick = context.scheduled_execution_time.astimezone(UTC).strftime("%Y-%m-%dT%H:%M")
+        for hour in hours:
+            topics = scan.get(hour, {})
+            logged = {t: e.fingerprint for (t, h), e in ingested.items() if h == hour}
+            in_flight = context.instance.get_runs(
+                dg.RunsFilter(job_name=INGEST_JOB, statuses=ACTIVE_RUN_STATUSES, tags={"dagster/partition": hour}),
+                limit=1,
+            )
+            if topics and stale_topics(topics, logged) and _valid_hours(settings, {hour: ""}) and not in_flight:
+                fp = combine_fingerprints(topics)
+                requests.append(
+                    dg.RunRequest(
+                        # Per tick: a stale hour whose run failed is requested again by the next tick.
+                        run_key=f"hourly_ingest:{tick}:{ingest_run_key(hour, fp)}",
+                        partition_key=hour,
+                        tags={TRIGGER_TAG: "hourly_ingest"},
+                    )
+                )
+        return requests or dg.SkipReason(f"hours {', '.join(hours)}: ingested and unchanged, or nothing landed")
+
+    return hourly_ingest
+
+
+def build_landing_triggers(settings: Settings) -> dg.Definitions:
+    """The landing sensor and the hourly ingest schedule."""
+    return dg.Definitions(sensors=[build_landing_sensor(settings)], schedules=[build_hourly_ingest_schedule(settings)])
