@@ -156,12 +156,22 @@ def build_bronze_assets(settings: Settings) -> dg.AssetsDefinition:
     ) -> Iterator[dg.MaterializeResult | dg.AssetCheckResult]:
         """Ingest one arrival hour of landing files into the bronze Iceberg tables (one commit per table)."""
         from logistics_platform.lib.bronze.accounting import account_hour
+        from logistics_platform.lib.bronze.errors import describe_failure, is_transient
         from logistics_platform.lib.bronze.ingest import ingest_hour
         from logistics_platform.lib.bronze.landing import parse_partition_key
         from logistics_platform.lib.connections import load_catalog
 
         hour = parse_partition_key(context.partition_key)
-        report = ingest_hour(settings, hour, run_id=context.run.run_id, progress=context.log.info)
+        try:
+            report = ingest_hour(settings, hour, run_id=context.run.run_id, progress=context.log.info)
+        except Exception as exc:
+            if is_transient(exc):
+                raise  # the retry policy applies: catalog/storage unavailable, commit conflict, lock
+            context.log.exception("ingest of %s failed", context.partition_key)
+            raise dg.Failure(
+                description=describe_failure(exc, f"ingest of arrival hour {context.partition_key}"),
+                allow_retries=False,
+            ) from None
         catalog = load_catalog(settings)
 
         def totals(table: str) -> dict[str, Any]:
@@ -193,6 +203,7 @@ def build_bronze_assets(settings: Settings) -> dg.AssetsDefinition:
                     "data_files_written": tr.data_files,
                     "commit_attempts": tr.commit_attempts,
                     "added_columns": dg.MetadataValue.json(tr.added_columns),
+                    "corrupt_files": dg.MetadataValue.json(tr.corrupt_files),
                     "duration_seconds": round(report.duration_seconds, 3),
                 },
             )
@@ -231,18 +242,25 @@ def build_bronze_assets(settings: Settings) -> dg.AssetsDefinition:
 
         accounts = account_hour(settings, hour)
         for t, acc in accounts.items():
-            yield dg.AssetCheckResult(
-                asset_key=TOPIC_KEYS[t],
-                check_name=CHECK_ACCOUNTING,
-                passed=acc.balanced,
-                severity=dg.AssetCheckSeverity.ERROR,
-                description=None
-                if acc.balanced
-                else (
+            description = None
+            if not acc.balanced:
+                description = (
                     f"{acc.lines} lines landed but {acc.bronze_rows} rows + {acc.quarantine_rows} quarantined + "
                     f"{acc.tombstones} tombstones are accounted for: re-run the partition; if it persists, compare "
                     "bronze.ingest_log with the landing files of this hour"
-                ),
+                )
+            elif acc.corrupt_files:  # a WARN: the readable lines are accounted for, downstream is not blocked
+                description = (
+                    f"cannot be read to the end: {', '.join(acc.corrupt_files)}; its complete lines before the damage "
+                    "are accounted for (bronze.quarantine, reason corrupt_file, says where reading stopped). Have the "
+                    "producer re-deliver it: the hour is re-ingested when the file changes"
+                )
+            yield dg.AssetCheckResult(
+                asset_key=TOPIC_KEYS[t],
+                check_name=CHECK_ACCOUNTING,
+                passed=description is None,
+                severity=dg.AssetCheckSeverity.ERROR if not acc.balanced else dg.AssetCheckSeverity.WARN,
+                description=description,
                 metadata=acc.as_dict(),
             )
             added = report.topics[t].added_columns
