@@ -94,6 +94,8 @@ def test_an_unreachable_catalog_is_one_line(
     assert "secret" not in line
     assert main(["maintain", "--dry-run"]) == 1
     one_line(capsys, "cannot reach the Iceberg catalog")
+    assert main(["run"]) == 1  # before any run: not retried hour after hour
+    one_line(capsys, "cannot reach the Iceberg catalog")
 
 
 def test_time_travel_query_errors_are_one_line(settings: Settings, capsys: pytest.CaptureFixture[str]) -> None:

@@ -798,9 +798,10 @@ def _ingest_topics(
         tr.snapshot_id, tr.commit_attempts = replace_hour(
             catalog, spec.identifier, "_arrival_hour", hour, writer.files, props, before_commit
         )
+        damaged = f", {len(tr.corrupt_files)} corrupt files (see bronze.quarantine)" if tr.corrupt_files else ""
         say(
             f"{key} {spec.identifier}: {tr.lines:,} lines -> {tr.rows:,} rows, {tr.quarantined:,} quarantined, "
-            f"{tr.tombstones:,} tombstones; snapshot {tr.snapshot_id}"
+            f"{tr.tombstones:,} tombstones{damaged}; snapshot {tr.snapshot_id}"
         )
 
 

@@ -4,6 +4,10 @@ Layout (sources.md): ``topics/<topic>/dt=YYYY-MM-DD/hr=HH/<topic>+<partition>+<s
 The ``dt=/hr=`` folder is the arrival hour. Files never change once written, so a file set is identified by
 its relative names and sizes (:func:`fingerprint`). Names that do not follow the pattern (uploads in flight,
 ``.tmp`` files, stray objects) are skipped by discovery and can be listed with :func:`unexpected_files`.
+
+Content is read with :class:`ContentReader` / :func:`iter_lines`: a UTF-8 byte-order mark at the start of a file
+is not part of its first line, and a file that cannot be read to its end (a truncated or damaged gzip, an
+unreadable file) delivers everything readable before the damage, then raises :class:`CorruptFileError`.
 """
 
 from __future__ import annotations
@@ -167,7 +171,8 @@ def fingerprint_of(pairs: Iterable[tuple[str, int]]) -> str:
 
 
 UTF8_BOM = b"\xef\xbb\xbf"
-READ_CHUNK = 1024 * 1024  # compressed bytes read, and decompressed bytes produced, per step
+READ_CHUNK = 1024 * 1024  # bytes read from a plain file, and decompressed bytes produced, per step
+GZIP_READ_CHUNK = 64 * 1024  # compressed bytes read per step (small: each step's input is copied while inflating)
 _SALVAGE_STEP = 256  # compressed bytes fed per step when recovering the output just before a damaged spot
 # Errors of a remote or network file system that a later attempt can get past: not a property of the file.
 TRANSIENT_ERRNOS = frozenset(
@@ -228,7 +233,7 @@ def _gzip_chunks(f: LandingFile, chunk: int) -> Iterator[bytes]:
     with _open(f) as stream:
         while True:
             try:
-                data = stream.read(chunk)
+                data = stream.read(GZIP_READ_CHUNK)
             except OSError as e:
                 if is_transient_os_error(e):
                     raise
@@ -313,24 +318,29 @@ class ContentReader:
 
     def __init__(self, f: LandingFile, chunk: int = READ_CHUNK) -> None:
         self._chunks = iter_content(f, chunk)
-        self._buf = bytearray()
+        self._parts: list[bytes] = []
+        self._held = 0
         self._error: CorruptFileError | None = None
         self._done = False
 
     def read(self, n: int) -> bytes:
-        if self._error is not None:
+        if self._error is not None and not self._held:
             raise self._error
-        while len(self._buf) < n and not self._done:
+        while self._held < n and not self._done:
             try:
-                self._buf += next(self._chunks)
+                part = next(self._chunks)
             except StopIteration:
                 self._done = True
             except CorruptFileError as e:
                 self._error, self._done = e, True
-                if not self._buf:
+                if not self._held:
                     raise
-        out = bytes(self._buf[:n])
-        del self._buf[:n]
+            else:
+                self._parts.append(part)
+                self._held += len(part)
+        data = self._parts[0] if len(self._parts) == 1 else b"".join(self._parts)
+        out, rest = (data, b"") if len(data) <= n else (data[:n], data[n:])
+        self._parts, self._held = ([rest] if rest else []), len(rest)
         return out
 
 
