@@ -254,3 +254,17 @@ def test_the_classification_of_real_errors(tmp_path: Path) -> None:
     with pytest.raises(Exception) as contract_error:
         catalog.load_table("bronze.no_such_table")
     assert not is_transient(contract_error.value)
+
+
+def test_a_bad_checksum_after_the_last_line_keeps_every_line_and_long_lines_span_chunks(tmp_path: Path) -> None:
+    settings = local_settings(tmp_path)
+    long_line = b" " * (3 * 1024 * 1024 + 17)  # longer than a read step, mostly held back by the output bound
+    path = write_file(settings.landing_dir, ORDERS, HOUR, 0, 0, [long_line, *_orders(0, 50)], gz=True)
+    (f,) = list_hour_files(settings.landing_dir, ORDERS, HOUR)
+    assert [len(x) for x in list(iter_lines(f))[:2]] == [len(long_line), len(_orders(0, 1)[0])]
+    raw = bytearray(path.read_bytes())
+    raw[-6] ^= 0x01  # the CRC in the trailer: every byte of content is decoded before the check fails
+    path.write_bytes(bytes(raw))
+    (f,) = list_hour_files(settings.landing_dir, ORDERS, HOUR)
+    count = scan_file(f)
+    assert count.lines == 51 and count.corrupt is not None and "incorrect data check" in count.corrupt

@@ -173,7 +173,9 @@ def fingerprint_of(pairs: Iterable[tuple[str, int]]) -> str:
 UTF8_BOM = b"\xef\xbb\xbf"
 READ_CHUNK = 1024 * 1024  # bytes read from a plain file, and decompressed bytes produced, per step
 GZIP_READ_CHUNK = 64 * 1024  # compressed bytes read per step (small: each step's input is copied while inflating)
-_SALVAGE_STEP = 256  # compressed bytes fed per step when recovering the output just before a damaged spot
+# Compressed bytes fed per step when recovering the output in front of a damaged spot: one, so that the step
+# that fails (and whose output zlib discards) holds no decoded data (only a failed check or a bad code).
+_SALVAGE_STEP = 1
 # Errors of a remote or network file system that a later attempt can get past: not a property of the file.
 TRANSIENT_ERRNOS = frozenset(
     getattr(errno, n)
@@ -189,7 +191,8 @@ class CorruptFileError(Exception):
         self.relpath = f.relpath
         self.size = f.size
         self.compressed_at = compressed_at  # bytes of the (compressed) file consumed when reading stopped
-        self.error = cause if isinstance(cause, str) else f"{type(cause).__name__}: {cause}"
+        name = "zlib.error" if isinstance(cause, zlib.error) else type(cause).__name__
+        self.error = cause if isinstance(cause, str) else f"{name}: {cause}"
         super().__init__(f"{f.relpath}: cannot be read to its end ({self.error})")
 
 
@@ -268,8 +271,11 @@ def _gzip_chunks(f: LandingFile, chunk: int) -> Iterator[bytes]:
                     consumed += len(buf)
                     buf = b""
         if d is not None:
-            while d.unconsumed_tail or not d.eof:  # drain output held back by the max_length bound
-                out = d.decompress(d.unconsumed_tail, chunk)
+            while not d.eof:  # drain output held back by the max_length bound (the trailer is checked here too)
+                try:
+                    out = d.decompress(d.unconsumed_tail, chunk)
+                except zlib.error as e:
+                    raise CorruptFileError(f, e, consumed) from e
                 if not out:
                     break
                 yield out
@@ -349,12 +355,17 @@ def iter_lines(f: LandingFile) -> Iterator[bytes]:
 
     A damaged file yields its complete lines before the damage, then raises :class:`CorruptFileError`.
     """
-    tail = b""
-    chunks = iter_content(f)
-    for chunk in chunks:
-        lines = (tail + chunk).split(b"\n")
-        tail = lines.pop()
+    pending: list[bytes] = []  # pieces of a line longer than a chunk, joined once its end arrives
+    for chunk in iter_content(f):
+        if b"\n" not in chunk:
+            pending.append(chunk)
+            continue
+        lines = chunk.split(b"\n")
+        if pending:
+            lines[0] = b"".join([*pending, lines[0]])
+        pending = [lines.pop()]
         yield from lines
+    tail = b"".join(pending)
     if tail:
         yield tail
 
