@@ -251,6 +251,9 @@ def test_the_classification_of_real_errors(tmp_path: Path) -> None:
     assert is_transient(wrapped)
     assert not is_transient(ValueError("ALLOWED_LATENESS_HOURS must be a number"))
     assert not is_transient(PermissionError(13, "Permission denied"))
+    with pytest.raises(sqlite3.OperationalError) as schema_error:
+        sqlite3.connect(db).execute("select * from no_such_catalog_table")
+    assert not is_transient(schema_error.value)  # a wrong database, not an unavailable one
     with pytest.raises(Exception) as contract_error:
         catalog.load_table("bronze.no_such_table")
     assert not is_transient(contract_error.value)

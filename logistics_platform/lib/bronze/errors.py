@@ -25,6 +25,15 @@ _TRANSIENT_TYPES: tuple[type[BaseException], ...] = (
     sqlite3.OperationalError,
 )
 _LOCK_WORDS = ("lock", "conflict")
+# Operational errors of the catalog database that come from its content, not its availability.
+_NOT_TRANSIENT_WORDS = (
+    "no such table",
+    "no such column",
+    "syntax error",
+    "does not exist",
+    "permission denied",
+    "authentication failed",
+)
 
 
 def _chain(exc: BaseException) -> list[BaseException]:
@@ -40,7 +49,7 @@ def is_transient(exc: BaseException) -> bool:
     """Whether retrying the same step can succeed (see the module docstring); looks through wrapped causes."""
     for e in _chain(exc):
         if isinstance(e, _TRANSIENT_TYPES):
-            return True
+            return not any(w in str(e).lower() for w in _NOT_TRANSIENT_WORDS)
         if isinstance(e, OSError) and is_transient_os_error(e):
             return True
         if isinstance(e, duckdb.IOException | duckdb.TransactionException) and any(
