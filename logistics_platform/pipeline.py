@@ -44,6 +44,7 @@ class RunRecord:
     partition: str
     run_id: str
     success: bool
+    error: str = ""  # the first failed step and its root cause, one line
 
 
 @dataclass
@@ -52,10 +53,11 @@ class Summary:
     runs: list[RunRecord] = field(default_factory=list)
     bronze: dict[str, int] = field(default_factory=dict)
     marts: dict[str, int] = field(default_factory=dict)
+    counts_error: str = ""  # why the row counts could not be read (the summary is printed anyway)
 
     @property
     def ok(self) -> bool:
-        return all(r.success for r in self.runs)
+        return all(r.success for r in self.runs) and not self.counts_error
 
     def render(self) -> str:
         lines = [f"arrival hours: {len(self.partitions)}"]
@@ -63,7 +65,9 @@ class Summary:
             lines[0] += f" ({self.partitions[0]} .. {self.partitions[-1]})"
         failed = [r for r in self.runs if not r.success]
         lines.append(f"runs: {len(self.runs)} ({len(failed)} failed)")
-        lines += [f"  FAILED {r.job} [{r.partition}] run {r.run_id}" for r in failed]
+        lines += [f"  FAILED {r.job} [{r.partition}] run {r.run_id}{': ' + r.error if r.error else ''}" for r in failed]
+        if self.counts_error:
+            lines.append(f"row counts unavailable: {self.counts_error}")
         width = max([len(n) for n in (*self.bronze, *self.marts)] + [10])
         lines.append("")
         lines.append(f"{'table'.ljust(width + 8)} {'rows':>12}")
@@ -136,11 +140,13 @@ def run_pipeline(
 ) -> Summary:
     """Ingest ``partitions`` in order (default: all landed hours), then build downstream over their range."""
     from logistics_platform.definitions import build_definitions
+    from logistics_platform.lib.connections import load_catalog
 
     # Every run here executes in this one process, where dbt is warm after its first invocation: a worker process
     # would only add its start.
     settings = settings.with_overrides(dbt_worker="off")
     keys = resolve_partitions(settings, partitions)
+    load_catalog(settings)  # an unreachable catalog fails here in one line, not as retried runs of every hour
     defs, has_partitioned, has_unpartitioned = _jobs(build_definitions(settings))
     instance = _instance()
     summary = Summary(partitions=keys)
@@ -153,7 +159,7 @@ def run_pipeline(
             raise_on_error=False,
             **kwargs,  # type: ignore[arg-type]
         )
-        summary.runs.append(RunRecord(job_name, label, result.run_id, result.success))
+        summary.runs.append(RunRecord(job_name, label, result.run_id, result.success, _failure(result)))
         return result.success
 
     for i, key in enumerate(keys, start=1):
@@ -170,27 +176,51 @@ def run_pipeline(
     if has_unpartitioned:
         ok = execute(UNPARTITIONED_JOB, "-")
         log(f"downstream (unpartitioned): {'ok' if ok else 'FAILED'}")
-    summary.bronze, summary.marts = table_counts(settings)
+    summary.bronze, summary.marts, summary.counts_error = table_counts(settings)
     return summary
 
 
-def table_counts(settings: Settings) -> tuple[dict[str, int], dict[str, int]]:
-    """Row counts of the bronze Iceberg tables and of the DuckDB marts, for the summary."""
+def _failure(result: dg.ExecuteInProcessResult) -> str:
+    """``step: root cause`` of the run's first failed step, on one line ("" when the run succeeded)."""
+    for event in result.all_events:
+        if event.event_type != dg.DagsterEventType.STEP_FAILURE or event.step_failure_data is None:
+            continue
+        error = event.step_failure_data.error
+        while error is not None and error.cause is not None:
+            error = error.cause
+        message = " ".join((error.message if error else "").split())
+        return f"{event.step_key}: {message[:300]}"
+    return ""
+
+
+def table_counts(settings: Settings) -> tuple[dict[str, int], dict[str, int], str]:
+    """Row counts of the bronze Iceberg tables and of the DuckDB marts, and why some could not be read ("" if all).
+
+    Never raises: after a failed run the catalog may be unreachable, or the DuckDB file still open in this process
+    by the failed dbt build (DuckDB then refuses a connection with another configuration); the summary says so.
+    """
     from logistics_platform.lib.connections import connect, load_catalog
 
-    catalog = load_catalog(settings)
-    bronze = {}
-    for _ns, name in sorted(catalog.list_tables("bronze")):
-        bronze[name] = catalog.load_table(f"bronze.{name}").scan().count()
+    bronze: dict[str, int] = {}
     marts: dict[str, int] = {}
-    if settings.duckdb_path.exists():
-        con = connect(settings.duckdb_path, read_only=True)
-        try:
-            names = con.execute(
-                "select table_name from information_schema.tables where table_schema = 'marts' order by 1"
-            ).fetchall()
-            for (name,) in names:
-                marts[name] = con.execute(f'select count(*) from marts."{name}"').fetchone()[0]  # type: ignore[index]
-        finally:
-            con.close()
-    return bronze, marts
+    errors: list[str] = []
+    try:
+        catalog = load_catalog(settings)
+        for _ns, name in sorted(catalog.list_tables("bronze")):
+            bronze[name] = catalog.load_table(f"bronze.{name}").scan().count()
+    except Exception as exc:
+        errors.append(f"bronze: {type(exc).__name__}: {exc}")
+    try:
+        if settings.duckdb_path.exists():
+            con = connect(settings.duckdb_path, read_only=True)
+            try:
+                names = con.execute(
+                    "select table_name from information_schema.tables where table_schema = 'marts' order by 1"
+                ).fetchall()
+                for (name,) in names:
+                    marts[name] = con.execute(f'select count(*) from marts."{name}"').fetchone()[0]  # type: ignore[index]
+            finally:
+                con.close()
+    except Exception as exc:
+        errors.append(f"marts ({settings.duckdb_path}): {type(exc).__name__}: {exc}")
+    return bronze, marts, " ".join("; ".join(errors).split())[:600]

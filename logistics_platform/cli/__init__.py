@@ -22,9 +22,14 @@ COMMAND_MODULES = (
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    from logistics_platform.cli.errors import OneLineParser
+
+    parser = OneLineParser(
         prog="logistics-platform",
         description="Logistics lakehouse: landing zone -> Iceberg bronze -> dbt marts, run through Dagster.",
+    )
+    parser.add_argument(
+        "--debug", action="store_true", help="show the full traceback of an error instead of its one-line summary"
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMAND_MODULES:
@@ -34,12 +39,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script."""
+    from logistics_platform.cli.errors import report
+
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:
+        if args.debug:
+            raise
+        return report(args.command, exc)
 
 
 if __name__ == "__main__":

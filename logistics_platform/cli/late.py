@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from datetime import datetime
 
 
@@ -52,10 +53,12 @@ def run(args: argparse.Namespace) -> int:
             settings, args.topic, args.window_start, build=not args.no_build, echo=lambda line: print(line)
         )
     except FoldError as exc:
-        print(f"late fold: {exc}")
+        print(f"late fold: {exc}", file=sys.stderr)
         return 2
     except DbtError as exc:
-        print(f"late fold: the fold is recorded but the rebuild failed; re-run the same command.\n{exc}")
+        print(
+            f"late fold: the fold is recorded but the rebuild failed; re-run the same command.\n{exc}", file=sys.stderr
+        )
         return 1
     state = "recorded" if result.newly_recorded else "was already recorded"
     print(

@@ -25,10 +25,16 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import duckdb
     from pyiceberg.exceptions import NoSuchTableError
 
     from logistics_platform.lib.connections import connect, load_catalog
-    from logistics_platform.lib.maintenance.time_travel import TimeTravelError, iceberg_scan_sql, query_as_of
+    from logistics_platform.lib.maintenance.time_travel import (
+        TimeTravelError,
+        iceberg_scan_sql,
+        query_as_of,
+        query_error,
+    )
     from logistics_platform.settings import SettingsError, load_settings
 
     try:
@@ -55,7 +61,11 @@ def run(args: argparse.Namespace) -> int:
     )
     print(f"-- same in DuckDB: select ... from {iceberg_scan_sql(table, resolved.snapshot_id)}")
     columns = rel.columns
-    rows = rel.fetchmany(args.limit + 1)
+    try:
+        rows = rel.fetchmany(args.limit + 1)
+    except duckdb.Error as exc:  # errors that show only when the query runs (a failed cast, ...)
+        print(f"time-travel: {query_error(exc, table.name()[-2], table.name()[-1])}", file=sys.stderr)
+        return 2
     shown = [[("NULL" if v is None else str(v)) for v in row] for row in rows[: args.limit]]
     widths = [max([len(c), *(len(r[i]) for r in shown)]) for i, c in enumerate(columns)]
     print("  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip())

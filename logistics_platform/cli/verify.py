@@ -1,8 +1,9 @@
 """`verify`: compare the landing zone with what bronze recorded in ``bronze.ingest_log``, hour by hour.
 
-Reports hours never ingested, hours whose files changed since their ingest (a delayed upload), and each
-ingested hour's accounting (landed lines = rows + quarantined + tombstones, per topic). Exit code 0 when
-everything is ingested and balanced, 1 otherwise (usable from scripts and cron).
+Reports hours never ingested, hours whose files changed since their ingest (a delayed upload), hours with a
+file that cannot be read to its end (corrupt), and each ingested hour's accounting (landed lines = rows +
+quarantined + tombstones, per topic). Exit code 0 when everything is ingested and balanced, 1 otherwise (usable
+from scripts and cron).
 """
 
 from __future__ import annotations
@@ -24,14 +25,22 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from logistics_platform.cli.errors import USAGE, CommandError, require_landing_dir
+    from logistics_platform.lib.bronze.landing import parse_partition_key
     from logistics_platform.lib.operate.landing_watch import scan_landing
-    from logistics_platform.lib.operate.progress import compare, read_ingest_log
+    from logistics_platform.lib.operate.progress import compare, read_corrupt_files, read_ingest_log
     from logistics_platform.settings import load_settings
 
     settings = load_settings()
+    require_landing_dir(settings.landing_dir)
     hours = args.hour or None
+    for h in hours or ():
+        try:
+            parse_partition_key(h)
+        except ValueError as exc:
+            raise CommandError(f"--hour: {exc}", USAGE) from None
     scan = scan_landing(settings.landing_dir, lookback_days=None, hours=hours)
-    reports = compare(scan, read_ingest_log(settings, hours), settings.landing_dir)
+    reports = compare(scan, read_ingest_log(settings, hours), settings.landing_dir, read_corrupt_files(settings, hours))
     problems = [r for r in reports if not r.ok]
     if args.json:
         print(json.dumps([_as_dict(r) for r in reports], indent=2))
@@ -45,6 +54,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"    {topic}: {what}")
         for name in r.new_files:
             print(f"    new file: {name}")
+        for name, why in sorted(r.corrupt_files.items()):
+            print(f"    corrupt file: {name}: {why}")
         for e in r.entries:
             mark = "ok" if e.balanced else "UNBALANCED"
             print(
@@ -63,6 +74,11 @@ def run(args: argparse.Namespace) -> int:
                 "repair: re-run these partitions of job ingest_arrival_hours (UI: Jobs > ingest_arrival_hours > "
                 f"Launch backfill), or `logistics-platform run --partitions {keys[0]}` for one hour"
             )
+        if any(r.status == "corrupt" for r in problems):
+            print(
+                "corrupt hours: their readable lines are in bronze; have the producer re-deliver the named files "
+                "(the sensor re-ingests the hour when a file changes)"
+            )
         if any(r.status == "unbalanced" for r in problems):
             print("unbalanced hours: lines are missing from bronze; re-run the hour, then check bronze.quarantine")
     return 1 if problems else 0
@@ -77,6 +93,7 @@ def _as_dict(r: object) -> dict[str, object]:
         "status": r.status,
         "stale": r.stale,
         "new_files": r.new_files,
+        "corrupt_files": r.corrupt_files,
         "accounting": [
             {
                 "topic": e.topic,

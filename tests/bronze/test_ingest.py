@@ -18,7 +18,6 @@ from logistics_platform.lib.bronze.ingest import (
     PROP_LINES,
     PROP_PARTITION_KEY,
     PROP_RUN_ID,
-    LandingReadError,
     ingest_hour,
 )
 from logistics_platform.lib.connections import connect, load_catalog
@@ -290,9 +289,8 @@ def test_worker_processes_give_the_same_tables(tmp_path):
         assert ra == rb, table
 
 
-def test_corrupt_gzip_file_fails_the_hour_with_a_clear_error_and_commits_nothing(ingested):
-    settings, _, _ = ingested
-    snapshot = load_catalog(settings).load_table("bronze.tracking_pings").current_snapshot().snapshot_id
+def test_truncated_gzip_file_is_quarantined_and_its_readable_lines_ingested(ingested):
+    settings, expected, _ = ingested
     good = write_file(
         settings.landing_dir,
         "logistics.tracking_pings",
@@ -302,7 +300,18 @@ def test_corrupt_gzip_file_fails_the_hour_with_a_clear_error_and_commits_nothing
         [dump(ping(f"z-{i}", HOUR)) for i in range(50)],
         gz=True,
     )
-    good.write_bytes(good.read_bytes()[:-20])  # truncated upload
-    with pytest.raises(LandingReadError, match=r"tracking_pings\+9\+0000000000\.json\.gz: cannot be read"):
-        ingest_hour(settings, HOUR)
-    assert load_catalog(settings).load_table("bronze.tracking_pings").current_snapshot().snapshot_id == snapshot
+    good.write_bytes(good.read_bytes()[:-20])  # truncated upload: the trailer and the end of the data are missing
+    report = ingest_hour(settings, HOUR)
+    tr = report.topics["tracking_pings"]
+    (rel,) = tr.corrupt_files
+    assert rel.endswith("tracking_pings+9+0000000000.json.gz") and "truncated" in tr.corrupt_files[rel]
+    pings = {r["ping_id"] for r in rows(settings, "tracking_pings", HOUR)}
+    readable = {p for p in pings if p.startswith("z-")}
+    assert 40 < len(readable) < 50 and readable == {f"z-{i}" for i in range(len(readable))}
+    assert tr.rows == expected["tracking_pings"]["rows"] + len(readable)
+    (q,) = [r for r in rows(settings, bs.QUARANTINE_TABLE) if r["reason"] == "corrupt_file"]
+    assert q["_source_file"] == rel and q["_offset"] == len(readable) and q["_kafka_partition"] == 9
+    assert f"file size {good.stat().st_size} bytes" in q["error_detail"]
+    assert len(rows(settings, "orders", HOUR)) == expected["orders"]["rows"]  # the other topics of the hour
+    acc = account_hour(settings, HOUR)["tracking_pings"]
+    assert acc.balanced and acc.corrupt_files == (rel,)

@@ -117,12 +117,22 @@ def build_bronze_assets(settings: Settings) -> dg.AssetsDefinition:
     ) -> Iterator[dg.MaterializeResult | dg.AssetCheckResult]:
         """Ingest one arrival hour of landing files into the bronze Iceberg tables (one commit per table)."""
         from logistics_platform.lib.bronze.accounting import account_hour
+        from logistics_platform.lib.bronze.errors import describe_failure, is_transient
         from logistics_platform.lib.bronze.ingest import ingest_hour
         from logistics_platform.lib.bronze.landing import parse_partition_key
         from logistics_platform.lib.connections import load_catalog
 
         hour = parse_partition_key(context.partition_key)
-        report = ingest_hour(settings, hour, run_id=context.run.run_id, progress=context.log.info)
+        try:
+            report = ingest_hour(settings, hour, run_id=context.run.run_id, progress=context.log.info)
+        except Exception as exc:
+            if is_transient(exc):
+                raise  # the retry policy applies: catalog/storage unavailable, commit conflict, lock
+            context.log.exception("ingest of %s failed", context.partition_key)
+            raise dg.Failure(
+                description=describe_failure(exc, f"ingest of arrival hour {context.partition_key}"),
+                allow_retries=False,
+            ) from None
         catalog = load_catalog(settings)
 
         def totals(table: str) -> dict[str, Any]:
@@ -154,6 +164,7 @@ def build_bronze_assets(settings: Settings) -> dg.AssetsDefinition:
                     "data_files_written": tr.data_files,
                     "commit_attempts": tr.commit_attempts,
                     "added_columns": dg.MetadataValue.json(tr.added_columns),
+                    "corrupt_files": dg.MetadataValue.json(tr.corrupt_files),
                     "duration_seconds": round(report.duration_seconds, 3),
                 },
             )

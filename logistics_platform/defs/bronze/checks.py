@@ -58,18 +58,25 @@ def bronze_check_specs() -> list[dg.AssetCheckSpec]:
 def bronze_check_results(report: IngestReport, accounts: Mapping[str, TopicAccount]) -> Iterator[dg.AssetCheckResult]:
     """The check results of one ingested hour, from its ingest report and its accounting."""
     for t, acc in accounts.items():
-        yield dg.AssetCheckResult(
-            asset_key=TOPIC_KEYS[t],
-            check_name=CHECK_ACCOUNTING,
-            passed=acc.balanced,
-            severity=dg.AssetCheckSeverity.ERROR,
-            description=None
-            if acc.balanced
-            else (
+        description = None
+        if not acc.balanced:
+            description = (
                 f"{acc.lines} lines landed but {acc.bronze_rows} rows + {acc.quarantine_rows} quarantined + "
                 f"{acc.tombstones} tombstones are accounted for: re-run the partition; if it persists, compare "
                 "bronze.ingest_log with the landing files of this hour"
-            ),
+            )
+        elif acc.corrupt_files:  # a WARN: the readable lines are accounted for, downstream is not blocked
+            description = (
+                f"cannot be read to the end: {', '.join(acc.corrupt_files)}; its complete lines before the damage "
+                "are accounted for (bronze.quarantine, reason corrupt_file, says where reading stopped). Have the "
+                "producer re-deliver it: the hour is re-ingested when the file changes"
+            )
+        yield dg.AssetCheckResult(
+            asset_key=TOPIC_KEYS[t],
+            check_name=CHECK_ACCOUNTING,
+            passed=description is None,
+            severity=dg.AssetCheckSeverity.ERROR if not acc.balanced else dg.AssetCheckSeverity.WARN,
+            description=description,
             metadata=acc.as_dict(),
         )
         added = report.topics[t].added_columns

@@ -3,6 +3,9 @@
 landed lines = bronze rows + quarantine rows + tombstones, per topic. The left side is counted from the
 landing files' bytes (:func:`landing.count_lines`), the right side is read back from the committed Iceberg
 tables with DuckDB's ``iceberg_scan`` (a reader other than the pyiceberg that wrote them).
+
+A file that cannot be read to its end counts with its complete lines before the damage; the quarantine row
+that records the file itself (reason ``corrupt_file``) is not a line and is matched against the damaged files.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from datetime import datetime
 from pyiceberg.exceptions import NoSuchTableError
 
 from logistics_platform.lib.bronze import schema as bs
-from logistics_platform.lib.bronze.landing import count_lines, hour_start, list_hour_files
+from logistics_platform.lib.bronze.landing import hour_start, list_hour_files, scan_file
 from logistics_platform.lib.connections import connect, load_catalog
 from logistics_platform.settings import Settings
 
@@ -26,14 +29,23 @@ class TopicAccount:
     lines: int
     tombstones: int
     bronze_rows: int
-    quarantine_rows: int
+    quarantine_rows: int  # quarantined lines (rows of reason corrupt_file are not lines: see corrupt_rows)
+    corrupt_files: tuple[str, ...] = ()  # landed files that cannot be read to their end (relative paths)
+    corrupt_rows: int = 0  # quarantine rows of reason corrupt_file
 
     @property
     def balanced(self) -> bool:
-        return self.lines == self.bronze_rows + self.quarantine_rows + self.tombstones
+        lines_ok = self.lines == self.bronze_rows + self.quarantine_rows + self.tombstones
+        return lines_ok and self.corrupt_rows == len(self.corrupt_files)
 
     def as_dict(self) -> dict[str, int | str | bool]:
-        return {**asdict(self), "balanced": self.balanced}
+        d: dict[str, int | str | bool] = {
+            k: v for k, v in asdict(self).items() if k not in ("corrupt_files", "corrupt_rows")
+        }
+        if self.corrupt_files or self.corrupt_rows:
+            d["corrupt_files"] = ", ".join(self.corrupt_files)
+            d["corrupt_rows"] = self.corrupt_rows
+        return {**d, "balanced": self.balanced}
 
 
 def _location(settings: Settings, table: str) -> str | None:
@@ -51,21 +63,24 @@ def account_hour(settings: Settings, arrival_hour: datetime) -> dict[str, TopicA
     try:
         q_loc = _location(settings, bs.QUARANTINE_TABLE)
         quarantined: dict[str, int] = {}
+        corrupt_rows: dict[str, int] = {}
         if q_loc is not None:
-            quarantined = dict(
-                con.execute(
-                    "select _topic, count(*) from iceberg_scan(?) where _arrival_hour = ? group by _topic",
-                    [q_loc, hour],
-                ).fetchall()
-            )
+            for topic, is_file, n in con.execute(
+                "select _topic, reason = ?, count(*) from iceberg_scan(?) where _arrival_hour = ? group by all",
+                [bs.REASON_CORRUPT_FILE, q_loc, hour],
+            ).fetchall():
+                (corrupt_rows if is_file else quarantined)[topic] = int(n)
         out: dict[str, TopicAccount] = {}
         for table, spec in bs.TOPICS.items():
             lines = tombstones = 0
+            corrupt: list[str] = []
             files = list_hour_files(settings.landing_dir, spec.topic, hour)
             for f in files:
-                n, t = count_lines(f)
-                lines += n
-                tombstones += t
+                c = scan_file(f)
+                lines += c.lines
+                tombstones += c.tombstones
+                if c.corrupt is not None:
+                    corrupt.append(f.relpath)
             loc = _location(settings, table)
             rows = 0
             if loc is not None:
@@ -73,7 +88,15 @@ def account_hour(settings: Settings, arrival_hour: datetime) -> dict[str, TopicA
                     "select count(*) from iceberg_scan(?) where _arrival_hour = ?", [loc, hour]
                 ).fetchone() or (0,)
             out[table] = TopicAccount(
-                table, spec.topic, len(files), lines, tombstones, int(rows), int(quarantined.get(spec.topic, 0))
+                table,
+                spec.topic,
+                len(files),
+                lines,
+                tombstones,
+                int(rows),
+                quarantined.get(spec.topic, 0),
+                tuple(corrupt),
+                corrupt_rows.get(spec.topic, 0),
             )
         return out
     finally:

@@ -22,7 +22,6 @@ import multiprocessing
 import random
 import time
 import uuid
-import zlib
 from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -64,6 +63,7 @@ from logistics_platform.lib.bronze.envelope import (
 )
 from logistics_platform.lib.bronze.fastpath import fast_rows
 from logistics_platform.lib.bronze.landing import (
+    CorruptFileError,
     LandingFile,
     fingerprint,
     fingerprint_of,
@@ -124,6 +124,9 @@ class TopicReport:
     late_events: int = 0
     data_files: int = 0
     added_columns: dict[str, str] = field(default_factory=dict)
+    # Files that cannot be read to their end -> why and where reading stopped. Each has one quarantine row
+    # (reason corrupt_file) besides the ``quarantined`` lines; its complete lines before the damage are in ``lines``.
+    corrupt_files: dict[str, str] = field(default_factory=dict)
     snapshot_id: int | None = None
     commit_attempts: int = 0
 
@@ -155,6 +158,10 @@ class IngestReport:
     @property
     def tombstones(self) -> int:
         return sum(t.tombstones for t in self.topics.values())
+
+    @property
+    def corrupt_files(self) -> dict[str, str]:
+        return {rel: why for t in self.topics.values() for rel, why in t.corrupt_files.items()}
 
     @property
     def quarantined_by_reason(self) -> dict[str, int]:
@@ -460,39 +467,57 @@ class BlockTask:
     fast_run_lines: int = FAST_RUN_LINES  # runs of lines tried on the vectorised clean path; 0: per line only
 
 
-class LandingReadError(RuntimeError):
-    """A landing file cannot be read as a whole (corrupt gzip, vanished); the hour is not committed."""
+class CorruptRead(Exception):
+    """Where reading a damaged file stopped: raised by :func:`iter_blocks` after its last complete line."""
 
+    def __init__(self, f: LandingFile, error: CorruptFileError, offset: int, content_bytes: int, tail: bytes) -> None:
+        self.file = f
+        self.error = error
+        self.offset = offset  # record offset the next line would have had: start offset + complete lines read
+        self.content_bytes = content_bytes  # decompressed bytes of the complete lines read
+        self.tail = tail  # the incomplete line in front of the damage
+        super().__init__(str(error))
 
-def _read(stream: Any, size: int, f: LandingFile) -> bytes:
-    try:
-        return stream.read(size)  # type: ignore[no-any-return]
-    except (OSError, EOFError, zlib.error) as e:
-        raise LandingReadError(
-            f"{f.relpath}: cannot be read ({type(e).__name__}: {e}). Nothing of hour {f.arrival_hour:%Y-%m-%d %H:00} "
-            "was committed; have the producer re-deliver the file (or move it out of the hour folder) and re-run"
-        ) from e
+    @property
+    def lines(self) -> int:
+        return self.offset - self.file.start_offset
+
+    def detail(self) -> str:
+        """The quarantine row's error detail: the error, where reading stopped, the file's size."""
+        where = f"reading stopped after {self.lines} complete lines (at offset {self.offset}, content byte "
+        where += f"{self.content_bytes}"
+        if self.error.compressed_at is not None:
+            where += f", compressed byte {self.error.compressed_at}"
+        return f"{self.error.error}; {where}); file size {self.file.size} bytes"
 
 
 def iter_blocks(f: LandingFile, block_bytes: int = BLOCK_BYTES) -> Iterator[tuple[bytes, int]]:
-    """(block of whole lines, offset of its first line) of one file, block by block (bounded memory)."""
+    """(block of whole lines, offset of its first line) of one file, block by block (bounded memory).
+
+    A damaged file yields its complete lines in front of the damage, then raises :class:`CorruptRead`.
+    """
     offset = f.start_offset
+    done = 0
     tail = b""
-    with f.open() as stream:
-        while True:
-            chunk = _read(stream, block_bytes, f)
-            if not chunk:
-                if tail:
-                    yield tail, offset  # a last line without newline still counts
-                return
-            data = tail + chunk if tail else chunk
-            cut = data.rfind(b"\n") + 1
-            if cut == 0:
-                tail = data
-                continue
-            block, tail = (data, b"") if cut == len(data) else (data[:cut], data[cut:])
-            yield block, offset
-            offset += block.count(b"\n")
+    stream = f.reader()
+    while True:
+        try:
+            chunk = stream.read(block_bytes)
+        except CorruptFileError as e:
+            raise CorruptRead(f, e, offset, done, tail) from e
+        if not chunk:
+            if tail:
+                yield tail, offset  # a last line without newline still counts
+            return
+        data = tail + chunk if tail else chunk
+        cut = data.rfind(b"\n") + 1
+        if cut == 0:
+            tail = data
+            continue
+        block, tail = (data, b"") if cut == len(data) else (data[:cut], data[cut:])
+        yield block, offset
+        offset += block.count(b"\n")
+        done += len(block)
 
 
 _PARSERS: dict[tuple[Any, ...], LineParser] = {}
@@ -629,21 +654,26 @@ def _ingest_topic(
     lateness = settings.allowed_lateness_seconds
     state = {"evolved": tuple(evolved_columns(table, spec).items()), "schema": writer.arrow_schema}
 
+    corrupt: list[CorruptRead] = []
+
     def tasks() -> Iterator[BlockTask]:
         for f in files:
-            for block, first in iter_blocks(f, block_bytes):
-                yield BlockTask(
-                    spec.table,
-                    hour,
-                    lateness,
-                    state["evolved"],
-                    state["schema"],
-                    block,
-                    f.kafka_partition,
-                    first,
-                    f.relpath,
-                    fast_run_lines,
-                )
+            try:
+                for block, first in iter_blocks(f, block_bytes):
+                    yield BlockTask(
+                        spec.table,
+                        hour,
+                        lateness,
+                        state["evolved"],
+                        state["schema"],
+                        block,
+                        f.kafka_partition,
+                        first,
+                        f.relpath,
+                        fast_run_lines,
+                    )
+            except CorruptRead as e:  # its readable lines are in the tasks above; the file gets one row
+                corrupt.append(e)
 
     reasons: Counter[str] = Counter()
     # A block's rows are in memory at once: keep blocks near the batch size (assuming ~256 bytes a line).
@@ -668,6 +698,13 @@ def _ingest_topic(
         report.late_events += res.late
         reasons.update(res.reasons)
     writer.flush()
+    hour_us = _micros(hour)
+    for c in corrupt:
+        text, enc = raw_line_text(c.tail)
+        address = (spec.topic, c.file.kafka_partition, c.offset, c.file.relpath, hour_us)
+        quarantine.add((*address, bs.REASON_CORRUPT_FILE, c.detail(), text, enc))
+        report.corrupt_files[c.file.relpath] = c.detail()
+        log.warning("%s: %s", c.file.relpath, c.detail())
     report.quarantined = sum(reasons.values())
     report.quarantined_by_reason = dict(sorted(reasons.items()))
     report.data_files = len(writer.files)
@@ -761,9 +798,10 @@ def _ingest_topics(
         tr.snapshot_id, tr.commit_attempts = replace_hour(
             catalog, spec.identifier, "_arrival_hour", hour, writer.files, props, before_commit
         )
+        damaged = f", {len(tr.corrupt_files)} corrupt files (see bronze.quarantine)" if tr.corrupt_files else ""
         say(
             f"{key} {spec.identifier}: {tr.lines:,} lines -> {tr.rows:,} rows, {tr.quarantined:,} quarantined, "
-            f"{tr.tombstones:,} tombstones; snapshot {tr.snapshot_id}"
+            f"{tr.tombstones:,} tombstones{damaged}; snapshot {tr.snapshot_id}"
         )
 
 

@@ -4,14 +4,20 @@ Layout (sources.md): ``topics/<topic>/dt=YYYY-MM-DD/hr=HH/<topic>+<partition>+<s
 The ``dt=/hr=`` folder is the arrival hour. Files never change once written, so a file set is identified by
 its relative names and sizes (:func:`fingerprint`). Names that do not follow the pattern (uploads in flight,
 ``.tmp`` files, stray objects) are skipped by discovery and can be listed with :func:`unexpected_files`.
+
+Content is read with :class:`ContentReader` / :func:`iter_lines`: a UTF-8 byte-order mark at the start of a file
+is not part of its first line, and a file that cannot be read to its end (a truncated or damaged gzip, an
+unreadable file) delivers everything readable before the damage, then raises :class:`CorruptFileError`.
 """
 
 from __future__ import annotations
 
+import errno
 import gzip
 import hashlib
 import json
 import re
+import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -41,9 +47,13 @@ class LandingFile:
         return self.relpath.endswith(".gz")
 
     def open(self) -> IO[bytes]:
-        """Binary stream of the file's content, decompressed when gzipped."""
+        """Binary stream of the file's content, decompressed when gzipped (raw: no BOM handling, no salvage)."""
         # The caller owns the stream (it is used as a context manager there).
         return cast(IO[bytes], gzip.open(self.path, "rb")) if self.gzipped else open(self.path, "rb")
+
+    def reader(self) -> ContentReader:
+        """The file's content as landed lines see it: BOM stripped, readable up to any damage (see ContentReader)."""
+        return ContentReader(self)
 
 
 class LandingPathError(ValueError):
@@ -160,11 +170,204 @@ def fingerprint_of(pairs: Iterable[tuple[str, int]]) -> str:
     return h.hexdigest()
 
 
+UTF8_BOM = b"\xef\xbb\xbf"
+READ_CHUNK = 1024 * 1024  # bytes read from a plain file, and decompressed bytes produced, per step
+GZIP_READ_CHUNK = 64 * 1024  # compressed bytes read per step (small: each step's input is copied while inflating)
+# Compressed bytes fed per step when recovering the output in front of a damaged spot: one, so that the step
+# that fails (and whose output zlib discards) holds no decoded data (only a failed check or a bad code).
+_SALVAGE_STEP = 1
+# Errors of a remote or network file system that a later attempt can get past: not a property of the file.
+TRANSIENT_ERRNOS = frozenset(
+    getattr(errno, n)
+    for n in ("EAGAIN", "ETIMEDOUT", "ENOTCONN", "ESTALE", "ECONNRESET", "EHOSTUNREACH", "ENETUNREACH", "EINTR")
+    if hasattr(errno, n)
+)
+
+
+class CorruptFileError(Exception):
+    """A landing file cannot be read to its end; everything before the damage has been delivered."""
+
+    def __init__(self, f: LandingFile, cause: BaseException | str, compressed_at: int | None = None) -> None:
+        self.relpath = f.relpath
+        self.size = f.size
+        self.compressed_at = compressed_at  # bytes of the (compressed) file consumed when reading stopped
+        name = "zlib.error" if isinstance(cause, zlib.error) else type(cause).__name__
+        self.error = cause if isinstance(cause, str) else f"{name}: {cause}"
+        super().__init__(f"{f.relpath}: cannot be read to its end ({self.error})")
+
+
+def is_transient_os_error(exc: OSError) -> bool:
+    """Whether an OS error is a storage hiccup (retry) rather than a property of the file (quarantine)."""
+    return exc.errno in TRANSIENT_ERRNOS or isinstance(exc, TimeoutError | ConnectionError)
+
+
+def _open(f: LandingFile) -> IO[bytes]:
+    try:
+        return open(f.path, "rb")
+    except OSError as e:
+        if is_transient_os_error(e):
+            raise
+        raise CorruptFileError(f, e) from e
+
+
+def _plain_chunks(f: LandingFile, chunk: int) -> Iterator[bytes]:
+    with _open(f) as stream:
+        while True:
+            try:
+                data = stream.read(chunk)
+            except OSError as e:
+                if is_transient_os_error(e):
+                    raise
+                raise CorruptFileError(f, e) from e
+            if not data:
+                return
+            yield data
+
+
+def _gzip_chunks(f: LandingFile, chunk: int) -> Iterator[bytes]:
+    """Decompressed content of a gzip file (members in sequence, zero padding after a member allowed).
+
+    Unlike :mod:`gzip`, every byte decoded before a damaged or missing part is delivered before
+    :class:`CorruptFileError` is raised, so the complete lines in front of the damage can be ingested.
+    """
+    consumed = 0
+    d: zlib._Decompress | None = None
+    started = False
+    with _open(f) as stream:
+        while True:
+            try:
+                data = stream.read(GZIP_READ_CHUNK)
+            except OSError as e:
+                if is_transient_os_error(e):
+                    raise
+                raise CorruptFileError(f, e, consumed) from e
+            if not data:
+                break
+            buf = data
+            while buf:
+                if d is None:
+                    if started:
+                        buf = buf.lstrip(b"\x00")  # padding after a member, as gzip accepts
+                        if not buf:
+                            break
+                    d, started = zlib.decompressobj(wbits=31), True
+                before = d.copy()
+                try:
+                    out = d.decompress(buf, chunk)
+                except zlib.error as e:
+                    good, at = _salvage(before, buf)
+                    if good:
+                        yield good
+                    raise CorruptFileError(f, e, consumed + at) from e
+                if out:
+                    yield out
+                if d.eof:
+                    consumed += len(buf) - len(d.unused_data)
+                    buf, d = d.unused_data, None
+                elif d.unconsumed_tail:
+                    consumed += len(buf) - len(d.unconsumed_tail)
+                    buf = d.unconsumed_tail
+                else:
+                    consumed += len(buf)
+                    buf = b""
+        if d is not None:
+            while not d.eof:  # drain output held back by the max_length bound (the trailer is checked here too)
+                try:
+                    out = d.decompress(d.unconsumed_tail, chunk)
+                except zlib.error as e:
+                    raise CorruptFileError(f, e, consumed) from e
+                if not out:
+                    break
+                yield out
+            if not d.eof:
+                raise CorruptFileError(
+                    f, "compressed data ends before the end-of-stream marker: the file is truncated", consumed
+                )
+
+
+def _salvage(d: zlib._Decompress, buf: bytes) -> tuple[bytes, int]:
+    """Output of ``buf`` fed in small steps up to the step that fails, and the compressed bytes consumed."""
+    parts: list[bytes] = []
+    at = 0
+    try:
+        while at < len(buf):
+            parts.append(d.decompress(buf[at : at + _SALVAGE_STEP]))
+            at += _SALVAGE_STEP
+    except zlib.error:
+        pass
+    return b"".join(parts), min(at, len(buf))
+
+
+def iter_content(f: LandingFile, chunk: int = READ_CHUNK) -> Iterator[bytes]:
+    """The file's content in chunks, decompressed, without a leading UTF-8 byte-order mark.
+
+    Raises :class:`CorruptFileError` after the last readable chunk when the file is damaged or unreadable.
+    """
+    chunks = _gzip_chunks(f, chunk) if f.gzipped else _plain_chunks(f, chunk)
+    head = b""
+    for c in chunks:
+        head += c
+        if len(head) >= len(UTF8_BOM) or not UTF8_BOM.startswith(head):
+            break
+    if head.startswith(UTF8_BOM):
+        head = head[len(UTF8_BOM) :]
+    if head:
+        yield head
+    yield from chunks
+
+
+class ContentReader:
+    """``read(n)`` over :func:`iter_content`: exactly ``n`` bytes unless the content ends or is damaged.
+
+    A read that meets the damage returns what was readable; the next read raises :class:`CorruptFileError`.
+    """
+
+    def __init__(self, f: LandingFile, chunk: int = READ_CHUNK) -> None:
+        self._chunks = iter_content(f, chunk)
+        self._parts: list[bytes] = []
+        self._held = 0
+        self._error: CorruptFileError | None = None
+        self._done = False
+
+    def read(self, n: int) -> bytes:
+        if self._error is not None and not self._held:
+            raise self._error
+        while self._held < n and not self._done:
+            try:
+                part = next(self._chunks)
+            except StopIteration:
+                self._done = True
+            except CorruptFileError as e:
+                self._error, self._done = e, True
+                if not self._held:
+                    raise
+            else:
+                self._parts.append(part)
+                self._held += len(part)
+        data = self._parts[0] if len(self._parts) == 1 else b"".join(self._parts)
+        out, rest = (data, b"") if len(data) <= n else (data[:n], data[n:])
+        self._parts, self._held = ([rest] if rest else []), len(rest)
+        return out
+
+
 def iter_lines(f: LandingFile) -> Iterator[bytes]:
-    """The file's lines as bytes, without the line terminator; a final line without newline counts."""
-    with f.open() as stream:
-        for raw in stream:
-            yield raw[:-1] if raw.endswith(b"\n") else raw
+    """The file's lines as bytes, without the line terminator; a final line without newline counts.
+
+    A damaged file yields its complete lines before the damage, then raises :class:`CorruptFileError`.
+    """
+    pending: list[bytes] = []  # pieces of a line longer than a chunk, joined once its end arrives
+    for chunk in iter_content(f):
+        if b"\n" not in chunk:
+            pending.append(chunk)
+            continue
+        lines = chunk.split(b"\n")
+        if pending:
+            lines[0] = b"".join([*pending, lines[0]])
+        pending = [lines.pop()]
+        yield from lines
+    tail = b"".join(pending)
+    if tail:
+        yield tail
 
 
 def is_tombstone_line(raw: bytes) -> bool:
@@ -184,14 +387,32 @@ def is_tombstone_line(raw: bytes) -> bool:
     return isinstance(value, dict) and value.keys() == {"schema", "payload"} and value["payload"] is None
 
 
-def count_lines(f: LandingFile) -> tuple[int, int]:
-    """(lines, tombstones) of one file, counted straight from its bytes."""
+@dataclass(frozen=True)
+class FileCount:
+    """Lines and tombstones of one file; for a damaged file, of its complete lines before the damage."""
+
+    lines: int
+    tombstones: int
+    corrupt: str | None = None  # why the file cannot be read to its end
+
+
+def scan_file(f: LandingFile) -> FileCount:
+    """Count one file's lines and tombstones straight from its bytes, noting whether it is damaged."""
     lines = tombstones = 0
-    for raw in iter_lines(f):
-        lines += 1
-        if is_tombstone_line(raw):
-            tombstones += 1
-    return lines, tombstones
+    try:
+        for raw in iter_lines(f):
+            lines += 1
+            if is_tombstone_line(raw):
+                tombstones += 1
+    except CorruptFileError as e:
+        return FileCount(lines, tombstones, e.error)
+    return FileCount(lines, tombstones)
+
+
+def count_lines(f: LandingFile) -> tuple[int, int]:
+    """(lines, tombstones) of one file, counted straight from its bytes (readable lines of a damaged file)."""
+    c = scan_file(f)
+    return c.lines, c.tombstones
 
 
 def hour_partition_key(arrival_hour: datetime) -> str:

@@ -34,12 +34,15 @@ REASON_INVALID_OP = "invalid_op"
 REASON_MISSING_KEY = "missing_key"
 REASON_INVALID_VALUE = "invalid_value"
 REASON_INVALID_ENVELOPE = "invalid_envelope"
+# A file that cannot be read to its end: one row for the file, not for a line (its readable lines are ingested).
+REASON_CORRUPT_FILE = "corrupt_file"
 QUARANTINE_REASONS = (
     REASON_MALFORMED_JSON,
     REASON_INVALID_OP,
     REASON_MISSING_KEY,
     REASON_INVALID_VALUE,
     REASON_INVALID_ENVELOPE,
+    REASON_CORRUPT_FILE,
 )
 
 MONEY = DecimalType(12, 2)

@@ -20,7 +20,8 @@ from logistics_platform.lib.maintenance.tags import snapshot_current_at
 
 
 class TimeTravelError(ValueError):
-    """The as-of value matches no tag, snapshot or time of the table; the message says what exists."""
+    """The as-of value matches no tag, snapshot or time of the table (the message says what exists), or the
+    query cannot run on it."""
 
 
 @dataclass(frozen=True)
@@ -98,4 +99,13 @@ def query_as_of(
     con.execute(f'create schema if not exists "{namespace}"')
     con.execute(f'create or replace view "{namespace}"."{name}" as select * from {scan}')
     con.execute(f'create or replace view "{name}" as select * from {scan}')
-    return resolved, con.sql(sql or f'select * from "{name}"')
+    try:
+        return resolved, con.sql(sql or f'select * from "{name}"')
+    except duckdb.Error as exc:
+        raise TimeTravelError(query_error(exc, namespace, name)) from exc
+
+
+def query_error(exc: duckdb.Error, namespace: str, name: str) -> str:
+    """One line for a query that DuckDB rejected, naming the relations the query can use."""
+    first = next((line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
+    return f'the query failed: {first}; the table is visible as "{name}" and "{namespace}"."{name}"'

@@ -71,15 +71,41 @@ def read_ingest_log(settings: Settings, hours: Iterable[str] | None = None) -> d
     return out
 
 
+def read_corrupt_files(settings: Settings, hours: Iterable[str] | None = None) -> dict[tuple[str, str], dict[str, str]]:
+    """(topic, hour key) -> {file: error detail} of the files bronze.quarantine records as ``corrupt_file``."""
+    from pyiceberg.exceptions import NoSuchTableError
+    from pyiceberg.expressions import EqualTo
+
+    from logistics_platform.lib.bronze.schema import NAMESPACE, QUARANTINE_TABLE, REASON_CORRUPT_FILE
+    from logistics_platform.lib.connections import load_catalog
+
+    try:
+        table = load_catalog(settings).load_table(f"{NAMESPACE}.{QUARANTINE_TABLE}")
+    except NoSuchTableError:
+        return {}
+    wanted = set(hours) if hours is not None else None
+    scan = table.scan(
+        row_filter=EqualTo("reason", REASON_CORRUPT_FILE),
+        selected_fields=("_topic", "_arrival_hour", "_source_file", "error_detail"),
+    )
+    out: dict[tuple[str, str], dict[str, str]] = {}
+    for row in scan.to_arrow().to_pylist():
+        hk = hour_key(row["_arrival_hour"])
+        if wanted is None or hk in wanted:
+            out.setdefault((row["_topic"], hk), {})[row["_source_file"]] = row["error_detail"] or ""
+    return out
+
+
 @dataclass
 class HourReport:
     """verify's finding for one arrival hour."""
 
     hour: str
-    status: str  # ok | never_ingested | changed | partial | unbalanced | not_landed
+    status: str  # ok | never_ingested | changed | partial | unbalanced | corrupt | not_landed
     stale: dict[str, str] = field(default_factory=dict)  # topic -> never | changed
     new_files: list[str] = field(default_factory=list)
     entries: list[IngestLogEntry] = field(default_factory=list)
+    corrupt_files: dict[str, str] = field(default_factory=dict)  # file -> why it cannot be read to its end
 
     @property
     def ok(self) -> bool:
@@ -87,9 +113,15 @@ class HourReport:
 
 
 def compare(
-    scan: Mapping[str, Mapping[str, str]], ingested: Mapping[tuple[str, str], IngestLogEntry], landing_dir: Path
+    scan: Mapping[str, Mapping[str, str]],
+    ingested: Mapping[tuple[str, str], IngestLogEntry],
+    landing_dir: Path,
+    corrupt: Mapping[tuple[str, str], Mapping[str, str]] | None = None,
 ) -> list[HourReport]:
-    """Per landed (or logged) hour: never ingested, files changed since the ingest, or accounted for."""
+    """Per landed (or logged) hour: never ingested, files changed since the ingest, or accounted for.
+
+    ``corrupt`` (:func:`read_corrupt_files`) marks an ingested hour whose files could not all be read to the end.
+    """
     from logistics_platform.lib.bronze.landing import list_hour_files
 
     by_hour: dict[str, dict[str, IngestLogEntry]] = {}
@@ -121,6 +153,11 @@ def compare(
             report.status = "partial"
         elif not all(e.balanced for e in report.entries):
             report.status = "unbalanced"
+        else:
+            for topic in sorted(logged):
+                report.corrupt_files.update((corrupt or {}).get((topic, hour), {}))
+            if report.corrupt_files:
+                report.status = "corrupt"  # ingested as far as readable; waits for the producer to re-deliver
         reports.append(report)
     return reports
 

@@ -1,0 +1,124 @@
+"""One line for every error a user can cause: what was wrong and what to do (``--debug`` shows the traceback)."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+from typing import NoReturn
+
+USAGE = 2  # a bad argument or setting
+FAILED = 1  # the command could not do its work (unreachable catalog, locked file, ...)
+
+_LOCK_RE = re.compile(r'lock on file "(?P<path>[^"]+)".*?\(PID (?P<pid>\d+)\)', re.S)
+
+
+class CommandError(Exception):
+    """A command cannot do its work; the message is the whole explanation, ``code`` the exit code."""
+
+    def __init__(self, message: str, code: int = FAILED) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def require_landing_dir(path: Path) -> None:
+    """Fail with one line when the landing zone is missing or unreadable."""
+    import os
+
+    if not path.exists():
+        raise CommandError(
+            f"landing zone {path} does not exist: set LANDING_DIR (or run `logistics-platform generate`)"
+        )
+    if not path.is_dir():
+        raise CommandError(f"landing zone {path} is not a directory: set LANDING_DIR to the landing root")
+    if not os.access(path, os.R_OK | os.X_OK):
+        raise CommandError(f"landing zone {path} cannot be read by this user: fix its permissions or LANDING_DIR")
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse whose usage errors are one line (the usage itself is in ``--help``)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(USAGE, f"{self.prog}: error: {message}; see `{self.prog} --help`\n")
+
+
+def first_line(text: str, limit: int = 400) -> str:
+    line = next((part.strip() for part in str(text).splitlines() if part.strip()), "")
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def _process(pid: int) -> str:
+    """What runs as ``pid`` (its command line), for naming the holder of a lock."""
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return f"PID {pid}"
+    args = [a for a in raw.decode(errors="replace").split("\0") if a]
+    command = " ".join(" ".join(args).split())  # one line, whatever the arguments hold
+    return f"PID {pid} ({command[:120]})" if command else f"PID {pid}"
+
+
+def _redacted(uri: str) -> str:
+    try:
+        from sqlalchemy.engine import make_url
+
+        return make_url(uri).render_as_string(hide_password=True)
+    except Exception:
+        return re.sub(r"//([^:/@]+):[^@]*@", r"//\1:***@", uri)
+
+
+def _catalog_uri() -> str:
+    import os
+
+    return _redacted(os.environ.get("ICEBERG_CATALOG_URI") or "the default SQLite catalog")
+
+
+def explain(exc: BaseException) -> tuple[str, int]:
+    """(one-line message, exit code) for an exception that ended a command."""
+    import duckdb
+    from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
+    from sqlalchemy import exc as sa_exc
+
+    from logistics_platform.settings import SettingsError
+
+    if isinstance(exc, CommandError):
+        return str(exc), exc.code
+    if isinstance(exc, SettingsError):
+        return f"{exc}", USAGE
+    if isinstance(exc, sa_exc.ArgumentError):
+        return f"ICEBERG_CATALOG_URI={_catalog_uri()} is not a usable database URI ({first_line(str(exc))})", USAGE
+    if isinstance(exc, sa_exc.OperationalError | sa_exc.InterfaceError | sa_exc.DisconnectionError):
+        cause = first_line(str(getattr(exc, "orig", None) or exc))
+        return (
+            f"cannot reach the Iceberg catalog at {_catalog_uri()}: {cause}; check that the database is running "
+            "and ICEBERG_CATALOG_URI points to it",
+            FAILED,
+        )
+    if isinstance(exc, duckdb.IOException):
+        m = _LOCK_RE.search(str(exc))
+        if m:
+            return (
+                f"the DuckDB file {m['path']} is locked by another process, {_process(int(m['pid']))}: stop it "
+                "(or wait for it to finish) and retry, or point DUCKDB_PATH at another file",
+                FAILED,
+            )
+        hint = "; build it with `logistics-platform run` or set DUCKDB_PATH" if "does not exist" in str(exc) else ""
+        return f"DuckDB cannot open a file: {first_line(str(exc))}{hint}", FAILED
+    if isinstance(exc, duckdb.Error):
+        return f"DuckDB: {first_line(str(exc))}", FAILED
+    if isinstance(exc, NoSuchTableError | NoSuchNamespaceError):
+        return f"{first_line(str(exc))}: no such Iceberg table yet; run `logistics-platform run` first", FAILED
+    if isinstance(exc, OSError) and exc.filename is not None:
+        return f"cannot use {exc.filename}: {exc.strerror or exc}; check the path and its permissions", FAILED
+    if isinstance(exc, ValueError):
+        return first_line(str(exc)) or type(exc).__name__, USAGE
+    return f"{type(exc).__name__}: {first_line(str(exc))}", FAILED
+
+
+def report(command: str, exc: BaseException) -> int:
+    """Print the one line for ``exc`` to stderr and return the exit code."""
+    message, code = explain(exc)
+    debug = f"`logistics-platform --debug {command} ...` shows the traceback"
+    print(f"logistics-platform {command}: error: {message} ({debug})", file=sys.stderr)
+    return code
