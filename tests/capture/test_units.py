@@ -13,7 +13,7 @@ import pytest
 from logistics_platform.lib.bronze.envelope import TOMBSTONE, LineParser, Rejected
 from logistics_platform.lib.bronze.schema import TOPICS
 from logistics_platform.lib.capture import pgoutput as pg
-from logistics_platform.lib.capture.envelope import change_event, from_text, lines_of, row_from_tuple
+from logistics_platform.lib.capture.envelope import change_event, from_text, lines_of, row_from_tuple, to_json_value
 from logistics_platform.lib.capture.lag import Lag, lag_from, lag_problems, retention_alert
 from logistics_platform.lib.capture.replication import capture_logical
 from logistics_platform.lib.capture.schema import TABLES
@@ -84,8 +84,10 @@ def test_decoder_rejects_damaged_messages() -> None:
 def test_text_values_become_typed_and_unchanged_toast_is_refused() -> None:
     assert from_text(20, "42") == 42 and from_text(1700, "129.90") == Decimal("129.90")
     assert from_text(16, "t") is True and from_text(16, "f") is False
-    assert from_text(1184, "2026-11-02 10:15:30.5+00") == datetime(2026, 11, 2, 10, 15, 30, 500000, tzinfo=UTC)
+    assert from_text(1184, "2026-11-02 10:15:30.5+00") == "2026-11-02T10:15:30.500000Z"
+    assert from_text(1184, "2026-11-02 10:15:30+00") == "2026-11-02T10:15:30.000000Z"
     assert from_text(1184, "2026-11-02 12:15:30+02") == datetime(2026, 11, 2, 10, 15, 30, tzinfo=UTC)
+    assert to_json_value(from_text(1184, "2026-11-02 12:15:30+02")) == "2026-11-02T10:15:30.000000Z"
     assert from_text(25, None) is None
     with pytest.raises(ValueError, match="REPLICA IDENTITY FULL"):
         row_from_tuple(["k", "v"], [25, 25], ["a", pg.UNCHANGED_TOAST])

@@ -8,6 +8,7 @@ The output is what ``lib/bronze/envelope.py`` parses; the tests feed it through 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -28,6 +29,15 @@ TIMESTAMP_OIDS = frozenset({1114})
 FLOAT_OIDS = frozenset({700, 701})
 
 
+_UTC_TEXT = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(\.\d{1,6})?\+00$")
+
+
+class IsoUtc(str):
+    """A timestamptz already in the contract's text form (``2026-11-02T10:15:30.123456Z``)."""
+
+    __slots__ = ()
+
+
 class UnchangedToastError(ValueError):
     """An update left a TOASTed column out of the row image; the contract's rows are complete."""
 
@@ -46,6 +56,10 @@ def from_text(type_oid: int, text: str | None) -> Any:
         return Decimal(text)
     if type_oid in BOOL_OIDS:
         return text == "t"
+    if type_oid in TIMESTAMPTZ_OIDS and _UTC_TEXT.match(text):
+        # The session runs in UTC/ISO: '2026-11-02 10:15:30.5+00' -> the contract's text without a datetime.
+        date_time, _, frac = text[:-3].partition(".")
+        return IsoUtc(f"{date_time[:10]}T{date_time[11:]}.{frac.ljust(6, '0')}Z")
     if type_oid in TIMESTAMPTZ_OIDS or type_oid in TIMESTAMP_OIDS:
         value = datetime.fromisoformat(text)
         return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
@@ -110,7 +124,7 @@ def change_event(
             "ts_ms": commit_ms,
             "snapshot": snapshot,
             "db": db,
-            "sequence": json.dumps([str(commit_lsn), str(lsn)]),
+            "sequence": f'["{commit_lsn}","{lsn}"]',
             "schema": "public",
             "table": table,
             "txId": tx_id,

@@ -232,7 +232,9 @@ def _stream(
     clock: Clock,
 ) -> None:
     with conn.cursor() as cur:
-        cur.execute("select pg_current_wal_flush_lsn()::text")
+        # The insert position, not the write or flush one: asynchronous commits are visible before their WAL is
+        # written; the walsender sends them once flushed.
+        cur.execute("select pg_current_wal_insert_lsn()::text")
         target = lsn_to_int(cur.fetchone()[0]) or 0
     conn.commit()
     db = _database(conn)
@@ -329,6 +331,8 @@ def _stream(
                     if batch.changes >= max_batch_changes:
                         flush()
                 txn, begin = None, None
+                if m.end_lsn >= target:
+                    break  # drained what was committed when the capture started; later commits are the next run's
             elif isinstance(m, pg.Truncate):
                 raise CaptureError(
                     "capture: a table of the publication was truncated; the contract has no truncate event, so "
