@@ -89,8 +89,11 @@ def test_a_crash_after_the_manifest_is_rolled_forward_on_open(tmp_path: Path) ->
     with LandingWriter(landing, "s") as w:
         assert w.manifest.lsn == 200
     assert (landing / final).read_text() == '{"a":2}\n' and not tmp.exists()
-    with LandingWriter(landing, "s"):  # idempotent
+    orphan = landing / CAPTURE_DIR / "tmp" / "crashed-before-the-manifest.json"
+    orphan.write_text('{"a":3}\n')
+    with LandingWriter(landing, "s"):  # idempotent; a batch that never reached the manifest is dropped
         pass
+    assert not orphan.exists()
     assert json.loads((landing / final).read_text()) == {"a": 2}
 
 

@@ -2,7 +2,8 @@
 
 A batch is landed in three steps, each durable before the next:
 
-1. every file of the batch is written under ``<landing>/_capture/tmp/`` and fsynced;
+1. every file of the batch is written under ``<landing>/_capture/tmp/`` and fsynced (leftovers of a crash before
+   step 2 are deleted on open);
 2. the manifest ``<landing>/_capture/<name>.json`` is replaced atomically (write, fsync, rename, fsync the
    directory) with the new position, the next Kafka offset of every topic, and the list of files to move;
 3. the files are renamed into their ``topics/<topic>/dt=/hr=`` folders and the folders fsynced.
@@ -147,6 +148,11 @@ class LandingWriter:
         if found is not None:
             self.manifest = found
             self._roll_forward(found.pending)
+        # Temp files no manifest lists are batches that crashed before step 2: their changes are read again.
+        listed = {Path(tmp).name for tmp, _rel in self.manifest.pending}
+        for orphan in self.tmp_dir.glob("*.json"):
+            if orphan.name not in listed:
+                orphan.unlink()
         return self
 
     def close(self) -> None:
