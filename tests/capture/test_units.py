@@ -206,3 +206,31 @@ def test_a_dropped_slot_is_refused_then_resnapshot_recovers(oltp_dsn: str, tmp_p
     again = capture_logical(oltp_dsn, tmp_path, "cap_drop", "cap_drop", resnapshot=True)
     assert again.created_slot and again.snapshot_rows == first.snapshot_rows
     conn.close()
+
+
+@pytest.mark.postgres
+def test_an_invalidated_slot_is_refused_in_one_line(oltp_dsn: str, tmp_path: Path) -> None:
+    from logistics_platform.lib.capture.simulate import simulate
+
+    conn = psycopg2.connect(oltp_dsn)
+    simulate(conn, 20, seed=3)
+    capture_logical(oltp_dsn, tmp_path, "cap_lost", "cap_lost")
+    conn.autocommit = True
+    with conn.cursor() as cur:
+        # Let the server drop WAL this slot still needs: a tiny max_slot_wal_keep_size, then a few segments.
+        cur.execute("alter system set max_slot_wal_keep_size = '1MB'")
+        cur.execute("select pg_reload_conf()")
+        try:
+            for _ in range(4):
+                cur.execute("update tenants set updated_at = clock_timestamp()")
+                cur.execute("select pg_switch_wal()")
+            cur.execute("checkpoint")
+            cur.execute("select wal_status from pg_replication_slots where slot_name = 'cap_lost'")
+            assert cur.fetchone()[0] == "lost"
+        finally:
+            cur.execute("alter system reset max_slot_wal_keep_size")
+            cur.execute("select pg_reload_conf()")
+    with pytest.raises(CaptureError, match="slot cap_lost was invalidated") as err:
+        capture_logical(oltp_dsn, tmp_path, "cap_lost", "cap_lost")
+    assert "\n" not in str(err.value)
+    conn.close()
