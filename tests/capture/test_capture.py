@@ -50,11 +50,13 @@ def test_capture_then_pipeline_equals_the_oltp_database(
     stream = simulate(conn, 3000, seed=2)
     assert {"order_delete", "courier_delete", "tenant_tier", "payment_refunded"} <= set(stream.by_kind)
     run_capture(settings, clock=an_hour_ago)
+    simulate(conn, 500, seed=3)
     # A tier history we know: t001 changes tier twice, in two transactions.
     with conn.cursor() as cur:
         cur.execute("select tier from tenants where tenant_id = 't001'")
         start_tier = cur.fetchone()[0]
         history = [start_tier]
+        time.sleep(0.005)
         for tier in [t for t in ("bronze", "silver", "gold") if t != start_tier]:
             cur.execute(
                 "update tenants set tier = %s, updated_at = clock_timestamp() where tenant_id = 't001'", (tier,)
@@ -63,7 +65,6 @@ def test_capture_then_pipeline_equals_the_oltp_database(
             history.append(tier)
             # Event time is source.ts_ms, in milliseconds: two versions in one millisecond would share valid_from.
             time.sleep(0.005)
-    simulate(conn, 500, seed=3)
     second = run_capture(settings, clock=an_hour_ago)
     assert second.transactions > 0 and not second.created_slot
 

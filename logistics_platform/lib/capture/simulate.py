@@ -199,14 +199,15 @@ def simulate(conn: Any, changes: int, seed: int = 7) -> SimulationResult:
                 run("payment_refunded", [(sql, (pid,))])
             elif roll < 0.91:
                 tid = rng.choice(sorted(w.tenants))
-                if time.monotonic() - w.tier_changed.get(tid, -1.0) < 0.01:
-                    # Event time has millisecond precision: two versions of a tenant within one would tie.
-                    continue
-                w.tier_changed[tid] = time.monotonic()
                 tier = rng.choice([t for t in TIERS if t != w.tenants[tid]])
                 w.tenants[tid] = tier
+                # Event time has millisecond precision: two versions of a tenant within one would tie.
+                wait = 0.002 - (time.monotonic() - w.tier_changed.get(tid, -1.0))
+                if wait > 0:
+                    time.sleep(wait)
                 sql = "update tenants set tier = %s, updated_at = clock_timestamp() where tenant_id = %s"
                 run("tenant_tier", [(sql, (tier, tid))])
+                w.tier_changed[tid] = time.monotonic()
             elif roll < 0.93:
                 run("courier_insert", [_new_courier(w, rng)])
             elif roll < 0.95 and w.couriers:
