@@ -182,14 +182,6 @@ def _choice(env: Mapping[str, str], name: str, default: str, allowed: tuple[str,
     return value
 
 
-def _identifier(env: Mapping[str, str], name: str, default: str) -> str:
-    """A PostgreSQL slot/publication name: lower-case letters, digits and underscores (what slots accept)."""
-    value = env.get(name) or default
-    if not re.fullmatch(r"[a-z0-9_]{1,63}", value):
-        raise SettingsError(f"{name}={value!r}: use 1-63 lower-case letters, digits and underscores")
-    return value
-
-
 def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
     """Read the settings from ``environ`` (default: the process environment)."""
     env = dict(os.environ if environ is None else environ)
@@ -256,8 +248,8 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         daily_tag_retention_days=int(_number(env, "DAILY_TAG_RETENTION_DAYS", d.daily_tag_retention_days, int)),
         s3=s3,
         oltp_dsn=env.get("OLTP_DSN") or None,
-        capture_slot=_identifier(env, "CAPTURE_SLOT", d.capture_slot),
-        capture_publication=_identifier(env, "CAPTURE_PUBLICATION", d.capture_publication),
+        capture_slot=env.get("CAPTURE_SLOT") or d.capture_slot,
+        capture_publication=env.get("CAPTURE_PUBLICATION") or d.capture_publication,
         capture_query_overlap_seconds=_number(env, "CAPTURE_QUERY_OVERLAP_SECONDS", d.capture_query_overlap_seconds),
         capture_lag_warn_bytes=int(_number(env, "CAPTURE_LAG_WARN_BYTES", d.capture_lag_warn_bytes, int)),
         capture_lag_warn_seconds=_number(env, "CAPTURE_LAG_WARN_SECONDS", d.capture_lag_warn_seconds),
