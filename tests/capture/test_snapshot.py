@@ -51,7 +51,9 @@ def test_snapshot_then_stream_with_concurrent_changes(oltp_dsn: str, tmp_path: P
     writer_conn.close()
 
     assert first.created_slot and first.snapshot_rows > 0
-    assert rest.transactions > 0  # changes committed after the snapshot came through the stream
+    # Changes committed after the slot's consistent point came through the stream (in the first capture's drain or
+    # the next one's, depending on how far the simulator got meanwhile).
+    assert first.transactions + rest.transactions > 0
     events = landed_events(settings.landing_dir)
     ids = identities(events)
     assert len(ids) == len(set(ids))
