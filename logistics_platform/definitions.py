@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dagster as dg
 
-from logistics_platform.defs import bronze, maintenance, operate, transform
+from logistics_platform.defs import bronze, capture, maintenance, operate, transform
 from logistics_platform.resources import build_resources
 from logistics_platform.settings import Settings, load_settings
 
@@ -16,6 +16,7 @@ def build_definitions(settings: Settings) -> dg.Definitions:
         transform.build_defs(settings),
         maintenance.build_defs(settings),
         operate.build_defs(settings),
+        capture.build_defs(settings),
         dg.Definitions(resources=build_resources(settings)),
     )
 

@@ -63,6 +63,19 @@ SETTINGS_DOC: dict[str, tuple[str, str]] = {
     "ICEBERG_S3_ACCESS_KEY_ID": ("(unset)", "S3 access key id (prod)."),
     "ICEBERG_S3_SECRET_ACCESS_KEY": ("(unset)", "S3 secret key (prod)."),
     "ICEBERG_S3_REGION": ("us-east-1", "S3 region (prod)."),
+    "OLTP_DSN": ("(unset)", "libpq DSN of the OLTP PostgreSQL database that `capture` reads; unset = capture off."),
+    "CAPTURE_SLOT": ("logistics_capture", "Logical replication slot of `capture` (also names its landing manifest)."),
+    "CAPTURE_PUBLICATION": ("logistics_capture", "Publication of the contract's tables that the slot decodes."),
+    "CAPTURE_QUERY_OVERLAP_SECONDS": (
+        "300",
+        "`capture --mode query` re-reads rows this far behind its updated_at watermark (late commits, clock skew).",
+    ),
+    "CAPTURE_LAG_WARN_BYTES": ("67108864", "The capture lag check warns when the slot is this many WAL bytes behind."),
+    "CAPTURE_LAG_WARN_SECONDS": ("900", "The capture lag check warns when the last capture is this old and behind."),
+    "CAPTURE_WAL_RETENTION_ALERT_BYTES": (
+        "1073741824",
+        "Alert when the slot is inactive and keeps more WAL than this on the OLTP server (1 GiB).",
+    ),
 }
 
 
@@ -100,6 +113,13 @@ class Settings:
     manifest_max_per_snapshot: int = 10
     daily_tag_retention_days: int = 365
     s3: dict[str, str] = field(default_factory=dict)
+    oltp_dsn: str | None = None
+    capture_slot: str = "logistics_capture"
+    capture_publication: str = "logistics_capture"
+    capture_query_overlap_seconds: float = 300.0
+    capture_lag_warn_bytes: int = 64 * 1024 * 1024
+    capture_lag_warn_seconds: float = 900.0
+    capture_wal_retention_alert_bytes: int = 1024 * 1024 * 1024
 
     @property
     def catalog_name(self) -> str:
@@ -227,6 +247,15 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         manifest_max_per_snapshot=int(_number(env, "MANIFEST_MAX_PER_SNAPSHOT", d.manifest_max_per_snapshot, int)),
         daily_tag_retention_days=int(_number(env, "DAILY_TAG_RETENTION_DAYS", d.daily_tag_retention_days, int)),
         s3=s3,
+        oltp_dsn=env.get("OLTP_DSN") or None,
+        capture_slot=env.get("CAPTURE_SLOT") or d.capture_slot,
+        capture_publication=env.get("CAPTURE_PUBLICATION") or d.capture_publication,
+        capture_query_overlap_seconds=_number(env, "CAPTURE_QUERY_OVERLAP_SECONDS", d.capture_query_overlap_seconds),
+        capture_lag_warn_bytes=int(_number(env, "CAPTURE_LAG_WARN_BYTES", d.capture_lag_warn_bytes, int)),
+        capture_lag_warn_seconds=_number(env, "CAPTURE_LAG_WARN_SECONDS", d.capture_lag_warn_seconds),
+        capture_wal_retention_alert_bytes=int(
+            _number(env, "CAPTURE_WAL_RETENTION_ALERT_BYTES", d.capture_wal_retention_alert_bytes, int)
+        ),
     )
 
 

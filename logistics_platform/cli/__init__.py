@@ -18,6 +18,8 @@ COMMAND_MODULES = (
     "late",
     "dbt",
     "dbt_worker",
+    "capture",
+    "oltp_simulate",
 )
 
 

@@ -1,0 +1,146 @@
+"""Rows of the OLTP database -> Debezium change events as the landing contract carries them (sources.md).
+
+Values are encoded as the Debezium connector does with ``decimal.handling.mode=string`` and
+``time.precision.mode=adaptive``: numerics as decimal strings, timestamptz as ISO-8601 UTC with microseconds.
+The output is what ``lib/bronze/envelope.py`` parses; the tests feed it through that parser.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any
+
+from logistics_platform.lib.capture.pgoutput import UNCHANGED_TOAST, Value
+
+CONNECTOR_VERSION = "logistics-capture-1"
+SERVER_NAME = "oltp"
+TOPIC_PREFIX = "oltp.public."
+
+# PostgreSQL type oids whose text output is converted (everything else stays text).
+INT_OIDS = frozenset({20, 21, 23})
+NUMERIC_OIDS = frozenset({1700})
+BOOL_OIDS = frozenset({16})
+TIMESTAMPTZ_OIDS = frozenset({1184})
+TIMESTAMP_OIDS = frozenset({1114})
+FLOAT_OIDS = frozenset({700, 701})
+
+
+_UTC_TEXT = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(\.\d{1,6})?\+00$")
+
+
+class IsoUtc(str):
+    """A timestamptz already in the contract's text form (``2026-11-02T10:15:30.123456Z``)."""
+
+    __slots__ = ()
+
+
+class UnchangedToastError(ValueError):
+    """An update left a TOASTed column out of the row image; the contract's rows are complete."""
+
+
+def topic_of(table: str) -> str:
+    return TOPIC_PREFIX + table
+
+
+def from_text(type_oid: int, text: str | None) -> Any:
+    """A Python value of PostgreSQL's text output of one column (the replication connection runs in UTC/ISO)."""
+    if text is None:
+        return None
+    if type_oid in INT_OIDS:
+        return int(text)
+    if type_oid in NUMERIC_OIDS:
+        return Decimal(text)
+    if type_oid in BOOL_OIDS:
+        return text == "t"
+    if type_oid in TIMESTAMPTZ_OIDS and _UTC_TEXT.match(text):
+        # The session runs in UTC/ISO: '2026-11-02 10:15:30.5+00' -> the contract's text without a datetime.
+        date_time, _, frac = text[:-3].partition(".")
+        return IsoUtc(f"{date_time[:10]}T{date_time[11:]}.{frac.ljust(6, '0')}Z")
+    if type_oid in TIMESTAMPTZ_OIDS or type_oid in TIMESTAMP_OIDS:
+        value = datetime.fromisoformat(text)
+        return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+    if type_oid in FLOAT_OIDS:
+        return float(text)
+    return text
+
+
+def row_from_tuple(names: Sequence[str], oids: Sequence[int], values: Sequence[Value]) -> dict[str, Any]:
+    """Column name -> Python value of one decoded tuple."""
+    out: dict[str, Any] = {}
+    for name, oid, v in zip(names, oids, values, strict=True):
+        if v is UNCHANGED_TOAST:
+            raise UnchangedToastError(
+                f"column {name} arrived as unchanged TOAST: set REPLICA IDENTITY FULL on its table to capture it"
+            )
+        out[name] = from_text(oid, v)  # type: ignore[arg-type]  # the sentinel is excluded above
+    return out
+
+
+def iso_utc(value: datetime) -> str:
+    """``2026-11-02T10:15:30.123456Z`` (a naive value is taken as UTC)."""
+    if value.tzinfo is not None:
+        value = value.astimezone(UTC).replace(tzinfo=None)
+    return value.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def to_json_value(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return iso_utc(value)
+    if isinstance(value, Decimal):
+        return str(value)
+    return value
+
+
+def encode_row(row: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    return None if row is None else {k: to_json_value(v) for k, v in row.items()}
+
+
+def change_event(
+    table: str,
+    op: str,
+    before: Mapping[str, Any] | None,
+    after: Mapping[str, Any] | None,
+    *,
+    lsn: int,
+    commit_lsn: int,
+    commit_ms: int,
+    tx_id: int | None,
+    processed_ms: int,
+    db: str,
+    snapshot: str = "false",
+) -> str:
+    """One Debezium envelope (``schemas.enable=false``) as a compact JSON line."""
+    event = {
+        "before": encode_row(before),
+        "after": encode_row(after),
+        "source": {
+            "version": CONNECTOR_VERSION,
+            "connector": "postgresql",
+            "name": SERVER_NAME,
+            "ts_ms": commit_ms,
+            "snapshot": snapshot,
+            "db": db,
+            "sequence": f'["{commit_lsn}","{lsn}"]',
+            "schema": "public",
+            "table": table,
+            "txId": tx_id,
+            "lsn": lsn,
+            "xmin": None,
+        },
+        "op": op,
+        "ts_ms": processed_ms,
+        "transaction": None,
+    }
+    return json.dumps(event, separators=(",", ":"), ensure_ascii=False)
+
+
+TOMBSTONE = "null"
+
+
+def lines_of(table: str, op: str, event: str) -> list[str]:
+    """The landed lines of one change: a delete is followed by its Kafka tombstone."""
+    return [event, TOMBSTONE] if op == "d" else [event]

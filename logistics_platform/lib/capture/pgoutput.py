@@ -1,0 +1,242 @@
+"""A pure decoder of PostgreSQL's ``pgoutput`` logical replication messages (protocol version 1, text values).
+
+Each XLogData payload of a ``pgoutput`` stream is one message; :func:`decode` turns its bytes into one of the
+dataclasses below. Values stay PostgreSQL's text output (``None`` for SQL null, :data:`UNCHANGED_TOAST` for a
+TOASTed value the update did not touch); typing them is the envelope's job. Nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+# PostgreSQL timestamps count microseconds from 2000-01-01 UTC.
+PG_EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
+PG_EPOCH_UNIX_US = 946_684_800_000_000
+
+
+class _Unchanged:
+    def __repr__(self) -> str:
+        return "UNCHANGED_TOAST"
+
+
+UNCHANGED_TOAST = _Unchanged()
+Value = str | None | _Unchanged
+
+
+class DecodeError(ValueError):
+    """Bytes that are not a pgoutput protocol-1 message."""
+
+
+@dataclass(frozen=True)
+class Begin:
+    final_lsn: int  # LSN of the transaction's commit record
+    commit_us: int  # commit time, epoch microseconds (UTC)
+    xid: int
+
+
+@dataclass(frozen=True)
+class Commit:
+    commit_lsn: int
+    end_lsn: int  # the position a client confirms once the transaction is durable
+    commit_us: int
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type_oid: int
+    is_key: bool
+
+
+@dataclass(frozen=True)
+class Relation:
+    relid: int
+    namespace: str
+    name: str
+    replica_identity: str  # d default, n nothing, f full, i index
+    columns: tuple[Column, ...]
+
+
+@dataclass(frozen=True)
+class Insert:
+    relid: int
+    new: tuple[Value, ...]
+
+
+@dataclass(frozen=True)
+class Update:
+    relid: int
+    new: tuple[Value, ...]
+    old: tuple[Value, ...] | None  # the key ('K') or full old row ('O') when the replica identity sends one
+    old_is_key_only: bool
+
+
+@dataclass(frozen=True)
+class Delete:
+    relid: int
+    old: tuple[Value, ...]
+    old_is_key_only: bool
+
+
+@dataclass(frozen=True)
+class Truncate:
+    relids: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Other:
+    """Messages capture does not act on (origin, type, logical decoding message)."""
+
+    kind: str
+
+
+Message = Begin | Commit | Relation | Insert | Update | Delete | Truncate | Other
+
+
+def pg_time_to_unix_us(pg_us: int) -> int:
+    return pg_us + PG_EPOCH_UNIX_US
+
+
+def unix_us_to_datetime(us: int) -> datetime:
+    return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=us)
+
+
+class _Reader:
+    __slots__ = ("buf", "pos")
+
+    def __init__(self, buf: bytes) -> None:
+        self.buf = buf
+        self.pos = 0
+
+    def _take(self, fmt: str, size: int) -> int:
+        if self.pos + size > len(self.buf):
+            raise DecodeError(f"message ends at byte {len(self.buf)}, needed {self.pos + size}")
+        (v,) = struct.unpack_from(fmt, self.buf, self.pos)
+        self.pos += size
+        return int(v)
+
+    def i8(self) -> int:
+        return self._take("!b", 1)
+
+    def u8(self) -> int:
+        return self._take("!B", 1)
+
+    def i16(self) -> int:
+        return self._take("!h", 2)
+
+    def i32(self) -> int:
+        return self._take("!i", 4)
+
+    def u32(self) -> int:
+        return self._take("!I", 4)
+
+    def i64(self) -> int:
+        return self._take("!q", 8)
+
+    def u64(self) -> int:
+        return self._take("!Q", 8)
+
+    def byte(self) -> str:
+        return chr(self.u8())
+
+    def cstring(self) -> str:
+        end = self.buf.find(b"\0", self.pos)
+        if end < 0:
+            raise DecodeError("unterminated string")
+        s = self.buf[self.pos : end].decode("utf-8")
+        self.pos = end + 1
+        return s
+
+    def tuple_data(self) -> tuple[Value, ...]:
+        # The hot loop of a capture (one call per row): bytes are indexed directly instead of via _take.
+        buf, pos = self.buf, self.pos
+        end = len(buf)
+        if pos + 2 > end:
+            raise DecodeError(f"message ends at byte {end}, needed {pos + 2}")
+        (n,) = _I16.unpack_from(buf, pos)
+        pos += 2
+        out: list[Value] = []
+        append = out.append
+        for _ in range(n):
+            if pos >= end:
+                raise DecodeError(f"message ends at byte {end}, needed {pos + 1}")
+            kind = buf[pos]
+            pos += 1
+            if kind == 0x74:  # 't': text value
+                if pos + 4 > end:
+                    raise DecodeError(f"message ends at byte {end}, needed {pos + 4}")
+                (size,) = _I32.unpack_from(buf, pos)
+                pos += 4
+                if pos + size > end:
+                    raise DecodeError("column value runs past the end of the message")
+                append(buf[pos : pos + size].decode("utf-8"))
+                pos += size
+            elif kind == 0x6E:  # 'n': null
+                append(None)
+            elif kind == 0x75:  # 'u': unchanged TOAST
+                append(UNCHANGED_TOAST)
+            else:
+                raise DecodeError(
+                    f"column kind {chr(kind)!r} (binary values need proto_version 2+, which we do not ask)"
+                )
+        self.pos = pos
+        return tuple(out)
+
+
+_I16 = struct.Struct("!h")
+_I32 = struct.Struct("!i")
+
+
+def decode(payload: bytes) -> Message:
+    """One pgoutput message from the bytes of one XLogData payload."""
+    if not payload:
+        raise DecodeError("empty message")
+    r = _Reader(bytes(payload))
+    kind = r.byte()
+    if kind == "B":
+        final_lsn, ts, xid = r.u64(), r.i64(), r.u32()
+        return Begin(final_lsn, pg_time_to_unix_us(ts), xid)
+    if kind == "C":
+        r.u8()  # flags, unused
+        commit_lsn, end_lsn, ts = r.u64(), r.u64(), r.i64()
+        return Commit(commit_lsn, end_lsn, pg_time_to_unix_us(ts))
+    if kind == "R":
+        relid, ns, name, ident, ncols = r.u32(), r.cstring(), r.cstring(), r.byte(), r.i16()
+        cols = []
+        for _ in range(ncols):
+            flags, cname, oid = r.u8(), r.cstring(), r.u32()
+            r.i32()  # atttypmod
+            cols.append(Column(cname, oid, bool(flags & 1)))
+        return Relation(relid, ns, name, ident, tuple(cols))
+    if kind == "I":
+        relid = r.u32()
+        if r.byte() != "N":
+            raise DecodeError("insert without a new tuple")
+        return Insert(relid, r.tuple_data())
+    if kind == "U":
+        relid = r.u32()
+        marker = r.byte()
+        old: tuple[Value, ...] | None = None
+        key_only = False
+        if marker in ("K", "O"):
+            key_only = marker == "K"
+            old = r.tuple_data()
+            marker = r.byte()
+        if marker != "N":
+            raise DecodeError(f"update: expected a new tuple, got {marker!r}")
+        return Update(relid, r.tuple_data(), old, key_only)
+    if kind == "D":
+        relid = r.u32()
+        marker = r.byte()
+        if marker not in ("K", "O"):
+            raise DecodeError(f"delete: expected an old key or row, got {marker!r}")
+        return Delete(relid, r.tuple_data(), marker == "K")
+    if kind == "T":
+        n = r.i32()
+        r.i8()  # options: cascade / restart identity
+        return Truncate(tuple(r.u32() for _ in range(n)))
+    if kind in ("O", "Y", "M"):
+        return Other(kind)
+    raise DecodeError(f"unknown pgoutput message type {kind!r}")

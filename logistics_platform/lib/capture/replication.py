@@ -1,0 +1,345 @@
+"""Logical-replication capture: slot + publication on first use, the exported snapshot as ``op: r`` events, then
+the ``pgoutput`` stream, landed in whole transactions and confirmed to the server only once durable.
+
+Exactly once: a transaction is landed in the batch that holds its commit; the manifest's position is the end
+LSN of the last landed commit, and the slot is confirmed to that position only after the batch is durable
+(:mod:`landing_writer`). After a crash the server resends from the slot's older position and every transaction
+whose end LSN is at or before the manifest's is skipped.
+
+Snapshot and stream meet without gap or overlap because the snapshot is the one the slot exports at its
+consistent point: it holds exactly the transactions committed before the stream's first. Snapshot events carry
+the slot's restart LSN as ``source.lsn``, which is below every change the slot will ever stream, so a streamed
+change of a row always wins over the row's snapshot image, even when its transaction began before the
+consistent point.
+"""
+
+from __future__ import annotations
+
+import select
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from logistics_platform.lib.capture import pgoutput as pg
+from logistics_platform.lib.capture.envelope import change_event, lines_of, row_from_tuple, topic_of
+from logistics_platform.lib.capture.landing_writer import LandingWriter
+from logistics_platform.lib.capture.schema import KEYS, TABLES, ensure_publication
+from logistics_platform.lib.capture.slot import CaptureError, check_server, check_slot, lsn_to_int, slot_info
+
+# Stages passed to the hook: after the batch is durable in the landing zone, before the slot is confirmed.
+STAGE_DURABLE = "durable"
+Hook = Callable[[str, int], None]
+# When the sink "writes" a file: its arrival hour folder. Tests move it to a completed hour (a partition).
+Clock = Callable[[], datetime]
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+# The replication session's output: timestamps in UTC, ISO style (what envelope.from_text parses).
+SESSION_OPTIONS = "-c TimeZone=UTC -c DateStyle=ISO"
+
+
+@dataclass
+class CaptureResult:
+    mode: str
+    created_slot: bool = False
+    snapshot_rows: int = 0
+    transactions: int = 0
+    changes: int = 0
+    skipped_transactions: int = 0  # already landed before a crash, resent by the server
+    files: list[str] = field(default_factory=list)
+    lsn: int = 0
+
+    def render(self) -> str:
+        parts = [f"capture ({self.mode}):"]
+        if self.created_slot:
+            parts.append(f"new slot, snapshot of {self.snapshot_rows:,} rows;")
+        parts.append(f"{self.transactions:,} transactions, {self.changes:,} changes, {len(self.files)} files")
+        if self.skipped_transactions:
+            parts.append(f"({self.skipped_transactions:,} already landed, skipped)")
+        if self.lsn:
+            parts.append(f"up to LSN {self.lsn >> 32:X}/{self.lsn & 0xFFFFFFFF:X}")
+        return " ".join(parts)
+
+
+def connect(dsn: str, replication: bool = False) -> Any:
+    import psycopg2
+    import psycopg2.extras
+
+    try:
+        if replication:
+            return psycopg2.connect(
+                dsn, connection_factory=psycopg2.extras.LogicalReplicationConnection, options=SESSION_OPTIONS
+            )
+        return psycopg2.connect(dsn, options=SESSION_OPTIONS)
+    except psycopg2.OperationalError as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise CaptureError(f"capture: cannot connect to OLTP_DSN ({first}); check the setting and the server") from None
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _database(conn: Any) -> str:
+    return str(conn.get_dsn_parameters().get("dbname", "oltp"))
+
+
+class _Batch:
+    """Lines per topic of whole transactions, not yet landed."""
+
+    def __init__(self) -> None:
+        self.lines: dict[str, list[str]] = defaultdict(list)
+        self.changes = 0
+        self.transactions = 0
+        self.end_lsn = 0
+        self.commit_ms: int | None = None
+
+
+def _snapshot(
+    conn: Any,
+    writer: LandingWriter,
+    snapshot_name: str,
+    lsn: int,
+    position: int,
+    result: CaptureResult,
+    clock: Clock,
+) -> None:
+    """Read every table in the slot's exported snapshot and land it as op r, in one atomic batch.
+
+    ``lsn`` is the snapshot events' ``source.lsn``; ``position`` the manifest's, where the stream starts.
+    """
+    db = _database(conn)
+    conn.autocommit = True  # the snapshot must be set by the transaction's first statement, so begin it here
+    with conn.cursor() as cur:
+        cur.execute("begin isolation level repeatable read read only")
+        cur.execute("set transaction snapshot %s", (snapshot_name,))
+        cur.execute("select (extract(epoch from now()) * 1000)::bigint")
+        ts_ms = int(cur.fetchone()[0])
+        batch: dict[str, list[str]] = {}
+        for table, columns in TABLES.items():
+            cols = ", ".join(columns)
+            cur.execute(f"select {cols} from public.{table} order by {KEYS[table]}")
+            lines = []
+            rows = cur.fetchall()
+            for i, values in enumerate(rows):
+                row = dict(zip(columns, values, strict=True))
+                last = i == len(rows) - 1 and table == list(TABLES)[-1]
+                lines.append(
+                    change_event(
+                        table,
+                        "r",
+                        None,
+                        row,
+                        lsn=lsn,
+                        commit_lsn=lsn,
+                        commit_ms=ts_ms,
+                        tx_id=None,
+                        processed_ms=_now_ms(),
+                        db=db,
+                        snapshot="last" if last else "true",
+                    )
+                )
+            batch[topic_of(table)] = lines
+            result.snapshot_rows += len(lines)
+        cur.execute("commit")
+    conn.autocommit = False
+    result.files += writer.commit(batch, clock(), lsn=position, commit_ms=ts_ms, state={"snapshot": "done"})
+
+
+def _create_slot(conn: Any, dsn: str, slot: str, writer: LandingWriter, result: CaptureResult, clock: Clock) -> int:
+    """Create the slot with an exported snapshot, land the snapshot; the consistent point."""
+    repl = connect(dsn, replication=True)
+    try:
+        with repl.cursor() as rcur:
+            try:
+                rcur.execute(f'CREATE_REPLICATION_SLOT "{slot}" LOGICAL pgoutput EXPORT_SNAPSHOT')
+            except Exception as exc:
+                raise CaptureError(f"capture: cannot create replication slot {slot}: {str(exc).strip()}") from None
+            _name, consistent_point, snapshot_name, _plugin = rcur.fetchone()
+            # The snapshot lives until this connection runs another command: read it now, from the other one.
+            info = slot_info(conn, slot)
+            point = lsn_to_int(consistent_point)
+            assert point is not None
+            restart = info.restart_lsn if info and info.restart_lsn else point
+            _snapshot(conn, writer, snapshot_name, restart, point, result, clock)
+    finally:
+        repl.close()
+    result.created_slot = True
+    return point
+
+
+def capture_logical(
+    dsn: str,
+    landing_dir: Path,
+    slot: str,
+    publication: str,
+    *,
+    resnapshot: bool = False,
+    max_batch_changes: int = 50_000,
+    idle_seconds: float = 2.0,
+    hook: Hook | None = None,
+    clock: Clock = utc_now,
+) -> CaptureResult:
+    """Land every change committed so far (a snapshot first when the slot is new), confirm it, and return."""
+    result = CaptureResult(mode="logical")
+    conn = connect(dsn)
+    try:
+        check_server(conn)
+        with LandingWriter(landing_dir, slot) as writer:
+            info = slot_info(conn, slot)
+            if resnapshot:
+                if info is not None:
+                    with conn.cursor() as cur:
+                        cur.execute("select pg_drop_replication_slot(%s)", (slot,))
+                    conn.commit()
+                    info = None
+                writer.commit({}, clock(), lsn=0, state={})
+            landed = writer.manifest.lsn if writer.manifest.state.get("snapshot") == "done" else 0
+            check_slot(info, slot, landed)
+            try:
+                ensure_publication(conn, publication)
+            except Exception as exc:
+                conn.rollback()
+                raise CaptureError(
+                    f"capture: cannot create publication {publication}: {str(exc).strip().splitlines()[0]}"
+                ) from None
+            if info is None:
+                _create_slot(conn, dsn, slot, writer, result, clock)
+            _stream(conn, dsn, slot, publication, writer, result, max_batch_changes, idle_seconds, hook, clock)
+            result.lsn = writer.manifest.lsn
+    finally:
+        conn.close()
+    return result
+
+
+def _stream(
+    conn: Any,
+    dsn: str,
+    slot: str,
+    publication: str,
+    writer: LandingWriter,
+    result: CaptureResult,
+    max_batch_changes: int,
+    idle_seconds: float,
+    hook: Hook | None,
+    clock: Clock,
+) -> None:
+    with conn.cursor() as cur:
+        # The insert position, not the write or flush one: asynchronous commits are visible before their WAL is
+        # written; the walsender sends them once flushed.
+        cur.execute("select pg_current_wal_insert_lsn()::text")
+        target = lsn_to_int(cur.fetchone()[0]) or 0
+    conn.commit()
+    db = _database(conn)
+    landed = writer.manifest.lsn
+    repl = connect(dsn, replication=True)
+    try:
+        rcur = repl.cursor()
+        rcur.start_replication(
+            slot_name=slot,
+            decode=False,
+            # From the slot's confirmed position, not the manifest's: after a crash the server resends what was
+            # landed but never confirmed, and the commit filter below skips it (it is not trusted to the server).
+            start_lsn=0,
+            options={"proto_version": "1", "publication_names": publication},
+        )
+        relations: dict[int, tuple[str, tuple[str, ...], tuple[int, ...]]] = {}
+        batch = _Batch()
+        txn: list[tuple[str, str, int, Any, Any]] | None = None
+        begin: pg.Begin | None = None
+        last_message = time.monotonic()
+
+        def flush() -> None:
+            nonlocal batch
+            if not batch.transactions:
+                return
+            files = writer.commit(batch.lines, clock(), lsn=batch.end_lsn, commit_ms=batch.commit_ms)
+            result.files += files
+            result.transactions += batch.transactions
+            result.changes += batch.changes
+            if hook is not None:
+                hook(STAGE_DURABLE, batch.end_lsn)
+            rcur.send_feedback(flush_lsn=batch.end_lsn, force=True)
+            batch = _Batch()
+
+        while True:
+            msg = rcur.read_message()
+            if msg is None:
+                idle = time.monotonic() - last_message
+                caught_up = (rcur.wal_end or 0) >= target
+                if txn is None and (caught_up or idle > idle_seconds * 5) and idle > min(idle_seconds, 0.2):
+                    break
+                rcur.send_feedback(reply=True)
+                select.select([rcur], [], [], min(idle_seconds, 0.2))
+                continue
+            last_message = time.monotonic()
+            m = pg.decode(msg.payload)
+            if isinstance(m, pg.Relation):
+                names = tuple(c.name for c in m.columns)
+                relations[m.relid] = (m.name, names, tuple(c.type_oid for c in m.columns))
+            elif isinstance(m, pg.Begin):
+                txn, begin = [], m
+            elif isinstance(m, pg.Insert | pg.Update | pg.Delete):
+                if txn is None:
+                    raise CaptureError("capture: the stream sent a change outside a transaction; re-run capture")
+                table, names, oids = relations[m.relid]
+                if isinstance(m, pg.Delete):
+                    old = row_from_tuple(names, oids, m.old)
+                    key = KEYS.get(table)
+                    key_image = {key: old[key]} if m.old_is_key_only and key else old
+                    txn.append((table, "d", msg.data_start, key_image, None))
+                elif isinstance(m, pg.Update):
+                    old_image = row_from_tuple(names, oids, m.old) if m.old is not None else None
+                    txn.append((table, "u", msg.data_start, old_image, row_from_tuple(names, oids, m.new)))
+                else:
+                    txn.append((table, "c", msg.data_start, None, row_from_tuple(names, oids, m.new)))
+            elif isinstance(m, pg.Commit):
+                if txn is None or begin is None:
+                    raise CaptureError("capture: the stream sent a commit without its begin; re-run capture")
+                if m.end_lsn <= landed:
+                    result.skipped_transactions += 1
+                else:
+                    commit_ms = m.commit_us // 1000
+                    now_ms = _now_ms()
+                    for table, op, lsn, before, after in txn:
+                        if table not in TABLES:
+                            continue
+                        event = change_event(
+                            table,
+                            op,
+                            before,
+                            after,
+                            lsn=lsn,
+                            commit_lsn=m.commit_lsn,
+                            commit_ms=commit_ms,
+                            tx_id=begin.xid,
+                            processed_ms=now_ms,
+                            db=db,
+                        )
+                        batch.lines[topic_of(table)] += lines_of(table, op, event)
+                        batch.changes += 1
+                    batch.transactions += 1
+                    batch.end_lsn = m.end_lsn
+                    batch.commit_ms = commit_ms
+                    if batch.changes >= max_batch_changes:
+                        flush()
+                txn, begin = None, None
+                if m.end_lsn >= target:
+                    break  # drained what was committed when the capture started; later commits are the next run's
+            elif isinstance(m, pg.Truncate):
+                raise CaptureError(
+                    "capture: a table of the publication was truncated; the contract has no truncate event, so "
+                    "re-snapshot with `logistics-platform capture --resnapshot`"
+                )
+        flush()
+        # Confirm the manifest's position even when nothing new arrived (what a crash left unconfirmed).
+        rcur.send_feedback(flush_lsn=writer.manifest.lsn, force=True)
+    finally:
+        repl.close()

@@ -1,0 +1,243 @@
+"""A realistic stream of OLTP transactions against the contract's tables (the generator's lifecycle, live).
+
+Orders move created -> assigned -> picked_up -> in_transit -> delivered (or are cancelled, and some cancelled
+orders are purged); payments are authorized with the order, captured on delivery, sometimes charged twice and
+the second charge refunded; tenants change tier; couriers join, change, and are deleted. State is read back
+from the database first, so runs continue one another. Seeded: the same seed on the same database state
+makes the same statements (times come from the server's clock).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from logistics_platform.lib.capture.schema import create_schema
+
+REGIONS = ("north", "south", "east", "west", "central")
+TIERS = ("bronze", "silver", "gold")
+VEHICLES = ("bike", "motorbike", "car", "van")
+METHODS = ("card", "pix", "boleto", "cash")
+NEXT_STATUS = {"created": "assigned", "assigned": "picked_up", "picked_up": "in_transit", "in_transit": "delivered"}
+INITIAL_TENANTS = 8
+INITIAL_COURIERS = 20
+
+
+@dataclass
+class SimulationResult:
+    transactions: int = 0
+    changes: int = 0
+    by_kind: dict[str, int] = field(default_factory=dict)
+
+    def render(self) -> str:
+        kinds = ", ".join(f"{k} {v:,}" for k, v in sorted(self.by_kind.items()))
+        return f"oltp-simulate: {self.changes:,} changes in {self.transactions:,} transactions ({kinds})"
+
+
+class _World:
+    def __init__(self, cur: Any) -> None:
+        cur.execute("select tenant_id, tier from tenants order by tenant_id")
+        self.tenants: dict[str, str] = dict(cur.fetchall())
+        cur.execute("select courier_id from couriers order by courier_id")
+        self.couriers: list[int] = [r[0] for r in cur.fetchall()]
+        cur.execute(
+            "select o.order_id, o.status, o.total_amount,"
+            " (select min(p.payment_id) from payments p where p.order_id = o.order_id)"
+            " from orders o where o.status not in ('delivered', 'cancelled') order by o.order_id"
+        )
+        self.open: dict[int, tuple[str, Any, int | None]] = {r[0]: (r[1], r[2], r[3]) for r in cur.fetchall()}
+        cur.execute("select order_id from orders where status = 'delivered' order by order_id desc limit 200")
+        self.delivered: list[int] = [r[0] for r in cur.fetchall()]
+        cur.execute("select order_id from orders where status = 'cancelled' order by order_id")
+        self.cancelled: list[int] = [r[0] for r in cur.fetchall()]
+        cur.execute(
+            "select coalesce(max(order_id), 0), (select coalesce(max(payment_id), 0) from payments) from orders"
+        )
+        self.next_order, self.next_payment = (int(x) + 1 for x in cur.fetchone())
+        cur.execute("select coalesce(max(courier_id), 0) from couriers")
+        self.next_courier = int(cur.fetchone()[0]) + 1
+        self.refundable: list[int] = []  # second charges waiting for their refund
+        self.tier_changed: dict[str, float] = {}
+
+
+def simulate(conn: Any, changes: int, seed: int = 7) -> SimulationResult:
+    """Create the schema when missing, then apply about ``changes`` row changes in transactions."""
+    create_schema(conn)
+    rng = random.Random(seed)
+    result = SimulationResult()
+    with conn.cursor() as cur:
+        cur.execute("set synchronous_commit = off")  # a simulator: losing its last commits on a crash is fine
+        w = _World(cur)
+
+        def run(kind: str, statements: list[tuple[str, tuple[Any, ...]]]) -> None:
+            for sql, params in statements:
+                cur.execute(sql, params)
+            conn.commit()
+            result.transactions += 1
+            result.changes += len(statements)
+            result.by_kind[kind] = result.by_kind.get(kind, 0) + len(statements)
+
+        if not w.tenants:
+            stmts: list[tuple[str, tuple[Any, ...]]] = []
+            for i in range(1, INITIAL_TENANTS + 1):
+                tid, tier = f"t{i:03d}", rng.choice(TIERS)
+                w.tenants[tid] = tier
+                stmts.append(
+                    (
+                        "insert into tenants values (%s, %s, %s, %s, clock_timestamp())",
+                        (tid, f"Tenant {i}", tier, rng.choice(REGIONS)),
+                    )
+                )
+            run("tenant_insert", stmts)
+        if not w.couriers:
+            stmts = []
+            for _ in range(INITIAL_COURIERS):
+                stmts.append(_new_courier(w, rng))
+            run("courier_insert", stmts)
+
+        while result.changes < changes:
+            roll = rng.random()
+            if roll < 0.30 or not w.open:
+                oid, pid = w.next_order, w.next_payment
+                w.next_order += 1
+                w.next_payment += 1
+                total = rng.randrange(1000, 40000) / 100
+                tid = rng.choice(sorted(w.tenants))
+                w.open[oid] = ("created", total, pid)
+                run(
+                    "order_created",
+                    [
+                        (
+                            "insert into orders values (%s, %s, null, %s, 'created', %s, %s, clock_timestamp(),"
+                            " clock_timestamp() + interval '45 minutes', null, clock_timestamp())",
+                            (oid, tid, rng.choice(REGIONS), total, rng.randrange(300, 1500) / 100),
+                        ),
+                        (
+                            "insert into payments values (%s, %s, %s, %s, 'authorized', clock_timestamp(),"
+                            " clock_timestamp())",
+                            (pid, oid, total, rng.choice(METHODS)),
+                        ),
+                    ],
+                )
+            elif roll < 0.80:
+                oid = rng.choice(sorted(w.open))
+                status, total, live_pid = w.open[oid]
+                if status in ("created", "assigned") and rng.random() < 0.08:
+                    del w.open[oid]
+                    w.cancelled.append(oid)
+                    stmts = [
+                        (
+                            "update orders set status = 'cancelled', updated_at = clock_timestamp()"
+                            " where order_id = %s",
+                            (oid,),
+                        )
+                    ]
+                    if live_pid is not None:
+                        stmts.append(
+                            (
+                                "update payments set status = 'failed', updated_at = clock_timestamp()"
+                                " where payment_id = %s",
+                                (live_pid,),
+                            )
+                        )
+                    run("order_cancelled", stmts)
+                    continue
+                new = NEXT_STATUS[status]
+                if new == "assigned":
+                    if not w.couriers:
+                        run("courier_insert", [_new_courier(w, rng)])
+                    sql = (
+                        "update orders set status = 'assigned', courier_id = %s, updated_at = clock_timestamp()"
+                        " where order_id = %s"
+                    )
+                    run("order_status", [(sql, (rng.choice(w.couriers), oid))])
+                    w.open[oid] = (new, total, live_pid)
+                elif new == "delivered":
+                    del w.open[oid]
+                    w.delivered.append(oid)
+                    stmts = [
+                        (
+                            "update orders set status = 'delivered', delivered_at = clock_timestamp(),"
+                            " updated_at = clock_timestamp() where order_id = %s",
+                            (oid,),
+                        )
+                    ]
+                    if live_pid is not None:
+                        stmts.append(
+                            (
+                                "update payments set status = 'captured', updated_at = clock_timestamp()"
+                                " where payment_id = %s",
+                                (live_pid,),
+                            )
+                        )
+                    run("order_delivered", stmts)
+                else:
+                    sql = "update orders set status = %s, updated_at = clock_timestamp() where order_id = %s"
+                    run("order_status", [(sql, (new, oid))])
+                    w.open[oid] = (new, total, live_pid)
+            elif roll < 0.85 and w.delivered:
+                # Charged twice: the second charge is captured now and refunded in a later transaction.
+                oid = rng.choice(w.delivered)
+                pid = w.next_payment
+                w.next_payment += 1
+                w.refundable.append(pid)
+                run(
+                    "payment_double_charge",
+                    [
+                        (
+                            "insert into payments select %s, order_id, amount, method, 'captured', clock_timestamp(),"
+                            " clock_timestamp() from payments where order_id = %s and status = 'captured' limit 1",
+                            (pid, oid),
+                        )
+                    ],
+                )
+            elif roll < 0.89 and w.refundable:
+                pid = w.refundable.pop(0)
+                sql = "update payments set status = 'refunded', updated_at = clock_timestamp() where payment_id = %s"
+                run("payment_refunded", [(sql, (pid,))])
+            elif roll < 0.91:
+                tid = rng.choice(sorted(w.tenants))
+                tier = rng.choice([t for t in TIERS if t != w.tenants[tid]])
+                w.tenants[tid] = tier
+                # Event time has millisecond precision: two versions of a tenant within one would tie.
+                wait = 0.002 - (time.monotonic() - w.tier_changed.get(tid, -1.0))
+                if wait > 0:
+                    time.sleep(wait)
+                sql = "update tenants set tier = %s, updated_at = clock_timestamp() where tenant_id = %s"
+                run("tenant_tier", [(sql, (tier, tid))])
+                w.tier_changed[tid] = time.monotonic()
+            elif roll < 0.93:
+                run("courier_insert", [_new_courier(w, rng)])
+            elif roll < 0.95 and w.couriers:
+                cid = rng.choice(w.couriers)
+                sql = (
+                    "update couriers set active = not active, vehicle = %s, updated_at = clock_timestamp()"
+                    " where courier_id = %s"
+                )
+                run("courier_update", [(sql, (rng.choice(VEHICLES), cid))])
+            elif roll < 0.97 and len(w.couriers) > 5:
+                cid = w.couriers.pop(rng.randrange(len(w.couriers)))
+                run("courier_delete", [("delete from couriers where courier_id = %s", (cid,))])
+            elif w.cancelled:
+                # Purge a cancelled order and its payments (a hard delete).
+                oid = w.cancelled.pop(rng.randrange(len(w.cancelled)))
+                run(
+                    "order_delete",
+                    [
+                        ("delete from payments where order_id = %s", (oid,)),
+                        ("delete from orders where order_id = %s", (oid,)),
+                    ],
+                )
+    return result
+
+
+def _new_courier(w: _World, rng: random.Random) -> tuple[str, tuple[Any, ...]]:
+    cid = w.next_courier
+    w.couriers.append(cid)
+    w.next_courier += 1
+    return (
+        "insert into couriers values (%s, %s, %s, %s, true, clock_timestamp())",
+        (cid, f"Courier {cid}", rng.choice(REGIONS), rng.choice(VEHICLES)),
+    )

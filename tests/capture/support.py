@@ -1,0 +1,70 @@
+"""Helpers of the capture tests: read what landed, and compare it with the OLTP database."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from logistics_platform.lib.bronze.landing import list_arrival_hours, list_hour_files
+
+
+def landed_events(landing_dir: Path) -> list[tuple[str, dict[str, Any]]]:
+    """(topic, envelope) of every landed line that is not a tombstone, in landing order."""
+    out = []
+    for hour in list_arrival_hours(landing_dir):
+        for topic_dir in sorted((landing_dir / "topics").iterdir()):
+            for f in list_hour_files(landing_dir, topic_dir.name, hour):
+                with f.open() as fh:
+                    for line in fh:
+                        value = json.loads(line)
+                        if value is not None:
+                            out.append((f.topic, value))
+    return out
+
+
+def identities(events: list[tuple[str, dict[str, Any]]]) -> list[tuple[str, Any, int, str]]:
+    """The event identity of the contract, (topic, key, lsn, op), of every landed event."""
+    keys = {"tenants": "tenant_id", "couriers": "courier_id", "orders": "order_id", "payments": "payment_id"}
+    out = []
+    for topic, e in events:
+        table = topic.rsplit(".", 1)[1]
+        row = e["after"] if e["op"] != "d" else e["before"]
+        out.append((topic, row[keys[table]], e["source"]["lsn"], e["op"]))
+    return out
+
+
+def replay(events: list[tuple[str, dict[str, Any]]], table: str, key: str) -> dict[Any, dict[str, Any]]:
+    """Current state of one table from its events: highest source.lsn wins, deletes remove."""
+    best: dict[Any, tuple[int, dict[str, Any] | None]] = {}
+    for topic, e in events:
+        if topic != f"oltp.public.{table}":
+            continue
+        row = e["after"] if e["op"] != "d" else e["before"]
+        k = row[key]
+        lsn = e["source"]["lsn"]
+        if k not in best or best[k][0] < lsn:
+            best[k] = (lsn, None if e["op"] == "d" else e["after"])
+    return {k: v for k, (_lsn, v) in best.items() if v is not None}
+
+
+def naive_utc(value: Any) -> Any:
+    if isinstance(value, datetime) and value.tzinfo is not None:
+        return value.astimezone(UTC).replace(tzinfo=None)
+    return value
+
+
+def encoded(value: Any) -> Any:
+    """A database value as the envelope encodes it."""
+    from logistics_platform.lib.capture.envelope import to_json_value
+
+    return to_json_value(value)
+
+
+def table_rows(conn: Any, table: str, columns: tuple[str, ...], key: str) -> dict[Any, dict[str, Any]]:
+    with conn.cursor() as cur:
+        cur.execute(f"select {', '.join(columns)} from {table} order by {key}")
+        rows = {r[0]: {c: encoded(v) for c, v in zip(columns, r, strict=True)} for r in cur.fetchall()}
+    conn.commit()
+    return rows

@@ -1,0 +1,130 @@
+"""Logical-replication capture against a real PostgreSQL with wal_level=logical, through the whole pipeline."""
+
+from __future__ import annotations
+
+import itertools
+import time
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from pathlib import Path
+
+import dagster as dg
+import psycopg2
+import pytest
+
+from logistics_platform.defs.capture import build_defs
+from logistics_platform.defs.capture.assets import CAPTURE_KEY, oltp_changes
+from logistics_platform.lib.capture.runner import run_capture
+from logistics_platform.lib.capture.schema import KEYS, TABLES
+from logistics_platform.lib.capture.simulate import simulate
+from logistics_platform.lib.connections import connect
+from logistics_platform.pipeline import run_pipeline
+from logistics_platform.settings import Settings, local_settings
+from tests.capture.support import identities, landed_events, naive_utc, replay, table_rows
+
+pytestmark = [pytest.mark.postgres, pytest.mark.slow]
+
+
+def an_hour_ago() -> datetime:
+    """Arrival time for landed files: the current hour is no partition until it ends, so land in the last one."""
+    return datetime.now(UTC) - timedelta(hours=1)
+
+
+def _settings(tmp_path: Path, dsn: str) -> Settings:
+    return local_settings(tmp_path, oltp_dsn=dsn, capture_slot="cap_e2e", capture_publication="cap_e2e")
+
+
+def test_capture_then_pipeline_equals_the_oltp_database(
+    oltp_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    settings = _settings(tmp_path, oltp_dsn)
+    conn = psycopg2.connect(oltp_dsn)
+    # The slot starts when tenants and couriers exist but no order yet (as the generator's data does): a snapshot
+    # row's event time is the snapshot's, so an order delivered before it would find no tenant version valid at
+    # delivered_at (invariant 4). test_snapshot.py covers snapshots of a busy database.
+    simulate(conn, 0, seed=1)
+    first = run_capture(settings, clock=an_hour_ago)  # creates publication and slot, lands the snapshot as op r
+    assert first.created_slot and first.snapshot_rows == 28
+
+    stream = simulate(conn, 3000, seed=2)
+    assert {"order_delete", "courier_delete", "tenant_tier", "payment_refunded"} <= set(stream.by_kind)
+    run_capture(settings, clock=an_hour_ago)
+    simulate(conn, 500, seed=3)
+    # A tier history we know: t001 changes tier twice, in two transactions.
+    with conn.cursor() as cur:
+        cur.execute("select tier from tenants where tenant_id = 't001'")
+        start_tier = cur.fetchone()[0]
+        history = [start_tier]
+        time.sleep(0.005)
+        for tier in [t for t in ("bronze", "silver", "gold") if t != start_tier]:
+            cur.execute(
+                "update tenants set tier = %s, updated_at = clock_timestamp() where tenant_id = 't001'", (tier,)
+            )
+            conn.commit()
+            history.append(tier)
+            # Event time is source.ts_ms, in milliseconds: two versions in one millisecond would share valid_from.
+            time.sleep(0.005)
+    second = run_capture(settings, clock=an_hour_ago)
+    assert second.transactions > 0 and not second.created_slot
+
+    events = landed_events(settings.landing_dir)
+    ids = identities(events)
+    assert len(ids) == len(set(ids)), "an event landed twice"
+    for table, columns in TABLES.items():  # the landed events replay to exactly the OLTP tables
+        assert replay(events, table, KEYS[table]) == table_rows(conn, table, columns, KEYS[table]), table
+
+    summary = run_pipeline(settings.with_overrides(oltp_dsn=None))
+    assert summary.ok, summary.render()
+    assert summary.bronze.get("quarantine", 0) == 0
+
+    cols = TABLES["orders"]
+    with conn.cursor() as cur:
+        cur.execute(f"select {', '.join(cols)} from orders order by order_id")
+        expected = [tuple(naive_utc(v) for v in r) for r in cur.fetchall()]
+        cur.execute("select count(*) from orders where status = 'cancelled'")
+    duck = connect(settings.duckdb_path, read_only=True)
+    try:
+        got = duck.execute(f"select {', '.join(cols)} from marts.fct_orders order by order_id").fetchall()
+        versions = duck.execute(
+            "select tier, valid_from, valid_to, is_current from marts.dim_tenant where tenant_id = 't001' "
+            "order by valid_from"
+        ).fetchall()
+        current = dict(duck.execute("select tenant_id, tier from marts.dim_tenant where is_current").fetchall())
+    finally:
+        duck.close()
+    got = [tuple(naive_utc(Decimal(str(v)) if isinstance(v, float) else v) for v in r) for r in got]
+    assert len(got) == len(expected) > 500
+    assert got == expected
+    # dim_tenant holds the tier history: t001's last versions are the ones we made, chained without gaps.
+    assert [v[0] for v in versions[-len(history) :]] == history
+    assert all(a[2] == b[1] for a, b in itertools.pairwise(versions))
+    assert versions[-1][2] is None and versions[-1][3] is True
+    with conn.cursor() as cur:
+        cur.execute("select tenant_id, tier from tenants")
+        assert current == dict(cur.fetchall())
+    conn.close()
+
+
+def test_capture_asset_lands_the_snapshot_and_reports_lag(oltp_dsn: str, tmp_path: Path) -> None:
+    settings = _settings(tmp_path, oltp_dsn)
+    conn = psycopg2.connect(oltp_dsn)
+    simulate(conn, 100, seed=4)
+    conn.close()
+    result = dg.materialize([oltp_changes], resources={"settings": settings})
+    assert result.success
+    meta = result.asset_materializations_for_node("capture__oltp_changes")[0].metadata
+    assert meta["status"].value == "captured" and meta["snapshot_rows"].value > 20
+    assert meta["slot_exists"].value is True and meta["lag_bytes"].value >= 0
+    assert meta["slot_active"].value is False
+
+
+def test_capture_asset_reports_not_configured_without_oltp_dsn(tmp_path: Path) -> None:
+    settings = local_settings(tmp_path)
+    defs = build_defs(settings)
+    assert CAPTURE_KEY in {a.key for a in defs.assets or []}  # type: ignore[union-attr]
+    result = dg.materialize([oltp_changes], resources={"settings": settings})
+    assert result.success
+    meta = result.asset_materializations_for_node("capture__oltp_changes")[0].metadata
+    assert meta["status"].value == "not configured"
+    assert not settings.landing_dir.exists()  # nothing landed
