@@ -14,6 +14,7 @@ import dagster as dg
 
 from logistics_platform.defs.constants import (
     BRONZE_GROUP,
+    CAPTURE_GROUP,
     INGEST_JOB,
     LANDING_GROUP,
     MAINTENANCE_GROUP,
@@ -26,8 +27,9 @@ from logistics_platform.settings import Settings
 # The hourly jobs are the operate domain's (the same the sensors, schedules and UI backfills launch); only the
 # assets outside any arrival-hour partitioning get an ad-hoc job here.
 UNPARTITIONED_JOB = "run_downstream_unpartitioned"
-# Groups that `run` does not execute: maintenance is nightly, landing assets are external.
-EXCLUDED_GROUPS = (MAINTENANCE_GROUP, LANDING_GROUP)
+# Groups that `run` does not execute: maintenance is nightly, landing assets are external, capture reads the OLTP
+# database on its own command (`logistics-platform capture`) and lands files that `run` then ingests.
+EXCLUDED_GROUPS = (MAINTENANCE_GROUP, LANDING_GROUP, CAPTURE_GROUP)
 
 
 # Step-level events go to the run's event log (the UI shows them); the terminal gets warnings and our progress.

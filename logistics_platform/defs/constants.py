@@ -21,6 +21,7 @@ BRONZE_GROUP = "bronze"
 TRANSFORM_GROUPS = ("staging", "intermediate", "marts")
 MAINTENANCE_GROUP = "maintenance"
 LANDING_GROUP = "landing"
+CAPTURE_GROUP = "capture"
 
 # Bronze: one table per topic, plus quarantine and the ingest log.
 BRONZE_DATA_TABLES = tuple(bs.TOPICS)

@@ -2,9 +2,9 @@
 
 import dagster as dg
 
+from logistics_platform.defs.constants import CAPTURE_GROUP
 from logistics_platform.settings import Settings
 
-CAPTURE_GROUP = "capture"
 CAPTURE_KEY = dg.AssetKey(["capture", "oltp_changes"])
 
 
