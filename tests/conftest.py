@@ -7,7 +7,7 @@ import json
 import threading
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
@@ -20,6 +20,7 @@ from pyiceberg.catalog.sql import SqlCatalog
 from logistics_platform.lib.connections import load_catalog
 from logistics_platform.settings import Settings, local_settings
 from tests.support.bronze import HOUR, contract_hour
+from tests.support.http import Webhook
 
 PG = {"host": "127.0.0.1", "port": 5432, "user": "postgres", "dbname": "postgres"}
 
@@ -75,19 +76,6 @@ def pg_database() -> Iterator[str]:
         with admin.cursor() as cur:
             cur.execute(f'drop database if exists "{name}" with (force)')
         admin.close()
-
-
-@dataclass
-class Webhook:
-    """A local HTTP endpoint that records what is posted to it and answers with ``status``."""
-
-    url: str
-    received: list[dict[str, Any]] = field(default_factory=list)
-    status: int = 200
-
-    @property
-    def bodies(self) -> list[Any]:
-        return [r["body"] for r in self.received]
 
 
 @pytest.fixture

@@ -4,44 +4,10 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
-import pytest
-
 from logistics_platform.lib.operate.alerts import KIND_RUN_FAILURE, Alert, deliver, format_slack, read_log
-
-
-class _Recorder(BaseHTTPRequestHandler):
-    received: list[dict] = []
-    status = 200
-
-    def do_POST(self) -> None:
-        body = self.rfile.read(int(self.headers["Content-Length"]))
-        type(self).received.append(
-            {"path": self.path, "content_type": self.headers["Content-Type"], "body": json.loads(body)}
-        )
-        self.send_response(type(self).status)
-        self.end_headers()
-        self.wfile.write(b"ok")
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
-@pytest.fixture
-def webhook() -> Iterator[tuple[str, type[_Recorder]]]:
-    handler = type("Recorder", (_Recorder,), {"received": [], "status": 200})
-    server = HTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/hooks/alerts", handler
-    finally:
-        server.shutdown()
-        server.server_close()
+from tests.support.http import Webhook
 
 
 def _alert() -> Alert:
@@ -72,13 +38,13 @@ def test_long_error_is_truncated_but_kept_valid() -> None:
     assert "(truncated)" in msg["blocks"][2]["text"]["text"]
 
 
-def test_alert_reaches_local_http_server_and_log(tmp_path: Path, webhook: tuple[str, type[_Recorder]]) -> None:
-    url, handler = webhook
+def test_alert_reaches_local_http_server_and_log(tmp_path: Path, webhook: Webhook) -> None:
+    url = webhook.url
     log = tmp_path / "alerts.jsonl"
     result = deliver(_alert(), log, url)
     assert result.posted and result.logged
-    assert len(handler.received) == 1
-    post = handler.received[0]
+    assert len(webhook.received) == 1
+    post = webhook.received[0]
     assert post["path"] == "/hooks/alerts"
     assert post["content_type"] == "application/json"
     assert "abc123" in post["body"]["text"]
@@ -97,12 +63,12 @@ def test_unreachable_webhook_is_logged_not_raised(tmp_path: Path) -> None:
     assert len(read_log(log)) == 1
 
 
-def test_webhook_error_status_is_not_delivered(tmp_path: Path, webhook: tuple[str, type[_Recorder]]) -> None:
-    url, handler = webhook
-    handler.status = 500
+def test_webhook_error_status_is_not_delivered(tmp_path: Path, webhook: Webhook) -> None:
+    url = webhook.url
+    webhook.status = 500
     result = deliver(_alert(), tmp_path / "a.jsonl", url)
     assert not result.posted
-    assert len(handler.received) == 1
+    assert len(webhook.received) == 1
     assert len(read_log(tmp_path / "a.jsonl")) == 1
 
 

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
 import dagster as dg
-import pytest
 
 from logistics_platform.defs import operate
 from logistics_platform.defs.constants import TRANSFORM_JOB
@@ -30,17 +28,6 @@ def land(settings: Settings, topic: str, hour: datetime, offset: int, n: int = 2
     path = folder / f"{topic}+0+{offset:010d}.json"
     path.write_text("".join(json.dumps({"n": offset + i}) + "\n" for i in range(n)))
     return path
-
-
-@pytest.fixture
-def instance() -> Iterator[dg.DagsterInstance]:
-    with dg.instance_for_test() as inst:
-        yield inst
-
-
-@pytest.fixture
-def settings(tmp_path: Path) -> Settings:
-    return local_settings(tmp_path)
 
 
 def _sensor(defs: dg.Definitions, name: str) -> dg.SensorDefinition:

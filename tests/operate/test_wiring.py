@@ -2,47 +2,20 @@
 
 from __future__ import annotations
 
-import json
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
 import dagster as dg
-import pytest
 
 from logistics_platform.definitions import build_definitions
 from logistics_platform.defs.constants import BRONZE_DATA_TABLES, MARTS
 from logistics_platform.defs.operate.backlog import BACKLOG_KEY
 from logistics_platform.lib.operate.alerts import read_log
 from logistics_platform.settings import local_settings
+from tests.support.http import Webhook
 
 LAYERS = ("bronze", "staging", "intermediate", "marts")
-
-
-class _Hook(BaseHTTPRequestHandler):
-    bodies: list[dict] = []
-
-    def do_POST(self) -> None:
-        type(self).bodies.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
-        self.send_response(200)
-        self.end_headers()
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
-@pytest.fixture
-def webhook() -> Iterator[tuple[str, type[_Hook]]]:
-    handler = type("Hook", (_Hook,), {"bodies": []})
-    server = HTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/alerts", handler
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def test_ingest_and_dbt_assets_retry_with_backoff(tmp_path: Path) -> None:
@@ -98,8 +71,8 @@ def test_freshness_checks_pass_when_recently_updated(tmp_path: Path) -> None:
     assert read_log(tmp_path / "alerts.jsonl") == []
 
 
-def test_freshness_checks_fail_into_an_alert(tmp_path: Path, webhook: tuple[str, type[_Hook]]) -> None:
-    url, hook = webhook
+def test_freshness_checks_fail_into_an_alert(tmp_path: Path, webhook: Webhook) -> None:
+    url = webhook.url
     # A zero-hour window for bronze: bronze is stale now, the marts (26 h) are still fresh.
     strict = build_definitions(local_settings(tmp_path, alert_webhook_url=url, bronze_freshness_hours=0.0))
     with _updated_instance() as instance:
@@ -113,8 +86,8 @@ def test_freshness_checks_fail_into_an_alert(tmp_path: Path, webhook: tuple[str,
         alerts = read_log(tmp_path / "alerts.jsonl")
         assert sorted(a["assets"][0] for a in alerts) == sorted(f"bronze/{t}" for t in BRONZE_DATA_TABLES)
         assert {a["kind"] for a in alerts} == {"freshness"}
-        assert len(hook.bodies) == len(BRONZE_DATA_TABLES)
-        assert "bronze/orders" in " ".join(b["text"] for b in hook.bodies)
+        assert len(webhook.bodies) == len(BRONZE_DATA_TABLES)
+        assert "bronze/orders" in " ".join(b["text"] for b in webhook.bodies)
         # The cursor moved past them: the next tick alerts on nothing old.
         again = sensor.evaluate_tick(
             dg.build_sensor_context(instance=instance, cursor=data.cursor, repository_def=repo)
