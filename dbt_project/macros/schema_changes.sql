@@ -2,7 +2,7 @@
 
     dbt's version reads the columns of the new rows and of the target through adapter.get_columns_in_relation: each
     call builds a fresh macro context over every macro of the project and turns the DESCRIBE into an agate table,
-    ~25 ms of Python per model held under the GIL, twice per model, on every hourly run. The adapter's
+    Python held under the GIL, twice per model, on every hourly run. The adapter's
     get_column_schema_from_query runs the same DESCRIBE and reads it straight from the cursor. The comparison itself
     is dbt's (diff_columns, diff_column_data_types). That call lists the fields of a struct column as columns of
     their own, so a relation with a struct column (a dot in a name) falls back to dbt's version. -#}

@@ -1,4 +1,4 @@
-"""`generate`: write a landing zone of CDC events and pings (sources.md) for a period, from a seed."""
+"""`generate`: write a landing zone of CDC events and pings (docs/contract/sources.md) for a period, from a seed."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The generator writes the sources.md contract, with every anomaly at its configured rate, deterministically.
+"""The generator writes the contract of docs/contract/sources.md, with every anomaly at its configured rate,
+deterministically.
 
 Everything here is proved by reading the generated files back (not by trusting ``_generation.json``): the
 summary is then checked against what the files say.
@@ -89,7 +90,7 @@ def config(seed: int = 11, **overrides: Any) -> GeneratorConfig:
 
 # ----------------------------------------------------------------------------------------------- reading back
 def classify(topic: str, raw: bytes) -> tuple[str, Any]:
-    """('row', envelope-or-ping) | ('tombstone', None) | ('quarantine', reason): sources.md's table."""
+    """('row', envelope-or-ping) | ('tombstone', None) | ('quarantine', reason): docs/contract/sources.md."""
     try:
         value = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError):

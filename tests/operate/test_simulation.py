@@ -7,8 +7,8 @@ and the dbt sensor ticks after it at 03:00 (one dbt run a day keeps this test in
 production the sensor ticks every 5 minutes). On the second night the Iceberg catalog database is locked
 by another process while maintenance runs: the run fails, an alert names it, and the following runs
 (ingest the same night, maintenance the next night) succeed without anyone stepping in. At the end every
-landed hour is accounted for in bronze (verify), the marts.md invariants hold, and every mart equals a full
-refresh of the dbt project over the same bronze, built into a fresh DuckDB file.
+landed hour is accounted for in bronze (verify), the invariants of docs/contract/marts.md hold, and every mart equals a
+full refresh of the dbt project over the same bronze, built into a fresh DuckDB file.
 """
 
 from __future__ import annotations

@@ -111,7 +111,7 @@ def ping(ping_id: str, ts: datetime, **over: Any) -> dict[str, Any]:
 
 
 def contract_hour(landing: Path, hour: datetime = HOUR) -> dict[str, dict[str, Any]]:
-    """One arrival hour holding every case of sources.md. Returns per-topic expected counts."""
+    """One arrival hour holding every case of docs/contract/sources.md. Returns per-topic expected counts."""
     t = hour + timedelta(minutes=5)
     orders = [
         dump(cdc("r", "orders", order(1, t), lsn=100, ts=t)),

@@ -1,7 +1,7 @@
 """Parsing and validation of one landed line into a typed bronze row or a quarantine verdict.
 
 Pure functions of (topic, line, record address, arrival hour, allowed lateness): no clock, no run id, so
-bronze is reproducible from the landing files alone. The rules are sources.md's:
+bronze is reproducible from the landing files alone. The rules are those of docs/contract/sources.md:
 
 - not UTF-8, not JSON or truncated             -> ``malformed_json``
 - CDC envelope without ``op`` or op not c/u/d/r -> ``invalid_op``
@@ -73,7 +73,7 @@ PLAIN_EVENT_TIME_COLUMN = "recorded_at"  # the event time of the non-CDC topic (
 
 @dataclass(frozen=True, slots=True)
 class Rejected:
-    """A line that goes to bronze.quarantine: the reason (sources.md) and what exactly was wrong."""
+    """A line that goes to bronze.quarantine: the reason (docs/contract/sources.md) and what exactly was wrong."""
 
     reason: str
     detail: str

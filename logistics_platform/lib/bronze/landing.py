@@ -1,6 +1,6 @@
 """Discovery of Kafka Connect landing files (pure functions over a directory tree).
 
-Layout (sources.md): ``topics/<topic>/dt=YYYY-MM-DD/hr=HH/<topic>+<partition>+<start_offset>.json[.gz]``.
+Layout (docs/contract/sources.md): ``topics/<topic>/dt=YYYY-MM-DD/hr=HH/<topic>+<partition>+<start_offset>.json[.gz]``.
 The ``dt=/hr=`` folder is the arrival hour. Files never change once written, so a file set is identified by
 its relative names and sizes (:func:`fingerprint`). Names that do not follow the pattern (uploads in flight,
 ``.tmp`` files, stray objects) are skipped by discovery and can be listed with :func:`unexpected_files`.

@@ -28,7 +28,7 @@ NAMESPACE = "bronze"
 QUARANTINE_TABLE = "quarantine"
 INGEST_LOG_TABLE = "ingest_log"
 
-# Quarantine reasons (sources.md); invalid_value is suffixed with ":<column>".
+# Quarantine reasons (docs/contract/sources.md); invalid_value is suffixed with ":<column>".
 REASON_MALFORMED_JSON = "malformed_json"
 REASON_INVALID_OP = "invalid_op"
 REASON_MISSING_KEY = "missing_key"

@@ -1,8 +1,8 @@
 """DuckDB views over the bronze Iceberg tables, bound to the metadata file the catalog points at now.
 
 This runs inside every dbt process, on its first connection: with a SQLite catalog it reads the catalog's pointer
-table with the standard library and imports neither pyiceberg nor SQLAlchemy (about 0.7 s of start-up that every
-hourly dbt run would pay); other catalogs go through pyiceberg.
+table with the standard library and imports neither pyiceberg nor SQLAlchemy (start-up that every hourly dbt run
+would pay); other catalogs go through pyiceberg.
 """
 
 from __future__ import annotations

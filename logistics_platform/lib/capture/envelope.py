@@ -1,4 +1,4 @@
-"""Rows of the OLTP database -> Debezium change events as the landing contract carries them (sources.md).
+"""Rows of the OLTP database -> Debezium change events as the landing contract carries them (docs/contract/sources.md).
 
 Values are encoded as the Debezium connector does with ``decimal.handling.mode=string`` and
 ``time.precision.mode=adaptive``: numerics as decimal strings, timestamptz as ISO-8601 UTC with microseconds.

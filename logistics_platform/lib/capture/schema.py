@@ -1,15 +1,15 @@
 """The OLTP database of the source contract: tables, keys, replica identity, and the publication.
 
 REPLICA IDENTITY DEFAULT (the primary key) on every table: deletes carry the key in ``before``, which is all the
-contract needs (sources.md: "for u/d it may hold only the key"); FULL would write every old column into the
-WAL on each update and delete for images nothing downstream reads.
+contract needs (docs/contract/sources.md: "for u/d it may hold only the key"); FULL would write every old column into
+the WAL on each update and delete for images nothing downstream reads.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-# Contract order of columns per table (sources.md); the key is first.
+# Contract order of columns per table (docs/contract/sources.md); the key is first.
 TABLES: dict[str, tuple[str, ...]] = {
     "tenants": ("tenant_id", "name", "tier", "region", "updated_at"),
     "couriers": ("courier_id", "name", "region", "vehicle", "active", "updated_at"),

@@ -2,8 +2,8 @@
 
 Late events (event time earlier than arrival hour - L) update state but not windows; ``marts.late_events`` lists
 them. An operator who accepts them for a window records a fold in ``ops.folded_windows``; the windowed marts count a
-folded window's late events in every build (incremental and full refresh alike, so invariant 3 still holds), and the
-fold re-runs those marts for that window right away.
+folded window's late events in every build (incremental and full refresh alike, so invariant 3 of
+docs/contract/marts.md still holds), and the fold re-runs those marts for that window right away.
 """
 
 from __future__ import annotations
