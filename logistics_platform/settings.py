@@ -63,6 +63,11 @@ SETTINGS_DOC: dict[str, tuple[str, str]] = {
     "ICEBERG_S3_ACCESS_KEY_ID": ("(unset)", "S3 access key id (prod)."),
     "ICEBERG_S3_SECRET_ACCESS_KEY": ("(unset)", "S3 secret key (prod)."),
     "ICEBERG_S3_REGION": ("us-east-1", "S3 region (prod)."),
+    "PUBLISH_MAX_ROW_DROP": (
+        "0.5",
+        "The publish audit fails a mart (except `late_events`) whose row count would fall by more than this share "
+        "of main's (when main has 100 rows or more); 1 lets any drop through.",
+    ),
 }
 
 
@@ -100,6 +105,7 @@ class Settings:
     manifest_max_per_snapshot: int = 10
     daily_tag_retention_days: int = 365
     s3: dict[str, str] = field(default_factory=dict)
+    publish_max_row_drop: float = 0.5
 
     @property
     def catalog_name(self) -> str:
@@ -227,6 +233,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         manifest_max_per_snapshot=int(_number(env, "MANIFEST_MAX_PER_SNAPSHOT", d.manifest_max_per_snapshot, int)),
         daily_tag_retention_days=int(_number(env, "DAILY_TAG_RETENTION_DAYS", d.daily_tag_retention_days, int)),
         s3=s3,
+        publish_max_row_drop=min(1.0, _number(env, "PUBLISH_MAX_ROW_DROP", d.publish_max_row_drop)),
     )
 
 

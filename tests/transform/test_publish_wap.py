@@ -34,7 +34,7 @@ from logistics_platform.lib.transform.publish import (
     publish_marts,
     write_audit_snapshot,
 )
-from logistics_platform.settings import local_settings
+from logistics_platform.settings import load_settings, local_settings
 from tests.support.marts import ORDERS, build_marts, keep_orders
 
 
@@ -88,6 +88,7 @@ def test_passing_publish_fast_forwards_main_to_a_snapshot_marked_passed(
         assert head.parent_snapshot_id == reports[mart].audited_snapshot_id
         assert head.summary[AUDITED_SNAPSHOT_PROPERTY] == str(reports[mart].audited_snapshot_id)
         assert pyiceberg_rows == duckdb_rows == _count(con, mart)
+        assert head.summary["total-records"] == str(_count(con, mart))  # what the matches_duckdb check reads
         assert AUDIT_BRANCH not in table.metadata.refs  # a passed audit's branch is dropped
     orders = catalog.load_table("marts.fct_orders").scan().to_arrow()
     assert orders.num_rows == ORDERS and len(set(orders.column("order_id").to_pylist())) == ORDERS
@@ -197,7 +198,10 @@ def test_a_drop_beyond_the_bound_fails_and_a_higher_bound_publishes(
         publish_marts(catalog, con)
     assert f"fct_orders would drop from {ORDERS} to 60 rows on main" in str(failed.value)
     assert _main_state(catalog) == before
-    published = publish_marts(catalog, con, max_row_drop=1.0)["fct_orders"]
+    assert "re-run the publish with PUBLISH_MAX_ROW_DROP=1" in str(failed.value)
+    max_row_drop = load_settings({"PUBLISH_MAX_ROW_DROP": "1"}).publish_max_row_drop
+    assert max_row_drop == 1.0 and load_settings({"PUBLISH_MAX_ROW_DROP": "7"}).publish_max_row_drop == 1.0
+    published = publish_marts(catalog, con, max_row_drop=max_row_drop)["fct_orders"]
     assert published.audit == "passed" and published.rows == 60
     assert catalog.load_table("marts.fct_orders").scan().to_arrow().num_rows == 60
 

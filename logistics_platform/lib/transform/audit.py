@@ -152,7 +152,8 @@ def check_row_count(mart: str, audited: int, built: int, on_main: int, max_row_d
     if mart not in SHRINKING_MARTS and on_main >= ROW_DROP_MIN_ROWS and audited < on_main * (1 - max_row_drop):
         failures.append(
             f"row count: {mart} would drop from {on_main} to {audited} rows on main, more than the allowed "
-            f"{max_row_drop:.0%}: check the dbt run, or publish with a higher max_row_drop if the drop is intended"
+            f"{max_row_drop:.0%}: check the dbt run; if the drop is intended, re-run the publish with "
+            "PUBLISH_MAX_ROW_DROP=1"
         )
     return failures
 
