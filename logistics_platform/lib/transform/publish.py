@@ -311,6 +311,30 @@ def _main_rows_of(catalog: Catalog, mart: str, columns: tuple[str, ...]) -> pa.T
     return table.scan(selected_fields=columns).to_arrow()
 
 
+def _reconcile_revenue(
+    catalog: Catalog,
+    con: duckdb.DuckDBPyConnection,
+    staged: dict[str, _Staged],
+    audited: dict[str, pa.Table | None],
+) -> None:
+    """Invariant 4a over what main will serve: the audited snapshots of this publish, main's for the other marts."""
+    written = [s for m, s in staged.items() if m in REVENUE_INPUTS and s.report.audited_snapshot_id is not None]
+    if not written:
+        return
+    inputs = [
+        audited[m] if m in audited else _main_rows_of(catalog, m, columns) for m, columns in REVENUE_INPUTS.items()
+    ]
+    revenue, deliveries, orders = inputs
+    # A mart that failed its own checks (or a table that does not exist yet) leaves nothing to reconcile.
+    if revenue is None or deliveries is None or orders is None:
+        return
+    failures = check_revenue(con, revenue, deliveries, orders)
+    if failures:
+        target = staged.get("fct_daily_revenue") or written[0]
+        target.report.audit = "failed"
+        target.report.audit_failures += failures
+
+
 def publish_marts(
     catalog: Catalog,
     con: duckdb.DuckDBPyConnection,
@@ -348,26 +372,7 @@ def publish_marts(
         if stage.report.audit_failures:
             stage.report.audit = "failed"
         stage.report.seconds += time.perf_counter() - started
-    if any(m in staged and staged[m].report.audited_snapshot_id is not None for m in REVENUE_INPUTS):
-        inputs = {
-            m: revenue_rows[m] if m in revenue_rows else _main_rows_of(catalog, m, columns)
-            for m, columns in REVENUE_INPUTS.items()
-        }
-        revenue, deliveries, orders = (inputs[m] for m in REVENUE_INPUTS)
-        # A mart that failed its own checks (or a table that does not exist yet) leaves nothing to reconcile.
-        if revenue is not None and deliveries is not None and orders is not None:
-            failures = check_revenue(con, revenue, deliveries, orders)
-            if failures:
-                target = staged.get("fct_daily_revenue") or next(
-                    s for m, s in staged.items() if m in REVENUE_INPUTS and s.report.audited_snapshot_id is not None
-                )
-                target.report.audit, target.report.audit_failures = (
-                    "failed",
-                    [
-                        *target.report.audit_failures,
-                        *failures,
-                    ],
-                )
+    _reconcile_revenue(catalog, con, staged, revenue_rows)
 
     reports = {mart: stage.report for mart, stage in staged.items()}
     if any(r.audit == "failed" for r in reports.values()):
