@@ -76,6 +76,11 @@ SETTINGS_DOC: dict[str, tuple[str, str]] = {
         "1073741824",
         "Alert when the slot is inactive and keeps more WAL than this on the OLTP server (1 GiB).",
     ),
+    "PUBLISH_MAX_ROW_DROP": (
+        "0.5",
+        "The publish audit fails a mart (except `late_events`) whose row count would fall by more than this share "
+        "of main's (when main has 100 rows or more); 1 lets any drop through.",
+    ),
 }
 
 
@@ -120,6 +125,7 @@ class Settings:
     capture_lag_warn_bytes: int = 64 * 1024 * 1024
     capture_lag_warn_seconds: float = 900.0
     capture_wal_retention_alert_bytes: int = 1024 * 1024 * 1024
+    publish_max_row_drop: float = 0.5
 
     @property
     def catalog_name(self) -> str:
@@ -256,6 +262,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         capture_wal_retention_alert_bytes=int(
             _number(env, "CAPTURE_WAL_RETENTION_ALERT_BYTES", d.capture_wal_retention_alert_bytes, int)
         ),
+        publish_max_row_drop=min(1.0, _number(env, "PUBLISH_MAX_ROW_DROP", d.publish_max_row_drop)),
     )
 
 

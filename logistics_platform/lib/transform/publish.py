@@ -1,13 +1,23 @@
-"""Publish the DuckDB marts to the Iceberg namespace ``marts`` so that other engines read the same results.
+"""Publish the DuckDB marts to the Iceberg namespace ``marts`` with write-audit-publish.
 
-Every mart is one atomic Iceberg commit. ``marts.fct_orders`` is partitioned by ``bucket(order_id)`` and only the
-buckets whose rows changed are rewritten: a per-bucket fingerprint (row count + XOR of row hashes, computed in
-DuckDB) is stored in a table property in the same commit, and the next publish replaces the data files of exactly
-the buckets whose fingerprint differs (an overwrite snapshot deleting those buckets' files and adding new ones).
+Write: each mart's new snapshot is committed to the branch ``audit`` of its table (created at ``main``'s head, or
+replacing the branch a failed publish left). ``main`` does not move, so no reader of ``main`` sees it.
+Audit: the blocking checks of :mod:`logistics_platform.lib.transform.audit` read that snapshot back (contract columns
+and types, keys unique, row count equal to the DuckDB mart's and no drop beyond the bound, revenue reconciling across
+the marts to publish).
+Publish: only when every mart passed, each branch gets an empty snapshot carrying ``logistics.audit = passed`` and
+``main`` is fast-forwarded to it (one metadata commit that also asserts ``main`` did not move meanwhile); the branch is
+then dropped. A failed audit moves no ``main``: the failing branches get an empty snapshot carrying
+``logistics.audit = failed`` and the reasons, stay for inspection, and :class:`AuditFailed` is raised.
+
+``marts.fct_orders`` is partitioned by ``bucket(order_id)`` and only the buckets whose rows changed are rewritten: a
+per-bucket fingerprint (row count + XOR of row hashes, computed in DuckDB) is stored in a table property by the commit
+that moves ``main``, and the next publish replaces the data files of exactly the buckets whose fingerprint differs.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Callable, Sequence
@@ -17,13 +27,25 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyiceberg.catalog import Catalog
-from pyiceberg.exceptions import NoSuchTableError
+from pyiceberg.exceptions import CommitFailedException, NoSuchTableError
 from pyiceberg.io.pyarrow import _dataframe_to_data_files
+from pyiceberg.manifest import DataFile
 from pyiceberg.table import Table
+from pyiceberg.table.snapshots import ancestors_of
+from pyiceberg.table.update.snapshot import ManageSnapshots
 from pyiceberg.transforms import BucketTransform
 from pyiceberg.types import LongType
 
+from logistics_platform.lib.transform.audit import (
+    check_duckdb_contract,
+    check_iceberg_contract,
+    check_keys,
+    check_revenue,
+    check_row_count,
+    load_contract,
+)
 from logistics_platform.lib.transform.project import MART_MODELS
+from logistics_platform.settings import Settings
 
 NAMESPACE = "marts"
 ORDERS_MART = "fct_orders"
@@ -31,10 +53,30 @@ ORDER_BUCKETS = 16
 FINGERPRINT_PROPERTY = "logistics.bucket-fingerprints"
 BUCKET_COLUMN = "_bucket"
 
+AUDIT_BRANCH = "audit"
+AUDIT_PROPERTY = "logistics.audit"
+AUDITED_SNAPSHOT_PROPERTY = "logistics.audited-snapshot-id"
+AUDIT_FAILURES_PROPERTY = "logistics.audit-failures"
+# A publish may shrink a mart on main by at most this share (see audit.check_row_count for the exemptions).
+MAX_ROW_DROP = Settings.publish_max_row_drop
+# The marts the revenue reconciliation reads, and the columns it needs of each.
+REVENUE_INPUTS = {
+    "fct_daily_revenue": ("revenue_date", "tenant_id", "orders_delivered", "gross_revenue", "courier_revenue",
+                          "platform_revenue", "tenant_revenue"),
+    "fct_deliveries": ("order_id", "tenant_id", "delivered_at"),
+    ORDERS_MART: ("order_id", "total_amount"),
+}  # fmt: skip
+_FAST_FORWARD_ATTEMPTS = 5
+
 
 @dataclass
 class PublishReport:
-    """What publishing one mart did."""
+    """What publishing one mart did, and its audit's outcome.
+
+    ``audit``: ``passed`` (main now points at ``snapshot_id``), ``unchanged`` (nothing to write, main as it was),
+    ``failed`` (main untouched; ``audit_failures`` says why, the branch holds ``audited_snapshot_id`` unless the
+    mart could not be written), or ``held`` (passed, but another mart failed, so main was not moved either).
+    """
 
     table: str
     rows: int
@@ -42,10 +84,54 @@ class PublishReport:
     seconds: float
     buckets_rewritten: list[int] = field(default_factory=list)
     buckets_total: int = 0
+    audit: str = "passed"
+    audit_failures: list[str] = field(default_factory=list)
+    audited_snapshot_id: int | None = None
+    branch: str = AUDIT_BRANCH
+
+
+class AuditFailed(RuntimeError):
+    """A mart's new snapshot failed its audit: no mart's main moved; ``reports`` has every mart's outcome."""
+
+    def __init__(self, reports: dict[str, PublishReport]) -> None:
+        self.reports = reports
+        failed = [r for r in reports.values() if r.audit == "failed"]
+        parts = [
+            f"marts.{r.table} "
+            + (
+                f"(branch {r.branch}, snapshot {r.audited_snapshot_id})"
+                if r.audited_snapshot_id is not None
+                else "(not written)"
+            )
+            + ": "
+            + "; ".join(r.audit_failures)
+            for r in failed
+        ]
+        super().__init__(
+            f"Publish audit failed, main of every mart left unchanged: {' | '.join(parts)}. Inspect the branch "
+            f"snapshot, fix the dbt models or data, then re-run the publish"
+        )
+
+
+class MainMoved(RuntimeError):
+    """Another writer moved a mart's main while it was audited: the audited snapshot is no fast-forward of it."""
+
+
+@dataclass
+class _Staged:
+    """A mart between write and publish."""
+
+    mart: str
+    report: PublishReport
+    built_rows: int
+    table: Table | None = None
+    base_id: int | None = None
+    main_rows: int = 0
+    on_publish: dict[str, str] = field(default_factory=dict)  # table properties set by the commit that moves main
 
 
 def _read_mart(con: duckdb.DuckDBPyConnection, mart: str) -> pa.Table:
-    return con.sql(f"select * from marts.{mart}").fetch_arrow_table()
+    return con.sql(f"select * from marts.{mart}").to_arrow_table()
 
 
 def _load_or_create(catalog: Catalog, identifier: str, schema: pa.Schema, bucket_column: str | None = None) -> Table:
@@ -61,22 +147,92 @@ def _load_or_create(catalog: Catalog, identifier: str, schema: pa.Schema, bucket
         return table
 
 
-def publish_full(catalog: Catalog, con: duckdb.DuckDBPyConnection, mart: str) -> PublishReport:
-    """Replace the whole Iceberg table with the DuckDB mart in one overwrite commit."""
-    started = time.perf_counter()
-    data = _read_mart(con, mart)
-    table = _load_or_create(catalog, f"{NAMESPACE}.{mart}", data.schema)
-    props = {"logistics.source": f"duckdb marts.{mart}"}
-    if table.current_snapshot() is None:
-        table.append(data, snapshot_properties=props)
-    else:
-        table.overwrite(data, snapshot_properties=props)
+def _main_rows(table: Table) -> int:
     snap = table.current_snapshot()
-    return PublishReport(mart, data.num_rows, snap.snapshot_id if snap else None, time.perf_counter() - started)
+    return int(snap.summary["total-records"]) if snap and snap.summary and "total-records" in snap.summary else 0
 
 
-def order_buckets(order_ids: pa.Array, buckets: int = ORDER_BUCKETS) -> pa.Array:
+def _live_files(table: Table, snapshot_id: int | None) -> list[DataFile]:
+    return [] if snapshot_id is None else [task.file for task in table.scan(snapshot_id=snapshot_id).plan_files()]
+
+
+def write_audit_snapshot(
+    table: Table, rows: pa.Table, delete_files: Sequence[DataFile], properties: dict[str, str]
+) -> int:
+    """Commit ``rows`` (replacing ``delete_files`` of main's head) as the head of the audit branch; main stays."""
+    base = table.metadata.current_snapshot_id
+    if base is not None:
+        # Replaces the branch a failed publish left: every publish audits a fresh child of main's head.
+        table.manage_snapshots().create_branch(base, AUDIT_BRANCH).commit()
+    # pyiceberg refuses a branch commit on a table without snapshots; there the snapshot is committed unreferenced
+    # (branch None) and the branch created at it.
+    branch = AUDIT_BRANCH if base is not None else None
+    rows = rows.cast(table.schema().as_arrow())
+    with table.transaction() as tx:
+        new_files = (
+            list(_dataframe_to_data_files(table_metadata=tx.table_metadata, df=rows, io=table.io))
+            if rows.num_rows
+            else []
+        )
+        with tx.update_snapshot(snapshot_properties=properties, branch=branch).overwrite() as overwrite:
+            for old in delete_files:
+                overwrite.delete_data_file(old)
+            for new in new_files:
+                overwrite.append_data_file(new)
+    if branch is None:
+        table.manage_snapshots().create_branch(overwrite.snapshot_id, AUDIT_BRANCH).commit()
+    return overwrite.snapshot_id
+
+
+def mark_audit_branch(table: Table, properties: dict[str, str]) -> int:
+    """Commit an empty snapshot on the audit branch that carries the audit's outcome in its summary."""
+    with (
+        table.transaction() as tx,
+        tx.update_snapshot(snapshot_properties=properties, branch=AUDIT_BRANCH).fast_append() as marker,
+    ):
+        pass
+    return marker.snapshot_id
+
+
+def fast_forward_main(table: Table, base_id: int | None, properties: dict[str, str] | None = None) -> int:
+    """Point main at the audit branch's head (and set ``properties``) if main is still at ``base_id``; drop the branch.
+
+    One metadata commit that asserts main's snapshot: a concurrent commit on main makes it fail instead of
+    discarding that commit. Raises :class:`MainMoved` when main is no longer ``base_id``.
+    """
+    name = ".".join(table.name())
+    for attempt in range(_FAST_FORWARD_ATTEMPTS):
+        table.refresh()
+        current = table.metadata.current_snapshot_id
+        head = table.metadata.snapshot_by_name(AUDIT_BRANCH)
+        if head is None:
+            raise MainMoved(f"{name} has no branch {AUDIT_BRANCH} to publish: re-run the publish")
+        lineage = {s.snapshot_id for s in ancestors_of(head, table.metadata)}
+        if current != base_id or (base_id is not None and base_id not in lineage):
+            raise MainMoved(
+                f"main of {name} moved from snapshot {base_id} to {current} during the publish: re-run the publish"
+            )
+        tx = table.transaction()
+        ManageSnapshots(tx).set_current_snapshot(ref_name=AUDIT_BRANCH)
+        if properties:
+            tx.set_properties(properties)
+        try:
+            tx.commit_transaction()
+            break
+        except CommitFailedException:
+            # Another commit (a tag, a property) landed first: check main again and retry on fresh metadata.
+            if attempt == _FAST_FORWARD_ATTEMPTS - 1:
+                raise
+    with contextlib.suppress(CommitFailedException):  # a leftover branch is harmless: the next publish replaces it
+        table.manage_snapshots().remove_branch(AUDIT_BRANCH).commit()
+    return head.snapshot_id
+
+
+def order_buckets(order_ids: pa.Array | pa.ChunkedArray, buckets: int = ORDER_BUCKETS) -> pa.Array:
     """Iceberg bucket numbers of order ids (the same murmur3 bucketing the table's partition spec uses)."""
+    if isinstance(order_ids, pa.ChunkedArray):
+        # An empty mart comes back as a ChunkedArray without chunks, which the transform cannot take.
+        order_ids = order_ids.combine_chunks()
     return BucketTransform(buckets).pyarrow_transform(LongType())(order_ids)
 
 
@@ -93,43 +249,90 @@ def bucket_fingerprints(con: duckdb.DuckDBPyConnection, rows: pa.Table) -> dict[
     return {int(b): f"{n}:{h}" for b, n, h in result}
 
 
-def publish_orders(catalog: Catalog, con: duckdb.DuckDBPyConnection) -> PublishReport:
-    """Publish fct_orders bucketed by order_id, rewriting only the buckets whose rows changed."""
-    started = time.perf_counter()
-    data = _read_mart(con, ORDERS_MART)
-    identifier = f"{NAMESPACE}.{ORDERS_MART}"
-    table = _load_or_create(catalog, identifier, data.schema, bucket_column="order_id")
+def _stage_full(catalog: Catalog, mart: str, data: pa.Table, staged: _Staged) -> None:
+    """Write the whole mart to the audit branch (an overwrite of every file main's head has)."""
+    table = _load_or_create(catalog, f"{NAMESPACE}.{mart}", data.schema)
+    staged.table, staged.base_id, staged.main_rows = table, table.metadata.current_snapshot_id, _main_rows(table)
+    properties = {"logistics.source": f"duckdb marts.{mart}"}
+    staged.report.audited_snapshot_id = write_audit_snapshot(
+        table, data, _live_files(table, staged.base_id), properties
+    )
+
+
+def _stage_orders(catalog: Catalog, con: duckdb.DuckDBPyConnection, data: pa.Table, staged: _Staged) -> None:
+    """Write the changed buckets of fct_orders to the audit branch; nothing when no bucket changed."""
+    table = _load_or_create(catalog, f"{NAMESPACE}.{ORDERS_MART}", data.schema, bucket_column="order_id")
+    staged.table, staged.base_id, staged.main_rows = table, table.metadata.current_snapshot_id, _main_rows(table)
     with_bucket = data.append_column(BUCKET_COLUMN, order_buckets(data.column("order_id")))
     current = bucket_fingerprints(con, with_bucket)
     published: dict[str, str] = json.loads(table.properties.get(FINGERPRINT_PROPERTY, "{}"))
     changed = sorted(b for b in set(current) | {int(k) for k in published} if current.get(b) != published.get(str(b)))
-    report = PublishReport(ORDERS_MART, data.num_rows, None, 0.0, changed, ORDER_BUCKETS)
-    if not changed and table.current_snapshot() is not None:
-        snap = table.current_snapshot()
-        report.snapshot_id = snap.snapshot_id if snap else None
-        report.seconds = time.perf_counter() - started
-        return report
-
+    staged.report.buckets_rewritten, staged.report.buckets_total = changed, ORDER_BUCKETS
+    if not changed and staged.base_id is not None:
+        staged.report.audit = "unchanged"
+        staged.report.snapshot_id = staged.base_id
+        return
     changed_set = pa.array(changed, type=pa.int32())
     rows = with_bucket.filter(pc.is_in(with_bucket.column(BUCKET_COLUMN), value_set=changed_set))
-    rows = rows.drop_columns([BUCKET_COLUMN]).cast(table.schema().as_arrow())
-    old_files = [task.file for task in table.scan().plan_files() if task.file.partition[0] in set(changed)]
+    old_files = [f for f in _live_files(table, staged.base_id) if f.partition[0] in set(changed)]
     properties = {
         "logistics.source": f"duckdb marts.{ORDERS_MART}",
         "logistics.buckets-rewritten": ",".join(map(str, changed)),
     }
-    with table.transaction() as tx:
-        new_files = list(_dataframe_to_data_files(table_metadata=tx.table_metadata, df=rows, io=table.io))
-        with tx.update_snapshot(snapshot_properties=properties).overwrite() as ow:
-            for f in old_files:
-                ow.delete_data_file(f)
-            for f in new_files:
-                ow.append_data_file(f)
-        tx.set_properties({FINGERPRINT_PROPERTY: json.dumps({str(b): fp for b, fp in sorted(current.items())})})
-    snap = catalog.load_table(identifier).current_snapshot()
-    report.snapshot_id = snap.snapshot_id if snap else None
-    report.seconds = time.perf_counter() - started
-    return report
+    staged.report.audited_snapshot_id = write_audit_snapshot(
+        table, rows.drop_columns([BUCKET_COLUMN]), old_files, properties
+    )
+    staged.on_publish = {FINGERPRINT_PROPERTY: json.dumps({str(b): fp for b, fp in sorted(current.items())})}
+
+
+def _audit(
+    con: duckdb.DuckDBPyConnection, staged: _Staged, max_row_drop: float, keep: tuple[str, ...] | None
+) -> pa.Table | None:
+    """Run the per-mart checks on the branch snapshot; returns its ``keep`` columns for the revenue check."""
+    assert staged.table is not None and staged.report.audited_snapshot_id is not None
+    table, snapshot_id = staged.table, staged.report.audited_snapshot_id
+    snapshot = table.metadata.snapshot_by_id(snapshot_id)
+    schema = table.metadata.schema_by_id(snapshot.schema_id) if snapshot and snapshot.schema_id is not None else None
+    contract = load_contract(staged.mart)
+    failures = check_iceberg_contract(contract, schema if schema is not None else table.schema())
+    rows = table.scan(snapshot_id=snapshot_id).to_arrow()
+    if not failures:
+        failures += check_keys(con, contract, rows)
+    failures += check_row_count(staged.mart, rows.num_rows, staged.built_rows, staged.main_rows, max_row_drop)
+    staged.report.audit_failures += failures
+    return rows.select(list(keep)) if keep and not failures else None
+
+
+def _main_rows_of(catalog: Catalog, mart: str, columns: tuple[str, ...]) -> pa.Table | None:
+    try:
+        table = catalog.load_table(f"{NAMESPACE}.{mart}")
+    except NoSuchTableError:
+        return None
+    return table.scan(selected_fields=columns).to_arrow()
+
+
+def _reconcile_revenue(
+    catalog: Catalog,
+    con: duckdb.DuckDBPyConnection,
+    staged: dict[str, _Staged],
+    audited: dict[str, pa.Table | None],
+) -> None:
+    """Invariant 4a over what main will serve: the audited snapshots of this publish, main's for the other marts."""
+    written = [s for m, s in staged.items() if m in REVENUE_INPUTS and s.report.audited_snapshot_id is not None]
+    if not written:
+        return
+    inputs = [
+        audited[m] if m in audited else _main_rows_of(catalog, m, columns) for m, columns in REVENUE_INPUTS.items()
+    ]
+    revenue, deliveries, orders = inputs
+    # A mart that failed its own checks (or a table that does not exist yet) leaves nothing to reconcile.
+    if revenue is None or deliveries is None or orders is None:
+        return
+    failures = check_revenue(con, revenue, deliveries, orders)
+    if failures:
+        target = staged.get("fct_daily_revenue") or written[0]
+        target.report.audit = "failed"
+        target.report.audit_failures += failures
 
 
 def publish_marts(
@@ -137,17 +340,76 @@ def publish_marts(
     con: duckdb.DuckDBPyConnection,
     marts: Sequence[str] = MART_MODELS,
     progress: Callable[[str], None] | None = None,
+    max_row_drop: float = MAX_ROW_DROP,
 ) -> dict[str, PublishReport]:
-    """Publish every mart (one commit per table); returns mart -> report."""
-    reports: dict[str, PublishReport] = {}
+    """Write-audit-publish every mart; returns mart -> report, or raises :class:`AuditFailed` (no main moved)."""
+    say = progress or (lambda _: None)
+    staged: dict[str, _Staged] = {}
     for mart in marts:
-        report = publish_orders(catalog, con) if mart == ORDERS_MART else publish_full(catalog, con, mart)
-        reports[mart] = report
-        if progress is not None:
-            extra = (
-                f", rewrote {len(report.buckets_rewritten)}/{report.buckets_total} buckets"
-                if mart == ORDERS_MART
-                else ""
+        started = time.perf_counter()
+        data = _read_mart(con, mart)
+        stage = _Staged(mart, PublishReport(mart, data.num_rows, None, 0.0), data.num_rows)
+        staged[mart] = stage
+        described = [(str(r[0]), str(r[1])) for r in con.sql(f"describe marts.{mart}").fetchall()]
+        contract_failures = check_duckdb_contract(load_contract(mart), described)
+        if contract_failures:
+            # Not written: a type the contract does not allow would change or break the Iceberg table's schema.
+            stage.report.audit, stage.report.audit_failures = "failed", contract_failures
+            continue
+        if mart == ORDERS_MART:
+            _stage_orders(catalog, con, data, stage)
+        else:
+            _stage_full(catalog, mart, data, stage)
+        stage.report.seconds = time.perf_counter() - started
+
+    # Audit every written snapshot, then the revenue reconciliation over the snapshots about to be published.
+    revenue_rows: dict[str, pa.Table | None] = {}
+    for mart, stage in staged.items():
+        if stage.report.audit == "failed" or stage.report.audited_snapshot_id is None:
+            continue
+        started = time.perf_counter()
+        revenue_rows[mart] = _audit(con, stage, max_row_drop, REVENUE_INPUTS.get(mart))
+        if stage.report.audit_failures:
+            stage.report.audit = "failed"
+        stage.report.seconds += time.perf_counter() - started
+    _reconcile_revenue(catalog, con, staged, revenue_rows)
+
+    reports = {mart: stage.report for mart, stage in staged.items()}
+    if any(r.audit == "failed" for r in reports.values()):
+        for stage in staged.values():
+            report = stage.report
+            if report.audit == "failed" and stage.table is not None and report.audited_snapshot_id is not None:
+                mark_audit_branch(
+                    stage.table,
+                    {
+                        AUDIT_PROPERTY: "failed",
+                        AUDITED_SNAPSHOT_PROPERTY: str(report.audited_snapshot_id),
+                        AUDIT_FAILURES_PROPERTY: " | ".join(report.audit_failures),
+                    },
+                )
+            elif report.audit == "passed":
+                report.audit = "held"
+            say(
+                f"audit of marts.{stage.mart}: {report.audit}"
+                + (f" ({'; '.join(report.audit_failures)})" if report.audit_failures else "")
             )
-            progress(f"published marts.{mart}: {report.rows:,} rows in {report.seconds:.2f}s{extra}")
+        raise AuditFailed(reports)
+
+    for stage in staged.values():
+        report = stage.report
+        if report.audit == "passed" and stage.table is not None and report.audited_snapshot_id is not None:
+            started = time.perf_counter()
+            mark_audit_branch(
+                stage.table, {AUDIT_PROPERTY: "passed", AUDITED_SNAPSHOT_PROPERTY: str(report.audited_snapshot_id)}
+            )
+            report.snapshot_id = fast_forward_main(stage.table, stage.base_id, stage.on_publish)
+            report.seconds += time.perf_counter() - started
+        extra = (
+            f", rewrote {len(report.buckets_rewritten)}/{report.buckets_total} buckets"
+            if stage.mart == ORDERS_MART
+            else ""
+        )
+        say(
+            f"published marts.{stage.mart}: {report.rows:,} rows in {report.seconds:.2f}s{extra} (audit {report.audit})"
+        )
     return reports
