@@ -22,27 +22,14 @@ from logistics_platform.generator import GeneratorConfig, generate
 from logistics_platform.lib.bronze import schema as bs
 from logistics_platform.lib.bronze.ingest import IngestReport, ingest_hour
 from logistics_platform.lib.connections import load_catalog
-from logistics_platform.settings import Settings, load_settings, local_settings
+from logistics_platform.settings import Settings, local_settings
+from tests.support.prod import prod_settings
 
 pytestmark = pytest.mark.postgres
 
 START = datetime(2026, 11, 4, 6)
 HOURS = 4
 LINED_UP = f"{bs.NAMESPACE}.orders"
-
-
-def prod_settings(root: Path, landing: Path, catalog_uri: str) -> Settings:
-    """The prod profile as the environment of a deployment gives it (local files stand in for the S3 warehouse)."""
-    return load_settings(
-        {
-            "LOGISTICS_ENV": "prod",
-            "ICEBERG_CATALOG_URI": catalog_uri,
-            "ICEBERG_WAREHOUSE": f"file://{root / 'warehouse'}",
-            "LANDING_DIR": str(landing),
-            "DUCKDB_PATH": str(root / "analytics.duckdb"),
-            "ALERTS_LOG": str(root / "alerts.jsonl"),
-        }
-    )
 
 
 def _line_up(barrier: Barrier, identifier: str) -> None:

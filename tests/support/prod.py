@@ -12,7 +12,7 @@ import dagster as dg
 import pytest
 from sqlalchemy.engine import make_url
 
-from logistics_platform.settings import PROJECT_ROOT
+from logistics_platform.settings import PROJECT_ROOT, Settings, load_settings
 
 PROD_YAML = PROJECT_ROOT / "dagster.prod.yaml"
 
@@ -45,3 +45,18 @@ def prod_instance(
     assert os.environ["DAGSTER_HOME"] == str(home)
     with dg.DagsterInstance.get() as instance:
         yield instance
+
+
+def prod_settings(root: Path, landing: Path, catalog_uri: str, **env: str) -> Settings:
+    """The prod profile as a deployment's environment gives it (local files stand in for the S3 warehouse)."""
+    return load_settings(
+        {
+            "LOGISTICS_ENV": "prod",
+            "ICEBERG_CATALOG_URI": catalog_uri,
+            "ICEBERG_WAREHOUSE": f"file://{root / 'warehouse'}",
+            "LANDING_DIR": str(landing),
+            "DUCKDB_PATH": str(root / "analytics.duckdb"),
+            "ALERTS_LOG": str(root / "alerts.jsonl"),
+            **env,
+        }
+    )
