@@ -16,7 +16,7 @@ from sqlalchemy.engine import make_url
 from logistics_platform.generator import GeneratorConfig, generate
 from logistics_platform.lib.bronze import schema as bs
 from logistics_platform.lib.bronze.ingest import ingest_hour
-from logistics_platform.lib.connections import connect, load_catalog
+from logistics_platform.lib.connections import CONNECT_TIMEOUT_SECONDS, catalog_engine_uri, connect, load_catalog
 from logistics_platform.settings import Settings, SettingsError, load_settings, local_settings
 
 pytestmark = pytest.mark.postgres
@@ -128,3 +128,14 @@ def test_the_catalog_is_the_jdbc_schema_under_its_configured_name(tmp_path: Path
 def test_a_catalog_name_that_engines_cannot_configure_is_refused(name: str) -> None:
     with pytest.raises(SettingsError, match="ICEBERG_CATALOG_NAME"):
         load_settings({"ICEBERG_CATALOG_NAME": name})
+
+
+def test_the_catalog_connection_waits_a_bounded_time_for_the_server(tmp_path: Path, pg_database: str) -> None:
+    # An unreachable host would otherwise hold a command for the OS's TCP timeout before it can say so.
+    catalog = load_catalog(local_settings(tmp_path, catalog_uri=pg_database))
+    assert catalog.engine.url.query["connect_timeout"] == str(CONNECT_TIMEOUT_SECONDS)
+    assert catalog.list_namespaces()  # the option is one libpq accepts
+    own = "postgresql+psycopg2://u:p%40ss@db.internal:5432/iceberg?connect_timeout=2"
+    assert catalog_engine_uri(own) == own
+    assert make_url(catalog_engine_uri(own.replace("?connect_timeout=2", ""))).password == "p@ss"
+    assert catalog_engine_uri("sqlite:////tmp/catalog.db") == "sqlite:////tmp/catalog.db"
