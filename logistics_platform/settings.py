@@ -81,6 +81,10 @@ SETTINGS_DOC: dict[str, tuple[str, str]] = {
         "The publish audit fails a mart (except `late_events`) whose row count would fall by more than this share "
         "of main's (when main has 100 rows or more); 1 lets any drop through.",
     ),
+    "ICEBERG_CATALOG_NAME": (
+        "logistics",
+        "Catalog name in the SQL catalog's rows; Spark/Trino/Flink `JdbcCatalog` readers must use the same name.",
+    ),
 }
 
 
@@ -126,10 +130,8 @@ class Settings:
     capture_lag_warn_seconds: float = 900.0
     capture_wal_retention_alert_bytes: int = 1024 * 1024 * 1024
     publish_max_row_drop: float = 0.5
-
-    @property
-    def catalog_name(self) -> str:
-        return "logistics"
+    # Every row of the JDBC-catalog tables carries it: another engine sees our tables only under the same name.
+    catalog_name: str = "logistics"
 
     @property
     def duckdb_database(self) -> str:
@@ -263,7 +265,18 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
             _number(env, "CAPTURE_WAL_RETENTION_ALERT_BYTES", d.capture_wal_retention_alert_bytes, int)
         ),
         publish_max_row_drop=min(1.0, _number(env, "PUBLISH_MAX_ROW_DROP", d.publish_max_row_drop)),
+        catalog_name=_catalog_name(env.get("ICEBERG_CATALOG_NAME") or d.catalog_name),
     )
+
+
+def _catalog_name(value: str) -> str:
+    # Spark and Flink take the name as a configuration key (spark.sql.catalog.<name>): keep it an identifier.
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value):
+        raise SettingsError(
+            f"ICEBERG_CATALOG_NAME={value!r}: expected a plain identifier (letters, digits, underscores), "
+            "the name Spark/Trino/Flink JDBC catalogs are configured with"
+        )
+    return value
 
 
 def local_settings(root: Path, **overrides: object) -> Settings:
@@ -294,6 +307,7 @@ def subprocess_env(settings: Settings) -> dict[str, str]:
             "DBT_TARGET": settings.dbt_target,
             "DO_NOT_TRACK": "1",
             "DBT_SEND_ANONYMOUS_USAGE_STATS": "False",
+            "ICEBERG_CATALOG_NAME": settings.catalog_name,
         }
     )
     return env

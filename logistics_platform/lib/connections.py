@@ -19,6 +19,20 @@ if TYPE_CHECKING:
 
 NAMESPACES = ("bronze", "marts")
 EXTENSIONS = ("parquet", "avro", "iceberg")
+# libpq waits for an unreachable host as long as the OS does; a catalog that is down should fail the command at once.
+CONNECT_TIMEOUT_SECONDS = 5
+
+
+def catalog_engine_uri(uri: str) -> str:
+    """``uri`` with a libpq connect timeout for PostgreSQL (unless it sets its own); other databases unchanged."""
+    from sqlalchemy.engine import make_url
+
+    url = make_url(uri)
+    if url.get_backend_name() != "postgresql" or "connect_timeout" in url.query:
+        return uri
+    return url.update_query_dict({"connect_timeout": str(CONNECT_TIMEOUT_SECONDS)}).render_as_string(
+        hide_password=False
+    )
 
 
 def load_catalog(settings: Settings) -> SqlCatalog:
@@ -30,7 +44,8 @@ def load_catalog(settings: Settings) -> SqlCatalog:
         Path(settings.catalog_uri[len("sqlite:///") :]).parent.mkdir(parents=True, exist_ok=True)
     if settings.warehouse.startswith("file://"):
         Path(settings.warehouse[len("file://") :]).mkdir(parents=True, exist_ok=True)
-    catalog = SqlCatalog(settings.catalog_name, **settings.catalog_properties)
+    properties = settings.catalog_properties
+    catalog = SqlCatalog(settings.catalog_name, **{**properties, "uri": catalog_engine_uri(properties["uri"])})
     for ns in NAMESPACES:
         catalog.create_namespace_if_not_exists(ns)
     return catalog

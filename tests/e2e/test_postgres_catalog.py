@@ -1,49 +1,28 @@
-"""The production catalog: the same ingest on a PostgreSQL SQL catalog, with parallel writers.
+"""The production catalog: the same ingest on a PostgreSQL SQL catalog (JDBC-catalog schema, named catalog).
 
 `make test` starts the local PostgreSQL server when it is down; this test needs it.
 """
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from pathlib import Path
 
 import psycopg2
 import pytest
+from sqlalchemy.engine import make_url
 
 from logistics_platform.generator import GeneratorConfig, generate
 from logistics_platform.lib.bronze import schema as bs
 from logistics_platform.lib.bronze.ingest import ingest_hour
-from logistics_platform.lib.connections import connect, load_catalog
-from logistics_platform.settings import Settings, local_settings
+from logistics_platform.lib.connections import CONNECT_TIMEOUT_SECONDS, catalog_engine_uri, connect, load_catalog
+from logistics_platform.settings import Settings, SettingsError, load_settings, local_settings
 
 pytestmark = pytest.mark.postgres
 
-PG = {"host": "127.0.0.1", "port": 5432, "user": "postgres", "dbname": "postgres"}
 START = datetime(2026, 11, 3)
 HOURS = 3
-
-
-@pytest.fixture()
-def pg_database() -> Iterator[str]:
-    """A fresh, empty PostgreSQL database for one test, dropped afterwards."""
-    name = f"logistics_test_{uuid.uuid4().hex[:10]}"
-    try:
-        admin = psycopg2.connect(**PG, connect_timeout=5)
-    except psycopg2.OperationalError as exc:
-        pytest.fail(f"PostgreSQL is not reachable on 127.0.0.1:5432 ({exc}); `make test` starts it: run it that way")
-    admin.autocommit = True
-    with admin.cursor() as cur:
-        cur.execute(f'create database "{name}"')
-    try:
-        yield f"postgresql+psycopg2://postgres@127.0.0.1:5432/{name}"
-    finally:
-        with admin.cursor() as cur:
-            cur.execute(f'drop database if exists "{name}" with (force)')
-        admin.close()
 
 
 def _contents(settings: Settings) -> dict[str, list[tuple]]:
@@ -86,3 +65,77 @@ def test_parallel_ingest_on_postgres_equals_sqlite(tmp_path: Path, pg_database: 
     con = connect()
     n = con.execute(f"select count(*) from iceberg_scan('{table.metadata_location}')").fetchone()[0]
     assert n == len(pg_rows["orders"])
+
+
+JDBC_COLUMNS = {
+    # The tables and columns Iceberg's JdbcCatalog (Spark, Trino, Flink) reads and writes.
+    "iceberg_tables": {
+        "catalog_name",
+        "table_namespace",
+        "table_name",
+        "metadata_location",
+        "previous_metadata_location",
+    },
+    "iceberg_namespace_properties": {"catalog_name", "namespace", "property_key", "property_value"},
+}
+
+
+def _pg(uri: str) -> psycopg2.extensions.connection:
+    url = make_url(uri)
+    return psycopg2.connect(host=url.host, port=url.port, user=url.username, dbname=url.database)
+
+
+def test_the_catalog_is_the_jdbc_schema_under_its_configured_name(tmp_path: Path, pg_database: str) -> None:
+    landing = tmp_path / "landing"
+    generate(landing, GeneratorConfig(start=START, hours=1, seed=5, orders_per_day=240, pings_per_day=600))
+    env = {
+        "LOGISTICS_ENV": "prod",
+        "ICEBERG_CATALOG_URI": pg_database,
+        "ICEBERG_WAREHOUSE": f"file://{tmp_path / 'warehouse'}",
+        "LANDING_DIR": str(landing),
+        "ICEBERG_CATALOG_NAME": "fleet_prod",
+    }
+    settings = load_settings(env)
+    assert settings.catalog_name == "fleet_prod"
+    assert load_settings({**env, "ICEBERG_CATALOG_NAME": ""}).catalog_name == "logistics"
+    ingest_hour(settings, START)
+    orders = load_catalog(settings).load_table("bronze.orders")
+
+    with _pg(pg_database) as conn, conn.cursor() as cur:
+        for table, columns in JDBC_COLUMNS.items():
+            cur.execute("select column_name from information_schema.columns where table_name = %s", (table,))
+            assert columns <= {r[0] for r in cur.fetchall()}, table
+        # What a JDBC reader configured with the same name runs to find the table's current metadata.
+        cur.execute(
+            "select metadata_location from iceberg_tables "
+            "where catalog_name = %s and table_namespace = %s and table_name = %s",
+            ("fleet_prod", "bronze", "orders"),
+        )
+        assert cur.fetchall() == [(orders.metadata_location,)]
+        cur.execute(
+            "select distinct catalog_name from iceberg_tables union select catalog_name from "
+            "iceberg_namespace_properties"
+        )
+        assert {r[0] for r in cur.fetchall()} == {"fleet_prod"}
+
+    # Readers filter by the name: under another name the same database holds no tables.
+    other = load_catalog(settings.with_overrides(catalog_name="logistics"))
+    assert other.list_tables("bronze") == []
+    assert ("bronze", "orders") in load_catalog(settings).list_tables("bronze")
+
+
+@pytest.mark.parametrize("name", ["fleet-prod", "1st", "a.b"])
+def test_a_catalog_name_that_engines_cannot_configure_is_refused(name: str) -> None:
+    with pytest.raises(SettingsError, match="ICEBERG_CATALOG_NAME"):
+        load_settings({"ICEBERG_CATALOG_NAME": name})
+
+
+def test_the_catalog_connection_waits_a_bounded_time_for_the_server(tmp_path: Path, pg_database: str) -> None:
+    # An unreachable host would otherwise hold a command for the OS's TCP timeout before it can say so.
+    catalog = load_catalog(local_settings(tmp_path, catalog_uri=pg_database))
+    assert catalog.engine.url.query["connect_timeout"] == str(CONNECT_TIMEOUT_SECONDS)
+    assert catalog.list_namespaces()  # the option is one libpq accepts
+    own = "postgresql+psycopg2://u:p%40ss@db.internal:5432/iceberg?connect_timeout=2"
+    assert catalog_engine_uri(own) == own
+    assert make_url(catalog_engine_uri(own.replace("?connect_timeout=2", ""))).password == "p@ss"
+    assert catalog_engine_uri("sqlite:////tmp/catalog.db") == "sqlite:////tmp/catalog.db"
