@@ -131,9 +131,6 @@ def run_pipeline(
     """Ingest ``partitions`` in order (default: all landed hours), then build downstream over their range."""
     from logistics_platform.definitions import build_definitions
 
-    # Every run here executes in this one process, where dbt is warm after its first invocation: a worker process
-    # would only add its start.
-    settings = settings.with_overrides(dbt_worker="off")
     keys = resolve_partitions(settings, partitions)
     defs, has_partitioned, has_unpartitioned = _jobs(build_definitions(settings))
     instance = _instance()

@@ -47,8 +47,11 @@ class WindowPlan:
     unchanged: tuple[str, ...] = ()  # the seeds and views among ``idle``
 
     def exclude_args(self) -> list[str]:
-        """dbt flags that leave the idle models (and the tests on them alone) out of the run."""
-        return ["--exclude", *self.idle] if self.idle else []
+        """dbt flags that leave the idle models (and the tests on them alone) out of the run.
+
+        One space-separated value: dagster-dbt's ``DbtCliResource.cli`` takes one value per ``--exclude`` flag.
+        """
+        return ["--exclude", " ".join(self.idle)] if self.idle else []
 
 
 def upstream(manifest: Mapping[str, Any], unique_id: str) -> tuple[set[str], set[str]]:
