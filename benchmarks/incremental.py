@@ -41,7 +41,14 @@ from logistics_platform.lib.bronze.landing import list_arrival_hours
 from logistics_platform.lib.connections import load_catalog
 from logistics_platform.lib.maintenance import list_iceberg_tables, maintain_catalog
 from logistics_platform.lib.maintenance.options import MaintenanceOptions
-from logistics_platform.lib.transform.project import DbtRun, dbt_project, run_dbt, window_vars
+from logistics_platform.lib.transform.project import (
+    DbtRun,
+    dbt_project,
+    keep_partial_parse,
+    run_dbt,
+    seed_partial_parse,
+    window_vars,
+)
 from logistics_platform.lib.transform.window_plan import plan_window, record_static_builds
 from logistics_platform.resources import build_resources
 from logistics_platform.settings import Settings, local_settings
@@ -193,10 +200,16 @@ def main(argv: list[str] | None = None) -> int:
         f"(start-up {incremental.run.startup_seconds or 0:.2f}s), recording built seeds and views "
         f"{incremental.run.seconds - incremental.probe_seconds - incremental.invocation_seconds:.2f}s"
     )
-    # The same window again (idempotent): as --vars (a full re-parse), and with every model.
-    as_vars = run_dbt(settings, ["build", *MODELS_ONLY, *incremental.exclude_args], window, target_path=target)
+    # The same window again (idempotent): with every model, and as --vars, which changes dbt's parse state (a
+    # target of its own, started from the same state, so that the runs after it are not affected).
     every_model = run_dbt(settings, ["build", *MODELS_ONLY], window=window, target_path=target)
-    # And as a whole Dagster run of the dbt assets (its data tests included, as the hourly run has them).
+    vars_target = root / "dbt_target_vars"
+    shutil.rmtree(vars_target, ignore_errors=True)
+    seed_partial_parse(target, vars_target)
+    as_vars = run_dbt(settings, ["build", *MODELS_ONLY, *incremental.exclude_args], window, target_path=vars_target)
+    # And as a whole Dagster run of the dbt assets (its data tests included, as the hourly run has them), starting
+    # from the partial-parse state of the runs before, as an hourly run does (keep_partial_parse).
+    keep_partial_parse(settings, target)
     dagster_run = timed_dagster_run(settings, new_hour)
     full = run_dbt(full_settings, ["build", "--full-refresh", *MODELS_ONLY], target_path=full_target)
     volume = f"{args.orders_per_day:,} orders/day, {args.pings_per_day:,} pings/day, {report.rows:,} new bronze rows"

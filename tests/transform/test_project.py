@@ -32,7 +32,9 @@ from logistics_platform.lib.transform.late import FoldError, resolve_topic, wind
 from logistics_platform.lib.transform.project import (
     DbtError,
     dbt_project,
+    keep_partial_parse,
     manifest_key,
+    new_run_target,
     project_fingerprint,
     project_target,
     prune_run_targets,
@@ -200,6 +202,22 @@ def test_manifest_is_keyed_by_target_and_database_and_parsed_when_the_project_ch
         f.write("\n")
     assert project_fingerprint(plain, project) != first
     assert project_fingerprint(other, project) != project_fingerprint(plain, project)
+
+
+def test_runs_start_from_the_partial_parse_state_the_last_run_left(tmp_path: Path) -> None:
+    settings = local_settings(tmp_path, duckdb_path=tmp_path / "partial_state_test.duckdb")
+    shared = project_target(settings)
+    try:
+        shared.mkdir(parents=True)
+        (shared / "partial_parse.msgpack").write_bytes(b"parsed-at-load")
+        first = new_run_target(settings, "run1")
+        assert first.parent == shared / "runs" and (first / "partial_parse.msgpack").read_bytes() == b"parsed-at-load"
+        # dbt re-parsed in that run (another DuckDB path of the same key): the next run starts from its state.
+        (first / "partial_parse.msgpack").write_bytes(b"parsed-by-run1")
+        keep_partial_parse(settings, first)
+        assert (new_run_target(settings, "run2") / "partial_parse.msgpack").read_bytes() == b"parsed-by-run1"
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)
 
 
 @pytest.mark.slow

@@ -2,7 +2,7 @@
 
 Every incremental model recomputes what the bronze rows of its window (plus the lookback) touch. A model whose
 bronze sources have no row in that window would run to change nothing: tenants and couriers change in a few hours
-of a month, and their six models are a third of the nodes of an hourly dbt run, each with dbt's per-node cost.
+of a month, and their six models are six of the twenty nodes of an hourly dbt run.
 Skipping is safe only for models that already exist and read nothing but bronze (the operators' fold table and the
 seeds make a model always run), and never on a full refresh.
 
