@@ -32,6 +32,7 @@ from logistics_platform.lib.transform.late import FoldError, resolve_topic, wind
 from logistics_platform.lib.transform.project import (
     DbtError,
     dbt_project,
+    join_selection_values,
     keep_partial_parse,
     manifest_key,
     new_run_target,
@@ -202,6 +203,18 @@ def test_manifest_is_keyed_by_target_and_database_and_parsed_when_the_project_ch
         f.write("\n")
     assert project_fingerprint(plain, project) != first
     assert project_fingerprint(other, project) != project_fingerprint(plain, project)
+
+
+def test_selection_values_are_joined_for_dbt_cli_resource() -> None:
+    assert join_selection_values(["build", "--exclude", "resource_type:test", "resource_type:unit_test"]) == [
+        "build",
+        "--exclude",
+        "resource_type:test resource_type:unit_test",
+    ]
+    assert join_selection_values(["build", "-s", "a", "b", "--full-refresh", "--exclude", "c"]) == [
+        "build", "-s", "a b", "--full-refresh", "--exclude", "c",
+    ]  # fmt: skip
+    assert join_selection_values(["show", "--inline", "select 1"]) == ["show", "--inline", "select 1"]
 
 
 def test_runs_start_from_the_partial_parse_state_the_last_run_left(tmp_path: Path) -> None:

@@ -250,6 +250,32 @@ def model_timings(results: list[dict[str, Any]]) -> dict[str, float]:
     return {r["unique_id"].split(".")[-1]: float(r.get("execution_time") or 0.0) for r in results}
 
 
+SELECTION_FLAGS = frozenset({"--select", "-s", "--models", "-m", "--exclude"})
+
+
+def join_selection_values(args: Sequence[str]) -> list[str]:
+    """``args`` with each ``--select``/``--exclude`` followed by ONE value: its values joined by spaces.
+
+    dbt's own CLI takes several values after one flag (``--exclude a b``); ``DbtCliResource.cli`` takes one (it
+    would pass ``b`` on as a stray argument), and the space-separated form means the same to dbt.
+    """
+    joined: list[str] = []
+    values: list[str] | None = None
+    for arg in args:
+        if values is not None and not arg.startswith("-"):
+            values.append(arg)
+            continue
+        if values is not None:
+            joined.append(" ".join(values))
+            values = None
+        joined.append(arg)
+        if arg in SELECTION_FLAGS:
+            values = []
+    if values is not None:
+        joined.append(" ".join(values))
+    return joined
+
+
 class _Lines(io.TextIOBase):
     """A text stream that keeps what is written to it line by line, handing each line to ``echo`` too.
 
@@ -301,9 +327,10 @@ def run_dbt(
     ``dbt_vars`` go on the command line; ``window`` (from :func:`window_vars`) goes through the environment, as the
     Dagster assets pass it. Without ``target_path`` the invocation gets its own directory (:func:`new_run_target`).
     """
-    own_target = target_path is None
+    # A run with --vars leaves a parse state for those vars: not one for the next runs to start from.
+    own_target = target_path is None and not dbt_vars
     target = target_path or new_run_target(settings, "cli")
-    args = [*command, *(["--vars", json.dumps(dbt_vars)] if dbt_vars else [])]
+    args = [*join_selection_values(command), *(["--vars", json.dumps(dbt_vars)] if dbt_vars else [])]
     settings.duckdb_path.parent.mkdir(parents=True, exist_ok=True)
     target.mkdir(parents=True, exist_ok=True)
     forget_results(target)
