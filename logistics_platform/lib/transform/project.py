@@ -69,7 +69,7 @@ def window_env(dbt_vars: dict[str, str]) -> dict[str, str]:
     """The same window as environment variables (LOGISTICS_DBT_MIN_ARRIVAL_HOUR, ...), read by the dbt macros.
 
     Passing the window this way keeps dbt's partial parsing: a changed ``--vars`` forces a full re-parse of the
-    project on every run (about 10 s on 2 busy cores), an env var read only at run time does not.
+    project on every run (measured in benchmarks/README.md), an env var read only at run time does not.
     """
     return {f"LOGISTICS_DBT_{name.upper()}": value for name, value in dbt_vars.items()}
 
