@@ -3,25 +3,22 @@
 Generates N days of history (default 30 days, 20,000 orders/day with their pings at the generator's density), ingests
 every arrival hour but the last into bronze, builds everything, then ingests the last hour and times
 
-  * the incremental run of that one arrival hour (vars min/max_arrival_hour = that hour), and
-  * a `--full-refresh` of the same data (all hours), in the same run, on the same machine,
+  * the incremental run of that one arrival hour as the Dagster dbt step runs it: the window probe that finds the
+    models the hour leaves unchanged (lib/transform/window_plan.py), then dbt through dagster-dbt's DbtCliResource
+    (a dbt child process) without them, the window in LOGISTICS_DBT_MIN/MAX_ARRIVAL_HOUR, and
+  * a `--full-refresh` of the same data (all hours), through the same resource, in the same run, on the same machine,
 
 and prints the ratio (target: new hour <= 5% of the full refresh) with per-model timings from dbt's node results.
-Both timed runs go through the warm dbt worker (lib/transform/dbt_worker.py), as the Dagster dbt steps do by default
-(DBT_WORKER=auto): the new hour's worker has built the history and then processed its last hour incrementally, as
-in production the hourly run before did (the first incremental run after a full build pays a one-off checkpoint of
-the freshly built tables; it is printed too), and the full refresh's worker has parsed its target, so neither pays
-dbt's one-time set-up in a process. Wall clock
-includes what dbt does before its first node (partial parse, connection, plugin); the model-time ratio (sum of
-per-model execution times) shows the part that scales with data. The new hour's time includes the probe that finds
-the models the hour leaves unchanged (lib/transform/window_plan.py), which the step skips. For comparison, the same
-window is re-run as a step without the worker runs it (dbt in this process, which has imported the transform
-definitions as a run worker has, and whose first dbt invocation this is), through the dbt CLI (a child process,
-every model), and as
-the first run after the worker exited (the call starts a new one).
+Both dbt targets are parsed first (untimed), as for every scheduled run (partial parsing). Wall clock includes what
+dbt does before its first node (process start, imports, partial parse, connection, plugin); the model-time ratio
+(sum of per-model execution times) shows the part that scales with data. For comparison, the same window is re-run
+(idempotent) with the window as `--vars` (dbt then parses the whole project again), with every model (no window
+plan), and as a whole Dagster run of the dbt assets (`dagster.materialize`, the step's dagster-dbt event handling
+included). The hour before the new one is processed first as its hourly run did (the first incremental run after
+the full build of the history): timed and printed, not the headline.
 
     .venv/bin/python benchmarks/incremental.py                # 30 days, 20k orders/day, 500k pings/day (~45 min)
-    .venv/bin/python benchmarks/incremental.py --days 3       # quick look
+    .venv/bin/python benchmarks/incremental.py --days 7       # a week of history
 """
 
 from __future__ import annotations
@@ -35,18 +32,25 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 
-# What a Dagster run worker has imported before the dbt step runs: the transform definitions (dagster-dbt, dbt-core).
-import logistics_platform.defs.transform  # noqa: F401
+import dagster as dg
+
+from logistics_platform.defs.transform.assets import build_dbt_assets
 from logistics_platform.generator import GeneratorConfig, generate
 from logistics_platform.lib.bronze.ingest import ingest_hour
 from logistics_platform.lib.bronze.landing import list_arrival_hours
 from logistics_platform.lib.connections import load_catalog
 from logistics_platform.lib.maintenance import list_iceberg_tables, maintain_catalog
 from logistics_platform.lib.maintenance.options import MaintenanceOptions
-from logistics_platform.lib.transform.dbt_inprocess import invoke_dbt
-from logistics_platform.lib.transform.dbt_worker import stop_worker
-from logistics_platform.lib.transform.project import DbtRun, run_dbt, window_vars
+from logistics_platform.lib.transform.project import (
+    DbtRun,
+    dbt_project,
+    keep_partial_parse,
+    run_dbt,
+    seed_partial_parse,
+    window_vars,
+)
 from logistics_platform.lib.transform.window_plan import plan_window, record_static_builds
+from logistics_platform.resources import build_resources
 from logistics_platform.settings import Settings, local_settings
 
 # "With their pings": the generator's default ratio of pings to orders (60,000 to 2,400: 25 per order, a ping every
@@ -168,71 +172,71 @@ def main(argv: list[str] | None = None) -> int:
     new_hour = hours[history_hours]
     target = root / "dbt_target"
 
-    # The hourly dbt steps hand their invocations to the warm dbt worker (DBT_WORKER=auto, the local default): in
-    # production it served the hour before. Here it builds the history, so it is warm when the new hour comes.
-    worker = settings.with_overrides(dbt_worker="auto")
-    full_settings = worker.with_overrides(duckdb_path=root / "full_refresh.duckdb")
-    try:
-        say("building the history (full build of every hour but the last, in the dbt worker) ...")
-        run_dbt(settings, ["parse"], target_path=target)  # manifest.json: in-process runs write no JSON artifacts
-        manifest = json.loads((target / "manifest.json").read_text())
-        history = invoke_dbt(worker, ["build", "--full-refresh", *MODELS_ONLY], target_path=target)
-        record_static_builds(worker.duckdb_path, manifest, history.results)  # as the Dagster step does after dbt
-        say(f"  history built in {history.seconds:.1f}s")
-        # In production the hour before was processed by its own hourly run, not by a full build. The first
-        # incremental run after a full build pays a one-off DuckDB checkpoint of the freshly built tables (~0.6 s,
-        # at its end or inside it); the runs after it do not. So the last hour of the history is processed first, as
-        # its hourly run did: timed and printed, not the headline.
-        before = hours[history_hours - 1]
-        previous = timed_hour(worker, manifest, before, window_vars(before), target)
-        say(
-            f"  the hour before ({before:%Y-%m-%d %H:00}) as its hourly run, the first after the full build: "
-            f"{previous.run.seconds:.2f}s"
-        )
+    full_settings = settings.with_overrides(duckdb_path=root / "full_refresh.duckdb")
+    say("building the history (full build of every hour but the last) ...")
+    manifest = json.loads(dbt_project(settings).manifest_path.read_text())
+    history = run_dbt(settings, ["build", "--full-refresh", *MODELS_ONLY], target_path=target)
+    record_static_builds(settings.duckdb_path, manifest, history.results)  # as the Dagster step does after dbt
+    say(f"  history built in {history.seconds:.1f}s")
+    # In production the hour before was processed by its own hourly run, not by a full build; the first incremental
+    # run after a full build also pays a one-off DuckDB checkpoint of the freshly built tables.
+    before = hours[history_hours - 1]
+    previous = timed_hour(settings, manifest, before, window_vars(before), target)
+    say(f"  the hour before ({before:%Y-%m-%d %H:00}), the first after the full build: {previous.run.seconds:.2f}s")
 
-        say(f"ingesting the new arrival hour {new_hour:%Y-%m-%d %H:00} ...")
-        report = ingest_hour(settings, new_hour)
-        say(f"  {report.rows:,} rows")
+    say(f"ingesting the new arrival hour {new_hour:%Y-%m-%d %H:00} ...")
+    report = ingest_hour(settings, new_hour)
+    say(f"  {report.rows:,} rows")
 
-        full_target = root / "dbt_target_full"
-        # Untimed: both timed runs start from a parsed project (partial parsing), as every scheduled run does; this
-        # also starts the full refresh's worker (one per DuckDB file), so that both timed runs find theirs warm.
-        invoke_dbt(full_settings, ["parse"], target_path=full_target)
-        window = window_vars(new_hour)
-        # Timed as the Dagster step runs it: probe which models the hour leaves unchanged, then dbt without them.
-        incremental = timed_hour(worker, manifest, new_hour, window, target)
-        say(f"  skipped (no bronze rows for their sources in the window, or unchanged): {', '.join(incremental.idle)}")
-        say(
-            f"  the new hour: probe {incremental.probe_seconds:.2f}s, dbt in the worker "
-            f"{incremental.invocation_seconds:.2f}s (start-up {incremental.run.startup_seconds or 0:.2f}s), the rest "
-            f"(hand-over, recording built seeds and views) "
-            f"{incremental.run.seconds - incremental.probe_seconds - incremental.invocation_seconds:.2f}s"
-        )
-        # The same window again (idempotent) as a run without the worker does it: dbt in the step's own process,
-        # its first invocation there (this process has not run dbt yet).
-        in_process = timed_hour(settings, manifest, new_hour, window, target)
-        cli = run_dbt(settings, ["build", *MODELS_ONLY], window=window, target_path=target)
-        # And as the first run after the worker exited (idle, a deploy): this call starts it.
-        stop_worker(worker.duckdb_path)
-        cold = timed_hour(worker, manifest, new_hour, window, target)
-        # The full refresh in the same warm worker: both timed runs skip dbt's one-time set-up alike.
-        full = invoke_dbt(full_settings, ["build", "--full-refresh", *MODELS_ONLY], target_path=full_target)
-    finally:
-        stop_worker(worker.duckdb_path)
-        stop_worker(full_settings.duckdb_path)
+    full_target = root / "dbt_target_full"
+    # Untimed: both timed runs start from a parsed project (partial parsing), as every scheduled run does.
+    run_dbt(full_settings, ["parse"], target_path=full_target)
+    window = window_vars(new_hour)
+    # Timed as the Dagster step runs it: probe which models the hour leaves unchanged, then dbt without them.
+    incremental = timed_hour(settings, manifest, new_hour, window, target)
+    say(f"  skipped (no bronze rows for their sources in the window, or unchanged): {', '.join(incremental.idle)}")
+    say(
+        f"  the new hour: probe {incremental.probe_seconds:.2f}s, dbt {incremental.invocation_seconds:.2f}s "
+        f"(start-up {incremental.run.startup_seconds or 0:.2f}s), recording built seeds and views "
+        f"{incremental.run.seconds - incremental.probe_seconds - incremental.invocation_seconds:.2f}s"
+    )
+    # The same window again (idempotent): with every model, and as --vars, which changes dbt's parse state (a
+    # target of its own, started from the same state, so that the runs after it are not affected).
+    every_model = run_dbt(settings, ["build", *MODELS_ONLY], window=window, target_path=target)
+    vars_target = root / "dbt_target_vars"
+    shutil.rmtree(vars_target, ignore_errors=True)
+    seed_partial_parse(target, vars_target)
+    as_vars = run_dbt(settings, ["build", *MODELS_ONLY, *incremental.exclude_args], window, target_path=vars_target)
+    # And as a whole Dagster run of the dbt assets (its data tests included, as the hourly run has them), starting
+    # from the partial-parse state of the runs before, as an hourly run does (keep_partial_parse).
+    keep_partial_parse(settings, target)
+    dagster_run = timed_dagster_run(settings, new_hour)
+    full = run_dbt(full_settings, ["build", "--full-refresh", *MODELS_ONLY], target_path=full_target)
     volume = f"{args.orders_per_day:,} orders/day, {args.pings_per_day:,} pings/day, {report.rows:,} new bronze rows"
     print_report(
-        incremental.run, full, new_hour, history_hours + 1, in_process.run, cold.run, cli, previous.run, volume
+        incremental.run, full, new_hour, history_hours + 1, as_vars, every_model, previous.run, volume, dagster_run
     )
     return 0
+
+
+def timed_dagster_run(settings: Settings, hour: datetime) -> float:
+    """Seconds of ``dagster.materialize`` of the dbt assets for one arrival-hour partition (tests included)."""
+    assets = build_dbt_assets(settings)
+    started = time.perf_counter()
+    result = dg.materialize([assets], resources=build_resources(settings), partition_key=f"{hour:%Y-%m-%d-%H:%M}")
+    seconds = time.perf_counter() - started
+    if not result.success:
+        raise SystemExit("the Dagster run of the dbt assets failed; see its log above")
+    return seconds
 
 
 @dataclass
 class TimedHour:
     run: DbtRun
     idle: tuple[str, ...]
+    exclude_args: list[str]
     probe_seconds: float
-    # What the dbt invocation itself took where it ran (in the worker: dbt, then detaching the DuckDB file).
+    # What the dbt invocation itself took (child process start to exit, artifacts read).
     invocation_seconds: float
 
 
@@ -243,10 +247,10 @@ def timed_hour(
     started = time.perf_counter()
     plan = plan_window(settings, manifest, new_hour, new_hour)
     probed = time.perf_counter()
-    run = invoke_dbt(settings, ["build", *MODELS_ONLY, *plan.exclude_args()], window=window, target_path=target)
+    run = run_dbt(settings, ["build", *MODELS_ONLY, *plan.exclude_args()], window=window, target_path=target)
     record_static_builds(settings.duckdb_path, manifest, run.results)
     total = time.perf_counter() - started
-    return TimedHour(replace(run, seconds=total), plan.idle, probed - started, run.seconds)
+    return TimedHour(replace(run, seconds=total), plan.idle, plan.exclude_args(), probed - started, run.seconds)
 
 
 def print_report(
@@ -254,11 +258,11 @@ def print_report(
     full: DbtRun,
     new_hour: datetime,
     hours: int,
-    in_process: DbtRun,
-    cold: DbtRun,
-    cli: DbtRun,
+    as_vars: DbtRun,
+    every_model: DbtRun,
     previous: DbtRun,
     volume: str,
+    dagster_seconds: float,
 ) -> None:
     inc_models = sum(incremental.timings.values())
     full_models = sum(full.timings.values())
@@ -275,13 +279,12 @@ def print_report(
         f"{full.startup_seconds or 0:>16.2f}"
     )
     say(
-        f"{'wall clock, warm dbt worker':<34}{incremental.seconds:>12.2f}{full.seconds:>16.2f}"
+        f"{'wall clock, DbtCliResource':<34}{incremental.seconds:>12.2f}{full.seconds:>16.2f}"
         f"{incremental.seconds / full.seconds:>9.1%}"
     )
     others = (
-        ("same window, dbt in this process", in_process),
-        ("same window, worker started by it", cold),
-        ("same window via the dbt CLI", cli),
+        ("same window as --vars (re-parse)", as_vars),
+        ("same window, every model", every_model),
         ("hour before, 1st after full build", previous),
     )
     for label, run in others:
@@ -289,9 +292,11 @@ def print_report(
             f"{label:<34}{run.seconds:>12.2f}{'':>16}{run.seconds / full.seconds:>9.1%}"
             f"   (start-up {run.startup_seconds or 0:.2f}s, model sum {sum(run.timings.values()):.2f}s)"
         )
+    dagster_ratio = dagster_seconds / full.seconds
+    say(f"{'same window, Dagster run + tests':<34}{dagster_seconds:>12.2f}{'':>16}{dagster_ratio:>9.1%}")
     target = 0.05
     verdict = "meets" if incremental.seconds <= target * full.seconds else "misses"
-    say(f"target: new hour <= {target:.0%} of the full refresh (wall clock, warm dbt worker): {verdict}")
+    say(f"target: new hour <= {target:.0%} of the full refresh (wall clock, DbtCliResource): {verdict}")
 
 
 if __name__ == "__main__":

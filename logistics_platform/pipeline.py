@@ -144,9 +144,6 @@ def run_pipeline(
     from logistics_platform.definitions import build_definitions
     from logistics_platform.lib.connections import load_catalog
 
-    # Every run here executes in this one process, where dbt is warm after its first invocation: a worker process
-    # would only add its start.
-    settings = settings.with_overrides(dbt_worker="off")
     keys = resolve_partitions(settings, partitions)
     load_catalog(settings)  # an unreachable catalog fails here in one line, not as retried runs of every hour
     defs, has_partitioned, has_unpartitioned = _jobs(build_definitions(settings))

@@ -6,15 +6,14 @@ from typing import Any
 
 from dagster_duckdb import DuckDBResource
 
+from logistics_platform.lib.transform.project import dbt_resource
 from logistics_platform.settings import Settings
 
 
 def build_resources(settings: Settings) -> dict[str, Any]:
-    """Resource key -> resource. ``settings`` is handed to assets as a plain resource value.
-
-    dbt is not a resource: the dbt assets run dbt in the step's own process (lib/transform/dbt_inprocess.py).
-    """
+    """Resource key -> resource. ``settings`` is handed to assets as a plain resource value."""
     return {
         "settings": settings,
         "duckdb": DuckDBResource(database=str(settings.duckdb_path)),
+        "dbt": dbt_resource(settings),
     }

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
@@ -33,13 +35,6 @@ SETTINGS_DOC: dict[str, tuple[str, str]] = {
     "ALERTS_LOG": (".dagster_home/alerts.jsonl", "JSON Lines file every alert is appended to."),
     "PARTITIONS_START": ("2026-11-01-00:00", "First arrival-hour partition (Dagster hourly key)."),
     "DBT_TARGET": ("local (prod when LOGISTICS_ENV=prod)", "dbt target in dbt_project/profiles.yml."),
-    "DBT_WORKER": (
-        "auto (off when LOGISTICS_ENV=prod)",
-        "`auto`: dbt steps hand their invocations to a warm dbt process that outlives the runs (started on first "
-        "use, one per DuckDB file), saving dbt's ~1.3 s set-up per run; `off`: dbt runs inside each run's process. "
-        "Turn it on in prod only where runs share a host.",
-    ),
-    "DBT_WORKER_IDLE_MINUTES": ("180", "The warm dbt worker exits after this long without an invocation."),
     "INGEST_BATCH_ROWS": ("200000", "Rows per Arrow batch / data file written by the bronze ingest."),
     "INGEST_WORKERS": ("1", "Processes parsing a large arrival hour in parallel (1 = in the ingest process)."),
     "BRONZE_FRESHNESS_HOURS": ("2", "Bronze tables older than this fail their freshness check."),
@@ -106,9 +101,6 @@ class Settings:
     alerts_log: Path = PROJECT_ROOT / ".dagster_home" / "alerts.jsonl"
     partitions_start: str = "2026-11-01-00:00"
     dbt_target: str = "local"
-    # Off unless configured: tests, benchmarks and rebuilds build their Settings directly and run dbt in-process.
-    dbt_worker: str = "off"
-    dbt_worker_idle_minutes: float = 180.0
     ingest_batch_rows: int = 200_000
     ingest_workers: int = 1
     bronze_freshness_hours: float = 2.0
@@ -222,7 +214,6 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         if env.get(key):
             s3[prop] = env[key]
 
-    dbt_worker = _choice(env, "DBT_WORKER", "off" if mode == "prod" else "auto", ("auto", "off"))
     automation = _choice(env, "AUTOMATION_DEFAULT_STATUS", "running", ("running", "stopped"))
 
     return Settings(
@@ -236,8 +227,6 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         alerts_log=_path(env["ALERTS_LOG"], cwd) if env.get("ALERTS_LOG") else d.alerts_log,
         partitions_start=start,
         dbt_target=env.get("DBT_TARGET") or ("prod" if mode == "prod" else "local"),
-        dbt_worker=dbt_worker,
-        dbt_worker_idle_minutes=_number(env, "DBT_WORKER_IDLE_MINUTES", d.dbt_worker_idle_minutes),
         ingest_batch_rows=int(_number(env, "INGEST_BATCH_ROWS", d.ingest_batch_rows, int)),
         ingest_workers=max(1, int(_number(env, "INGEST_WORKERS", d.ingest_workers, int))),
         bronze_freshness_hours=_number(env, "BRONZE_FRESHNESS_HOURS", d.bronze_freshness_hours),
@@ -292,22 +281,61 @@ def local_settings(root: Path, **overrides: object) -> Settings:
     return base.with_overrides(**overrides) if overrides else base
 
 
-def subprocess_env(settings: Settings) -> dict[str, str]:
-    """Environment for child processes (dbt): the parent's, plus the resolved settings, tracking off."""
-    env = dict(os.environ)
-    env.update(
-        {
-            "LOGISTICS_ENV": settings.env,
-            "LANDING_DIR": str(settings.landing_dir),
-            "ICEBERG_CATALOG_URI": settings.catalog_uri,
-            "ICEBERG_WAREHOUSE": settings.warehouse,
-            "DUCKDB_PATH": str(settings.duckdb_path),
-            "DUCKDB_DATABASE": settings.duckdb_database,
-            "ALLOWED_LATENESS_HOURS": str(settings.allowed_lateness_hours),
-            "DBT_TARGET": settings.dbt_target,
-            "DO_NOT_TRACK": "1",
-            "DBT_SEND_ANONYMOUS_USAGE_STATS": "False",
-            "ICEBERG_CATALOG_NAME": settings.catalog_name,
-        }
-    )
+# Settings field -> the variable the dbt child process reads it from (the S3 ones only when set).
+_S3_VARIABLES = {
+    "s3.endpoint": "ICEBERG_S3_ENDPOINT",
+    "s3.access-key-id": "ICEBERG_S3_ACCESS_KEY_ID",
+    "s3.secret-access-key": "ICEBERG_S3_SECRET_ACCESS_KEY",
+    "s3.region": "ICEBERG_S3_REGION",
+}
+
+
+def dbt_env(settings: Settings) -> dict[str, str]:
+    """What a dbt process needs to see of ``settings``: profiles.yml and the dbt-duckdb plugin read these variables."""
+    env = {
+        "LOGISTICS_ENV": settings.env,
+        "LANDING_DIR": str(settings.landing_dir),
+        "ICEBERG_CATALOG_URI": settings.catalog_uri,
+        "ICEBERG_WAREHOUSE": settings.warehouse,
+        "DUCKDB_PATH": str(settings.duckdb_path),
+        "ALLOWED_LATENESS_HOURS": str(settings.allowed_lateness_hours),
+        "DBT_TARGET": settings.dbt_target,
+        "ICEBERG_CATALOG_NAME": settings.catalog_name,
+        "DO_NOT_TRACK": "1",
+        "DBT_SEND_ANONYMOUS_USAGE_STATS": "False",
+    }
+    env.update({_S3_VARIABLES[prop]: value for prop, value in settings.s3.items() if prop in _S3_VARIABLES})
     return env
+
+
+def subprocess_env(settings: Settings) -> dict[str, str]:
+    """Environment for child processes (dbt, `dagster dev`): the parent's, plus the resolved settings, tracking off."""
+    return {**os.environ, **dbt_env(settings)}
+
+
+_DBT_ENV_LOCK = threading.Lock()
+
+
+@contextmanager
+def dbt_environment(settings: Settings, extra: Mapping[str, str] | None = None) -> Iterator[None]:
+    """Apply :func:`dbt_env` (plus ``extra``, e.g. the arrival window) to this process's environment, then restore it.
+
+    Why touch ``os.environ`` at all: dagster-dbt's ``DbtCliResource.cli`` has no ``env`` parameter; it builds the
+    dbt child's environment from ``os.environ.copy()`` when it is called (and renders profiles.yml in this process
+    from it), and the child is started before the call returns. So the variables are applied only around that
+    call, one call at a time per process (the lock: two threads of a run must not interleave their values), and
+    the previous values come back afterwards. Settings built on other directories (tests, benchmarks, rebuilds)
+    then reach dbt even though this process's environment does not hold them.
+    """
+    wanted = {**dbt_env(settings), **(extra or {})}
+    with _DBT_ENV_LOCK:
+        saved = {name: os.environ.get(name) for name in wanted}
+        os.environ.update(wanted)
+        try:
+            yield
+        finally:
+            for name, value in saved.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value

@@ -29,16 +29,10 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
 ALLOWED_PRIVATE: set[tuple[str, str]] = {
     # DagsterInstance.get_backfills filters by status only through these types, which `dagster` does not export.
     (f"{PACKAGE}.defs.operate.transform_sensor", "dagster._core.execution.backfill"),
-    # The in-process dbt runner's subset selection and event types; the dbt CLI change removes them.
-    (f"{PACKAGE}.defs.transform", "dagster_dbt.asset_utils"),
-    (f"{PACKAGE}.defs.transform", "dagster_dbt.core.dbt_cli_event"),
 }
 
 # Cycles that are known and being removed, as their sets of modules; the same rule: a stale entry fails.
-ALLOWED_CYCLES: list[set[str]] = [
-    # The in-process dbt runner and the warm dbt worker call each other lazily; the dbt CLI change deletes both.
-    {f"{PACKAGE}.lib.transform.dbt_inprocess", f"{PACKAGE}.lib.transform.dbt_worker"},
-]
+ALLOWED_CYCLES: list[set[str]] = []
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,6 @@ COMMAND_MODULES = (
     "rebuild",
     "late",
     "dbt",
-    "dbt_worker",
     "capture",
     "oltp_simulate",
 )

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import subprocess
-import sys
-from pathlib import Path
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -18,12 +15,16 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from logistics_platform.settings import DBT_PROJECT_DIR, load_settings, subprocess_env
+    from logistics_platform.lib.transform.project import run_dbt
+    from logistics_platform.settings import DBT_PROJECT_DIR, load_settings
 
-    settings = load_settings()
-    dbt = Path(sys.executable).parent / "dbt"
-    dbt_args = list(args.dbt_args) or ["--help"]
-    cmd = [str(dbt), *dbt_args]
-    if dbt_args[0] not in ("--help", "--version"):
-        cmd += ["--project-dir", str(DBT_PROJECT_DIR), "--profiles-dir", str(DBT_PROJECT_DIR)]
-    return subprocess.run(cmd, cwd=DBT_PROJECT_DIR, env=subprocess_env(settings), check=False).returncode
+    # Through DbtCliResource like every dbt run; artifacts (docs included) land in dbt_project/target/ as with a
+    # plain `dbt` there. The definitions never read that directory (they parse into target/<target>-<database>/).
+    run = run_dbt(
+        load_settings(),
+        list(args.dbt_args) or ["--help"],
+        target_path=DBT_PROJECT_DIR / "target",
+        check=False,
+        echo=print,
+    )
+    return run.returncode

@@ -11,7 +11,6 @@ from logistics_platform.generator import GeneratorConfig, generate
 from logistics_platform.lib import connections as duck
 from logistics_platform.lib.bronze.ingest import ingest_hour
 from logistics_platform.lib.bronze.landing import list_arrival_hours
-from logistics_platform.lib.transform.dbt_inprocess import invoke_dbt
 from logistics_platform.lib.transform.project import MART_MODELS, run_dbt, window_vars
 from logistics_platform.settings import Settings, local_settings
 
@@ -80,8 +79,8 @@ def test_shuffled_hours_with_reruns_equal_full_refresh(world_settings: Settings,
             # The window as dbt vars on the dbt CLI (the documented interface for running dbt by hand) ...
             run_dbt(settings, ["build", *NO_TESTS], window, target_path=target)
         else:
-            # ... and as the Dagster assets run it: in-process, the window in the environment.
-            invoke_dbt(settings, ["build", *NO_TESTS], window=window, target_path=target)
+            # ... and as the Dagster assets pass it: in the environment, read by the macros at execution only.
+            run_dbt(settings, ["build", *NO_TESTS], window=window, target_path=target)
         if n == 0:
             con = duck.connect(settings.duckdb_path)
             assert con.sql("select count(*) from marts.fct_orders").fetchone()[0] > 0
@@ -93,7 +92,7 @@ def test_shuffled_hours_with_reruns_equal_full_refresh(world_settings: Settings,
 
     rebuilt = settings.with_overrides(duckdb_path=tmp_path / "rebuilt.duckdb")
     # Raises with the failing nodes if any model or test fails.
-    result = invoke_dbt(rebuilt, ["build", "--full-refresh"], target_path=tmp_path / "target_full")
+    result = run_dbt(rebuilt, ["build", "--full-refresh"], target_path=tmp_path / "target_full")
     tests_run = [r for r in result.results if r["unique_id"].startswith("test.")]
     failed = [r["unique_id"] for r in tests_run if r["status"] in ("fail", "error")]
     assert result.ok and len(tests_run) > 50 and not failed, failed

@@ -26,7 +26,7 @@ import pytest
 from logistics_platform.generator import GeneratorConfig, generate
 from logistics_platform.lib.connections import connect
 from logistics_platform.lib.operate.progress import read_ingest_log
-from logistics_platform.lib.transform.dbt_worker import log_path, stop_worker
+from logistics_platform.lib.transform.project import project_target
 from logistics_platform.settings import PROJECT_ROOT, local_settings, subprocess_env
 
 HOURS = ["2026-11-01-00:00", "2026-11-01-01:00", "2026-11-01-02:00", "2026-11-01-03:00"]
@@ -199,10 +199,11 @@ def test_partition_range_backfill_through_graphql(tmp_path: Path) -> None:
         dbt_runs = _backfill(gql, downstream, "e2e: dbt layer")
         assert len(ingest_runs) == len(HOURS), ingest_runs  # one per arrival hour
         assert len(dbt_runs) == 1, dbt_runs  # the whole range in one run (BackfillPolicy.single_run)
-        # The run's dbt step handed its invocation to the warm dbt worker (DBT_WORKER defaults to auto locally).
-        assert "done in" in log_path(settings.duckdb_path).read_text()
+        # The run's dbt step ran dbt through DbtCliResource: a dbt process of its own, in a target directory of
+        # its own under the manifest's, where it left its run results.
+        (run_target,) = (project_target(settings) / "runs").glob(f"{dbt_runs[0]['runId'][:8]}-*")
+        assert (run_target / "run_results.json").exists()
     finally:
-        stop_worker(settings.duckdb_path)
         try:
             os.killpg(proc.pid, signal.SIGTERM)
             proc.wait(timeout=60)

@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from pathlib import Path
 
 import dagster as dg
 import pytest
-from dagster_dbt.asset_utils import get_manifest_and_translator_from_dbt_assets
 
 from logistics_platform.definitions import build_definitions
-from logistics_platform.defs import transform
+from logistics_platform.defs.transform.assets import DBT_ASSETS_NAME, build_dbt_assets
+from logistics_platform.defs.transform.checks import build_publish_checks
+from logistics_platform.defs.transform.publish import PUBLISH_ASSET_NAME, build_publish_assets
 from logistics_platform.lib.bronze.ingest import ingest_hour
 from logistics_platform.lib.connections import load_catalog
-from logistics_platform.lib.transform.dbt_worker import log_path, stop_worker
-from logistics_platform.lib.transform.project import MART_MODELS
+from logistics_platform.lib.transform.project import MART_MODELS, dbt_project, project_target
 from logistics_platform.lib.transform.window_plan import plan_window
 from logistics_platform.resources import build_resources
 from logistics_platform.settings import local_settings
@@ -49,9 +50,9 @@ def test_partition_range_is_one_dbt_run_that_builds_and_publishes(tmp_path: Path
     write_landing(world, settings.landing_dir)
     for hour in world.hours:
         ingest_hour(settings, hour)
-    assets = [transform.build_dbt_assets(settings), transform.build_publish_assets(settings)]
+    assets = [build_dbt_assets(settings), build_publish_assets(settings)]
     result = dg.materialize(
-        [*assets, *transform.build_publish_checks()],
+        [*assets, *build_publish_checks()],
         resources=build_resources(settings),
         tags={
             "dagster/asset_partition_range_start": "2026-11-02-00:00",
@@ -61,7 +62,7 @@ def test_partition_range_is_one_dbt_run_that_builds_and_publishes(tmp_path: Path
     assert result.success
     # One step per multi-asset: the whole range is one dbt invocation, then one publish.
     steps = {e.step_key for e in result.all_events if e.event_type_value == "STEP_SUCCESS"}
-    assert steps == {transform.DBT_ASSETS_NAME, transform.PUBLISH_ASSET_NAME, "published_marts_match_duckdb"}
+    assert steps == {DBT_ASSETS_NAME, PUBLISH_ASSET_NAME, "published_marts_match_duckdb"}
     materialized = {(e.asset_key.to_user_string(), e.partition) for e in result.get_asset_materialization_events()}
     assert ("marts/fct_orders", "2026-11-02-01:00") in materialized
     assert ("iceberg_marts/fct_orders", "2026-11-02-02:00") in materialized
@@ -74,9 +75,9 @@ def test_partition_range_is_one_dbt_run_that_builds_and_publishes(tmp_path: Path
     assert evaluations and not failed, failed
     catalog = load_catalog(settings)
     assert catalog.load_table("marts.fct_orders").scan().to_arrow().num_rows > 0
-    # A subset picked in the UI runs only its dbt nodes (and their tests), in-process like the full build.
+    # A subset picked in the UI runs only its dbt nodes (and their tests): dagster-dbt selects them.
     subset = dg.materialize(
-        [*assets, *transform.build_publish_checks()],
+        [*assets, *build_publish_checks()],
         resources=build_resources(settings),
         selection=[dg.AssetKey(["marts", "dim_tenant"])],
         partition_key="2026-11-02-02:00",
@@ -87,25 +88,21 @@ def test_partition_range_is_one_dbt_run_that_builds_and_publishes(tmp_path: Path
     assert subset_checks and {key for key, _ in subset_checks} == {"marts/dim_tenant"}
     # An hour with no rows for some bronze tables skips their models and reports them as no-op materializations;
     # the others run. (Hour 03 re-reads hour 02 through the lookback, which has no tenant or courier change.)
-    manifest, _, _ = get_manifest_and_translator_from_dbt_assets([assets[0]])
+    manifest = json.loads(dbt_project(settings).manifest_path.read_text())
     plan = plan_window(settings, manifest, datetime(2026, 11, 2, 3), datetime(2026, 11, 2, 3))
     assert {"dim_courier", "stg_couriers", "dim_tenant"} <= set(plan.idle) and "fct_orders" not in plan.idle
     # The seed and the view are as the range run built them (it recorded their fingerprints): skipped too.
     assert set(plan.unchanged) == {"tier_pricing", "stg_folded_windows"} <= set(plan.idle)
-    # This run hands its dbt invocation to the warm dbt worker, as scheduled runs do by default.
-    with_worker = settings.with_overrides(dbt_worker="auto", dbt_worker_idle_minutes=5)
-    try:
-        hourly = dg.materialize(assets[:1], resources=build_resources(with_worker), partition_key="2026-11-02-03:00")
-        # The same hour again (idempotent), as a retry would: the worker runs it on the manifest it parsed before.
-        again = dg.materialize(assets[:1], resources=build_resources(with_worker), partition_key="2026-11-02-03:00")
-    finally:
-        stopped = stop_worker(settings.duckdb_path)
-    assert hourly.success and again.success
-    worker_log = log_path(settings.duckdb_path).read_text()
-    assert stopped and worker_log.count("done in") == 2 and worker_log.count("manifest reused") == 1
+    hourly = dg.materialize(assets[:1], resources=build_resources(settings), partition_key="2026-11-02-03:00")
+    assert hourly.success
     statuses = {
         e.asset_key.path[-1]: e.step_materialization_data.materialization.metadata["status"].value
         for e in hourly.get_asset_materialization_events()
     }
     assert {m for m, status in statuses.items() if status == "no-op"} == set(plan.idle)
     assert statuses["fct_orders"] == "success" and len(statuses) == len(assets[0].keys)
+    # dbt ran as a child process of the step, in a target directory of its own, and left its artifacts there.
+    runs = sorted((project_target(settings) / "runs").glob(f"{hourly.run_id[:8]}-*"))
+    assert len(runs) == 1 and (runs[0] / "run_results.json").exists()
+    ran = {r["unique_id"].split(".")[-1] for r in json.loads((runs[0] / "run_results.json").read_text())["results"]}
+    assert "fct_orders" in ran and not ran & set(plan.idle)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import shutil
 import subprocess
 import sys
 from datetime import UTC, datetime
@@ -16,7 +17,6 @@ import yaml
 from pyiceberg.schema import Schema
 from pyiceberg.types import NestedField, StringType, TimestampType
 
-from logistics_platform.defs import transform
 from logistics_platform.lib import connections as duck
 from logistics_platform.lib.bronze import schema as bronze_schema
 from logistics_platform.lib.bronze.schema import partition_spec
@@ -28,14 +28,23 @@ from logistics_platform.lib.bronze.views import (
     sqlite_metadata_locations,
 )
 from logistics_platform.lib.connections import load_catalog
-from logistics_platform.lib.transform.dbt_inprocess import (
-    applied_environment,
-    invoke_dbt,
-    prune_run_targets,
-    seed_partial_parse,
-)
 from logistics_platform.lib.transform.late import FoldError, resolve_topic, window_start
-from logistics_platform.lib.transform.project import DbtError, window_env, window_vars, window_vars_from_range
+from logistics_platform.lib.transform.project import (
+    DbtError,
+    dbt_project,
+    join_selection_values,
+    keep_partial_parse,
+    manifest_key,
+    new_run_target,
+    project_fingerprint,
+    project_target,
+    prune_run_targets,
+    run_dbt,
+    seed_partial_parse,
+    window_env,
+    window_vars,
+    window_vars_from_range,
+)
 from logistics_platform.lib.transform.window_plan import (
     LOOKBACK_HOURS,
     WindowPlan,
@@ -46,7 +55,7 @@ from logistics_platform.lib.transform.window_plan import (
     unchanged_static_nodes,
     upstream_sources,
 )
-from logistics_platform.settings import DBT_PROJECT_DIR, local_settings
+from logistics_platform.settings import DBT_PROJECT_DIR, dbt_environment, local_settings
 
 
 def test_window_vars_are_inclusive_hour_starts() -> None:
@@ -154,24 +163,84 @@ def test_seed_partial_parse_copies_the_state_once(tmp_path: Path) -> None:
     assert (run_target / "partial_parse.msgpack").read_bytes() == b"state-1"
 
 
-def test_dbt_runs_under_exactly_the_callers_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A worker serving many runs must not leak one run's window into the next: the environment is replaced whole."""
-    monkeypatch.setenv("LOGISTICS_DBT_MIN_ARRIVAL_HOUR", "2026-11-02 03:00:00")  # left by an earlier run
+def test_dbt_environment_applies_the_settings_only_around_the_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DbtCliResource.cli snapshots os.environ: the settings and the window are there during the call only."""
+    monkeypatch.setenv("DUCKDB_PATH", "/elsewhere.duckdb")
+    monkeypatch.delenv("LOGISTICS_DBT_MIN_ARRIVAL_HOUR", raising=False)
+    settings = local_settings(tmp_path, s3={"s3.region": "eu-west-3"})
     before = dict(os.environ)
-    wanted = {k: v for k, v in before.items() if k != "LOGISTICS_DBT_MIN_ARRIVAL_HOUR"} | {"DUCKDB_PATH": "/x.duckdb"}
-    with applied_environment(wanted):
-        assert dict(os.environ) == wanted
+    with dbt_environment(settings, {"LOGISTICS_DBT_MIN_ARRIVAL_HOUR": "2026-11-02 03:00:00"}):
+        assert os.environ["DUCKDB_PATH"] == str(settings.duckdb_path)
+        assert os.environ["ICEBERG_S3_REGION"] == "eu-west-3"
+        assert os.environ["LOGISTICS_DBT_MIN_ARRIVAL_HOUR"] == "2026-11-02 03:00:00"
+    # The next run must not inherit this one's window, nor the caller lose its own values.
     assert dict(os.environ) == before
 
 
+def test_manifest_is_keyed_by_target_and_database_and_parsed_when_the_project_changes(tmp_path: Path) -> None:
+    """The definitions of one checkout never load a manifest parsed for other settings or older files."""
+    plain = local_settings(tmp_path)
+    other = local_settings(tmp_path, duckdb_path=tmp_path / "analytics_full.duckdb")
+    assert manifest_key(plain) == "local-analytics" and manifest_key(other) == "local-analytics_full"
+    assert project_target(plain) != project_target(other)
+    manifest = json.loads(dbt_project(other).manifest_path.read_text())
+    assert manifest["nodes"]["model.logistics.fct_daily_revenue"]["database"] == "analytics_full"
+    assert (
+        manifest["nodes"]["model.logistics.fct_daily_revenue"]["database"]
+        != json.loads(dbt_project(plain).manifest_path.read_text())["nodes"]["model.logistics.fct_daily_revenue"][
+            "database"
+        ]
+    )
+    # The fingerprint follows the files' content, not their modification times.
+    project = tmp_path / "project"
+    shutil.copytree(DBT_PROJECT_DIR, project, ignore=shutil.ignore_patterns("target", "logs"))
+    first = project_fingerprint(plain, project)
+    os.utime(project / "models" / "marts" / "fct_orders.sql", (1, 1))
+    assert project_fingerprint(plain, project) == first
+    with (project / "macros" / "arrival_window.sql").open("a") as f:
+        f.write("\n")
+    assert project_fingerprint(plain, project) != first
+    assert project_fingerprint(other, project) != project_fingerprint(plain, project)
+
+
+def test_selection_values_are_joined_for_dbt_cli_resource() -> None:
+    assert join_selection_values(["build", "--exclude", "resource_type:test", "resource_type:unit_test"]) == [
+        "build",
+        "--exclude",
+        "resource_type:test resource_type:unit_test",
+    ]
+    assert join_selection_values(["build", "-s", "a", "b", "--full-refresh", "--exclude", "c"]) == [
+        "build", "-s", "a b", "--full-refresh", "--exclude", "c",
+    ]  # fmt: skip
+    assert join_selection_values(["show", "--inline", "select 1"]) == ["show", "--inline", "select 1"]
+
+
+def test_runs_start_from_the_partial_parse_state_the_last_run_left(tmp_path: Path) -> None:
+    settings = local_settings(tmp_path, duckdb_path=tmp_path / "partial_state_test.duckdb")
+    shared = project_target(settings)
+    try:
+        shared.mkdir(parents=True)
+        (shared / "partial_parse.msgpack").write_bytes(b"parsed-at-load")
+        first = new_run_target(settings, "run1")
+        assert first.parent == shared / "runs" and (first / "partial_parse.msgpack").read_bytes() == b"parsed-at-load"
+        # dbt re-parsed in that run (another DuckDB path of the same key): the next run starts from its state.
+        (first / "partial_parse.msgpack").write_bytes(b"parsed-by-run1")
+        keep_partial_parse(settings, first)
+        assert (new_run_target(settings, "run2") / "partial_parse.msgpack").read_bytes() == b"parsed-by-run1"
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)
+
+
 @pytest.mark.slow
-def test_in_process_dbt_failures_raise_with_the_cause_and_release_duckdb(tmp_path: Path) -> None:
+def test_dbt_failures_raise_with_the_cause(tmp_path: Path) -> None:
     settings = local_settings(tmp_path)
     with pytest.raises(DbtError, match="no-such-flag"):
-        invoke_dbt(settings, ["build", "--no-such-flag"], target_path=tmp_path / "target")
+        run_dbt(settings, ["build", "--no-such-flag"], target_path=tmp_path / "target")
     with pytest.raises(DbtError, match="no_such_table"):
-        invoke_dbt(settings, ["show", "--inline", "select * from no_such_table"], target_path=tmp_path / "target")
-    # dbt-duckdb's environment was closed: another configuration can open the file for writing.
+        run_dbt(settings, ["show", "--inline", "select * from no_such_table"], target_path=tmp_path / "target")
+    # The dbt process is gone with its invocation: this process can open the file for writing.
     con = duck.connect(settings.duckdb_path)
     assert con.sql("select 1").fetchone() == (1,)
     con.close()
@@ -216,7 +285,7 @@ def test_idle_models_are_built_bronze_only_models_without_new_rows() -> None:
     assert idle_models(manifest, {"orders"}, built - {"marts.dim_tenant"}) == ["stg_tenants"]
     assert idle_models(manifest, {"orders", "tenants"}, built) == []
     assert upstream_sources(manifest, "model.p.late") == {"source.p.bronze.orders", "source.p.ops.folded_windows"}
-    assert WindowPlan(idle=("a", "b"), active_sources=frozenset()).exclude_args() == ["--exclude", "a", "b"]
+    assert WindowPlan(idle=("a", "b"), active_sources=frozenset()).exclude_args() == ["--exclude", "a b"]
     assert WindowPlan(idle=(), active_sources=frozenset()).exclude_args() == []
 
 
@@ -260,7 +329,7 @@ def test_active_tables_come_from_iceberg_file_bounds(tmp_path: Path) -> None:
 
 def test_seeds_and_views_are_skipped_until_what_they_are_built_from_changes(tmp_path: Path) -> None:
     """The project's real manifest and a real DuckDB file: a recorded build is skipped until the project changes."""
-    manifest = json.loads(transform.dbt_project(local_settings(tmp_path)).manifest_path.read_text())
+    manifest = json.loads(dbt_project(local_settings(tmp_path)).manifest_path.read_text())
     path = tmp_path / "analytics.duckdb"
     con = duck.connect(path)
     con.execute("create schema reference; create table reference.tier_pricing (tier varchar)")

@@ -8,7 +8,6 @@ points at *now*, so ``dbt build``, ``dbt test`` and ``dbt docs generate`` never 
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import duckdb
@@ -26,25 +25,7 @@ class Plugin(BasePlugin):
         pass
 
     def configure_connection(self, conn: duckdb.DuckDBPyConnection) -> None:
-        # Settings come from the env that applied_environment()/subprocess_env() built, read per connection: in-process,
-        # dbt-duckdb keeps one plugin instance across invocations on the same DuckDB file.
+        # Settings come from the environment settings.dbt_environment() applied when the dbt process started.
         load_extensions(conn)
-        self._attach_target(conn)
         refresh_bronze_views(conn, load_settings())
         ensure_ops_tables(conn)
-
-    def _attach_target(self, conn: duckdb.DuckDBPyConnection) -> None:
-        """Attach the profile's target database file now and make it this connection's default catalog.
-
-        With the local profile, dbt-duckdb opens an in-memory instance and attaches the file only after the plugins
-        ran (its own ATTACH IF NOT EXISTS is then a no-op); the bronze views and ops tables belong in the file.
-        """
-        if self.creds is None:
-            return
-        for attachment in self.creds.attach or []:
-            if attachment.alias == self.creds.database:
-                conn.execute(attachment.to_sql())
-                conn.execute(f"use {attachment.alias}")
-                # Spill next to the file, as DuckDB does for a database opened by path (not into the working dir).
-                spill = str(Path(attachment.path).expanduser().resolve()) + ".tmp"
-                conn.execute("set temp_directory = " + "'" + spill.replace("'", "''") + "'")

@@ -2,12 +2,12 @@
 
 Every incremental model recomputes what the bronze rows of its window (plus the lookback) touch. A model whose
 bronze sources have no row in that window would run to change nothing: tenants and couriers change in a few hours
-of a month, and their six models are ~30% of the nodes of an hourly dbt run, each costing ~0.1 s of dbt's own work.
+of a month, and their six models are six of the twenty nodes of an hourly dbt run.
 Skipping is safe only for models that already exist and read nothing but bronze (the operators' fold table and the
 seeds make a model always run), and never on a full refresh.
 
 Seeds and views hold nothing a window changes: a seed is its CSV file, a view its query. Rebuilding them every hour
-only repeats the last build (~0.1-0.2 s of dbt work each), so they are skipped while the relation carries the
+only repeats the last build, so they are skipped while the relation carries the
 fingerprint of what the project would build now (:func:`static_fingerprint`, written as the relation's comment after
 the build that created it). An edited file, config, macro or dbt version changes the fingerprint, and the next run
 rebuilds them.
@@ -47,8 +47,11 @@ class WindowPlan:
     unchanged: tuple[str, ...] = ()  # the seeds and views among ``idle``
 
     def exclude_args(self) -> list[str]:
-        """dbt flags that leave the idle models (and the tests on them alone) out of the run."""
-        return ["--exclude", *self.idle] if self.idle else []
+        """dbt flags that leave the idle models (and the tests on them alone) out of the run.
+
+        One space-separated value: dagster-dbt's ``DbtCliResource.cli`` takes one value per ``--exclude`` flag.
+        """
+        return ["--exclude", " ".join(self.idle)] if self.idle else []
 
 
 def upstream(manifest: Mapping[str, Any], unique_id: str) -> tuple[set[str], set[str]]:
@@ -230,8 +233,8 @@ def probe_window(
 ) -> tuple[set[str], dict[str, str | None]]:
     """(bronze tables with rows arriving in the window plus the lookback, relations built in the DuckDB file).
 
-    Metadata only: the plan runs before every hourly dbt invocation, and scanning the tables with DuckDB cost ~0.3 s
-    (loading the Iceberg extensions into a fresh database, then a read per table) against ~0.1 s for this.
+    Metadata only: the plan runs before every hourly dbt invocation, and scanning the tables with DuckDB (loading the
+    Iceberg extensions into a fresh database, then a read per table) costs more than planning the files.
     """
     lower = first_hour - timedelta(hours=LOOKBACK_HOURS)
     active = active_tables(load_catalog(settings), probed_sources(manifest), lower, last_hour)

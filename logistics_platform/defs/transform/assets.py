@@ -1,0 +1,146 @@
+"""The dbt project as Dagster assets, run through dagster-dbt's ``DbtCliResource``.
+
+Partitioning: every dbt asset is partitioned by arrival hour, like bronze (identity mapping: staging hour H reads the
+bronze rows that arrived in hour H, plus a lookback). A partition range runs as ONE ``dbt build`` (single-run
+backfill policy) on the window min/max arrival hour; every model is idempotent per window, so re-running any
+partition is safe and any order of partitions gives the tables a full refresh gives.
+
+Before dbt runs, the window plan (:mod:`logistics_platform.lib.transform.window_plan`) leaves out the models the
+window cannot change; it is a dbt selection (``--exclude``), which dagster-dbt merges with the run's own subset.
+"""
+
+# No `from __future__ import annotations`: Dagster reads the asset function annotations at runtime.
+
+import json
+from collections.abc import Iterator, Mapping
+from datetime import datetime, timedelta
+from typing import Any
+
+import dagster as dg
+from dagster_dbt import DagsterDbtTranslatorSettings, DbtCliResource, dbt_assets, get_asset_key_for_model
+
+from logistics_platform.defs.constants import DUCKDB_POOL, OWNERS
+from logistics_platform.defs.constants import DUCKDB_WRITER_TAGS as WRITER_TAGS
+from logistics_platform.defs.partitions import arrival_hour_partitions
+from logistics_platform.defs.transform.translator import LogisticsDbtTranslator
+from logistics_platform.lib.transform.project import (
+    dbt_project,
+    keep_partial_parse,
+    new_run_target,
+    window_env,
+    window_vars_from_range,
+)
+from logistics_platform.lib.transform.window_plan import WindowPlan, plan_window, record_static_builds
+from logistics_platform.settings import Settings, dbt_environment
+
+DBT_ASSETS_NAME = "dbt_models"
+
+FOLDED_WINDOWS_SPEC = dg.AssetSpec(
+    key=dg.AssetKey(["ops", "folded_windows"]),
+    group_name="operations",
+    description=(
+        "DuckDB table ops.folded_windows: event-time windows whose late events an operator folded back into the "
+        "windowed marts (`logistics-platform late fold`)."
+    ),
+    kinds={"duckdb"},
+    owners=OWNERS,
+)
+
+
+class DbtBuildConfig(dg.Config):
+    """Run options of the dbt assets."""
+
+    full_refresh: bool = False
+
+
+def window_plan(
+    context: dg.AssetExecutionContext,
+    settings: Settings,
+    manifest: Mapping[str, Any],
+    start: datetime,
+    end: datetime,
+) -> WindowPlan | None:
+    """The models these arrival hours leave unchanged; None (run everything) if bronze or DuckDB cannot be probed."""
+    try:
+        plan = plan_window(settings, manifest, start, end - timedelta(hours=1))
+    except Exception as exc:  # the probe only saves time: a run without it is correct, just slower
+        context.log.warning(f"Could not probe the window, running every model: {exc}")
+        return None
+    windowless = [name for name in plan.idle if name not in plan.unchanged]
+    if windowless:
+        context.log.info(
+            f"Skipping {', '.join(windowless)}: no bronze rows for their sources in these arrival hours "
+            f"(bronze tables with rows: {', '.join(sorted(plan.active_sources)) or 'none'})"
+        )
+    if plan.unchanged:
+        context.log.info(f"Skipping {', '.join(plan.unchanged)}: seeds and views unchanged since their last build")
+    return plan
+
+
+def build_dbt_assets(settings: Settings) -> dg.AssetsDefinition:
+    project = dbt_project(settings)
+    manifest = json.loads(project.manifest_path.read_text())
+    partitions = arrival_hour_partitions(settings)
+
+    @dbt_assets(
+        manifest=project.manifest_path,
+        project=project,
+        name=DBT_ASSETS_NAME,
+        partitions_def=partitions,
+        backfill_policy=dg.BackfillPolicy.single_run(),
+        dagster_dbt_translator=LogisticsDbtTranslator(settings=DagsterDbtTranslatorSettings(enable_asset_checks=True)),
+        op_tags=WRITER_TAGS,
+        # DuckDB takes one writer: the pool holds every run that writes the file, backfill runs included.
+        pool=DUCKDB_POOL,
+        retry_policy=dg.RetryPolicy(
+            max_retries=2, delay=30, backoff=dg.Backoff.EXPONENTIAL, jitter=dg.Jitter.PLUS_MINUS
+        ),
+    )
+    def dbt_models(
+        context: dg.AssetExecutionContext,
+        dbt: DbtCliResource,
+        settings: dg.ResourceParam[Settings],
+        config: DbtBuildConfig,
+    ) -> Iterator[Any]:
+        """dbt build of staging, intermediate and marts for the partition range of arrival hours (one run)."""
+        window = context.partition_time_window
+        dbt_vars = window_vars_from_range(window.start, window.end)
+        plan = None if config.full_refresh else window_plan(context, settings, manifest, window.start, window.end)
+        args = ["build", *(["--full-refresh"] if config.full_refresh else []), *(plan.exclude_args() if plan else [])]
+        context.log.info(
+            f"dbt {' '.join(args)} (arrival hours {dbt_vars['min_arrival_hour']} .. {dbt_vars['max_arrival_hour']})"
+        )
+        for model in plan.idle if plan else ():
+            key = get_asset_key_for_model([context.assets_def], model)
+            if key in context.selected_asset_keys:
+                # Processing these hours is a no-op for the model: its partitions are as up to date as the others.
+                # Yielded first: an idle model's inputs are bronze and other idle models (topological order).
+                reason = (
+                    "unchanged since its last build (file, config and SQL)"
+                    if plan and model in plan.unchanged
+                    else "no bronze rows for its sources in these arrival hours"
+                )
+                yield dg.Output(
+                    None, output_name=key.to_python_identifier(), metadata={"status": "no-op", "reason": reason}
+                )
+        # The window goes to dbt as environment variables, read by macros/arrival_window.sql only at execution: a
+        # changed --vars would make dbt parse the whole project again on every run.
+        target = new_run_target(settings, context.run.run_id[:8])
+        with dbt_environment(settings, window_env(dbt_vars)):
+            invocation = dbt.cli(args, context=context, target_path=target)
+        # No fetch_column_metadata()/fetch_row_counts(): dagster-dbt runs them from this process on its own
+        # connection to the DuckDB file, opened read-only, while the dbt process writes it (DuckDB: one writing
+        # process per file), and every dbt-duckdb connection runs our plugin, which creates the bronze views and ops
+        # tables: on that connection each query fails ("attached in read-only mode") and the metadata is dropped.
+        try:
+            yield from invocation.stream()
+        finally:
+            keep_partial_parse(settings, target)
+        # So that the next runs skip the seeds and views this one built until they change.
+        try:
+            results = invocation.get_artifact("run_results.json").get("results", [])
+            record_static_builds(settings.duckdb_path, manifest, results)
+        except Exception as exc:  # only saves later runs time: they rebuild what is not recorded
+            context.log.warning(f"Could not record the seeds and views built: {exc}")
+
+    return dbt_models

@@ -1,0 +1,94 @@
+"""The publish of the DuckDB marts to the Iceberg namespace ``marts``: written to an audit branch, checked, then
+fast-forwarded to ``main`` (write-audit-publish, :mod:`logistics_platform.lib.transform.publish`)."""
+
+# No `from __future__ import annotations`: Dagster reads the asset function annotations at runtime.
+
+from collections.abc import Iterator
+from typing import Any
+
+import dagster as dg
+from dagster_duckdb import DuckDBResource
+
+from logistics_platform.defs.constants import DUCKDB_POOL, OWNERS, PUBLISHED_KEYS
+from logistics_platform.defs.constants import DUCKDB_WRITER_TAGS as WRITER_TAGS
+from logistics_platform.defs.partitions import arrival_hour_partitions
+from logistics_platform.lib.connections import load_catalog, load_extensions
+from logistics_platform.lib.transform.project import MART_MODELS
+from logistics_platform.lib.transform.publish import AUDIT_BRANCH, ORDERS_MART, AuditFailed, publish_marts
+from logistics_platform.settings import Settings
+
+PUBLISH_ASSET_NAME = "publish_marts"
+
+
+def build_publish_assets(settings: Settings) -> dg.AssetsDefinition:
+    @dg.multi_asset(
+        name=PUBLISH_ASSET_NAME,
+        pool=DUCKDB_POOL,
+        specs=[
+            dg.AssetSpec(
+                key=PUBLISHED_KEYS[m],
+                deps=[dg.AssetKey(["marts", m])],
+                group_name="marts",
+                description=(
+                    f"marts.{m} published to the Iceberg namespace `marts`: audited on branch `{AUDIT_BRANCH}`, "
+                    "then `main` fast-forwarded"
+                    + (
+                        ", partitioned by bucket(order_id); only changed buckets are rewritten"
+                        if m == ORDERS_MART
+                        else ""
+                    )
+                    + "."
+                ),
+                kinds={"iceberg"},
+                owners=OWNERS,
+                tags=WRITER_TAGS,
+            )
+            for m in MART_MODELS
+        ],
+        partitions_def=arrival_hour_partitions(settings),
+        backfill_policy=dg.BackfillPolicy.single_run(),
+        op_tags=WRITER_TAGS,
+        retry_policy=dg.RetryPolicy(max_retries=3, delay=10, backoff=dg.Backoff.EXPONENTIAL),
+    )
+    def publish(
+        context: dg.AssetExecutionContext, duckdb: DuckDBResource, settings: dg.ResourceParam[Settings]
+    ) -> Iterator[dg.MaterializeResult]:
+        """Write every DuckDB mart to an audit branch of its Iceberg table; fast-forward `main` if all pass."""
+        catalog = load_catalog(settings)
+        with duckdb.get_connection() as con:
+            load_extensions(con)
+            try:
+                reports = publish_marts(
+                    catalog, con, progress=context.log.info, max_row_drop=settings.publish_max_row_drop
+                )
+            except AuditFailed as exc:
+                # Deterministic: the same marts fail the same audit again, so no retry; the run-failure alert
+                # carries this description, and the failing branches stay for inspection.
+                raise dg.Failure(
+                    description=str(exc),
+                    allow_retries=False,
+                    metadata={
+                        m: dg.MetadataValue.json(
+                            {
+                                "audit": r.audit,
+                                "failures": r.audit_failures,
+                                "branch": AUDIT_BRANCH,
+                                "audited_snapshot_id": str(r.audited_snapshot_id),
+                            }
+                        )
+                        for m, r in exc.reports.items()
+                    },
+                ) from exc
+        for mart, report in reports.items():
+            metadata: dict[str, Any] = {
+                "dagster/row_count": report.rows,
+                "snapshot_id": str(report.snapshot_id),
+                "duration_seconds": round(report.seconds, 3),
+                "audit": report.audit,
+                "audited_snapshot_id": str(report.audited_snapshot_id),
+            }
+            if mart == ORDERS_MART:
+                metadata["buckets_rewritten"] = dg.MetadataValue.json(report.buckets_rewritten)
+            yield dg.MaterializeResult(asset_key=PUBLISHED_KEYS[mart], metadata=metadata)
+
+    return publish

@@ -1,0 +1,48 @@
+"""How dbt nodes become Dagster assets: keys ``[layer, model]``, groups by layer, sources onto the bronze assets."""
+
+# No `from __future__ import annotations`: Dagster reads annotations at runtime.
+
+from collections.abc import Mapping
+from typing import Any
+
+import dagster as dg
+from dagster_dbt import DagsterDbtTranslator
+
+from logistics_platform.defs.constants import DUCKDB_WRITER_TAGS, OWNERS
+
+LAYERS = ("staging", "intermediate", "marts")
+
+
+class LogisticsDbtTranslator(DagsterDbtTranslator):
+    """Keys ``[layer, model]``, group = layer, and sources mapped onto the bronze assets (``["bronze", table]``)."""
+
+    def get_asset_key(self, dbt_resource_props: Mapping[str, Any]) -> dg.AssetKey:
+        kind = dbt_resource_props["resource_type"]
+        name = dbt_resource_props["name"]
+        if kind == "source":
+            return dg.AssetKey([dbt_resource_props["source_name"], name])
+        if kind == "seed":
+            return dg.AssetKey(["reference", name])
+        return dg.AssetKey([self._layer(dbt_resource_props), name])
+
+    def get_group_name(self, dbt_resource_props: Mapping[str, Any]) -> str | None:
+        if dbt_resource_props["resource_type"] == "seed":
+            return "staging"  # reference data loaded with the first layer
+        return self._layer(dbt_resource_props)
+
+    def get_owners(self, dbt_resource_props: Mapping[str, Any]) -> list[str] | None:
+        return OWNERS
+
+    def get_tags(self, dbt_resource_props: Mapping[str, Any]) -> Mapping[str, str]:
+        return {**super().get_tags(dbt_resource_props), **DUCKDB_WRITER_TAGS}
+
+    @staticmethod
+    def _layer(props: Mapping[str, Any]) -> str:
+        fqn = props.get("fqn") or []
+        layer = fqn[1] if len(fqn) > 2 else ""
+        if layer not in LAYERS:
+            raise ValueError(
+                f"dbt model {props.get('name')} is in {'/'.join(fqn)}: put models under models/<layer>/ with layer "
+                f"in {', '.join(LAYERS)}"
+            )
+        return layer
