@@ -69,9 +69,12 @@ def _redacted(uri: str) -> str:
 
 
 def _catalog_uri() -> str:
-    import os
+    from logistics_platform.settings import load_settings
 
-    return _redacted(os.environ.get("ICEBERG_CATALOG_URI") or "the default SQLite catalog")
+    try:
+        return _redacted(load_settings().catalog_uri)
+    except ValueError:  # the settings themselves are what failed: name the variable, not a resolved value
+        return "ICEBERG_CATALOG_URI"
 
 
 def explain(exc: BaseException) -> tuple[str, int]:
