@@ -63,6 +63,10 @@ SETTINGS_DOC: dict[str, tuple[str, str]] = {
     "ICEBERG_S3_ACCESS_KEY_ID": ("(unset)", "S3 access key id (prod)."),
     "ICEBERG_S3_SECRET_ACCESS_KEY": ("(unset)", "S3 secret key (prod)."),
     "ICEBERG_S3_REGION": ("us-east-1", "S3 region (prod)."),
+    "SLA_WINDOW_MINUTES": ("5", "Width of the event-time windows of marts.fct_region_sla (a divisor of 60)."),
+    "SLA_MIN_DELIVERIES": ("20", "An SLA window breaches only with at least this many deliveries."),
+    "SLA_LATE_SHARE_MAX": ("0.05", "An SLA window breaches when its late share exceeds this."),
+    "GPS_JUMP_KMH": ("150", "marts.fct_courier_gps_jumps: consecutive pings implying a higher speed are jumps."),
 }
 
 
@@ -100,6 +104,10 @@ class Settings:
     manifest_max_per_snapshot: int = 10
     daily_tag_retention_days: int = 365
     s3: dict[str, str] = field(default_factory=dict)
+    sla_window_minutes: int = 5
+    sla_min_deliveries: int = 20
+    sla_late_share_max: float = 0.05
+    gps_jump_kmh: float = 150.0
 
     @property
     def catalog_name(self) -> str:
@@ -227,7 +235,22 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         manifest_max_per_snapshot=int(_number(env, "MANIFEST_MAX_PER_SNAPSHOT", d.manifest_max_per_snapshot, int)),
         daily_tag_retention_days=int(_number(env, "DAILY_TAG_RETENTION_DAYS", d.daily_tag_retention_days, int)),
         s3=s3,
+        sla_window_minutes=_sla_window_minutes(env, d.sla_window_minutes),
+        sla_min_deliveries=int(_number(env, "SLA_MIN_DELIVERIES", d.sla_min_deliveries, int)),
+        sla_late_share_max=_number(env, "SLA_LATE_SHARE_MAX", d.sla_late_share_max),
+        gps_jump_kmh=_number(env, "GPS_JUMP_KMH", d.gps_jump_kmh),
     )
+
+
+def _sla_window_minutes(env: Mapping[str, str], default: int) -> int:
+    """SLA windows are aligned to the hour, so their width must divide it."""
+    minutes = int(_number(env, "SLA_WINDOW_MINUTES", default, int))
+    if minutes == 0 or 60 % minutes:
+        raise SettingsError(
+            f"SLA_WINDOW_MINUTES={minutes}: SLA windows are aligned to the hour, use a divisor of 60 (1, 2, 3, 4, 5, "
+            "6, 10, 12, 15, 20, 30, 60)"
+        )
+    return minutes
 
 
 def local_settings(root: Path, **overrides: object) -> Settings:
@@ -256,6 +279,10 @@ def subprocess_env(settings: Settings) -> dict[str, str]:
             "DUCKDB_DATABASE": settings.duckdb_database,
             "ALLOWED_LATENESS_HOURS": str(settings.allowed_lateness_hours),
             "DBT_TARGET": settings.dbt_target,
+            "SLA_WINDOW_MINUTES": str(settings.sla_window_minutes),
+            "SLA_MIN_DELIVERIES": str(settings.sla_min_deliveries),
+            "SLA_LATE_SHARE_MAX": str(settings.sla_late_share_max),
+            "GPS_JUMP_KMH": str(settings.gps_jump_kmh),
             "DO_NOT_TRACK": "1",
             "DBT_SEND_ANONYMOUS_USAGE_STATS": "False",
         }
