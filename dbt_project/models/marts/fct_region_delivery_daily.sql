@@ -16,13 +16,14 @@ with rebuilt_dates as (
 with
 {%- endif %}
 
--- Delivery minutes from microseconds: the mean is over exact durations.
+-- Exact: an integer sum of microseconds, then one division. A float sum depends on the order rows arrive in, and
+-- the incremental build must equal the full refresh bit for bit.
 daily as (
     select
         cast(delivered_at as date) as delivery_date,
         region,
         count(*) as deliveries,
-        avg((epoch_us(delivered_at) - epoch_us(created_at)) / 60000000.0) as avg_delivery_minutes
+        sum(epoch_us(delivered_at) - epoch_us(created_at)) / (count(*) * 60000000.0) as avg_delivery_minutes
     from {{ ref('fct_deliveries') }}
     {% if is_incremental() -%}
     -- The rebuilt dates and the 7 before each (their baselines).
@@ -36,8 +37,9 @@ baselines as (
         target.delivery_date,
         target.region,
         count(baseline.delivery_date) as baseline_days,
-        avg(baseline.avg_delivery_minutes) as baseline_avg_minutes,
-        stddev_samp(baseline.avg_delivery_minutes) as baseline_stddev_minutes
+        -- Ordered aggregates: the same float operations in the same order on every build.
+        avg(baseline.avg_delivery_minutes order by baseline.delivery_date) as baseline_avg_minutes,
+        stddev_samp(baseline.avg_delivery_minutes order by baseline.delivery_date) as baseline_stddev_minutes
     from daily as target
     left join daily as baseline
         on target.region = baseline.region
