@@ -5,6 +5,7 @@ from __future__ import annotations
 import dagster as dg
 
 from logistics_platform.defs import bronze, maintenance, operate, transform
+from logistics_platform.defs.transform.operations_checks import build_operations_checks
 from logistics_platform.resources import build_resources
 from logistics_platform.settings import Settings, load_settings
 
@@ -14,6 +15,7 @@ def build_definitions(settings: Settings) -> dg.Definitions:
     return dg.Definitions.merge(
         bronze.build_defs(settings),
         transform.build_defs(settings),
+        dg.Definitions(asset_checks=build_operations_checks(settings)),
         maintenance.build_defs(settings),
         operate.build_defs(settings),
         dg.Definitions(resources=build_resources(settings)),
