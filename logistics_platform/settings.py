@@ -80,6 +80,10 @@ SETTINGS_DOC: dict[str, tuple[str, str]] = {
         "logistics",
         "Catalog name in the SQL catalog's rows; Spark/Trino/Flink `JdbcCatalog` readers must use the same name.",
     ),
+    "SLA_WINDOW_MINUTES": ("5", "Width of the event-time windows of marts.fct_region_sla (a divisor of 60)."),
+    "SLA_MIN_DELIVERIES": ("20", "An SLA window breaches only with at least this many deliveries."),
+    "SLA_LATE_SHARE_MAX": ("0.05", "An SLA window breaches when its late share exceeds this."),
+    "GPS_JUMP_KMH": ("150", "marts.fct_courier_gps_jumps: consecutive pings implying a higher speed are jumps."),
 }
 
 
@@ -124,6 +128,10 @@ class Settings:
     publish_max_row_drop: float = 0.5
     # Every row of the JDBC-catalog tables carries it: another engine sees our tables only under the same name.
     catalog_name: str = "logistics"
+    sla_window_minutes: int = 5
+    sla_min_deliveries: int = 20
+    sla_late_share_max: float = 0.05
+    gps_jump_kmh: float = 150.0
 
     @property
     def duckdb_database(self) -> str:
@@ -255,7 +263,22 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         ),
         publish_max_row_drop=min(1.0, _number(env, "PUBLISH_MAX_ROW_DROP", d.publish_max_row_drop)),
         catalog_name=_catalog_name(env.get("ICEBERG_CATALOG_NAME") or d.catalog_name),
+        sla_window_minutes=_sla_window_minutes(env, d.sla_window_minutes),
+        sla_min_deliveries=int(_number(env, "SLA_MIN_DELIVERIES", d.sla_min_deliveries, int)),
+        sla_late_share_max=_number(env, "SLA_LATE_SHARE_MAX", d.sla_late_share_max),
+        gps_jump_kmh=_number(env, "GPS_JUMP_KMH", d.gps_jump_kmh),
     )
+
+
+def _sla_window_minutes(env: Mapping[str, str], default: int) -> int:
+    """SLA windows are aligned to the hour, so their width must divide it."""
+    minutes = int(_number(env, "SLA_WINDOW_MINUTES", default, int))
+    if minutes == 0 or 60 % minutes:
+        raise SettingsError(
+            f"SLA_WINDOW_MINUTES={minutes}: SLA windows are aligned to the hour, use a divisor of 60 (1, 2, 3, 4, 5, "
+            "6, 10, 12, 15, 20, 30, 60)"
+        )
+    return minutes
 
 
 def _catalog_name(value: str) -> str:
@@ -301,6 +324,10 @@ def dbt_env(settings: Settings) -> dict[str, str]:
         "ALLOWED_LATENESS_HOURS": str(settings.allowed_lateness_hours),
         "DBT_TARGET": settings.dbt_target,
         "ICEBERG_CATALOG_NAME": settings.catalog_name,
+        "SLA_WINDOW_MINUTES": str(settings.sla_window_minutes),
+        "SLA_MIN_DELIVERIES": str(settings.sla_min_deliveries),
+        "SLA_LATE_SHARE_MAX": str(settings.sla_late_share_max),
+        "GPS_JUMP_KMH": str(settings.gps_jump_kmh),
         "DO_NOT_TRACK": "1",
         "DBT_SEND_ANONYMOUS_USAGE_STATS": "False",
     }

@@ -55,6 +55,9 @@ def test_env_vars_override(tmp_path: Path) -> None:
         ({"ALLOWED_LATENESS_HOURS": "-1"}, "negative"),
         ({"PARTITIONS_START": "2026-11-01"}, "PARTITIONS_START"),
         ({"LOGISTICS_ENV": "prod"}, "PostgreSQL"),
+        ({"SLA_WINDOW_MINUTES": "7"}, "divisor of 60"),
+        ({"SLA_WINDOW_MINUTES": "0"}, "divisor of 60"),
+        ({"GPS_JUMP_KMH": "fast"}, "GPS_JUMP_KMH"),
     ],
 )
 def test_bad_values_name_the_variable(env: dict[str, str], message: str) -> None:
@@ -84,6 +87,16 @@ def test_local_settings_and_child_env(tmp_path: Path) -> None:
     assert env["DUCKDB_PATH"] == str(s.duckdb_path)
     assert env["ICEBERG_CATALOG_URI"] == s.catalog_uri
     assert env["DO_NOT_TRACK"] == "1"
+
+
+def test_operations_mart_settings_reach_dbt_as_environment() -> None:
+    defaults = load_settings({})
+    assert (defaults.sla_window_minutes, defaults.sla_min_deliveries) == (5, 20)
+    assert (defaults.sla_late_share_max, defaults.gps_jump_kmh) == (0.05, 150.0)
+    s = load_settings({"SLA_WINDOW_MINUTES": "15", "SLA_MIN_DELIVERIES": "3", "SLA_LATE_SHARE_MAX": "0.2"})
+    env = subprocess_env(s.with_overrides(gps_jump_kmh=90.0))
+    assert (env["SLA_WINDOW_MINUTES"], env["SLA_MIN_DELIVERIES"], env["SLA_LATE_SHARE_MAX"]) == ("15", "3", "0.2")
+    assert env["GPS_JUMP_KMH"] == "90.0"
 
 
 def test_every_setting_is_documented() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from datetime import datetime
 from pathlib import Path
 
@@ -13,12 +14,15 @@ from logistics_platform.lib.bronze.ingest import ingest_hour
 from logistics_platform.lib.bronze.landing import list_arrival_hours
 from logistics_platform.lib.transform.project import MART_MODELS, run_dbt, window_vars
 from logistics_platform.settings import Settings, local_settings
+from tests.support.ops_world import build_ops_world
+from tests.support.transform_world import write_landing
 
 pytestmark = pytest.mark.slow
 # Steps of the shuffled schedule build models and seeds only; the final full refresh runs every test.
 NO_TESTS = ["--exclude-resource-type", "test", "--exclude-resource-type", "unit_test"]
 
 
+OPERATIONS_MARTS = ("fct_region_sla", "fct_region_delivery_daily", "fct_courier_gps_jumps")
 STAGING_MODELS = ("stg_orders", "stg_payments", "stg_tenants", "stg_couriers", "stg_tracking_pings")
 
 
@@ -103,3 +107,35 @@ def test_shuffled_hours_with_reruns_equal_full_refresh(world_settings: Settings,
     _compare(settings.duckdb_path, rebuilt.duckdb_path, staging, columns="* exclude (_staged_by)")
     for mart in MART_MODELS:
         assert counts[f"marts.{mart}"] > 0, f"{mart} is empty: the data set does not exercise it"
+
+
+def test_operations_marts_shuffled_hours_with_reruns_equal_full_refresh(tmp_path: Path) -> None:
+    """The operations world (a breach, overdue and deleted-while-overdue orders, an anomalous day, GPS jumps) over 5
+    days: its arrival hours in a seeded random order, some re-run, one two-hour range, equal a full refresh."""
+    settings = local_settings(tmp_path / "incremental")
+    world = build_ops_world()
+    write_landing(world, settings.landing_dir)
+    hours = world.hours
+    order = list(range(len(hours)))
+    random.Random(5).shuffle(order)
+    steps = [(i, i) for i in order]
+    steps[3:3] = [(order[0], order[0])]  # re-run after later hours were done
+    steps.insert(8, (steps[7][0], steps[7][0]))  # re-run right away
+    steps.append((4, 5))  # a range, its hours both done before
+    target = tmp_path / "target"
+    for first, last in steps:
+        for hour in hours[first : last + 1]:
+            ingest_hour(settings, hour)
+        run_dbt(settings, ["build", *NO_TESTS], window=window_vars(hours[first], hours[last]), target_path=target)
+
+    rebuilt = settings.with_overrides(duckdb_path=tmp_path / "rebuilt.duckdb")
+    run_dbt(rebuilt, ["build", "--full-refresh", *NO_TESTS], target_path=tmp_path / "target_full")
+    marts = [f"marts.{mart}" for mart in OPERATIONS_MARTS]
+    counts = _compare(settings.duckdb_path, rebuilt.duckdb_path, marts)
+    assert all(counts[m] > 0 for m in marts), counts
+    con = duck.connect(rebuilt.duckdb_path, read_only=True)
+    try:
+        assert con.sql("select count(*) from marts.fct_region_sla where breached").fetchone() == (1,)
+        assert con.sql("select count(*) from marts.fct_region_delivery_daily where is_anomaly").fetchone() == (1,)
+    finally:
+        con.close()

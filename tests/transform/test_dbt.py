@@ -58,6 +58,21 @@ CONTRACT: dict[str, list[tuple[str, str]]] = {
         ("lateness_seconds", "BIGINT"), ("window_start", "TIMESTAMP"), ("window_mart", "VARCHAR"),
         ("reason", "VARCHAR"),
     ],
+    "fct_region_sla": [
+        ("window_start", "TIMESTAMP"), ("region", "VARCHAR"), ("deliveries", "BIGINT"),
+        ("late_deliveries", "BIGINT"), ("late_share", "DECIMAL(5,4)"), ("overdue_open", "BIGINT"),
+        ("breached", "BOOLEAN"),
+    ],
+    "fct_region_delivery_daily": [
+        ("delivery_date", "DATE"), ("region", "VARCHAR"), ("deliveries", "BIGINT"),
+        ("avg_delivery_minutes", "DOUBLE"), ("baseline_days", "INTEGER"), ("baseline_avg_minutes", "DOUBLE"),
+        ("baseline_stddev_minutes", "DOUBLE"), ("is_anomaly", "BOOLEAN"),
+    ],
+    "fct_courier_gps_jumps": [
+        ("courier_id", "BIGINT"), ("ping_id", "VARCHAR"), ("previous_ping_id", "VARCHAR"),
+        ("recorded_at", "TIMESTAMP"), ("previous_recorded_at", "TIMESTAMP"), ("distance_km", "DOUBLE"),
+        ("implied_kmh", "DOUBLE"),
+    ],
 }  # fmt: skip
 
 

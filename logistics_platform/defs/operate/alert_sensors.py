@@ -1,4 +1,5 @@
-"""Alerts: every failed run, and every failed blocking, ERROR or freshness check, to the webhook and the log.
+"""Alerts: every failed run, and every failed blocking, ERROR or freshness check and the operations marts' SLA and
+anomaly checks, to the webhook and the log.
 
 What an alert says and how it is delivered lives in :mod:`logistics_platform.lib.operate.alerts`.
 """
@@ -11,6 +12,7 @@ import dagster as dg
 
 from logistics_platform.defs.operate.common import run_partition, sensor_status
 from logistics_platform.lib.operate import alerts
+from logistics_platform.lib.transform.operations import ALERTING_WARN_CHECKS
 from logistics_platform.settings import Settings
 
 # Failed evaluations of one check that a tick alerts on at most (the newest ones).
@@ -82,8 +84,8 @@ def build_alert_sensors(settings: Settings) -> dg.Definitions:
         default_status=sensor_status(settings),
         minimum_interval_seconds=30,
         description=(
-            "Posts failed blocking or ERROR checks and failed freshness checks to ALERT_WEBHOOK_URL and "
-            "ALERTS_LOG. Cursor: the last check evaluation event seen."
+            "Posts failed blocking or ERROR checks, failed freshness checks and failed SLA / delivery-time anomaly "
+            "checks to ALERT_WEBHOOK_URL and ALERTS_LOG. Cursor: the last check evaluation event seen."
         ),
     )
     def alert_on_check_failure(context: dg.SensorEvaluationContext) -> dg.SkipReason | None:
@@ -153,7 +155,8 @@ def _alert_for_check(
     instance: dg.DagsterInstance, record: Any, evaluation: dg.AssetCheckEvaluation, settings: Settings
 ) -> bool:
     is_freshness = "freshness" in evaluation.check_name
-    if not (evaluation.blocking or evaluation.severity == dg.AssetCheckSeverity.ERROR or is_freshness):
+    pages = evaluation.check_name in ALERTING_WARN_CHECKS
+    if not (evaluation.blocking or evaluation.severity == dg.AssetCheckSeverity.ERROR or is_freshness or pages):
         return False
     run = instance.get_run_by_id(record.run_id) if record.run_id else None
     alert = alerts.Alert(

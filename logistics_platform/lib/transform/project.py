@@ -43,6 +43,9 @@ MART_MODELS = (
     "fct_hourly_region_orders",
     "fct_courier_hourly_activity",
     "late_events",
+    "fct_region_sla",
+    "fct_region_delivery_daily",
+    "fct_courier_gps_jumps",
 )
 WINDOWED_MARTS = ("fct_hourly_region_orders", "fct_courier_hourly_activity", "late_events")
 

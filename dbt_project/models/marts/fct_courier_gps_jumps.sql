@@ -1,0 +1,80 @@
+{{ config(
+    materialized='incremental',
+    incremental_strategy='append',
+    pre_hook="
+        {% if is_incremental() %}
+        delete from {{ this }} as target
+        using ({{ affected_ping_bounds() }}) as affected
+        where target.courier_id = affected.courier_id and target.recorded_at >= affected.changed_from
+        {% else %}select 1{% endif %}",
+) }}
+
+with pings as (
+    select ping_id, courier_id, lat, lon, recorded_at
+    from {{ ref('stg_tracking_pings') }}
+),
+
+{% if is_incremental() -%}
+-- Per touched courier, its pairs from the first new ping on, and the last ping before it as their first predecessor.
+bounds as (
+    select
+        affected.courier_id,
+        affected.changed_from,
+        coalesce(max(earlier.recorded_at), affected.changed_from) as read_from
+    from ({{ affected_ping_bounds() }}) as affected
+    left join pings as earlier
+        on affected.courier_id = earlier.courier_id and earlier.recorded_at < affected.changed_from
+    group by affected.courier_id, affected.changed_from
+),
+
+candidate_pings as (
+    select pings.*, bounds.changed_from
+    from pings
+    inner join bounds on pings.courier_id = bounds.courier_id and pings.recorded_at >= bounds.read_from
+),
+{%- else -%}
+candidate_pings as (
+    select *, timestamp '0001-01-01' as changed_from
+    from pings
+),
+{%- endif %}
+
+pairs as (
+    select
+        courier_id,
+        ping_id,
+        lag(ping_id) over by_time as previous_ping_id,
+        recorded_at,
+        lag(recorded_at) over by_time as previous_recorded_at,
+        radians(lat) as lat_rad,
+        radians(lon) as lon_rad,
+        lag(radians(lat)) over by_time as previous_lat_rad,
+        lag(radians(lon)) over by_time as previous_lon_rad,
+        changed_from
+    from candidate_pings
+    window by_time as (partition by courier_id order by recorded_at, ping_id)
+),
+
+-- Haversine distance on a sphere of the mean earth radius (6371.0088 km).
+distances as (
+    select
+        *,
+        2 * 6371.0088 * asin(sqrt(
+            pow(sin((lat_rad - previous_lat_rad) / 2), 2)
+            + cos(previous_lat_rad) * cos(lat_rad) * pow(sin((lon_rad - previous_lon_rad) / 2), 2)
+        )) as distance_km,
+        (epoch_us(recorded_at) - epoch_us(previous_recorded_at)) / 3600000000.0 as hours
+    from pairs
+    where recorded_at > previous_recorded_at and recorded_at >= changed_from
+)
+
+select
+    cast(courier_id as bigint) as courier_id,
+    cast(ping_id as varchar) as ping_id,
+    cast(previous_ping_id as varchar) as previous_ping_id,
+    cast(recorded_at as timestamp) as recorded_at,
+    cast(previous_recorded_at as timestamp) as previous_recorded_at,
+    cast(distance_km as double) as distance_km,
+    cast(distance_km / hours as double) as implied_kmh
+from distances
+where distance_km / hours > {{ gps_jump_kmh() }}

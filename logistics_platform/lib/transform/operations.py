@@ -1,0 +1,122 @@
+"""The operations marts' checks: which SLA windows and delivery dates a run built, and what is wrong in them.
+
+Pure queries over the DuckDB the dbt build wrote; the Dagster checks in ``defs`` only pass them a connection and the
+run's arrival-hour window. A run "built" the SLA windows holding the event time or the delivered_at of an order
+change that arrived in its arrival hours, and the delivery dates of those changes' delivered_at: a breach or an
+anomaly is reported by the run whose data made it, not again by every later run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+SLA_CHECK = "sla_within_target"
+ANOMALY_CHECK = "delivery_time_within_baseline"
+# Checks of severity WARN that still page someone (the alert sensor sends them like ERROR checks).
+ALERTING_WARN_CHECKS = (SLA_CHECK, ANOMALY_CHECK)
+SLA_MART = "fct_region_sla"
+DAILY_MART = "fct_region_delivery_daily"
+
+
+@dataclass(frozen=True)
+class Breach:
+    window_start: datetime
+    window_end: datetime
+    region: str
+    deliveries: int
+    late_deliveries: int
+    late_share: Decimal
+
+    def describe(self) -> str:
+        return (
+            f"{self.region} {self.window_start:%Y-%m-%d %H:%M}-{self.window_end:%H:%M} UTC: "
+            f"{self.late_deliveries}/{self.deliveries} late, share {self.late_share}"
+        )
+
+
+@dataclass(frozen=True)
+class Anomaly:
+    delivery_date: date
+    region: str
+    avg_delivery_minutes: float
+    baseline_avg_minutes: float
+    baseline_stddev_minutes: float
+
+    def describe(self) -> str:
+        return (
+            f"{self.region} {self.delivery_date}: {self.avg_delivery_minutes:.1f} min on average against a baseline "
+            f"of {self.baseline_avg_minutes:.1f} ± {self.baseline_stddev_minutes:.1f}"
+        )
+
+
+def _arrival_filter(first_hour: datetime | None, last_hour: datetime | None) -> tuple[str, list[Any]]:
+    if first_hour is None or last_hour is None:
+        return "true", []
+    return "_arrival_hour between ? and ?", [first_hour, last_hour]
+
+
+def breached_windows(
+    con: Any, window_minutes: int, first_hour: datetime | None = None, last_hour: datetime | None = None
+) -> list[Breach]:
+    """Breached rows of marts.fct_region_sla in the windows built from arrival hours first_hour .. last_hour
+    (inclusive hour starts; all windows without them)."""
+    where, params = _arrival_filter(first_hour, last_hour)
+    bucket = f"interval {int(window_minutes)} minute"
+    rows = con.execute(
+        f"""
+        with built as (
+            select time_bucket({bucket}, _event_time) as window_start from staging.stg_orders where {where}
+            union
+            select time_bucket({bucket}, delivered_at) from staging.stg_orders
+            where {where} and delivered_at is not null
+        )
+        select sla.window_start, sla.region, sla.deliveries, sla.late_deliveries, sla.late_share
+        from marts.{SLA_MART} as sla
+        inner join built on sla.window_start = built.window_start
+        where sla.breached
+        order by sla.window_start, sla.region
+        """,
+        params * 2,
+    ).fetchall()
+    width = timedelta(minutes=window_minutes)
+    return [Breach(w, w + width, region, n, late, share) for w, region, n, late, share in rows]
+
+
+def anomalous_days(con: Any, first_hour: datetime | None = None, last_hour: datetime | None = None) -> list[Anomaly]:
+    """Anomalous rows of marts.fct_region_delivery_daily on the delivery dates built from those arrival hours."""
+    where, params = _arrival_filter(first_hour, last_hour)
+    rows = con.execute(
+        f"""
+        select daily.delivery_date, daily.region, daily.avg_delivery_minutes, daily.baseline_avg_minutes,
+            daily.baseline_stddev_minutes
+        from marts.{DAILY_MART} as daily
+        where daily.is_anomaly and daily.delivery_date in (
+            select distinct cast(delivered_at as date) from staging.stg_orders
+            where {where} and delivered_at is not null
+        )
+        order by daily.delivery_date, daily.region
+        """,
+        params,
+    ).fetchall()
+    return [Anomaly(*row) for row in rows]
+
+
+def sla_summary(breaches: list[Breach], max_share: float, limit: int = 10) -> str | None:
+    """One line naming region, window and late share of each breach (the first ``limit``); None when none."""
+    if not breaches:
+        return None
+    shown = "; ".join(b.describe() for b in breaches[:limit])
+    more = f"; and {len(breaches) - limit} more" if len(breaches) > limit else ""
+    return f"SLA breached in {len(breaches)} window(s), late share above {max_share}: {shown}{more}"
+
+
+def anomaly_summary(anomalies: list[Anomaly], limit: int = 10) -> str | None:
+    """One line naming region and date of each anomalous day (the first ``limit``); None when none."""
+    if not anomalies:
+        return None
+    shown = "; ".join(a.describe() for a in anomalies[:limit])
+    more = f"; and {len(anomalies) - limit} more" if len(anomalies) > limit else ""
+    return f"Delivery time off its 7-day baseline (> 3 stddev) on {len(anomalies)} day(s): {shown}{more}"

@@ -1,0 +1,88 @@
+"""The SLA alert end to end: a breach in the landed data -> the run's sla_within_target check fails -> the check-alert
+sensor's delivery writes it to the alerts log and posts it to a local webhook, naming region, window and share.
+Also the anomaly check, and that a later run does not report windows it did not build."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from logistics_platform.definitions import build_definitions
+from logistics_platform.defs.constants import TRANSFORM_JOB
+from logistics_platform.defs.operate.alert_sensors import deliver_check_alerts
+from logistics_platform.lib.bronze.ingest import ingest_hour
+from logistics_platform.lib.operate.alerts import read_log
+from logistics_platform.lib.transform.operations import ANOMALY_CHECK, SLA_CHECK
+from logistics_platform.pipeline import QUIET, hour_key
+from logistics_platform.settings import Settings, local_settings
+from tests.support.http import Webhook
+from tests.support.ops_world import build_ops_world
+from tests.support.transform_world import write_landing
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def instance() -> Iterator[dg.DagsterInstance]:
+    with dg.instance_for_test() as inst:
+        yield inst
+
+
+def _transform(
+    defs: dg.Definitions, instance: dg.DagsterInstance, hours: list[datetime]
+) -> dict[str, dg.AssetCheckEvaluation]:
+    job = defs.resolve_job_def(TRANSFORM_JOB)
+    tags = {
+        "dagster/asset_partition_range_start": hour_key(hours[0]),
+        "dagster/asset_partition_range_end": hour_key(hours[-1]),
+    }
+    result = job.execute_in_process(run_config=QUIET, instance=instance, tags=tags)
+    assert result.success
+    return {e.check_name: e for e in result.get_asset_check_evaluations() if e.check_name in (SLA_CHECK, ANOMALY_CHECK)}
+
+
+def test_breach_fails_the_check_and_reaches_log_and_webhook(
+    tmp_path: Path,
+    instance: dg.DagsterInstance,
+    webhook: Webhook,
+) -> None:
+    url = webhook.url
+    settings: Settings = local_settings(tmp_path, partitions_start="2026-11-02-00:00", alert_webhook_url=url)
+    world = build_ops_world()
+    write_landing(world, settings.landing_dir)
+    for hour in world.hours:
+        ingest_hour(settings, hour)
+    defs = build_definitions(settings)
+    check_keys = list(defs.resolve_asset_graph().asset_check_keys)
+    days = [world.hours[i : i + 4] for i in range(0, len(world.hours), 4)]
+
+    # Days 0 and 1: no breach, no anomaly (too little baseline yet).
+    first = _transform(defs, instance, days[0] + days[1])
+    assert first[SLA_CHECK].passed and first[ANOMALY_CHECK].passed
+    sent, cursor = deliver_check_alerts(instance, check_keys, None, settings)
+    assert sent == 0 and not webhook.received
+
+    # Day 2 holds the breach: north, 10:30-10:35, 18 of 24 late.
+    breach = _transform(defs, instance, days[2])
+    evaluation = breach[SLA_CHECK]
+    assert not evaluation.passed and evaluation.severity == dg.AssetCheckSeverity.WARN
+    assert "north 2026-11-04 10:30-10:35 UTC: 18/24 late, share 0.7500" in (evaluation.description or "")
+    sent, cursor = deliver_check_alerts(instance, check_keys, cursor, settings)
+    assert sent == 1
+    logged = read_log(settings.alerts_log)
+    assert [a["check_name"] for a in logged] == [SLA_CHECK]
+    assert "north 2026-11-04 10:30-10:35" in logged[0]["error"] and "0.7500" in logged[0]["error"]
+    posted = webhook.received[0]["body"]["text"]
+    assert "sla_within_target" in posted and "north 2026-11-04 10:30-10:35" in posted and "0.7500" in posted
+
+    # Days 3 and 4: the breach is not theirs (not reported again); south is anomalous on day 4.
+    last = _transform(defs, instance, days[3] + days[4])
+    assert last[SLA_CHECK].passed
+    assert not last[ANOMALY_CHECK].passed and "south 2026-11-06" in (last[ANOMALY_CHECK].description or "")
+    sent, _ = deliver_check_alerts(instance, check_keys, cursor, settings)
+    assert sent == 1 and read_log(settings.alerts_log)[-1]["check_name"] == ANOMALY_CHECK
+    assert "south 2026-11-06" in webhook.received[-1]["body"]["text"]
