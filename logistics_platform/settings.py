@@ -76,6 +76,10 @@ SETTINGS_DOC: dict[str, tuple[str, str]] = {
         "1073741824",
         "Alert when the slot is inactive and keeps more WAL than this on the OLTP server (1 GiB).",
     ),
+    "INGEST_MAX_HOURS_PER_RUN": (
+        "24",
+        "Most arrival hours one ingest run takes (backfills, `run`, `rebuild`): one Iceberg commit per table for them.",
+    ),
 }
 
 
@@ -120,6 +124,7 @@ class Settings:
     capture_lag_warn_bytes: int = 64 * 1024 * 1024
     capture_lag_warn_seconds: float = 900.0
     capture_wal_retention_alert_bytes: int = 1024 * 1024 * 1024
+    ingest_max_hours_per_run: int = 24
 
     @property
     def catalog_name(self) -> str:
@@ -256,6 +261,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         capture_wal_retention_alert_bytes=int(
             _number(env, "CAPTURE_WAL_RETENTION_ALERT_BYTES", d.capture_wal_retention_alert_bytes, int)
         ),
+        ingest_max_hours_per_run=max(1, int(_number(env, "INGEST_MAX_HOURS_PER_RUN", d.ingest_max_hours_per_run, int))),
     )
 
 
