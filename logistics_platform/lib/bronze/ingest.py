@@ -26,7 +26,7 @@ from collections import Counter, deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from itertools import count
 from typing import Any
 
@@ -750,6 +750,20 @@ def _properties(keys: Sequence[str], hours: Sequence[datetime], run_id: str | No
     if run_id:
         props[PROP_RUN_ID] = run_id
     return props
+
+
+def consecutive_ranges(hours: Sequence[datetime], max_hours: int) -> list[list[datetime]]:
+    """The distinct hours, sorted and cut into runs of consecutive hours of at most ``max_hours`` each.
+
+    A gap starts a new run: a range over it would also ingest (and record) the hours in between.
+    """
+    out: list[list[datetime]] = []
+    for hour in sorted({hour_start(h) for h in hours}):
+        if out and hour - out[-1][-1] == timedelta(hours=1) and len(out[-1]) < max(1, max_hours):
+            out[-1].append(hour)
+        else:
+            out.append([hour])
+    return out
 
 
 def ingest_hour(
