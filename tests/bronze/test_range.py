@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import random
 import shutil
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import dagster as dg
@@ -224,3 +224,28 @@ def test_range_of_one_hour_is_ingest_hour(tmp_path, landing):
     assert props[PROP_FINGERPRINT] == report.topics["orders"].fingerprint
     with pytest.raises(ValueError, match="no arrival hours"):
         ingest_hours(settings, [])
+
+
+def test_range_over_a_compacted_day_replaces_only_its_hours(tmp_path, landing, hour_by_hour):
+    from logistics_platform.lib.maintenance import maintain_catalog
+    from logistics_platform.lib.maintenance.options import MaintenanceOptions
+
+    settings, hours = _range_world(tmp_path, landing)
+    catalog = load_catalog(settings)
+    options = MaintenanceOptions(
+        small_file_bytes=32 * 1024 * 1024,
+        target_file_bytes=128 * 1024 * 1024,
+        snapshot_retention=timedelta(days=7),
+        min_snapshots_to_keep=10,
+        orphan_safety_window=timedelta(days=3),
+        max_manifests_per_snapshot=100,
+        now=datetime.now(UTC) + timedelta(seconds=1),
+    )
+    reports = {r.table: r for r in maintain_catalog(catalog, options)}
+    assert reports["bronze.orders"].compaction is not None and reports["bronze.orders"].compaction.committed
+    # Files now hold several hours of a day: the replace of a sub-range rewrites them (copy-on-write), one commit.
+    commits_before = len(catalog.load_table("bronze.orders").metadata.metadata_log)
+    ingest_hours(settings, hours[1:3])
+    assert len(catalog.load_table("bronze.orders").metadata.metadata_log) == commits_before + 1
+    got = contents(settings)
+    assert all(got[n].equals(hour_by_hour[n]) for n in TABLES)
