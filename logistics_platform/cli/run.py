@@ -80,7 +80,9 @@ def run(args: argparse.Namespace) -> int:
                     terminal.flush()
 
                 def say(msg: str) -> None:
-                    terminal.write(f"\n{msg}\n")
+                    print(msg, flush=True)  # into the log file; a failure also on the terminal (the summary has it)
+                    if "FAILED" in msg:
+                        terminal.write(f"\n{msg}\n")
 
                 summary = run_pipeline(settings, keys, log=say, progress=show)
                 if interactive:
