@@ -1,11 +1,15 @@
 """The main job behind `logistics-platform run`: every landed hour through Dagster, then everything downstream.
 
+Landed hours are ingested in ranges of consecutive hours (one Dagster run and one Iceberg commit per table
+each), then the transform job builds the whole range once.
+
 Runs go through Dagster jobs on the configured instance (``$DAGSTER_HOME``), so they show in the UI's run
 history exactly like runs launched there.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -16,6 +20,7 @@ from logistics_platform.defs.constants import (
     BRONZE_GROUP,
     CAPTURE_GROUP,
     INGEST_JOB,
+    INGEST_LOG_KEY,
     LANDING_GROUP,
     MAINTENANCE_GROUP,
     TRANSFORM_GROUPS,
@@ -31,6 +36,9 @@ UNPARTITIONED_JOB = "run_downstream_unpartitioned"
 # database on its own command (`logistics-platform capture`) and lands files that `run` then ingests.
 EXCLUDED_GROUPS = (MAINTENANCE_GROUP, LANDING_GROUP, CAPTURE_GROUP)
 
+
+RANGE_START_TAG = "dagster/asset_partition_range_start"
+RANGE_END_TAG = "dagster/asset_partition_range_end"
 
 # Step-level events go to the run's event log (the UI shows them); the terminal gets warnings and our progress.
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
@@ -137,10 +145,54 @@ def _jobs(defs: dg.Definitions) -> tuple[dg.Definitions, bool, bool]:
     return dg.Definitions.merge(defs, dg.Definitions(jobs=jobs)), bool(partitioned), bool(unpartitioned)
 
 
+def hour_ranges(keys: Sequence[str], max_hours: int) -> list[list[str]]:
+    """The distinct partition keys, sorted and cut into runs of consecutive hours of at most ``max_hours`` each."""
+    from logistics_platform.lib.bronze.ingest import consecutive_ranges
+
+    hours = [datetime.strptime(k, HOUR_KEY_FORMAT) for k in keys]
+    return [[hour_key(h) for h in run] for run in consecutive_ranges(hours, max_hours)]
+
+
+@dataclass(frozen=True)
+class Progress:
+    """Where the main job is: ingested hours and lines so far, of how many hours."""
+
+    hours_done: int
+    hours_total: int
+    lines: int
+    elapsed_seconds: float
+    stage: str = "ingest"
+
+
+def render_progress(p: Progress, width: int = 30) -> str:
+    """One line: a bar over the hours, hours and lines done, the line rate and the ingest ETA."""
+    share = p.hours_done / p.hours_total if p.hours_total else 1.0
+    filled = round(share * width)
+    rate = p.lines / p.elapsed_seconds if p.elapsed_seconds > 0 else 0.0
+    if p.stage != "ingest":
+        tail = p.stage
+    elif 0 < p.hours_done < p.hours_total:
+        tail = f"ETA {p.elapsed_seconds / p.hours_done * (p.hours_total - p.hours_done):.0f}s"
+    else:
+        tail = "ETA -" if p.hours_done == 0 else "ingested"
+    return (
+        f"[{'#' * filled}{'.' * (width - filled)}] {p.hours_done}/{p.hours_total} hours, {p.lines:,} lines, "
+        f"{rate:,.0f} lines/s, {tail}"
+    )
+
+
 def run_pipeline(
-    settings: Settings, partitions: Sequence[str] | None = None, log: Callable[[str], None] = lambda _m: None
+    settings: Settings,
+    partitions: Sequence[str] | None = None,
+    log: Callable[[str], None] = lambda _m: None,
+    progress: Callable[[Progress], None] | None = None,
+    verbose: bool = False,
 ) -> Summary:
-    """Ingest ``partitions`` in order (default: all landed hours), then build downstream over their range."""
+    """Ingest ``partitions`` (default: all landed hours) in runs of consecutive hours, then build downstream once.
+
+    Each ingest run takes up to ``settings.ingest_max_hours_per_run`` consecutive hours (one Iceberg commit per
+    table per run). ``progress`` is called after every run; ``verbose`` lets Dagster's step logs reach the console.
+    """
     from logistics_platform.definitions import build_definitions
     from logistics_platform.lib.connections import load_catalog
 
@@ -150,33 +202,54 @@ def run_pipeline(
     instance = _instance()
     summary = Summary(partitions=keys)
 
-    def execute(job_name: str, label: str, **kwargs: object) -> bool:
+    def execute(job_name: str, label: str, **kwargs: object) -> dg.ExecuteInProcessResult:
         job = defs.resolve_job_def(job_name)
         result = job.execute_in_process(
-            run_config=QUIET,
+            run_config={} if verbose else QUIET,
             instance=instance,
             raise_on_error=False,
             **kwargs,  # type: ignore[arg-type]
         )
         summary.runs.append(RunRecord(job_name, label, result.run_id, result.success, _failure(result)))
-        return result.success
+        return result
 
-    for i, key in enumerate(keys, start=1):
-        ok = execute(INGEST_JOB, key, partition_key=key)
-        log(f"[{i}/{len(keys)}] ingest {key}: {'ok' if ok else 'FAILED'}")
+    started = time.monotonic()
+    done = lines = 0
+    if progress is not None:
+        progress(Progress(0, len(keys), 0, 0.0))
+    for chunk in hour_ranges(keys, settings.ingest_max_hours_per_run):
+        label = chunk[0] if len(chunk) == 1 else f"{chunk[0]}..{chunk[-1]}"
+        if len(chunk) == 1:
+            result = execute(INGEST_JOB, label, partition_key=chunk[0])
+        else:
+            result = execute(INGEST_JOB, label, tags={RANGE_START_TAG: chunk[0], RANGE_END_TAG: chunk[-1]})
+        done += len(chunk)
+        lines += _ingested_lines(result)
+        if not result.success:
+            log(f"ingest {label}: FAILED")
+        if progress is not None:
+            progress(Progress(done, len(keys), lines, time.monotonic() - started))
     if has_partitioned:
         ordered = sorted(keys)
-        tags = {
-            "dagster/asset_partition_range_start": ordered[0],
-            "dagster/asset_partition_range_end": ordered[-1],
-        }
-        ok = execute(TRANSFORM_JOB, f"{ordered[0]}..{ordered[-1]}", tags=tags)
+        tags = {RANGE_START_TAG: ordered[0], RANGE_END_TAG: ordered[-1]}
+        if progress is not None:
+            progress(Progress(done, len(keys), lines, time.monotonic() - started, "transforming"))
+        ok = execute(TRANSFORM_JOB, f"{ordered[0]}..{ordered[-1]}", tags=tags).success
         log(f"transform {ordered[0]} .. {ordered[-1]}: {'ok' if ok else 'FAILED'}")
     if has_unpartitioned:
-        ok = execute(UNPARTITIONED_JOB, "-")
+        ok = execute(UNPARTITIONED_JOB, "-").success
         log(f"downstream (unpartitioned): {'ok' if ok else 'FAILED'}")
     summary.bronze, summary.marts, summary.counts_error = table_counts(settings)
     return summary
+
+
+def _ingested_lines(result: dg.ExecuteInProcessResult) -> int:
+    """Landed lines an ingest run read (its ingest-log materialization; a range records one per hour)."""
+    for event in result.get_asset_materialization_events():
+        if event.asset_key == INGEST_LOG_KEY:
+            value = event.materialization.metadata.get("lines")
+            return int(value.value) if isinstance(value, dg.IntMetadataValue) and value.value is not None else 0
+    return 0
 
 
 def _failure(result: dg.ExecuteInProcessResult) -> str:

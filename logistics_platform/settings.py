@@ -84,6 +84,10 @@ SETTINGS_DOC: dict[str, tuple[str, str]] = {
     "SLA_MIN_DELIVERIES": ("20", "An SLA window breaches only with at least this many deliveries."),
     "SLA_LATE_SHARE_MAX": ("0.05", "An SLA window breaches when its late share exceeds this."),
     "GPS_JUMP_KMH": ("150", "marts.fct_courier_gps_jumps: consecutive pings implying a higher speed are jumps."),
+    "INGEST_MAX_HOURS_PER_RUN": (
+        "24",
+        "Most arrival hours one ingest run takes (backfills, `run`, `rebuild`): one Iceberg commit per table for them.",
+    ),
 }
 
 
@@ -132,6 +136,7 @@ class Settings:
     sla_min_deliveries: int = 20
     sla_late_share_max: float = 0.05
     gps_jump_kmh: float = 150.0
+    ingest_max_hours_per_run: int = 24
 
     @property
     def duckdb_database(self) -> str:
@@ -267,6 +272,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         sla_min_deliveries=int(_number(env, "SLA_MIN_DELIVERIES", d.sla_min_deliveries, int)),
         sla_late_share_max=_number(env, "SLA_LATE_SHARE_MAX", d.sla_late_share_max),
         gps_jump_kmh=_number(env, "GPS_JUMP_KMH", d.gps_jump_kmh),
+        ingest_max_hours_per_run=max(1, int(_number(env, "INGEST_MAX_HOURS_PER_RUN", d.ingest_max_hours_per_run, int))),
     )
 
 

@@ -10,7 +10,14 @@ import pytest
 from logistics_platform.defs.constants import INGEST_JOB, TRANSFORM_JOB
 from logistics_platform.generator import GeneratorConfig, generate
 from logistics_platform.lib.transform.project import MART_MODELS
-from logistics_platform.pipeline import UNPARTITIONED_JOB, PipelineError, run_pipeline
+from logistics_platform.pipeline import (
+    UNPARTITIONED_JOB,
+    PipelineError,
+    Progress,
+    hour_ranges,
+    render_progress,
+    run_pipeline,
+)
 from logistics_platform.settings import local_settings
 
 
@@ -20,20 +27,44 @@ def test_run_ingests_every_landed_hour_and_builds_every_mart(tmp_path: Path, mon
     config = GeneratorConfig(start=datetime(2026, 11, 1), hours=3, seed=11, orders_per_day=400, pings_per_day=3000)
     generate(settings.landing_dir, config)
     progress: list[str] = []
+    bars: list[Progress] = []
 
-    summary = run_pipeline(settings, log=progress.append)
+    summary = run_pipeline(settings, log=progress.append, progress=bars.append)
 
     assert summary.ok, summary.render()
     assert summary.partitions == ["2026-11-01-00:00", "2026-11-01-01:00", "2026-11-01-02:00"]
     jobs = [r.job for r in summary.runs]
-    # One ingest run per hour in order, then ONE ranged transform run over all of them, then the rest.
-    assert jobs == [INGEST_JOB] * 3 + [TRANSFORM_JOB, UNPARTITIONED_JOB]
-    assert [r.partition for r in summary.runs[:4]] == [*summary.partitions, "2026-11-01-00:00..2026-11-01-02:00"]
+    # ONE ranged ingest run over the consecutive hours, then ONE ranged transform run, then the rest.
+    assert jobs == [INGEST_JOB, TRANSFORM_JOB, UNPARTITIONED_JOB]
+    assert [r.partition for r in summary.runs[:2]] == ["2026-11-01-00:00..2026-11-01-02:00"] * 2
     assert set(summary.marts) == set(MART_MODELS)
     assert summary.marts["fct_orders"] > 0 and summary.bronze["orders"] > summary.marts["fct_orders"]
-    assert len(progress) == 5 and all(line.endswith("ok") for line in progress)
+    assert len(progress) == 2 and all(line.endswith("ok") for line in progress)
+    assert [(b.hours_done, b.stage) for b in bars] == [(0, "ingest"), (3, "ingest"), (3, "transforming")]
+    assert bars[1].lines > summary.bronze["orders"] and bars[2].lines == bars[1].lines
     rendered = summary.render()
-    assert "runs: 5 (0 failed)" in rendered and "marts.fct_orders" in rendered
+    assert "runs: 3 (0 failed)" in rendered and "marts.fct_orders" in rendered
+
+
+def test_hour_ranges_cut_consecutive_hours_into_runs() -> None:
+    keys = ["2026-11-01-03:00", "2026-11-01-00:00", "2026-11-01-01:00", "2026-11-01-02:00", "2026-11-01-05:00"]
+    assert hour_ranges(keys, 24) == [
+        ["2026-11-01-00:00", "2026-11-01-01:00", "2026-11-01-02:00", "2026-11-01-03:00"],
+        ["2026-11-01-05:00"],  # a gap starts a new run
+    ]
+    assert hour_ranges([*keys, "2026-11-01-00:00"], 3) == [
+        ["2026-11-01-00:00", "2026-11-01-01:00", "2026-11-01-02:00"],
+        ["2026-11-01-03:00"],
+        ["2026-11-01-05:00"],
+    ]
+    day = [f"2026-11-{d:02d}-{h:02d}:00" for d in (1, 2) for h in range(24)]
+    assert [len(r) for r in hour_ranges(day, 24)] == [24, 24]
+
+
+def test_progress_line_shows_hours_lines_rate_and_eta() -> None:
+    line = render_progress(Progress(hours_done=6, hours_total=24, lines=12_000, elapsed_seconds=3.0), width=8)
+    assert line == "[##......] 6/24 hours, 12,000 lines, 4,000 lines/s, ETA 9s"
+    assert render_progress(Progress(24, 24, 48_000, 12.0, "transforming"), width=4).endswith("transforming")
 
 
 def test_run_refuses_bad_partition_keys_and_a_missing_landing_zone(tmp_path: Path) -> None:

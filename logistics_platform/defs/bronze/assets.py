@@ -1,14 +1,16 @@
 """The bronze assets: landing topics (external, observed) and the partitioned multi-asset that ingests them.
 
-Thin glue: the work is :func:`logistics_platform.lib.bronze.ingest.ingest_hour`.
+Thin glue: the work is :func:`logistics_platform.lib.bronze.ingest.ingest_hours`.
 """
 
 # No `from __future__ import annotations`: Dagster reads the asset function annotations at runtime.
 
-from collections.abc import Iterator
-from typing import Any
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 import dagster as dg
+from pyiceberg.catalog import Catalog
 from pyiceberg.schema import Schema
 
 from logistics_platform.defs.bronze.checks import bronze_check_results, bronze_check_specs
@@ -17,6 +19,9 @@ from logistics_platform.defs.constants import BRONZE_GROUP, INGEST_LOG_KEY, LAND
 from logistics_platform.defs.partitions import arrival_hour_partitions
 from logistics_platform.lib.bronze import schema as bs
 from logistics_platform.settings import Settings
+
+if TYPE_CHECKING:  # the ingest step imports it; loading the definitions does not need it
+    from logistics_platform.lib.bronze.ingest import IngestReport
 
 INGEST_ASSET_NAME = "bronze_ingest"
 
@@ -98,7 +103,11 @@ def bronze_specs() -> list[dg.AssetSpec]:
 
 
 def build_bronze_assets(settings: Settings) -> dg.AssetsDefinition:
-    """The partitioned multi-asset that ingests one arrival hour into every bronze table, with its checks."""
+    """The partitioned multi-asset that ingests arrival hours into every bronze table, with its checks.
+
+    One run takes one hour (sensors, schedules) or a range of up to ``INGEST_MAX_HOURS_PER_RUN`` hours (UI
+    backfills, ``run``, ``rebuild``), committed once per table; Dagster records a materialization per hour.
+    """
     partitions = arrival_hour_partitions(settings)
 
     @dg.multi_asset(
@@ -106,6 +115,7 @@ def build_bronze_assets(settings: Settings) -> dg.AssetsDefinition:
         specs=bronze_specs(),
         check_specs=bronze_check_specs(),
         partitions_def=partitions,
+        backfill_policy=dg.BackfillPolicy.multi_run(max_partitions_per_run=settings.ingest_max_hours_per_run),
         can_subset=False,
         retry_policy=dg.RetryPolicy(
             max_retries=3, delay=15, backoff=dg.Backoff.EXPONENTIAL, jitter=dg.Jitter.PLUS_MINUS
@@ -115,93 +125,124 @@ def build_bronze_assets(settings: Settings) -> dg.AssetsDefinition:
     def bronze_ingest(
         context: dg.AssetExecutionContext, settings: dg.ResourceParam[Settings]
     ) -> Iterator[dg.MaterializeResult | dg.AssetCheckResult]:
-        """Ingest one arrival hour of landing files into the bronze Iceberg tables (one commit per table)."""
-        from logistics_platform.lib.bronze.accounting import account_hour
+        """Ingest arrival hours of landing files into the bronze Iceberg tables (one commit per table per run)."""
+        from logistics_platform.lib.bronze.accounting import account_hours
         from logistics_platform.lib.bronze.errors import describe_failure, is_transient
-        from logistics_platform.lib.bronze.ingest import ingest_hour
+        from logistics_platform.lib.bronze.ingest import ingest_hours
         from logistics_platform.lib.bronze.landing import parse_partition_key
         from logistics_platform.lib.connections import load_catalog
 
-        hour = parse_partition_key(context.partition_key)
+        keys = context.partition_keys
+        label = keys[0] if len(keys) == 1 else f"{keys[0]}..{keys[-1]}"
         try:
-            report = ingest_hour(settings, hour, run_id=context.run.run_id, progress=context.log.info)
+            reports = ingest_hours(
+                settings, [parse_partition_key(k) for k in keys], run_id=context.run.run_id, progress=context.log.info
+            )
         except Exception as exc:
             if is_transient(exc):
                 raise  # the retry policy applies: catalog/storage unavailable, commit conflict, lock
-            context.log.exception("ingest of %s failed", context.partition_key)
+            context.log.exception("ingest of %s failed", label)
             raise dg.Failure(
-                description=describe_failure(exc, f"ingest of arrival hour {context.partition_key}"),
+                description=describe_failure(
+                    exc, f"ingest of arrival hour{'s' if len(keys) > 1 else ''} {label.replace('..', ' .. ')}"
+                ),
                 allow_retries=False,
             ) from None
         catalog = load_catalog(settings)
-
-        def totals(table: str) -> dict[str, Any]:
-            t = catalog.load_table(f"{bs.NAMESPACE}.{table}")
-            snap = t.current_snapshot()
-            total = int(snap.summary.additional_properties.get("total-records", 0)) if snap else 0
-            return {
-                "dagster/row_count": total,
-                "snapshot_id": str(snap.snapshot_id) if snap else None,
-                # the live schema: includes columns added by schema evolution
-                "dagster/column_schema": column_schema(t.schema()),
-            }
-
-        for t, tr in report.topics.items():
-            yield dg.MaterializeResult(
-                asset_key=TOPIC_KEYS[t],
-                metadata={
-                    **totals(t),
-                    "dagster/partition_row_count": tr.rows,
-                    "lines": tr.lines,
-                    "rows": tr.rows,
-                    "quarantined": tr.quarantined,
-                    "quarantined_by_reason": dg.MetadataValue.json(tr.quarantined_by_reason),
-                    "tombstones": tr.tombstones,
-                    "late_events": tr.late_events,
-                    "files_read": len(tr.files),
-                    "bytes_read": tr.bytes,
-                    "input_fingerprint": tr.fingerprint,
-                    "data_files_written": tr.data_files,
-                    "commit_attempts": tr.commit_attempts,
-                    "added_columns": dg.MetadataValue.json(tr.added_columns),
-                    "corrupt_files": dg.MetadataValue.json(tr.corrupt_files),
-                    "duration_seconds": round(report.duration_seconds, 3),
-                },
-            )
-        yield dg.MaterializeResult(
-            asset_key=QUARANTINE_KEY,
-            metadata={
-                **totals(bs.QUARANTINE_TABLE),
-                "dagster/partition_row_count": report.quarantined,
-                "quarantined_by_reason": dg.MetadataValue.json(report.quarantined_by_reason),
-                "quarantined_by_topic": dg.MetadataValue.json({t: r.quarantined for t, r in report.topics.items()}),
-                "lines": report.lines,
-                "duration_seconds": round(report.duration_seconds, 3),
-            },
-        )
-        yield dg.MaterializeResult(
-            asset_key=INGEST_LOG_KEY,
-            metadata={
-                **totals(bs.INGEST_LOG_TABLE),
-                "lines": report.lines,
-                "rows": report.rows,
-                "quarantined": report.quarantined,
-                "tombstones": report.tombstones,
-                "late_events": sum(t.late_events for t in report.topics.values()),
-                "files_read": sum(len(t.files) for t in report.topics.values()),
-                "bytes_read": sum(t.bytes for t in report.topics.values()),
-                "snapshot_ids": dg.MetadataValue.json(
-                    {
-                        **{t: str(r.snapshot_id) for t, r in report.topics.items()},
-                        bs.QUARANTINE_TABLE: str(report.quarantine_snapshot_id),
-                        bs.INGEST_LOG_TABLE: str(report.ingest_log_snapshot_id),
-                    }
-                ),
-                "duration_seconds": round(report.duration_seconds, 3),
-            },
-        )
-
-        accounts = account_hour(settings, hour)
-        yield from bronze_check_results(report, accounts)
+        yield from materializations(catalog, reports)
+        accounts = account_hours(settings, [r.arrival_hour for r in reports])
+        yield from bronze_check_results(reports, accounts)
 
     return bronze_ingest
+
+
+def materializations(catalog: Catalog, reports: "Sequence[IngestReport]") -> Iterator[dg.MaterializeResult]:
+    """One result per bronze asset; its metadata sums the run's hours (Dagster records it for each hour)."""
+
+    def totals(table: str) -> dict[str, Any]:
+        t = catalog.load_table(f"{bs.NAMESPACE}.{table}")
+        snap = t.current_snapshot()
+        total = int(snap.summary.additional_properties.get("total-records", 0)) if snap else 0
+        return {
+            "dagster/row_count": total,
+            "snapshot_id": str(snap.snapshot_id) if snap else None,
+            # the live schema: includes columns added by schema evolution
+            "dagster/column_schema": column_schema(t.schema()),
+        }
+
+    def tsum(name: str, attr: str) -> int:
+        return sum(getattr(r.topics[name], attr) for r in reports)
+
+    duration = round(max(r.duration_seconds for r in reports), 3)
+    hours = {"arrival_hours": len(reports)} if len(reports) > 1 else {}
+    first = reports[0]
+    for t in first.topics:
+        by_reason: Counter[str] = Counter()
+        added: dict[str, str] = {}
+        corrupt: dict[str, str] = {}
+        for r in reports:
+            by_reason.update(r.topics[t].quarantined_by_reason)
+            added.update(r.topics[t].added_columns)
+            corrupt.update(r.topics[t].corrupt_files)
+        yield dg.MaterializeResult(
+            asset_key=TOPIC_KEYS[t],
+            metadata={
+                **totals(t),
+                "dagster/partition_row_count": tsum(t, "rows"),
+                **hours,
+                "lines": tsum(t, "lines"),
+                "rows": tsum(t, "rows"),
+                "quarantined": tsum(t, "quarantined"),
+                "quarantined_by_reason": dg.MetadataValue.json(dict(sorted(by_reason.items()))),
+                "tombstones": tsum(t, "tombstones"),
+                "late_events": tsum(t, "late_events"),
+                "files_read": sum(len(r.topics[t].files) for r in reports),
+                "bytes_read": tsum(t, "bytes"),
+                # a range: hour key -> fingerprint, as in the commit's snapshot summary
+                "input_fingerprint": first.topics[t].fingerprint
+                if len(reports) == 1
+                else dg.MetadataValue.json({r.partition_key: r.topics[t].fingerprint for r in reports}),
+                "data_files_written": tsum(t, "data_files"),
+                "commit_attempts": first.topics[t].commit_attempts,
+                "added_columns": dg.MetadataValue.json(added),
+                "corrupt_files": dg.MetadataValue.json(corrupt),
+                "duration_seconds": duration,
+            },
+        )
+    by_reason = Counter[str]()
+    for r in reports:
+        by_reason.update(r.quarantined_by_reason)
+    yield dg.MaterializeResult(
+        asset_key=QUARANTINE_KEY,
+        metadata={
+            **totals(bs.QUARANTINE_TABLE),
+            "dagster/partition_row_count": sum(r.quarantined for r in reports),
+            **hours,
+            "quarantined_by_reason": dg.MetadataValue.json(dict(sorted(by_reason.items()))),
+            "quarantined_by_topic": dg.MetadataValue.json({t: tsum(t, "quarantined") for t in first.topics}),
+            "lines": sum(r.lines for r in reports),
+            "duration_seconds": duration,
+        },
+    )
+    yield dg.MaterializeResult(
+        asset_key=INGEST_LOG_KEY,
+        metadata={
+            **totals(bs.INGEST_LOG_TABLE),
+            **hours,
+            "lines": sum(r.lines for r in reports),
+            "rows": sum(r.rows for r in reports),
+            "quarantined": sum(r.quarantined for r in reports),
+            "tombstones": sum(r.tombstones for r in reports),
+            "late_events": sum(tsum(t, "late_events") for t in first.topics),
+            "files_read": sum(len(r.topics[t].files) for r in reports for t in r.topics),
+            "bytes_read": sum(tsum(t, "bytes") for t in first.topics),
+            "snapshot_ids": dg.MetadataValue.json(
+                {
+                    **{t: str(r.snapshot_id) for t, r in first.topics.items()},
+                    bs.QUARANTINE_TABLE: str(first.quarantine_snapshot_id),
+                    bs.INGEST_LOG_TABLE: str(first.ingest_log_snapshot_id),
+                }
+            ),
+            "duration_seconds": duration,
+        },
+    )

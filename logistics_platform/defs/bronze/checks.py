@@ -1,4 +1,5 @@
-"""The bronze checks: accounting of every landed line (blocking), quarantine rate and schema drift (warnings).
+"""The bronze checks: accounting of every landed line (blocking), quarantine rate and schema drift (warnings),
+answered per arrival hour (a range run's result holds every hour's answer in its metadata).
 
 They are evaluated inside the ingest step, from its report and a DuckDB re-read of the committed tables
 (:mod:`logistics_platform.lib.bronze.accounting`).
@@ -6,8 +7,10 @@ They are evaluated inside the ingest step, from its report and a DuckDB re-read 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
 import dagster as dg
 
@@ -55,31 +58,61 @@ def bronze_check_specs() -> list[dg.AssetCheckSpec]:
     return checks
 
 
-def bronze_check_results(report: IngestReport, accounts: Mapping[str, TopicAccount]) -> Iterator[dg.AssetCheckResult]:
-    """The check results of one ingested hour, from its ingest report and its accounting."""
-    for t, acc in accounts.items():
+def bronze_check_results(
+    reports: Sequence[IngestReport], accounts: Mapping[datetime, Mapping[str, TopicAccount]]
+) -> Iterator[dg.AssetCheckResult]:
+    """The check results of one ingest run (one hour or a range), from its reports and each hour's accounting.
+
+    Each check answers per hour: it fails when any hour of the run fails, and for a range its metadata holds
+    every hour's answer (hour key -> counts).
+    """
+    single = len(reports) == 1
+    for t in reports[0].topics:
+        per_hour = {r.partition_key: accounts[r.arrival_hour][t] for r in reports}
+        unbalanced = [k for k, acc in per_hour.items() if not acc.balanced]
+        damaged = {k: acc for k, acc in per_hour.items() if acc.corrupt_files}
         description = None
-        if not acc.balanced:
+        if unbalanced:
+            acc = per_hour[unbalanced[0]]
+            where = (
+                "" if single else f"{len(unbalanced)} hours ({', '.join(unbalanced[:5])}) unbalanced; {unbalanced[0]}: "
+            )
             description = (
-                f"{acc.lines} lines landed but {acc.bronze_rows} rows + {acc.quarantine_rows} quarantined + "
+                f"{where}{acc.lines} lines landed but {acc.bronze_rows} rows + {acc.quarantine_rows} quarantined + "
                 f"{acc.tombstones} tombstones are accounted for: re-run the partition; if it persists, compare "
                 "bronze.ingest_log with the landing files of this hour"
             )
-        elif acc.corrupt_files:  # a WARN: the readable lines are accounted for, downstream is not blocked
+        elif damaged:  # a WARN: the readable lines are accounted for, downstream is not blocked
+            files = [f for acc in damaged.values() for f in acc.corrupt_files]
             description = (
-                f"cannot be read to the end: {', '.join(acc.corrupt_files)}; its complete lines before the damage "
+                f"cannot be read to the end: {', '.join(files)}; its complete lines before the damage "
                 "are accounted for (bronze.quarantine, reason corrupt_file, says where reading stopped). Have the "
                 "producer re-deliver it: the hour is re-ingested when the file changes"
             )
+        if single:
+            metadata: dict[str, Any] = dict(next(iter(per_hour.values())).as_dict())
+        else:
+            metadata = {
+                "arrival_hours": len(per_hour),
+                "balanced": not unbalanced,
+                "unbalanced_hours": dg.MetadataValue.json(unbalanced),
+                "lines": sum(a.lines for a in per_hour.values()),
+                "bronze_rows": sum(a.bronze_rows for a in per_hour.values()),
+                "quarantine_rows": sum(a.quarantine_rows for a in per_hour.values()),
+                "tombstones": sum(a.tombstones for a in per_hour.values()),
+                "by_hour": dg.MetadataValue.json({k: a.as_dict() for k, a in per_hour.items()}),
+            }
         yield dg.AssetCheckResult(
             asset_key=TOPIC_KEYS[t],
             check_name=CHECK_ACCOUNTING,
             passed=description is None,
-            severity=dg.AssetCheckSeverity.ERROR if not acc.balanced else dg.AssetCheckSeverity.WARN,
+            severity=dg.AssetCheckSeverity.ERROR if unbalanced else dg.AssetCheckSeverity.WARN,
             description=description,
-            metadata=acc.as_dict(),
+            metadata=metadata,
         )
-        added = report.topics[t].added_columns
+        added: dict[str, str] = {}
+        for r in reports:
+            added.update(r.topics[t].added_columns)
         yield dg.AssetCheckResult(
             asset_key=TOPIC_KEYS[t],
             check_name=CHECK_SCHEMA_STABLE,
@@ -88,19 +121,39 @@ def bronze_check_results(report: IngestReport, accounts: Mapping[str, TopicAccou
             description=(f"columns added from the landing data: {added}" if added else None),
             metadata={"added_columns": dg.MetadataValue.json(added)},
         )
-    rate = report.quarantined / report.lines if report.lines else 0.0
+    rates = {r.partition_key: (r.quarantined / r.lines if r.lines else 0.0) for r in reports}
+    high = {k: v for k, v in rates.items() if v > QUARANTINE_RATE_WARN}
+    lines = sum(r.lines for r in reports)
+    quarantined = sum(r.quarantined for r in reports)
+    by_reason: Counter[str] = Counter()
+    for r in reports:
+        by_reason.update(r.quarantined_by_reason)
+    rate_meta: dict[str, Any] = {
+        "rate": round(quarantined / lines if lines else 0.0, 6),
+        "quarantined": quarantined,
+        "lines": lines,
+        "by_reason": dg.MetadataValue.json(dict(sorted(by_reason.items()))),
+    }
+    if not single:
+        rate_meta["hours_above_threshold"] = dg.MetadataValue.json({k: round(v, 6) for k, v in high.items()})
+    if not high:
+        rate_description = None
+    elif single:
+        rate_description = (
+            f"{rates[reports[0].partition_key]:.2%} of the hour's lines were quarantined "
+            f"(threshold {QUARANTINE_RATE_WARN:.0%})"
+        )
+    else:
+        worst = max(high, key=lambda k: high[k])
+        rate_description = (
+            f"{len(high)} hours had more than {QUARANTINE_RATE_WARN:.0%} of their lines quarantined "
+            f"(worst {worst}: {high[worst]:.2%})"
+        )
     yield dg.AssetCheckResult(
         asset_key=QUARANTINE_KEY,
         check_name=CHECK_QUARANTINE_RATE,
-        passed=rate <= QUARANTINE_RATE_WARN,
+        passed=not high,
         severity=dg.AssetCheckSeverity.WARN,
-        description=None
-        if rate <= QUARANTINE_RATE_WARN
-        else f"{rate:.2%} of the hour's lines were quarantined (threshold {QUARANTINE_RATE_WARN:.0%})",
-        metadata={
-            "rate": round(rate, 6),
-            "quarantined": report.quarantined,
-            "lines": report.lines,
-            "by_reason": dg.MetadataValue.json(report.quarantined_by_reason),
-        },
+        description=rate_description,
+        metadata=rate_meta,
     )

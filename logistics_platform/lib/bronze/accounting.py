@@ -1,4 +1,4 @@
-"""The accounting invariant of one arrival hour, computed independently of the ingest.
+"""The accounting invariant of each arrival hour, computed independently of the ingest.
 
 landed lines = bronze rows + quarantine rows + tombstones, per topic. The left side is counted from the
 landing files' bytes (:func:`landing.count_lines`), the right side is read back from the committed Iceberg
@@ -10,6 +10,7 @@ that records the file itself (reason ``corrupt_file``) is not a line and is matc
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
 
@@ -59,45 +60,57 @@ def _location(settings: Settings, table: str) -> str | None:
 def account_hour(settings: Settings, arrival_hour: datetime) -> dict[str, TopicAccount]:
     """Table -> the hour's accounting, landing files against what bronze holds for that hour now."""
     hour = hour_start(arrival_hour)
+    return account_hours(settings, [hour])[hour]
+
+
+def account_hours(settings: Settings, arrival_hours: Sequence[datetime]) -> dict[datetime, dict[str, TopicAccount]]:
+    """Hour -> table -> that hour's accounting, for every hour of ``arrival_hours`` (one table scan per table)."""
+    hours = sorted({hour_start(h) for h in arrival_hours})
     con = connect()
     try:
         q_loc = _location(settings, bs.QUARANTINE_TABLE)
-        quarantined: dict[str, int] = {}
-        corrupt_rows: dict[str, int] = {}
-        if q_loc is not None:
-            for topic, is_file, n in con.execute(
-                "select _topic, reason = ?, count(*) from iceberg_scan(?) where _arrival_hour = ? group by all",
-                [bs.REASON_CORRUPT_FILE, q_loc, hour],
+        quarantined: dict[tuple[datetime, str], int] = {}
+        corrupt_rows: dict[tuple[datetime, str], int] = {}
+        if q_loc is not None and hours:
+            for hour, topic, is_file, n in con.execute(
+                "select _arrival_hour, _topic, reason = ?, count(*) from iceberg_scan(?) "
+                "where _arrival_hour in (select unnest(?::timestamp[])) group by all",
+                [bs.REASON_CORRUPT_FILE, q_loc, hours],
             ).fetchall():
-                (corrupt_rows if is_file else quarantined)[topic] = int(n)
-        out: dict[str, TopicAccount] = {}
+                (corrupt_rows if is_file else quarantined)[(hour, topic)] = int(n)
+        out: dict[datetime, dict[str, TopicAccount]] = {h: {} for h in hours}
         for table, spec in bs.TOPICS.items():
-            lines = tombstones = 0
-            corrupt: list[str] = []
-            files = list_hour_files(settings.landing_dir, spec.topic, hour)
-            for f in files:
-                c = scan_file(f)
-                lines += c.lines
-                tombstones += c.tombstones
-                if c.corrupt is not None:
-                    corrupt.append(f.relpath)
             loc = _location(settings, table)
-            rows = 0
-            if loc is not None:
-                (rows,) = con.execute(
-                    "select count(*) from iceberg_scan(?) where _arrival_hour = ?", [loc, hour]
-                ).fetchone() or (0,)
-            out[table] = TopicAccount(
-                table,
-                spec.topic,
-                len(files),
-                lines,
-                tombstones,
-                int(rows),
-                quarantined.get(spec.topic, 0),
-                tuple(corrupt),
-                corrupt_rows.get(spec.topic, 0),
-            )
+            rows: dict[datetime, int] = {}
+            if loc is not None and hours:
+                rows = dict(
+                    con.execute(
+                        "select _arrival_hour, count(*) from iceberg_scan(?) "
+                        "where _arrival_hour in (select unnest(?::timestamp[])) group by all",
+                        [loc, hours],
+                    ).fetchall()
+                )
+            for hour in hours:
+                lines = tombstones = 0
+                corrupt: list[str] = []
+                files = list_hour_files(settings.landing_dir, spec.topic, hour)
+                for f in files:
+                    c = scan_file(f)
+                    lines += c.lines
+                    tombstones += c.tombstones
+                    if c.corrupt is not None:
+                        corrupt.append(f.relpath)
+                out[hour][table] = TopicAccount(
+                    table,
+                    spec.topic,
+                    len(files),
+                    lines,
+                    tombstones,
+                    int(rows.get(hour, 0)),
+                    quarantined.get((hour, spec.topic), 0),
+                    tuple(corrupt),
+                    corrupt_rows.get((hour, spec.topic), 0),
+                )
         return out
     finally:
         con.close()

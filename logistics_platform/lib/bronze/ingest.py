@@ -1,12 +1,12 @@
-"""Bronze ingestion of one arrival hour: landing files -> typed Iceberg tables, exactly once per hour.
+"""Bronze ingestion of arrival hours: landing files -> typed Iceberg tables, exactly once per hour.
 
-For each bronze table the hour is replaced in ONE Iceberg commit (old files of the hour removed, new files
-added), never touching other hours. Data files are written batch by batch first (bounded memory), then
-committed; a crash in between leaves the table as it was (the written files become orphans that the
-maintenance job removes). Concurrent writers of other hours of the same table are handled by optimistic
-concurrency: on ``CommitFailedException`` the table is reloaded and the same replace is re-applied on the
-fresh metadata with the already-written files. ``bronze.ingest_log`` is replaced LAST, so a logged hour is
-a committed hour.
+For each bronze table a range of hours (or one hour) is replaced in ONE Iceberg commit (old files of those
+hours removed, new files added), never touching other hours; each hour keeps its own data files. Data files
+are written batch by batch first (bounded memory), then committed; a crash in between leaves the table as it
+was (the written files become orphans that the maintenance job removes). Concurrent writers of other hours of
+the same table are handled by optimistic concurrency: on ``CommitFailedException`` the table is reloaded and
+the same replace is re-applied on the fresh metadata with the already-written files. ``bronze.ingest_log``
+(one row per topic and hour) is replaced LAST, so a logged hour is a committed hour.
 
 Every row value is a pure function of the landing files: the run id and the input file list go into
 snapshot summary properties only. Lines are parsed in blocks of whole lines (in worker processes for large
@@ -23,10 +23,10 @@ import random
 import time
 import uuid
 from collections import Counter, deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from itertools import count
 from typing import Any
 
@@ -40,7 +40,7 @@ from pyiceberg.exceptions import (
     TableAlreadyExistsError,
     ValidationException,
 )
-from pyiceberg.expressions import EqualTo
+from pyiceberg.expressions import BooleanExpression, EqualTo, In
 from pyiceberg.io.pyarrow import (
     _dataframe_to_data_files,
     _determine_partitions,
@@ -86,6 +86,10 @@ PROP_ROWS = "logistics.rows"
 PROP_QUARANTINED = "logistics.quarantined"
 PROP_TOMBSTONES = "logistics.tombstones"
 PROP_RUN_ID = "dagster.run-id"
+# Only on the commit of a range of hours (whose fingerprint property is then a JSON object: hour key -> fingerprint).
+PROP_ARRIVAL_HOUR_END = "logistics.arrival-hour-end"
+PROP_HOURS = "logistics.hours"
+PROP_FILES_IN = "logistics.input-files-in"
 
 MAX_COMMIT_ATTEMPTS = 12
 TABLE_PROPERTIES = {
@@ -262,45 +266,51 @@ def add_columns(catalog: Catalog, identifier: str, columns: dict[str, IcebergTyp
     return dict(added)
 
 
-def _hour_files(table: Table, hour_column: str, hour: datetime) -> tuple[list[DataFile], bool]:
-    """Live data files that may hold rows of ``hour``; and whether each holds nothing but that hour."""
+def _range_filter(hour_column: str, hours: Sequence[datetime]) -> BooleanExpression:
+    if len(hours) == 1:
+        return EqualTo(hour_column, hours[0].isoformat())
+    return In(hour_column, [h.isoformat() for h in hours])
+
+
+def _hour_files(table: Table, hour_column: str, hours: Sequence[datetime]) -> tuple[list[DataFile], bool]:
+    """Live data files that may hold rows of ``hours``; and whether each holds nothing but one of those hours."""
     if table.current_snapshot() is None:
         return [], True
     field_id = table.schema().find_field(hour_column).field_id
-    hour_us = _micros(hour)
+    wanted = sorted(_micros(h) for h in hours)
     files, whole = [], True
-    for task in table.scan(row_filter=EqualTo(hour_column, hour.isoformat())).plan_files():
+    for task in table.scan(row_filter=_range_filter(hour_column, hours)).plan_files():
         f = task.file
         lo, hi = f.lower_bounds.get(field_id), f.upper_bounds.get(field_id)
         lo_v = from_bytes(TimestampType(), lo) if lo is not None else None
         hi_v = from_bytes(TimestampType(), hi) if hi is not None else None
-        if lo_v == hour_us and hi_v == hour_us and not task.delete_files:
+        if lo_v is not None and lo_v == hi_v and lo_v in wanted and not task.delete_files:
             files.append(f)
-        elif lo_v is None or hi_v is None or lo_v <= hour_us <= hi_v:
+        elif lo_v is None or hi_v is None or any(lo_v <= h <= hi_v for h in wanted):
             whole = False
             files.append(f)
     return files, whole
 
 
-def replace_hour(
+def replace_hours(
     catalog: Catalog,
     identifier: str,
     hour_column: str,
-    hour: datetime,
+    hours: Sequence[datetime],
     new_files: list[DataFile],
     properties: dict[str, str],
     before_commit: BeforeCommitHook | None = None,
 ) -> tuple[int | None, int]:
-    """Replace the rows of one hour by ``new_files`` in one commit; retried on concurrent commits.
+    """Replace the rows of ``hours`` by ``new_files`` in one commit; retried on concurrent commits.
 
-    Returns (snapshot id, attempts). In the usual case every old file of the hour holds only that hour and the
-    replace is metadata-only (one OVERWRITE snapshot). After compaction merged a day into larger files, the
-    delete rewrites them copy-on-write (still one catalog commit).
+    Returns (snapshot id, attempts). In the usual case every old file of these hours holds only one of them and
+    the replace is metadata-only (one OVERWRITE snapshot). After compaction merged a day into larger files, the
+    delete rewrites them copy-on-write (still one catalog commit). Hours outside ``hours`` are never touched.
     """
 
     def attempt(n: int) -> int | None:
         table = catalog.load_table(identifier)
-        old, whole = _hour_files(table, hour_column, hour)
+        old, whole = _hour_files(table, hour_column, hours)
         if not old and not new_files:
             return table.current_snapshot().snapshot_id if table.current_snapshot() else None
         if before_commit is not None and n == 1:
@@ -313,7 +323,7 @@ def replace_hour(
                     for f in new_files:
                         ow.append_data_file(f)
             else:
-                tx.delete(EqualTo(hour_column, hour.isoformat()), snapshot_properties=properties)
+                tx.delete(_range_filter(hour_column, hours), snapshot_properties=properties)
                 if new_files:
                     with tx.update_snapshot(snapshot_properties=properties).fast_append() as fa:
                         for f in new_files:
@@ -321,7 +331,21 @@ def replace_hour(
         snap = table.current_snapshot()
         return snap.snapshot_id if snap else None
 
-    return _retrying(f"{identifier}: replace hour {hour:%Y-%m-%d %H:00}", attempt)
+    what = f"{hours[0]:%Y-%m-%d %H:00}" + (f" .. {hours[-1]:%Y-%m-%d %H:00}" if len(hours) > 1 else "")
+    return _retrying(f"{identifier}: replace {what}", attempt)
+
+
+def replace_hour(
+    catalog: Catalog,
+    identifier: str,
+    hour_column: str,
+    hour: datetime,
+    new_files: list[DataFile],
+    properties: dict[str, str],
+    before_commit: BeforeCommitHook | None = None,
+) -> tuple[int | None, int]:
+    """:func:`replace_hours` of one hour."""
+    return replace_hours(catalog, identifier, hour_column, [hour], new_files, properties, before_commit)
 
 
 def _micros(dt: datetime) -> int:
@@ -711,12 +735,35 @@ def _ingest_topic(
     return writer
 
 
-def _properties(key: str, hour: datetime, run_id: str | None, **counts: Any) -> dict[str, str]:
-    props = {PROP_PARTITION_KEY: key, PROP_ARRIVAL_HOUR: hour.isoformat()}
+def _properties(keys: Sequence[str], hours: Sequence[datetime], run_id: str | None, **counts: Any) -> dict[str, str]:
+    """Snapshot summary properties of a commit covering ``keys`` (one hour, or a range of them)."""
+    if len(keys) == 1:
+        props = {PROP_PARTITION_KEY: keys[0], PROP_ARRIVAL_HOUR: hours[0].isoformat()}
+    else:
+        props = {
+            PROP_PARTITION_KEY: f"{keys[0]}..{keys[-1]}",
+            PROP_ARRIVAL_HOUR: hours[0].isoformat(),
+            PROP_ARRIVAL_HOUR_END: hours[-1].isoformat(),
+            PROP_HOURS: str(len(keys)),
+        }
     props.update({k: v if isinstance(v, str) else json.dumps(v) for k, v in counts.items()})
     if run_id:
         props[PROP_RUN_ID] = run_id
     return props
+
+
+def consecutive_ranges(hours: Sequence[datetime], max_hours: int) -> list[list[datetime]]:
+    """The distinct hours, sorted and cut into runs of consecutive hours of at most ``max_hours`` each.
+
+    A gap starts a new run: a range over it would also ingest (and record) the hours in between.
+    """
+    out: list[list[datetime]] = []
+    for hour in sorted({hour_start(h) for h in hours}):
+        if out and hour - out[-1][-1] == timedelta(hours=1) and len(out[-1]) < max(1, max_hours):
+            out[-1].append(hour)
+        else:
+            out.append([hour])
+    return out
 
 
 def ingest_hour(
@@ -731,135 +778,190 @@ def ingest_hour(
 ) -> IngestReport:
     """Replace one arrival hour in every bronze table with what the landing zone holds for it (idempotent).
 
+    The range of one hour of :func:`ingest_hours`.
+    """
+    (report,) = ingest_hours(
+        settings,
+        [arrival_hour],
+        run_id,
+        before_commit=before_commit,
+        progress=progress,
+        parallel_min_bytes=parallel_min_bytes,
+        fast_run_lines=fast_run_lines,
+    )
+    return report
+
+
+def ingest_hours(
+    settings: Settings,
+    arrival_hours: Sequence[datetime],
+    run_id: str | None = None,
+    *,
+    before_commit: BeforeCommitHook | None = None,
+    progress: Callable[[str], None] | None = None,
+    parallel_min_bytes: int = PARALLEL_MIN_BYTES,
+    fast_run_lines: int = FAST_RUN_LINES,
+) -> list[IngestReport]:
+    """Replace arrival hours in every bronze table with what the landing zone holds for them (idempotent).
+
+    ONE commit per table for all of ``arrival_hours`` (any set of hours, in any order; reports come back in
+    hour order): every hour is parsed and written first, then each table's files of these hours are swapped
+    for the new ones atomically, the ingest log last. Each hour keeps its own data files, so the rows, the
+    files and a later re-ingest of any single hour are exactly what hour-by-hour ingest gives.
+
     Hours of at least ``parallel_min_bytes`` are parsed by ``settings.ingest_workers`` processes.
     Runs of ``fast_run_lines`` lines are first tried on the vectorised clean path (:mod:`lib.fastpath`), which
     declines any run it cannot prove identical; ``0`` parses every line with the per-line parser (the source of
     truth: same result, slower).
     """
     started = time.perf_counter()
-    hour = hour_start(arrival_hour)
-    key = hour_partition_key(hour)
+    hours = sorted({hour_start(h) for h in arrival_hours})
+    if not hours:
+        raise ValueError("ingest_hours: no arrival hours given; pass at least one hour")
+    keys = [hour_partition_key(h) for h in hours]
     say = progress or log.info
     catalog = load_catalog(settings)
     tables = ensure_bronze_tables(catalog)
-    report = IngestReport(arrival_hour=hour, partition_key=key, run_id=run_id)
-    quarantine = BatchWriter(tables[bs.QUARANTINE_TABLE], settings.ingest_batch_rows)
-    hour_files = {name: list_hour_files(settings.landing_dir, spec.topic, hour) for name, spec in bs.TOPICS.items()}
-    hour_bytes = sum(f.size for fs in hour_files.values() for f in fs)
-    pool = _Pool(settings.ingest_workers if hour_bytes >= parallel_min_bytes else 1)
-    _ingest_topics(
-        catalog, settings, hour, key, run_id, hour_files, quarantine, report, pool, say, before_commit, fast_run_lines
-    )
-    _finish_hour(catalog, hour, key, run_id, quarantine, report, tables, before_commit)
-    report.duration_seconds = time.perf_counter() - started
-    say(
-        f"{key}: {report.lines:,} lines -> {report.rows:,} rows, {report.quarantined:,} quarantined, "
-        f"{report.tombstones:,} tombstones in {report.duration_seconds:.1f}s"
-    )
-    return report
-
-
-def _ingest_topics(
-    catalog: Catalog,
-    settings: Settings,
-    hour: datetime,
-    key: str,
-    run_id: str | None,
-    hour_files: dict[str, list[LandingFile]],
-    quarantine: BatchWriter,
-    report: IngestReport,
-    pool: _Pool,
-    say: Callable[[str], None],
-    before_commit: BeforeCommitHook | None,
-    fast_run_lines: int = FAST_RUN_LINES,
-) -> None:
+    reports = [IngestReport(arrival_hour=h, partition_key=k, run_id=run_id) for h, k in zip(hours, keys, strict=True)]
+    quarantines = [BatchWriter(tables[bs.QUARANTINE_TABLE], settings.ingest_batch_rows) for _ in hours]
+    files_by_hour = [
+        {name: list_hour_files(settings.landing_dir, spec.topic, h) for name, spec in bs.TOPICS.items()} for h in hours
+    ]
+    pools = [
+        _Pool(settings.ingest_workers if sum(f.size for fs in hf.values() for f in fs) >= parallel_min_bytes else 1)
+        for hf in files_by_hour
+    ]
+    label = keys[0] if len(keys) == 1 else f"{keys[0]}..{keys[-1]}"
     for name, spec in bs.TOPICS.items():
-        files = hour_files[name]
-        tr = TopicReport(table=name, topic=spec.topic)
-        tr.files = [(f.relpath, f.size) for f in files]
-        tr.fingerprint = fingerprint(files)
-        tr.bytes = sum(f.size for f in files)
-        report.topics[name] = tr
-        say(f"{key} {spec.identifier}: reading {len(files)} files, {tr.bytes:,} bytes")
-        writer = _ingest_topic(catalog, spec, hour, files, settings, quarantine, tr, pool, fast_run_lines)
+        new_files: list[DataFile] = []
+        for i, hour in enumerate(hours):
+            files = files_by_hour[i][name]
+            tr = TopicReport(table=name, topic=spec.topic)
+            tr.files = [(f.relpath, f.size) for f in files]
+            tr.fingerprint = fingerprint(files)
+            tr.bytes = sum(f.size for f in files)
+            reports[i].topics[name] = tr
+            say(f"{keys[i]} {spec.identifier}: reading {len(files)} files, {tr.bytes:,} bytes")
+            writer = _ingest_topic(catalog, spec, hour, files, settings, quarantines[i], tr, pools[i], fast_run_lines)
+            new_files.extend(writer.files)
+        trs = [r.topics[name] for r in reports]
         props = _properties(
-            key,
-            hour,
+            keys,
+            hours,
             run_id,
-            **{
-                PROP_FINGERPRINT: tr.fingerprint,
-                PROP_FILES: tr.files,
-                PROP_LINES: tr.lines,
-                PROP_ROWS: tr.rows,
-                PROP_QUARANTINED: tr.quarantined,
-                PROP_TOMBSTONES: tr.tombstones,
-            },
+            **_range_counts(
+                trs,
+                keys,
+                lines=sum(t.lines for t in trs),
+                rows=sum(t.rows for t in trs),
+                quarantined=sum(t.quarantined for t in trs),
+                tombstones=sum(t.tombstones for t in trs),
+            ),
         )
-        tr.snapshot_id, tr.commit_attempts = replace_hour(
-            catalog, spec.identifier, "_arrival_hour", hour, writer.files, props, before_commit
+        snapshot_id, attempts = replace_hours(
+            catalog, spec.identifier, "_arrival_hour", hours, new_files, props, before_commit
         )
-        damaged = f", {len(tr.corrupt_files)} corrupt files (see bronze.quarantine)" if tr.corrupt_files else ""
+        for t in trs:
+            t.snapshot_id, t.commit_attempts = snapshot_id, attempts
+        damaged = sum(len(t.corrupt_files) for t in trs)
+        note = f", {damaged} corrupt files (see bronze.quarantine)" if damaged else ""
         say(
-            f"{key} {spec.identifier}: {tr.lines:,} lines -> {tr.rows:,} rows, {tr.quarantined:,} quarantined, "
-            f"{tr.tombstones:,} tombstones{damaged}; snapshot {tr.snapshot_id}"
+            f"{label} {spec.identifier}: {sum(t.lines for t in trs):,} lines -> {sum(t.rows for t in trs):,} rows, "
+            f"{sum(t.quarantined for t in trs):,} quarantined, {sum(t.tombstones for t in trs):,} tombstones{note}; "
+            f"snapshot {snapshot_id}"
         )
+    _finish_hours(catalog, hours, keys, run_id, quarantines, reports, tables, before_commit)
+    elapsed = time.perf_counter() - started
+    for r in reports:
+        r.duration_seconds = elapsed
+    say(
+        f"{label}: {sum(r.lines for r in reports):,} lines -> {sum(r.rows for r in reports):,} rows, "
+        f"{sum(r.quarantined for r in reports):,} quarantined, {sum(r.tombstones for r in reports):,} tombstones "
+        f"in {elapsed:.1f}s"
+    )
+    return reports
 
 
-def _finish_hour(
+def _range_counts(trs: Sequence[TopicReport], keys: Sequence[str], **counts: int) -> dict[str, Any]:
+    """The fingerprint, file list and counts of one table's commit: as today for one hour; per hour for a range
+    (the file lists of a range are in its ``bronze.ingest_log`` rows)."""
+    if len(trs) == 1:
+        fingerprints: Any = trs[0].fingerprint
+        files: dict[str, Any] = {PROP_FILES: trs[0].files}
+    else:
+        fingerprints = {k: t.fingerprint for k, t in zip(keys, trs, strict=True)}
+        files = {PROP_FILES_IN: f"{bs.NAMESPACE}.{bs.INGEST_LOG_TABLE}"}
+    return {
+        PROP_FINGERPRINT: fingerprints,
+        **files,
+        PROP_LINES: counts["lines"],
+        PROP_ROWS: counts["rows"],
+        PROP_QUARANTINED: counts["quarantined"],
+        PROP_TOMBSTONES: counts["tombstones"],
+    }
+
+
+def _finish_hours(
     catalog: Catalog,
-    hour: datetime,
-    key: str,
+    hours: Sequence[datetime],
+    keys: Sequence[str],
     run_id: str | None,
-    quarantine: BatchWriter,
-    report: IngestReport,
+    quarantines: Sequence[BatchWriter],
+    reports: Sequence[IngestReport],
     tables: dict[str, Table],
     before_commit: BeforeCommitHook | None,
 ) -> None:
-    """Commit the quarantine, then the ingest log: the log row is the proof that the hour is complete."""
-    quarantine.flush()
-    all_files = [rel for t in report.topics.values() for rel in t.files]
+    """Commit the quarantine, then the ingest log: a log row is the proof that its hour is complete."""
+    for q in quarantines:
+        q.flush()
+    fingerprints = [fingerprint_of([rel for t in r.topics.values() for rel in t.files]) for r in reports]
     q_props = _properties(
-        key,
-        hour,
+        keys,
+        hours,
         run_id,
         **{
-            PROP_FINGERPRINT: fingerprint_of(all_files),
-            PROP_LINES: report.lines,
-            PROP_QUARANTINED: report.quarantined,
+            PROP_FINGERPRINT: fingerprints[0] if len(keys) == 1 else dict(zip(keys, fingerprints, strict=True)),
+            PROP_LINES: sum(r.lines for r in reports),
+            PROP_QUARANTINED: sum(r.quarantined for r in reports),
         },
     )
     q_id = f"{bs.NAMESPACE}.{bs.QUARANTINE_TABLE}"
-    report.quarantine_snapshot_id, _ = replace_hour(
-        catalog, q_id, "_arrival_hour", hour, quarantine.files, q_props, before_commit
-    )
+    q_files = [f for q in quarantines for f in q.files]
+    q_snapshot, _ = replace_hours(catalog, q_id, "_arrival_hour", hours, q_files, q_props, before_commit)
 
-    log_writer = BatchWriter(tables[bs.INGEST_LOG_TABLE], 1000)
-    hour_us = _micros(hour)
-    for t in report.topics.values():
-        if not t.files:
-            continue  # an hour a topic did not land in has nothing to account for
-        log_writer.add(
-            (
-                t.topic,
-                hour_us,
-                json.dumps(t.files),
-                t.fingerprint,
-                len(t.files),
-                t.bytes,
-                t.lines,
-                t.rows,
-                t.quarantined,
-                t.tombstones,
-                t.late_events,
+    log_files: list[DataFile] = []
+    for hour, report in zip(hours, reports, strict=True):
+        report.quarantine_snapshot_id = q_snapshot
+        log_writer = BatchWriter(tables[bs.INGEST_LOG_TABLE], 1000)  # one file per hour, as hour by hour
+        hour_us = _micros(hour)
+        for t in report.topics.values():
+            if not t.files:
+                continue  # an hour a topic did not land in has nothing to account for
+            log_writer.add(
+                (
+                    t.topic,
+                    hour_us,
+                    json.dumps(t.files),
+                    t.fingerprint,
+                    len(t.files),
+                    t.bytes,
+                    t.lines,
+                    t.rows,
+                    t.quarantined,
+                    t.tombstones,
+                    t.late_events,
+                )
             )
-        )
-    log_writer.flush()
-    report.ingest_log_snapshot_id, _ = replace_hour(
+        log_writer.flush()
+        log_files.extend(log_writer.files)
+    log_snapshot, _ = replace_hours(
         catalog,
         f"{bs.NAMESPACE}.{bs.INGEST_LOG_TABLE}",
         "arrival_hour",
-        hour,
-        log_writer.files,
+        hours,
+        log_files,
         q_props,
         before_commit,
     )
+    for report in reports:
+        report.ingest_log_snapshot_id = log_snapshot

@@ -7,8 +7,8 @@ Design (safe by construction):
    throwaway Dagster instance (the live run history and sensors never see the rebuild's runs; the caller hands
    in how the dbt layer is run, see :data:`ModelsFor`). The live tables are only read (the DuckDB ``ops``
    schema: operator decisions such as folded windows are copied).
-   Bronze is written by ``ingest_hour`` (the function behind the ingest asset), the dbt layer by the
-   transform job over the whole range of arrival hours in one run.
+   Bronze is written by ``ingest_hours`` (the function behind the ingest asset, in ranges of consecutive
+   hours), the dbt layer by the transform job over the whole range of arrival hours in one run.
 2. **Validate.** Every Dagster run must succeed, every landed hour must be in the staged ingest log with the
    landing fingerprint and balanced accounting, and every mart must exist.
 3. **Swap.** Only then: one SQL transaction moves the live catalog's ``bronze.*`` / ``marts.*`` entries to the
@@ -115,8 +115,8 @@ Handed in by the caller (the CLI builds it from the Dagster definitions): this m
 
 def build(staged: Settings, result: RebuildResult, models: ModelsFor, log: Callable[[str], None]) -> None:
     """Ingest every landed hour and build every model into the staged location."""
-    from logistics_platform.lib.bronze.ingest import ingest_hour
-    from logistics_platform.lib.bronze.landing import hour_partition_key, list_arrival_hours, parse_partition_key
+    from logistics_platform.lib.bronze.ingest import consecutive_ranges, ingest_hours
+    from logistics_platform.lib.bronze.landing import hour_partition_key, list_arrival_hours
 
     start = staged.partitions_start_datetime
     keys = [hour_partition_key(h) for h in list_arrival_hours(staged.landing_dir) if h >= start]
@@ -125,17 +125,22 @@ def build(staged: Settings, result: RebuildResult, models: ModelsFor, log: Calla
     result.partitions = keys
     # Before any ingest: a code location that does not load fails the rebuild before it has written anything.
     model_build = models(staged)
-    # Bronze straight through ingest_hour (what the ingest asset runs), then validated below from the staged
-    # ingest log: the Dagster wrapper would only add run records to a throwaway instance.
-    for i, key in enumerate(keys, start=1):
+    # Bronze straight through ingest_hours (what the ingest asset runs), in ranges of consecutive hours (one
+    # commit per table each), then validated below from the staged ingest log: the Dagster wrapper would only add
+    # run records to a throwaway instance.
+    done = 0
+    hours = list_arrival_hours(staged.landing_dir)
+    for run in consecutive_ranges([h for h in hours if h >= start], staged.ingest_max_hours_per_run):
+        first, last = hour_partition_key(run[0]), hour_partition_key(run[-1])
+        label = first if len(run) == 1 else f"{first}..{last}"
         try:
-            ingest_hour(staged, parse_partition_key(key), run_id=f"rebuild-{result.stamp}")
+            ingest_hours(staged, run, run_id=f"rebuild-{result.stamp}")
         except Exception as exc:
-            result.runs.append(("ingest_hour", key, False))
-            raise RebuildError(f"ingest of {key} failed in the staging area ({exc}); live tables untouched") from exc
-        result.runs.append(("ingest_hour", key, True))
-        if i % 24 == 0 or i == len(keys):
-            log(f"[{i}/{len(keys)}] ingested up to {key}")
+            result.runs.append(("ingest_hours", label, False))
+            raise RebuildError(f"ingest of {label} failed in the staging area ({exc}); live tables untouched") from exc
+        result.runs.append(("ingest_hours", label, True))
+        done += len(run)
+        log(f"[{done}/{len(keys)}] ingested up to {last}")
     if model_build is not None:
         ok = model_build.run(keys[0], keys[-1], {"logistics/rebuild": result.stamp})
         result.runs.append((model_build.job_name, f"{keys[0]}..{keys[-1]}", ok))
