@@ -90,12 +90,11 @@ def hour_key(hour: datetime) -> str:
     return hour.strftime(HOUR_KEY_FORMAT)
 
 
-def _instance() -> dg.DagsterInstance:
-    # Without DAGSTER_HOME (e.g. called from a test) the runs still execute, in a throwaway instance. The test is
-    # Dagster's own (`DagsterInstance.get()` requires the variable); its "not set" error type is not public, and
-    # catching DagsterError instead would also swallow a broken dagster.yaml. DAGSTER_HOME is Dagster's setting, not
-    # ours, so it is read through Dagster's EnvVar rather than in settings.py.
-    if not dg.EnvVar("DAGSTER_HOME").get_value():
+def _instance(settings: Settings) -> dg.DagsterInstance:
+    # Without DAGSTER_HOME (e.g. called from a test) the runs still execute, in a throwaway instance. Dagster's own
+    # `DagsterInstance.get()` requires the variable; its "not set" error type is not public, and catching DagsterError
+    # instead would also swallow a broken dagster.yaml.
+    if settings.dagster_home is None:
         return dg.DagsterInstance.ephemeral()
     return dg.DagsterInstance.get()
 
@@ -199,7 +198,7 @@ def run_pipeline(
     keys = resolve_partitions(settings, partitions)
     load_catalog(settings)  # an unreachable catalog fails here in one line, not as retried runs of every hour
     defs, has_partitioned, has_unpartitioned = _jobs(build_definitions(settings))
-    instance = _instance()
+    instance = _instance(settings)
     summary = Summary(partitions=keys)
 
     def execute(job_name: str, label: str, **kwargs: object) -> dg.ExecuteInProcessResult:

@@ -88,6 +88,10 @@ SETTINGS_DOC: dict[str, tuple[str, str]] = {
         "24",
         "Most arrival hours one ingest run takes (backfills, `run`, `rebuild`): one Iceberg commit per table for them.",
     ),
+    "DAGSTER_HOME": (
+        "(unset; `make` sets .dagster_home)",
+        "Dagster's instance directory (its dagster.yaml); `run` uses a throwaway instance when unset.",
+    ),
 }
 
 
@@ -137,6 +141,8 @@ class Settings:
     sla_late_share_max: float = 0.05
     gps_jump_kmh: float = 150.0
     ingest_max_hours_per_run: int = 24
+    # Read by Dagster itself too; here only to know whether a persistent instance is configured.
+    dagster_home: Path | None = None
 
     @property
     def duckdb_database(self) -> str:
@@ -273,6 +279,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         sla_late_share_max=_number(env, "SLA_LATE_SHARE_MAX", d.sla_late_share_max),
         gps_jump_kmh=_number(env, "GPS_JUMP_KMH", d.gps_jump_kmh),
         ingest_max_hours_per_run=max(1, int(_number(env, "INGEST_MAX_HOURS_PER_RUN", d.ingest_max_hours_per_run, int))),
+        dagster_home=_path(env["DAGSTER_HOME"], cwd) if env.get("DAGSTER_HOME") else None,
     )
 
 
