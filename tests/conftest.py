@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from http.server import BaseHTTPRequestHandler, HTTPServer
@@ -18,7 +18,7 @@ import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 
 from logistics_platform.lib.connections import load_catalog
-from logistics_platform.settings import Settings, local_settings
+from logistics_platform.settings import Settings, local_settings, subprocess_env
 from tests.support.bronze import HOUR, contract_hour
 from tests.support.http import Webhook
 
@@ -29,6 +29,23 @@ PG = {"host": "127.0.0.1", "port": 5432, "user": "postgres", "dbname": "postgres
 def settings(tmp_path: Path) -> Settings:
     """Settings that keep landing zone, catalog, warehouse, DuckDB file and alerts log under the test's temp dir."""
     return local_settings(tmp_path)
+
+
+# The variables that point the command line (which builds its settings from the environment) at a temp dir.
+CLI_ENV_KEYS = ("LANDING_DIR", "ICEBERG_CATALOG_URI", "ICEBERG_WAREHOUSE", "DUCKDB_PATH")
+
+
+@pytest.fixture
+def cli_env(monkeypatch: pytest.MonkeyPatch) -> Callable[[Settings], None]:
+    """Call it with settings to make `logistics-platform` commands in this test use them (no Dagster home)."""
+
+    def apply(settings: Settings) -> None:
+        env = subprocess_env(settings)
+        for key in CLI_ENV_KEYS:
+            monkeypatch.setenv(key, env[key])
+        monkeypatch.delenv("DAGSTER_HOME", raising=False)
+
+    return apply
 
 
 @pytest.fixture

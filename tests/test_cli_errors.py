@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -15,19 +16,14 @@ from logistics_platform.cli import main
 from logistics_platform.lib.bronze.ingest import ingest_hour
 from logistics_platform.lib.bronze.landing import hour_partition_key
 from logistics_platform.pipeline import RunRecord, Summary, table_counts
-from logistics_platform.settings import Settings, local_settings, subprocess_env
+from logistics_platform.settings import Settings, local_settings
 from tests.support.bronze import HOUR, contract_hour
-
-ENV_KEYS = ("LANDING_DIR", "ICEBERG_CATALOG_URI", "ICEBERG_WAREHOUSE", "DUCKDB_PATH")
 
 
 @pytest.fixture
-def settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Settings:
+def settings(tmp_path: Path, cli_env: Callable[[Settings], None]) -> Settings:
     s = local_settings(tmp_path)
-    for key, value in subprocess_env(s).items():
-        if key in ENV_KEYS:
-            monkeypatch.setenv(key, value)
-    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    cli_env(s)
     return s
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import sqlite3
 import threading
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
@@ -32,7 +33,7 @@ from logistics_platform.lib.bronze.landing import (
 from logistics_platform.lib.connections import load_catalog
 from logistics_platform.lib.operate.landing_watch import scan_landing
 from logistics_platform.lib.operate.progress import compare, read_corrupt_files, read_ingest_log
-from logistics_platform.settings import Settings, local_settings, subprocess_env
+from logistics_platform.settings import Settings, local_settings
 from tests.support.bronze import HOUR, cdc, contract_hour, dump, order, ping, write_file
 
 KEY = hour_partition_key(HOUR)
@@ -48,14 +49,8 @@ def _orders(first: int, n: int, hour: datetime = HOUR) -> list[bytes]:
     return [dump(cdc("c", "orders", order(i, hour), lsn=10_000 + i, ts=hour)) for i in range(first, first + n)]
 
 
-def _landing_env(monkeypatch: pytest.MonkeyPatch, settings: Settings) -> None:
-    for key, value in subprocess_env(settings).items():
-        if key in ("LANDING_DIR", "ICEBERG_CATALOG_URI", "ICEBERG_WAREHOUSE", "DUCKDB_PATH"):
-            monkeypatch.setenv(key, value)
-
-
 def test_truncated_gzip_mid_hour_is_quarantined_and_the_hour_commits(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, cli_env: Callable[[Settings], None], capsys: pytest.CaptureFixture[str]
 ) -> None:
     settings = local_settings(tmp_path)
     expected = contract_hour(settings.landing_dir)
@@ -93,7 +88,7 @@ def test_truncated_gzip_mid_hour_is_quarantined_and_the_hour_commits(
     assert acc.metadata["balanced"].value is True
     assert checks[(TOPIC_KEYS["payments"], CHECK_ACCOUNTING)].passed
 
-    _landing_env(monkeypatch, settings)
+    cli_env(settings)
     assert main(["verify"]) == 1
     out = capsys.readouterr().out
     assert f"{KEY}  CORRUPT" in out and f"corrupt file: {rel}" in out

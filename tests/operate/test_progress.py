@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from logistics_platform.defs import operate
 from logistics_platform.lib.bronze.ingest import ingest_hour
 from logistics_platform.lib.operate.landing_watch import scan_landing
 from logistics_platform.lib.operate.progress import backlog, compare, read_ingest_log
-from logistics_platform.settings import Settings, local_settings, subprocess_env
+from logistics_platform.settings import Settings, local_settings
 from tests.support.bronze import HOUR, contract_hour, dump, order, write_file
 
 NEXT = HOUR + timedelta(hours=1)
@@ -24,14 +25,8 @@ def _state(settings: Settings) -> tuple[dict, dict]:
     return scan_landing(settings.landing_dir, lookback_days=None), read_ingest_log(settings)
 
 
-def _cli_env(monkeypatch: pytest.MonkeyPatch, settings: Settings) -> None:
-    for key, value in subprocess_env(settings).items():
-        if key in ("LANDING_DIR", "ICEBERG_CATALOG_URI", "ICEBERG_WAREHOUSE", "DUCKDB_PATH"):
-            monkeypatch.setenv(key, value)
-
-
 def test_verify_backlog_and_schedule_follow_ingest_and_delayed_files(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, cli_env: Callable[[Settings], None], capsys: pytest.CaptureFixture[str]
 ) -> None:
     settings = local_settings(tmp_path)
     contract_hour(settings.landing_dir, HOUR)
@@ -52,7 +47,7 @@ def test_verify_backlog_and_schedule_follow_ingest_and_delayed_files(
     assert state.hours_pending == ["2026-11-02-10:00", "2026-11-02-11:00"]
     assert (state.files_pending, state.lines_pending) == (2, 5)
 
-    _cli_env(monkeypatch, settings)
+    cli_env(settings)
     assert main(["verify"]) == 1
     out = capsys.readouterr().out
     assert "2026-11-02-10:00  CHANGED" in out and "2026-11-02-11:00  NEVER_INGESTED" in out
