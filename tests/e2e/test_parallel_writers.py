@@ -10,11 +10,11 @@ How they all land: pyiceberg's SQL catalog commits optimistically (one UPDATE of
 from __future__ import annotations
 
 import multiprocessing
-from concurrent.futures import ProcessPoolExecutor
 from datetime import datetime, timedelta
 from functools import partial
 from pathlib import Path
 from threading import Barrier
+from typing import Any
 
 import pytest
 
@@ -30,6 +30,7 @@ pytestmark = pytest.mark.postgres
 START = datetime(2026, 11, 4, 6)
 HOURS = 4
 LINED_UP = f"{bs.NAMESPACE}.orders"
+WRITER_DEADLINE_S = 600  # an upper bound of the wait, not a measurement
 
 
 def _line_up(barrier: Barrier, identifier: str) -> None:
@@ -38,8 +39,8 @@ def _line_up(barrier: Barrier, identifier: str) -> None:
         barrier.wait(timeout=300)
 
 
-def _ingest(settings: Settings, barrier: Barrier, hour: datetime) -> IngestReport:
-    return ingest_hour(settings, hour, before_commit=partial(_line_up, barrier))
+def _ingest(settings: Settings, barrier: Barrier, hour: datetime, reports: Any) -> None:
+    reports[hour.isoformat()] = ingest_hour(settings, hour, before_commit=partial(_line_up, barrier))
 
 
 def _rows(settings: Settings) -> dict[str, list[tuple]]:
@@ -63,9 +64,20 @@ def test_four_hours_written_at_once_all_land_once(tmp_path: Path, pg_database: s
     assert prod.env == "prod" and prod.catalog_uri.startswith("postgresql")
 
     ctx = multiprocessing.get_context("spawn")
-    with ctx.Manager() as manager, ProcessPoolExecutor(max_workers=HOURS, mp_context=ctx) as pool:
-        barrier = manager.Barrier(HOURS)
-        reports = list(pool.map(partial(_ingest, prod, barrier), hours))
+    # One plain process per hour (not a process pool: its result hand-off once hung this test inside the suite),
+    # each joined with a bound so that a stuck writer fails the test instead of hanging it.
+    with ctx.Manager() as manager:
+        barrier, by_hour = manager.Barrier(HOURS), manager.dict()
+        writers = [ctx.Process(target=_ingest, args=(prod, barrier, h, by_hour)) for h in hours]
+        for w in writers:
+            w.start()
+        for w in writers:
+            w.join(timeout=WRITER_DEADLINE_S)
+        stuck = [w for w in writers if w.is_alive()]
+        for w in stuck:
+            w.kill()
+        assert not stuck and all(w.exitcode == 0 for w in writers), [w.exitcode for w in writers]
+        reports: list[IngestReport] = [by_hour[h.isoformat()] for h in hours]
 
     # The race was real: three of the four first commits on bronze.orders lost and were retried.
     attempts = [r.topics["orders"].commit_attempts for r in reports]
