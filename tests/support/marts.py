@@ -39,6 +39,17 @@ MART_ROWS = {
         select timestamp '2026-11-01 08:00:00', i, 12, timestamp '2026-11-01 08:01:00', timestamp '2026-11-01 08:59:00'
         from range(5) r(i)
     """,
+    "fct_region_sla": """
+        select timestamp '2026-11-01 08:00:00' + to_minutes(5 * i), 'r-a', 4, 1, 0.25, 0, false from range(6) r(i)
+    """,
+    "fct_region_delivery_daily": """
+        select date '2026-11-01' + cast(i as integer), 'r-a', 12, 31.5, i, null, null, false from range(3) r(i)
+    """,
+    "fct_courier_gps_jumps": """
+        select 1, 'p-' || (i + 1), 'p-' || i, timestamp '2026-11-01 08:00:10' + to_seconds(i),
+            timestamp '2026-11-01 08:00:00' + to_seconds(i), 5.0, 1800.0
+        from range(4) r(i)
+    """,
     "late_events": """
         select 'logistics.tracking_pings', 'e-1', 'p-1', null, 'c', timestamp '2026-11-01 07:00:00',
             timestamp '2026-11-01 10:00:00', 10800, timestamp '2026-11-01 07:00:00', 'fct_courier_hourly_activity',
