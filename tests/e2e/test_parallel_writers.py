@@ -63,6 +63,9 @@ def test_four_hours_written_at_once_all_land_once(tmp_path: Path, pg_database: s
     prod = prod_settings(tmp_path / "prod", landing, pg_database)
     assert prod.env == "prod" and prod.catalog_uri.startswith("postgresql")
 
+    # The catalog's own tables exist before the writers start, as `logistics-platform setup` makes them before a
+    # deployment's first run: four writers creating them at once on an empty database race on PostgreSQL's DDL.
+    load_catalog(prod)
     ctx = multiprocessing.get_context("spawn")
     # One plain process per hour (not a process pool: its result hand-off once hung this test inside the suite),
     # each joined with a bound so that a stuck writer fails the test instead of hanging it.
