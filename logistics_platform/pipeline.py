@@ -27,6 +27,7 @@ from logistics_platform.defs.constants import (
     TRANSFORM_JOB,
 )
 from logistics_platform.defs.partitions import HOUR_KEY_FORMAT, arrival_hour_partitions
+from logistics_platform.lib.operate.landing_watch import RANGE_END_TAG, RANGE_START_TAG
 from logistics_platform.settings import Settings
 
 # The hourly jobs are the operate domain's (the same the sensors, schedules and UI backfills launch); only the
@@ -35,10 +36,6 @@ UNPARTITIONED_JOB = "run_downstream_unpartitioned"
 # Groups that `run` does not execute: maintenance is nightly, landing assets are external, capture reads the OLTP
 # database on its own command (`logistics-platform capture`) and lands files that `run` then ingests.
 EXCLUDED_GROUPS = (MAINTENANCE_GROUP, LANDING_GROUP, CAPTURE_GROUP)
-
-
-RANGE_START_TAG = "dagster/asset_partition_range_start"
-RANGE_END_TAG = "dagster/asset_partition_range_end"
 
 # Step-level events go to the run's event log (the UI shows them); the terminal gets warnings and our progress.
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}

@@ -11,6 +11,7 @@ from logistics_platform.lib.operate.landing_watch import (
     hours_to_reconcile,
     load_cursor,
     plan_ingest_requests,
+    run_covers_hour,
     stale_topics,
 )
 
@@ -61,3 +62,18 @@ def test_hour_fingerprint_is_order_independent_and_sensitive() -> None:
 
 def test_stale_topics() -> None:
     assert stale_topics({"a": "1", "b": "2", "c": "3"}, {"a": "1", "b": "9"}) == {"b": "changed", "c": "never"}
+
+
+def test_a_run_covers_its_own_hour_and_every_hour_of_its_range() -> None:
+    single = {"dagster/partition": "2026-11-01-02:00"}
+    ranged = {
+        "dagster/asset_partition_range_start": "2026-11-01-00:00",
+        "dagster/asset_partition_range_end": "2026-11-01-23:00",
+    }
+    assert run_covers_hour(single, "2026-11-01-02:00")
+    assert not run_covers_hour(single, "2026-11-01-03:00")
+    assert all(run_covers_hour(ranged, f"2026-11-01-{h:02d}:00") for h in range(24))
+    assert not run_covers_hour(ranged, "2026-11-02-00:00")
+    assert not run_covers_hour(ranged, "2026-10-31-23:00")
+    assert not run_covers_hour({"dagster/asset_partition_range_start": "2026-11-01-00:00"}, "2026-11-01-05:00")
+    assert not run_covers_hour({}, "2026-11-01-05:00")

@@ -18,6 +18,7 @@ from logistics_platform.lib.operate.landing_watch import (
     ingest_run_key,
     load_cursor,
     plan_ingest_requests,
+    run_covers_hour,
     scan_landing,
     stale_topics,
 )
@@ -85,13 +86,12 @@ def build_hourly_ingest_schedule(settings: Settings) -> dg.ScheduleDefinition:
         ingested = read_ingest_log(settings, hours)
         requests = []
         tick = context.scheduled_execution_time.astimezone(UTC).strftime("%Y-%m-%dT%H:%M")
+        # Single-hour runs and range runs (backfills, `run`) alike: an hour one of them is ingesting is left to it.
+        active = context.instance.get_runs(dg.RunsFilter(job_name=INGEST_JOB, statuses=ACTIVE_RUN_STATUSES))
         for hour in hours:
             topics = scan.get(hour, {})
             logged = {t: e.fingerprint for (t, h), e in ingested.items() if h == hour}
-            in_flight = context.instance.get_runs(
-                dg.RunsFilter(job_name=INGEST_JOB, statuses=ACTIVE_RUN_STATUSES, tags={"dagster/partition": hour}),
-                limit=1,
-            )
+            in_flight = any(run_covers_hour(run.tags, hour) for run in active)
             if topics and stale_topics(topics, logged) and _valid_hours(settings, {hour: ""}) and not in_flight:
                 fp = combine_fingerprints(topics)
                 requests.append(

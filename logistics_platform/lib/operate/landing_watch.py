@@ -176,3 +176,20 @@ def scan_landing(
 def hour_fingerprints(scan: Mapping[str, Mapping[str, str]]) -> dict[str, str]:
     """Hour key -> combined fingerprint, from :func:`scan_landing`."""
     return {hour: combine_fingerprints(topics) for hour, topics in scan.items()}
+
+
+# Dagster's tags on a run of a partition range (a backfill or `run` taking several hours in one run).
+RANGE_START_TAG = "dagster/asset_partition_range_start"
+RANGE_END_TAG = "dagster/asset_partition_range_end"
+PARTITION_TAG = "dagster/partition"
+
+
+def run_covers_hour(tags: Mapping[str, str], hour: str) -> bool:
+    """Whether a run with these tags ingests arrival hour ``hour``: its own partition, or inside its range.
+
+    Hour keys sort as their hours do (fixed-width ``YYYY-MM-DD-HH:MM``), so a range is a string interval.
+    """
+    if tags.get(PARTITION_TAG) == hour:
+        return True
+    start, end = tags.get(RANGE_START_TAG), tags.get(RANGE_END_TAG)
+    return start is not None and end is not None and start <= hour <= end
