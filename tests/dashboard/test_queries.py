@@ -7,6 +7,7 @@ from decimal import Decimal
 from pathlib import Path
 
 import pyarrow as pa
+
 from logistics_platform.lib.connections import load_catalog
 from logistics_platform.lib.dashboard.health import health_frame, quarantine_by_hour, read_ingest_lines
 from logistics_platform.lib.dashboard.operations import delivery_view, revenue_by_tenant, revenue_by_tier, sla_view
