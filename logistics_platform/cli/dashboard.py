@@ -39,6 +39,8 @@ def streamlit_command(port: int) -> list[str]:
         "false",
         "--server.fileWatcherType",
         "none",
+        "--client.toolbarMode",
+        "viewer",
     ]
 
 

@@ -1,4 +1,4 @@
-"""The operations dashboard: a Streamlit app (``app.py``) whose pages (``pages/``) draw what lib.dashboard computes.
+"""The operations dashboard: a Streamlit app (``app.py``) whose pages (``views/``) draw what lib.dashboard computes.
 
 Served by `logistics-platform dashboard` (`make dashboard`) on 127.0.0.1:DASHBOARD_PORT.
 """
@@ -8,4 +8,5 @@ from __future__ import annotations
 from pathlib import Path
 
 APP = Path(__file__).resolve().parent / "app.py"
-PAGES = Path(__file__).resolve().parent / "pages"
+# Not `pages/`: Streamlit would serve a folder of that name beside the app as pages of their own, around app.py.
+PAGES = Path(__file__).resolve().parent / "views"

@@ -34,33 +34,30 @@ else:
 if shown.empty:
     common.stop("Pick at least one region.")
 
-base = alt.Chart().encode(x=alt.X("delivery_date:T", title="delivery date (UTC)"))
-band = base.mark_area(opacity=0.18, color=common.OK).encode(y=alt.Y("band_low:Q", title="minutes"), y2="band_high:Q")
-baseline = base.mark_line(strokeDash=[5, 4], color=common.MUTED).encode(y="baseline_avg_minutes:Q")
-actual = base.mark_line(point=True, color=common.OK).encode(
-    y="avg_delivery_minutes:Q",
-    tooltip=[
-        "region",
-        "delivery_date:T",
-        "deliveries",
-        alt.Tooltip("avg_delivery_minutes:Q", format=".1f"),
-        alt.Tooltip("baseline_avg_minutes:Q", format=".1f"),
-        "baseline_days",
-    ],
-)
-# Facets need every layer on the same data: the anomaly marks filter it instead of taking a subset.
-marks = (
-    base.transform_filter(alt.datum.is_anomaly)
-    .mark_point(shape="diamond", size=220, filled=True, color=common.ALERT)
-    .encode(y="avg_delivery_minutes:Q")
-)
-chart = (
-    alt.layer(band, baseline, actual, marks, data=shown)
-    .properties(height=200)
-    .facet(row=alt.Row("region:N", title=None, header=alt.Header(labelFontSize=13, labelFontWeight="bold")))
-    .resolve_scale(y="independent")
-)
-st.altair_chart(chart, width="stretch")
+for region in chosen:
+    data = shown[shown["region"] == region]
+    base = alt.Chart(data).encode(x=alt.X("delivery_date:T", title="delivery date (UTC)"))
+    band = base.mark_area(opacity=0.18, color=common.OK).encode(
+        y=alt.Y("band_low:Q", title="minutes"), y2="band_high:Q"
+    )
+    baseline = base.mark_line(strokeDash=[5, 4], color=common.MUTED).encode(y="baseline_avg_minutes:Q")
+    actual = base.mark_line(point=True, color=common.OK).encode(
+        y="avg_delivery_minutes:Q",
+        tooltip=[
+            "delivery_date:T",
+            "deliveries",
+            alt.Tooltip("avg_delivery_minutes:Q", format=".1f"),
+            alt.Tooltip("baseline_avg_minutes:Q", format=".1f"),
+            "baseline_days",
+        ],
+    )
+    marks = (
+        alt.Chart(data[data["is_anomaly"]])
+        .mark_point(shape="diamond", size=240, filled=True, color=common.ALERT)
+        .encode(x="delivery_date:T", y="avg_delivery_minutes:Q")
+    )
+    chart = alt.layer(band, baseline, actual, marks).properties(height=180, title=f"{region}")
+    st.altair_chart(chart, width="stretch")
 
 st.subheader("Days and baselines")
 st.dataframe(
