@@ -12,7 +12,7 @@ export DO_NOT_TRACK := 1
 export DBT_SEND_ANONYMOUS_USAGE_STATS := False
 export DAGSTER_HOME := $(CURDIR)/.dagster_home
 
-.PHONY: setup services browser run test dev dashboard lint bench docs clean
+.PHONY: setup services browser run test dev dashboard screenshots lint bench docs clean
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -54,9 +54,13 @@ dev: setup
 dashboard: setup
 	$(BIN)/logistics-platform dashboard
 
+# docs/img/dashboard-*.png from the demo data, built aside (see the script).
+screenshots: setup browser
+	PYTHONPATH=$(CURDIR) $(BIN)/python scripts/dashboard_screenshots.py
+
 lint: setup
-	$(BIN)/ruff check logistics_platform tests benchmarks
-	$(BIN)/ruff format --check logistics_platform tests benchmarks
+	$(BIN)/ruff check logistics_platform tests benchmarks scripts
+	$(BIN)/ruff format --check logistics_platform tests benchmarks scripts
 	$(BIN)/mypy logistics_platform
 
 bench: setup

@@ -92,9 +92,10 @@ class PageSeen:
     screenshot: Path
 
 
-def look_at_pages(base: str, out_dir: Path, profile: Path, width: int = 1440) -> list[PageSeen]:
+def look_at_pages(base: str, out_dir: Path, profile: Path, width: int = 1440, height: int = 2000) -> list[PageSeen]:
     """Open every page in a fresh Chromium profile, wait for its script to finish and its charts to draw, and
-    screenshot it (``out_dir/dashboard-<path>.png``)."""
+    screenshot it (``out_dir/dashboard-<name>.png``). Streamlit scrolls inside its own container, so a full-page
+    screenshot is only the viewport: ``height`` is what the screenshot shows."""
     from playwright.sync_api import sync_playwright
 
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -105,7 +106,7 @@ def look_at_pages(base: str, out_dir: Path, profile: Path, width: int = 1440) ->
             executable_path=CHROMIUM,
             headless=True,
             args=CHROMIUM_ARGS,
-            viewport={"width": width, "height": 900},
+            viewport={"width": width, "height": height},
         )
         try:
             page = context.new_page()
@@ -123,7 +124,7 @@ def look_at_pages(base: str, out_dir: Path, profile: Path, width: int = 1440) ->
                 page.wait_for_load_state("networkidle", timeout=PAGE_WAIT_MS)
                 errors = sum(page.locator(sel).count() for sel in ERROR_SELECTORS)
                 shot = out_dir / f"dashboard-{name}.png"
-                page.screenshot(path=str(shot), full_page=True)
+                page.screenshot(path=str(shot))
                 seen.append(PageSeen(name, title, charts.count(), errors, shot))
         finally:
             context.close()

@@ -27,7 +27,7 @@ st.caption(
 
 breached_now = view.latest[view.latest["breached"]]
 cols = st.columns(4)
-cols[0].metric("Regions breached in their newest window", len(breached_now))
+cols[0].metric("Regions breached now", len(breached_now), help="Regions whose newest window is breached.")
 cols[1].metric(f"Breached windows, last {hours} h", len(view.breaches))
 cols[2].metric(f"Late deliveries, last {hours} h", int(view.windows["late_deliveries"].sum()))
 cols[3].metric("Orders overdue and open now", int(view.latest["overdue_open"].sum()))
@@ -68,7 +68,11 @@ base = alt.Chart(windows).encode(
 lines = base.mark_line(strokeWidth=1.5, opacity=0.7).encode(color=alt.Color("region:N", title="region"))
 points = base.mark_point(filled=True, size=70).encode(
     color=alt.Color("region:N"),
-    shape=alt.Shape("status:N", title="window", scale=alt.Scale(range=["triangle-up", "circle"])),
+    shape=alt.Shape(
+        "status:N",
+        title="window",
+        scale=alt.Scale(domain=["within SLA", "breached"], range=["circle", "triangle-up"]),
+    ),
     tooltip=["region", "window_start:T", "deliveries", "late_deliveries", alt.Tooltip("late_share:Q", format=".1%")],
 )
 breach_marks = (
