@@ -12,7 +12,7 @@ export DO_NOT_TRACK := 1
 export DBT_SEND_ANONYMOUS_USAGE_STATS := False
 export DAGSTER_HOME := $(CURDIR)/.dagster_home
 
-.PHONY: setup services run test dev lint bench docs clean
+.PHONY: setup services browser run test dev dashboard screenshots lint bench docs clean
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -39,16 +39,28 @@ services:
 		for i in $$(seq 1 30); do pg_isready -q -h 127.0.0.1 -p 5432 && break; sleep 1; done; \
 	fi
 
+# The dashboard's browser test drives Debian's Chromium (Playwright never downloads a browser here).
+browser:
+	@command -v chromium >/dev/null || (apt-get update && apt-get install -y chromium)
+
 # Style and types first: a lint failure costs seconds, the suite minutes.
-test: lint services
+test: lint services browser
 	$(BIN)/python -m pytest -q tests
 
 dev: setup
 	$(BIN)/dagster dev -w workspace.yaml -h $(HOST) -p $(PORT)
 
+# The operations dashboard on http://127.0.0.1:$${DASHBOARD_PORT:-8501} (see docs/dashboard.md).
+dashboard: setup
+	$(BIN)/logistics-platform dashboard
+
+# docs/img/dashboard-*.png from the demo data, built aside (see the script).
+screenshots: setup browser
+	PYTHONPATH=$(CURDIR) $(BIN)/python scripts/dashboard_screenshots.py
+
 lint: setup
-	$(BIN)/ruff check logistics_platform tests benchmarks
-	$(BIN)/ruff format --check logistics_platform tests benchmarks
+	$(BIN)/ruff check logistics_platform tests benchmarks scripts
+	$(BIN)/ruff format --check logistics_platform tests benchmarks scripts
 	$(BIN)/mypy logistics_platform
 
 bench: setup

@@ -92,6 +92,7 @@ SETTINGS_DOC: dict[str, tuple[str, str]] = {
         "(unset; `make` sets .dagster_home)",
         "Dagster's instance directory (its dagster.yaml); `run` uses a throwaway instance when unset.",
     ),
+    "DASHBOARD_PORT": ("8501", "Port of the operations dashboard (`make dashboard`), served on 127.0.0.1."),
 }
 
 
@@ -143,6 +144,7 @@ class Settings:
     ingest_max_hours_per_run: int = 24
     # Read by Dagster itself too; here only to know whether a persistent instance is configured.
     dagster_home: Path | None = None
+    dashboard_port: int = 8501
 
     @property
     def duckdb_database(self) -> str:
@@ -280,6 +282,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         gps_jump_kmh=_number(env, "GPS_JUMP_KMH", d.gps_jump_kmh),
         ingest_max_hours_per_run=max(1, int(_number(env, "INGEST_MAX_HOURS_PER_RUN", d.ingest_max_hours_per_run, int))),
         dagster_home=_path(env["DAGSTER_HOME"], cwd) if env.get("DAGSTER_HOME") else None,
+        dashboard_port=_port(env, "DASHBOARD_PORT", d.dashboard_port),
     )
 
 
@@ -292,6 +295,13 @@ def _sla_window_minutes(env: Mapping[str, str], default: int) -> int:
             "6, 10, 12, 15, 20, 30, 60)"
         )
     return minutes
+
+
+def _port(env: Mapping[str, str], name: str, default: int) -> int:
+    port = int(_number(env, name, default, int))
+    if not 0 < port < 65536:
+        raise SettingsError(f"{name}={port}: a TCP port is between 1 and 65535; unset it to use {default}")
+    return port
 
 
 def _catalog_name(value: str) -> str:

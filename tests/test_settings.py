@@ -145,6 +145,13 @@ def test_readme_settings_table_matches_settings_doc() -> None:
     )
 
 
+@pytest.mark.parametrize("bad", ["0", "70000"])
+def test_dashboard_port_must_be_a_port(bad: str) -> None:
+    with pytest.raises(SettingsError, match="DASHBOARD_PORT"):
+        load_settings({"DASHBOARD_PORT": bad})
+    assert load_settings({"DASHBOARD_PORT": "9123"}).dashboard_port == 9123
+
+
 def test_settings_table_follows_the_doc() -> None:
     table = settings_table({"A_SETTING": ("1", "What it does | with a pipe.")})
     assert table.splitlines()[2:] == [r"| `A_SETTING` | `1` | What it does \| with a pipe. |"]

@@ -19,6 +19,7 @@ COMMAND_MODULES = (
     "dbt",
     "capture",
     "oltp_simulate",
+    "dashboard",
 )
 
 

@@ -1,0 +1,77 @@
+"""`dashboard` sub-command: serve the operations dashboard (Streamlit) on 127.0.0.1:DASHBOARD_PORT."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+HOST = "127.0.0.1"
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "dashboard",
+        help="serve the operations dashboard on 127.0.0.1 (DASHBOARD_PORT)",
+        description="Serve the Streamlit dashboard over the published marts: SLA now, delivery time, revenue, "
+        "time travel, pipeline health. Runs until interrupted.",
+    )
+    p.add_argument("--port", type=int, help="port to serve on (default: DASHBOARD_PORT, 8501)")
+    p.set_defaults(func=run)
+
+
+def streamlit_command(port: int) -> list[str]:
+    """`streamlit run` of the app on ``port``: local address only, no browser opened, no usage statistics sent."""
+    from logistics_platform.dashboard import APP
+
+    return [
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        str(APP),
+        "--server.address",
+        HOST,
+        "--server.port",
+        str(port),
+        "--server.headless",
+        "true",
+        "--browser.gatherUsageStats",
+        "false",
+        "--server.fileWatcherType",
+        "none",
+        "--client.toolbarMode",
+        "viewer",
+    ]
+
+
+def port_in_use(port: int) -> bool:
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((HOST, port))
+        except OSError:
+            return True
+    return False
+
+
+def run(args: argparse.Namespace) -> int:
+    import os
+
+    from logistics_platform.cli.errors import USAGE, CommandError
+    from logistics_platform.settings import load_settings, subprocess_env
+
+    settings = load_settings()
+    port = args.port if args.port is not None else settings.dashboard_port
+    if not 0 < port < 65536:
+        raise CommandError(f"--port {port}: a TCP port is between 1 and 65535", USAGE)
+    if port_in_use(port):
+        raise CommandError(
+            f"port {port} on {HOST} is already in use: stop what serves it, or pick another with DASHBOARD_PORT "
+            "(or --port)"
+        )
+    command = streamlit_command(port)
+    print(f"dashboard: http://{HOST}:{port} (Ctrl-C stops it)", flush=True)
+    # Replaced, not wrapped: the served process is this one, so a signal to it stops the server.
+    os.execve(command[0], command, subprocess_env(settings))
+    return 0  # not reached

@@ -1,0 +1,20 @@
+"""The dashboard's entry point (`streamlit run`): page setup and navigation between the five pages."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from logistics_platform.dashboard import PAGES
+
+st.set_page_config(page_title="Logistics operations", page_icon=":truck:", layout="wide")
+navigation = st.navigation(
+    [
+        st.Page(PAGES / "sla.py", title="SLA now", icon=":material/timer:", url_path="sla", default=True),
+        st.Page(PAGES / "delivery.py", title="Delivery time", icon=":material/schedule:", url_path="delivery"),
+        st.Page(PAGES / "revenue.py", title="Revenue", icon=":material/payments:", url_path="revenue"),
+        st.Page(PAGES / "time_travel.py", title="Time travel", icon=":material/history:", url_path="time-travel"),
+        st.Page(PAGES / "health.py", title="Pipeline health", icon=":material/monitor_heart:", url_path="health"),
+    ]
+)
+st.sidebar.caption("Reads the published Iceberg marts (main: audited publishes only).")
+navigation.run()

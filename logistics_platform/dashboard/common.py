@@ -1,0 +1,88 @@
+"""What every page shares: the settings, the catalog, cached reads of the published marts, the empty state."""
+
+from __future__ import annotations
+
+from typing import NoReturn
+
+import streamlit as st
+from pyiceberg.catalog import Catalog
+
+from logistics_platform.lib.connections import load_catalog
+from logistics_platform.lib.dashboard.reader import MartState, empty_message, load_table, read_snapshot
+from logistics_platform.settings import Settings, SettingsError, load_settings
+
+# Colours shared by the charts: a breach or anomaly is always this red.
+ALERT = "#d62728"
+OK = "#1f77b4"
+MUTED = "#9e9e9e"
+
+CatalogKey = tuple[str, str, str, tuple[tuple[str, str], ...]]
+
+
+def stop(message: str) -> NoReturn:
+    """Show one line saying what to do, and draw nothing more of the page."""
+    st.info(message)
+    st.stop()
+    raise AssertionError("st.stop() returned")  # st.stop raises; this line keeps the type checker honest
+
+
+def settings() -> Settings:
+    """The platform settings (environment variables); a bad value stops the page with its one-line error."""
+    try:
+        return load_settings()
+    except SettingsError as exc:
+        st.error(str(exc))
+        st.stop()
+        raise
+
+
+def catalog_key(s: Settings) -> CatalogKey:
+    return (s.catalog_name, s.catalog_uri, s.warehouse, tuple(sorted(s.s3.items())))
+
+
+@st.cache_resource(show_spinner=False)
+def _catalog(key: CatalogKey) -> Catalog:
+    name, uri, warehouse, s3 = key
+    return load_catalog(Settings(catalog_name=name, catalog_uri=uri, warehouse=warehouse, s3=dict(s3)))
+
+
+def catalog(s: Settings) -> Catalog:
+    """One catalog per process and settings (opening it creates the namespaces only on an empty catalog)."""
+    return _catalog(catalog_key(s))
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def _rows(key: CatalogKey, identifier: str, snapshot_id: int) -> MartState:
+    # Keyed on the snapshot id: a snapshot never changes, so the cache is exact and a new publish is read at once.
+    table = _catalog(key).load_table(identifier)
+    return read_snapshot(table, snapshot_id)
+
+
+def mart(s: Settings, name: str, snapshot_id: int | None = None) -> MartState | None:
+    """``marts.<name>`` at ``snapshot_id`` (default: ``main``), None when it was never published."""
+    table = load_table(catalog(s), f"marts.{name}")
+    if table is None:
+        return None
+    if snapshot_id is None:
+        current = table.current_snapshot()
+        if current is None:
+            return read_snapshot(table, None)
+        snapshot_id = current.snapshot_id
+    return _rows(catalog_key(s), f"marts.{name}", snapshot_id)
+
+
+def mart_or_stop(s: Settings, name: str) -> MartState:
+    """The mart at ``main``, or the page stops with the one line saying what to run."""
+    state = mart(s, name)
+    if state is None or state.rows.num_rows == 0:
+        stop(empty_message(name))
+    return state
+
+
+def published_caption(*states: MartState) -> None:
+    """Which published snapshots the page shows (they change only when a publish passed its audit)."""
+    parts = [
+        f"{st_.identifier} @ {st_.committed_at:%Y-%m-%d %H:%M} UTC" for st_ in states if st_.committed_at is not None
+    ]
+    if parts:
+        st.caption("Published snapshots shown: " + "; ".join(parts))

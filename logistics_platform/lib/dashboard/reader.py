@@ -1,0 +1,71 @@
+"""Read the marts for the dashboard: pyiceberg scans of the published Iceberg tables, never the DuckDB file.
+
+Why Iceberg and not DuckDB ``read_only``: DuckDB lets one process hold its database file for writing and refuses
+every other open of it, even a read-only one, while that lock is held; dbt holds it for the whole of a build, so a
+dashboard on the DuckDB file would fail whenever the pipeline runs. An Iceberg snapshot is immutable once committed
+and ``main`` of a mart only moves when a publish passed its audit (write-audit-publish), so a scan of ``main`` reads
+one consistent, audited state of a mart while the pipeline writes the next one, and takes no lock. Nothing here
+writes to a table (opening the catalog creates the namespaces only on an empty catalog).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import pyarrow as pa
+from pyiceberg.catalog import Catalog
+from pyiceberg.exceptions import NoSuchTableError
+from pyiceberg.table import Table
+
+MARTS_NAMESPACE = "marts"
+BRONZE_NAMESPACE = "bronze"
+# What to run when there is nothing to show yet (the empty-state lines of the pages).
+BUILD_HINT = "run `make run` (or `logistics-platform run`) to ingest the landed hours and publish the marts"
+
+
+@dataclass(frozen=True)
+class MartState:
+    """One state of a mart: its rows and the snapshot they were read from (None: the table has no snapshot)."""
+
+    identifier: str
+    snapshot_id: int | None
+    committed_at: datetime | None
+    rows: pa.Table
+
+
+def load_table(catalog: Catalog, identifier: str) -> Table | None:
+    """The Iceberg table, or None when it does not exist yet."""
+    try:
+        return catalog.load_table(identifier)
+    except NoSuchTableError:
+        return None
+
+
+def current_snapshot_id(catalog: Catalog, identifier: str) -> int | None:
+    """Id of ``main``'s snapshot (None: no table or no snapshot); cheap, so callers can key caches on it."""
+    table = load_table(catalog, identifier)
+    snapshot = table.current_snapshot() if table is not None else None
+    return snapshot.snapshot_id if snapshot is not None else None
+
+
+def read_snapshot(table: Table, snapshot_id: int | None) -> MartState:
+    """The rows of ``table`` at ``snapshot_id`` (``main``'s head when None)."""
+    identifier = ".".join(table.name()[-2:])
+    snapshot = table.snapshot_by_id(snapshot_id) if snapshot_id is not None else table.current_snapshot()
+    if snapshot is None:
+        return MartState(identifier, None, None, table.schema().as_arrow().empty_table())
+    committed = datetime.fromtimestamp(snapshot.timestamp_ms / 1000, UTC)
+    rows = table.scan(snapshot_id=snapshot.snapshot_id).to_arrow()
+    return MartState(identifier, snapshot.snapshot_id, committed, rows)
+
+
+def read_mart(catalog: Catalog, mart: str, snapshot_id: int | None = None) -> MartState | None:
+    """``marts.<mart>`` at ``snapshot_id`` (default ``main``), or None when the mart was never published."""
+    table = load_table(catalog, f"{MARTS_NAMESPACE}.{mart}")
+    return read_snapshot(table, snapshot_id) if table is not None else None
+
+
+def empty_message(mart: str) -> str:
+    """The one line a page shows for a mart with nothing to show yet."""
+    return f"marts.{mart} has no rows yet: {BUILD_HINT}."

@@ -1,0 +1,118 @@
+"""A mart today against the same mart N days ago, through the daily tags (``daily-YYYY-MM-DD``).
+
+Today is ``main``'s head; N days ago is the snapshot the nightly maintenance tagged for that UTC date (the state at
+the end of that day). Tags keep their snapshot from expiry, so the comparison works for the whole tag retention.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date, timedelta
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyiceberg.table import Table
+from pyiceberg.table.refs import SnapshotRefType
+
+from logistics_platform.lib.dashboard.reader import MartState
+from logistics_platform.lib.maintenance.tags import PREFIX, tag_name
+
+
+def travel_tag(today: date, days_ago: int) -> str:
+    """The daily tag of the date ``days_ago`` days before ``today``."""
+    return tag_name(today - timedelta(days=days_ago))
+
+
+def daily_tags(table: Table) -> list[str]:
+    """The table's daily tags, newest first."""
+    refs = table.metadata.refs
+    names = [n for n, r in refs.items() if r.snapshot_ref_type == SnapshotRefType.TAG and n.startswith(PREFIX)]
+    return sorted(names, reverse=True)
+
+
+def tag_snapshot(table: Table, tag: str) -> int | None:
+    """The snapshot id ``tag`` points to, or None when the table has no such tag."""
+    ref = table.metadata.refs.get(tag)
+    return ref.snapshot_id if ref is not None and ref.snapshot_ref_type == SnapshotRefType.TAG else None
+
+
+def missing_tag_message(mart: str, tag: str, available: list[str]) -> str:
+    """One line for a comparison whose tag does not exist: what is there, and what makes tags."""
+    have = f"its newest tags: {', '.join(available[:3])}" if available else "it has no daily tag yet"
+    return (
+        f"marts.{mart} has no tag {tag} ({have}): the nightly `logistics-platform maintain` tags each finished day, "
+        "pick fewer days or run it once a day has ended"
+    )
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The measures of a mart in two states and, when it has a date or time column, its rows per day in each."""
+
+    mart: str
+    tag: str
+    then: MartState
+    now: MartState
+    measures: pd.DataFrame  # measure, then, now, change
+    day_column: str | None
+    by_day: pd.DataFrame  # day, state ("then: <tag>" | "now"), rows
+
+
+def _is_measure(name: str, kind: pa.DataType) -> bool:
+    # Sums of identifiers and log positions mean nothing; everything else numeric is summed, booleans counted.
+    if name.endswith("_id") or name.endswith("_lsn"):
+        return False
+    return pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_decimal(kind)
+
+
+def measures(rows: pa.Table) -> dict[str, float]:
+    """``rows`` -> {"rows": n, "sum(col)": ..., "count(flag)": ...} over its numeric and boolean columns."""
+    out: dict[str, float] = {"rows": float(rows.num_rows)}
+    for name, column in zip(rows.column_names, rows.columns, strict=True):
+        if pa.types.is_boolean(column.type):
+            out[f"count({name})"] = float(pc.sum(pc.cast(column, pa.int64())).as_py() or 0)
+        elif _is_measure(name, column.type):
+            total = pc.sum(pc.cast(column, pa.float64())).as_py()
+            out[f"sum({name})"] = float(total or 0.0)
+    return out
+
+
+def day_column(schema: pa.Schema) -> str | None:
+    """The first date or timestamp column of a mart (what its rows are counted per day by)."""
+    for f in schema:
+        if pa.types.is_date(f.type) or pa.types.is_timestamp(f.type):
+            return f.name
+    return None
+
+
+def rows_per_day(rows: pa.Table, column: str) -> pd.DataFrame:
+    """Rows per UTC date of ``column`` (day, rows)."""
+    frame = rows.select([column]).to_pandas()
+    days = pd.to_datetime(frame[column]).dt.normalize()
+    counted = days.value_counts().sort_index()
+    return pd.DataFrame({"day": counted.index, "rows": counted.to_numpy()})
+
+
+def compare(mart: str, tag: str, then: MartState, now: MartState) -> Comparison:
+    """The two states of ``mart`` side by side."""
+    before, after = measures(then.rows), measures(now.rows)
+    names = list(dict.fromkeys([*after, *before]))
+    frame = pd.DataFrame(
+        {
+            "measure": names,
+            "then": [before.get(n, 0.0) for n in names],
+            "now": [after.get(n, 0.0) for n in names],
+        }
+    )
+    frame["change"] = frame["now"] - frame["then"]
+    column = day_column(now.rows.schema)
+    parts = []
+    if column is not None:
+        for label, state in ((f"then: {tag}", then), ("now", now)):
+            if column in state.rows.column_names:
+                part = rows_per_day(state.rows, column)
+                part["state"] = label
+                parts.append(part)
+    by_day = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["day", "rows", "state"])
+    return Comparison(mart, tag, then, now, frame, column, by_day)

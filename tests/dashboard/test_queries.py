@@ -1,0 +1,211 @@
+"""lib.dashboard's frames on small hand-made marts: the rules the pages rely on, each case in a few rows."""
+
+from __future__ import annotations
+
+from datetime import date, datetime, timedelta
+from decimal import Decimal
+from pathlib import Path
+
+import pyarrow as pa
+
+from logistics_platform.lib.connections import load_catalog
+from logistics_platform.lib.dashboard.health import health_frame, quarantine_by_hour, read_ingest_lines
+from logistics_platform.lib.dashboard.operations import delivery_view, revenue_by_tenant, revenue_by_tier, sla_view
+from logistics_platform.lib.dashboard.reader import MartState, read_mart
+from logistics_platform.lib.dashboard.travel import compare, day_column, measures, missing_tag_message, travel_tag
+from logistics_platform.lib.maintenance.health import TableHealth
+from logistics_platform.settings import local_settings
+
+T0 = datetime(2026, 11, 2, 10, 0)
+
+
+def _sla(rows: list[tuple[datetime, str, int, int, str | None, int, bool]]) -> pa.Table:
+    names = ["window_start", "region", "deliveries", "late_deliveries", "late_share", "overdue_open", "breached"]
+    cols = list(zip(*rows, strict=True))
+    types = [pa.timestamp("us"), pa.string(), pa.int64(), pa.int64(), pa.decimal128(5, 4), pa.int64(), pa.bool_()]
+    values = [list(c) for c in cols]
+    values[4] = [Decimal(v) if v is not None else None for v in values[4]]
+    return pa.table([pa.array(v, t) for v, t in zip(values, types, strict=True)], names=names)
+
+
+def test_sla_view_takes_each_regions_newest_window_and_the_breaches_of_the_lookback() -> None:
+    w = timedelta(minutes=5)
+    sla = _sla(
+        [
+            (T0, "north", 30, 9, "0.3000", 0, True),
+            (T0 + w, "north", 10, 0, "0", 2, False),
+            (T0 + 2 * w, "south", 25, 5, "0.2000", 1, True),
+            (T0 - timedelta(hours=3), "south", 40, 20, "0.5000", 0, True),  # before a 1 h lookback
+            (T0 + 3 * w, "east", 0, 0, None, 4, False),
+        ]
+    )
+    view = sla_view(sla, timedelta(hours=1))
+    assert view.newest_window == T0 + 3 * w
+    # Breached regions first, then by name; north's newest window is not breached although an older one is.
+    assert list(view.latest["region"]) == ["south", "east", "north"]
+    assert list(view.latest["breached"]) == [True, False, False]
+    assert list(view.breaches["region"]) == ["south", "north"]  # newest first, the old south breach left out
+    assert view.breaches["late_share"].tolist() == [0.2, 0.3]  # decimals as floats for the charts
+    assert len(view.windows) == 4 and view.windows["late_share"].isna().sum() == 1
+    assert len(sla_view(sla, timedelta(hours=4)).breaches) == 3
+
+
+def test_sla_view_of_an_empty_mart_is_empty() -> None:
+    view = sla_view(_sla([(T0, "north", 1, 0, "0", 0, False)]).slice(0, 0), timedelta(hours=1))
+    assert view.newest_window is None and view.latest.empty and view.breaches.empty
+
+
+def test_delivery_view_band_is_three_baseline_deviations() -> None:
+    daily = pa.table(
+        {
+            "delivery_date": pa.array([date(2026, 11, 5), date(2026, 11, 4)]),
+            "region": ["north", "north"],
+            "deliveries": [10, 12],
+            "avg_delivery_minutes": [90.0, 30.0],
+            "baseline_days": [3, 2],
+            "baseline_avg_minutes": [30.0, None],
+            "baseline_stddev_minutes": [2.0, None],
+            "is_anomaly": [True, False],
+        }
+    )
+    frame = delivery_view(daily)
+    assert list(frame["delivery_date"]) == [date(2026, 11, 4), date(2026, 11, 5)]
+    assert (frame["band_low"].iloc[1], frame["band_high"].iloc[1]) == (24.0, 36.0)
+    assert frame["band_low"].isna().iloc[0]  # no baseline yet: no band
+
+
+def _revenue(rows: list[tuple[date, str, int, str]]) -> pa.Table:
+    money = pa.decimal128(12, 2)
+    gross = [Decimal(r[3]) for r in rows]
+    return pa.table(
+        {
+            "revenue_date": pa.array([r[0] for r in rows]),
+            "tenant_id": [r[1] for r in rows],
+            "orders_delivered": pa.array([r[2] for r in rows], pa.int64()),
+            "gross_revenue": pa.array(gross, money),
+            "courier_revenue": pa.array([Decimal("1.00")] * len(rows), money),
+            "platform_revenue": pa.array([g / 10 for g in gross], money),
+            "tenant_revenue": pa.array([g - Decimal("1.00") - g / 10 for g in gross], money),
+        }
+    )
+
+
+def test_revenue_takes_the_tier_current_at_the_end_of_each_day() -> None:
+    tenants = pa.table(
+        {
+            "tenant_id": ["t-1", "t-1", "t-2"],
+            "name": ["One", "One", "Two"],
+            "tier": ["silver", "gold", "bronze"],
+            "region": ["north"] * 3,
+            "valid_from": pa.array([datetime(2026, 10, 1), datetime(2026, 11, 3, 12), datetime(2026, 10, 1)]),
+            "valid_to": pa.array([datetime(2026, 11, 3, 12), None, None], pa.timestamp("us")),
+            "is_current": [False, True, True],
+        }
+    )
+    revenue = _revenue(
+        [
+            (date(2026, 11, 2), "t-1", 2, "100.00"),
+            (date(2026, 11, 3), "t-1", 1, "50.00"),  # the tier changed at noon: the day closes gold
+            (date(2026, 11, 3), "t-2", 3, "30.00"),
+            (date(2026, 11, 3), "t-9", 1, "10.00"),  # no version: shown, as unknown
+        ]
+    )
+    frame = revenue_by_tier(revenue, tenants)
+    assert list(zip(frame["tenant_id"], frame["tier"], strict=True)) == [
+        ("t-1", "silver"),
+        ("t-1", "gold"),
+        ("t-2", "bronze"),
+        ("t-9", "unknown"),
+    ]
+    assert frame["gross_revenue"].sum() == 190.0
+    totals = revenue_by_tenant(frame)
+    assert list(totals["tenant_id"]) == ["t-1", "t-2", "t-9"]
+    assert totals.iloc[0][["tenant_name", "tier", "orders_delivered", "gross_revenue"]].tolist() == [
+        "One",
+        "gold",
+        3,
+        150.0,
+    ]
+
+
+def test_measures_sum_amounts_count_flags_and_skip_identifiers() -> None:
+    rows = pa.table(
+        {
+            "order_id": [1, 2, 3],
+            "last_lsn": [10, 20, 30],
+            "delivered_at": pa.array([datetime(2026, 11, 2, 9), datetime(2026, 11, 2, 23), datetime(2026, 11, 3)]),
+            "total_amount": pa.array([Decimal("1.50"), Decimal("2.50"), None], pa.decimal128(12, 2)),
+            "is_on_time": [True, False, True],
+        }
+    )
+    assert measures(rows) == {"rows": 3.0, "sum(total_amount)": 4.0, "count(is_on_time)": 2.0}
+    assert day_column(rows.schema) == "delivered_at"
+
+
+def test_compare_lines_up_both_states_per_measure_and_day() -> None:
+    def state(days: list[date], amounts: list[str]) -> MartState:
+        rows = pa.table(
+            {
+                "revenue_date": pa.array(days),
+                "gross_revenue": pa.array([Decimal(a) for a in amounts], pa.decimal128(12, 2)),
+            }
+        )
+        return MartState("marts.x", 1, None, rows)
+
+    then = state([date(2026, 11, 2)], ["10.00"])
+    now = state([date(2026, 11, 2), date(2026, 11, 3), date(2026, 11, 3)], ["10.00", "5.00", "1.00"])
+    result = compare("x", "daily-2026-11-02", then, now)
+    by_measure = result.measures.set_index("measure")
+    assert by_measure.loc["rows"].tolist() == [1.0, 3.0, 2.0]
+    assert by_measure.loc["sum(gross_revenue)"].tolist() == [10.0, 16.0, 6.0]
+    per_day = {(str(r.day.date()), r.state): r.rows for r in result.by_day.itertuples()}
+    assert per_day == {
+        ("2026-11-02", "then: daily-2026-11-02"): 1,
+        ("2026-11-02", "now"): 1,
+        ("2026-11-03", "now"): 2,
+    }
+
+
+def test_travel_tag_and_the_missing_tag_line() -> None:
+    assert travel_tag(date(2026, 12, 1), 30) == "daily-2026-11-01"
+    line = missing_tag_message("fct_orders", "daily-2026-11-01", ["daily-2026-11-29", "daily-2026-11-28"])
+    assert "\n" not in line and "daily-2026-11-29" in line and "logistics-platform maintain" in line
+    assert "no daily tag yet" in missing_tag_message("fct_orders", "daily-2026-11-01", [])
+
+
+def test_quarantine_rate_per_hour_over_all_topics() -> None:
+    hour = datetime(2026, 11, 2, 10)
+    log = pa.table(
+        {
+            "topic": ["a", "b", "a"],
+            "arrival_hour": pa.array([hour, hour, hour + timedelta(hours=1)]),
+            "lines": pa.array([90, 10, 0], pa.int64()),
+            "quarantined": pa.array([4, 1, 0], pa.int64()),
+        }
+    )
+    frame = quarantine_by_hour(log)
+    assert frame[["lines", "quarantined"]].values.tolist() == [[100, 5], [0, 0]]
+    assert frame["quarantine_rate"].tolist() == [0.05, 0.0]  # an hour of no lines is no quarantine, not NaN
+
+
+def test_health_frame_has_one_row_per_table() -> None:
+    frame = health_frame([TableHealth("bronze.orders", snapshots=3, data_files=4, data_bytes=2**21)])
+    assert frame.to_dict("records") == [
+        {
+            "table": "bronze.orders",
+            "snapshots": 3,
+            "data_files": 4,
+            "data_mib": 2.0,
+            "small_file_share": 0.0,
+            "manifests": 0,
+            "orphan_files": 0,
+            "orphan_mib": 0.0,
+        }
+    ]
+
+
+def test_an_empty_catalog_reads_as_nothing_published(tmp_path: Path) -> None:
+    catalog = load_catalog(local_settings(tmp_path))
+    assert read_mart(catalog, "fct_region_sla") is None
+    assert read_ingest_lines(catalog).num_rows == 0
+    assert quarantine_by_hour(read_ingest_lines(catalog)).empty

@@ -1,0 +1,87 @@
+"""What the dashboard reads, built by the platform's own steps from the operations world (tests/support/ops_world.py).
+
+The world goes through the pipeline's own steps (bronze ingest, dbt, write-audit-publish; not the Dagster jobs around
+them, which other tests cover) in two steps: its first days, then the rest. Between them every published
+mart gets the daily tag of ``TRAVEL_DAYS`` ago on its snapshot, as the nightly maintenance would have tagged it then
+(the pipeline runs in seconds, not days, so the tag is set by hand), which gives the time-travel page two different
+states to compare. Two extra things are landed for the health page: a few invalid lines in one hour (quarantine)
+and one hour that is never ingested (backlog).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+
+from pyiceberg.catalog import Catalog
+
+from logistics_platform.lib.bronze.ingest import ingest_hour
+from logistics_platform.lib.connections import connect, load_catalog
+from logistics_platform.lib.maintenance.tags import tag_name
+from logistics_platform.lib.transform.project import MART_MODELS, run_dbt, window_vars
+from logistics_platform.lib.transform.publish import publish_marts
+from logistics_platform.settings import Settings, local_settings
+from tests.support.bronze import write_file
+from tests.support.ops_world import DAY_HOURS, build_ops_world
+from tests.support.transform_world import World, write_landing
+
+TRAVEL_DAYS = 3
+# The first FIRST_DAYS days of the world are published (and tagged) before the rest.
+FIRST_DAYS = 3
+QUARANTINE_TOPIC = "oltp.public.orders"
+QUARANTINED_LINES = 3
+NO_TESTS = ["--exclude-resource-type", "test", "--exclude-resource-type", "unit_test"]
+PENDING_LINES = 2
+
+
+def _publish_hours(settings: Settings, catalog: Catalog, hours: list[datetime], target: Path) -> None:
+    """Ingest ``hours``, build the models over their window (no tests: the transform tests run them) and publish."""
+    for hour in hours:
+        ingest_hour(settings, hour)
+    run_dbt(settings, ["build", *NO_TESTS], window=window_vars(hours[0], hours[-1]), target_path=target)
+    con = connect(settings.duckdb_path, read_only=True)
+    try:
+        publish_marts(catalog, con)
+    finally:
+        con.close()
+
+
+@dataclass(frozen=True)
+class DashboardWorld:
+    settings: Settings
+    world: World
+    travel_tag: str
+    quarantine_hour: datetime
+    pending_hour: datetime
+
+
+def build_dashboard_world(root: Path, today: date | None = None) -> DashboardWorld:
+    """Land, ingest, transform and publish the operations world under ``root``; tag the first publish."""
+    settings = local_settings(root)
+    world = build_ops_world()
+    write_landing(world, settings.landing_dir)
+    quarantine_hour = world.hours[len(DAY_HOURS)]
+    # Offsets far past the world's own files: a second file of that hour, read in the same ingest.
+    bad = [b"{not json", b'{"payload": 1}', b"[]"][:QUARANTINED_LINES]
+    write_file(settings.landing_dir, QUARANTINE_TOPIC, quarantine_hour, 1, 900_000, bad)
+
+    split = FIRST_DAYS * len(DAY_HOURS)
+    catalog = load_catalog(settings)
+    target = root / "dbt_target"
+    _publish_hours(settings, catalog, world.hours[:split], target)
+    day = (today or datetime.now(UTC).date()) - timedelta(days=TRAVEL_DAYS)
+    tag = tag_name(day)
+    for mart in MART_MODELS:
+        table = catalog.load_table(f"marts.{mart}")
+        snapshot = table.current_snapshot()
+        assert snapshot is not None, mart
+        table.manage_snapshots().create_tag(snapshot.snapshot_id, tag).commit()
+
+    _publish_hours(settings, catalog, world.hours[split:], target)
+
+    # Landed after the last run (redelivered copies of the last hour's changes): the backlog the health page shows.
+    pending_hour = world.hours[-1] + timedelta(hours=1)
+    copies = world.lines[(QUARANTINE_TOPIC, world.hours[-1])][:PENDING_LINES]
+    write_file(settings.landing_dir, QUARANTINE_TOPIC, pending_hour, 0, 800_000, copies)
+    return DashboardWorld(settings, world, tag, quarantine_hour, pending_hour)
