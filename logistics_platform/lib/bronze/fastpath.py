@@ -180,13 +180,53 @@ def object_lines(block: bytes, n_lines: int) -> list[tuple[int, int]] | None:
     return tombstones if start > end else None  # more newlines than n_lines: not the block described
 
 
+Layout = list[tuple[int, int]] | None
+"""What :func:`object_lines` says of a block: the tombstones (line index, byte position), or None."""
+
+
+def count_lines(block: bytes) -> tuple[int, Layout, bool]:
+    """(lines, layout, whether the layout was found) of a block, in the cheaper way for its line length.
+
+    Lines are counted as by the reader (one per newline, plus a last line without one). For long lines a scan
+    from newline to newline counts them and finds the layout in one go; for short ones one C-level count of
+    the newlines is cheaper, and :func:`fast_block` finds the layout later if it is asked for.
+    """
+    end = len(block) - 1 if block.endswith(b"\n") else len(block)
+    fourth = -1
+    for _ in range(4):
+        fourth = block.find(b"\n", fourth + 1, end)
+        if fourth < 0:
+            break
+    if 0 <= fourth < 4 * _COUNT_FIRST_LINE_BYTES:
+        return block.count(b"\n", 0, end) + 1, None, False
+    tombstones: list[tuple[int, int]] = []
+    find = block.find
+    start = index = 0
+    while True:
+        stop = find(b"\n", start, end)
+        last = stop < 0
+        if last:
+            stop = end
+        if start < stop and block[start] == 0x7B and block[stop - 1] == 0x7D:
+            pass
+        elif stop - start == 4 and block.startswith(b"null", start):
+            tombstones.append((index, start))
+        else:  # not one object per line: only the count is left to do
+            return index + block.count(b"\n", stop, end) + 1, None, True
+        index += 1
+        if last:
+            return index, tombstones, True
+        start = stop + 1
+
+
 def _without_tombstones(block: bytes, tombstones: list[tuple[int, int]]) -> bytes:
+    view = memoryview(block)
     parts = []
     at = 0
     for _, start in tombstones:
-        parts.append(block[at:start])
+        parts.append(view[at:start])
         at = start + 5  # "null" and its newline (the last line's may be missing: slicing past the end is empty)
-    parts.append(block[at:])
+    parts.append(view[at:])
     return b"".join(parts)
 
 
@@ -198,9 +238,14 @@ def fast_block(
     first_offset: int,
     source_file: str,
     schema: pa.Schema,
+    layout: Layout = None,
+    scanned: bool = False,
 ) -> tuple[pa.Table, int, int] | None:
-    """:func:`fast_rows` of a whole block of ``n_lines`` newline-separated lines, without splitting it into lines."""
-    tombstones = object_lines(block, n_lines)
+    """:func:`fast_rows` of a whole block of ``n_lines`` newline-separated lines, without splitting it into lines.
+
+    ``layout``: the block's :func:`object_lines` when ``scanned`` (by :func:`count_lines`), else found here.
+    """
+    tombstones = layout if scanned else object_lines(block, n_lines)
     if tombstones is None:
         return None
     offsets: list[int] | None = None
@@ -256,10 +301,13 @@ def _build(
         before, after = tbl.column("before").chunk(0), tbl.column("after").chunk(0)
         is_delete = pc.equal(op, "d")
         deletes = pc.any(is_delete).as_py()
+        masked = False
         # Deletes: the key from before, no values; the others: the row from after.
         if deletes:
             _require(pc.if_else(is_delete, pc.is_valid(before), pc.is_valid(after)))
             key = pc.if_else(is_delete, _field(before, key_name), _field(after, key_name))
+            # A delete normally has no after: its values are then null already and need no masking.
+            masked = not pc.all(pc.or_(pc.invert(is_delete), pc.is_null(after))).as_py()
         else:
             _require(pc.is_valid(after))
             key = _field(after, key_name)
@@ -267,7 +315,7 @@ def _build(
             values = _typed(kind, _field(after, name))
             if name == key_name:
                 cols[name] = key
-            elif deletes:
+            elif deletes and masked:
                 cols[name] = pc.if_else(is_delete, pa.nulls(n, values.type), values)
             else:
                 cols[name] = values

@@ -61,7 +61,7 @@ from logistics_platform.lib.bronze.envelope import (
     infer_iceberg_type,
     raw_line_text,
 )
-from logistics_platform.lib.bronze.fastpath import fast_block, fast_rows
+from logistics_platform.lib.bronze.fastpath import Layout, count_lines, fast_block, fast_rows
 from logistics_platform.lib.bronze.landing import (
     CorruptFileError,
     LandingFile,
@@ -490,6 +490,8 @@ class BlockTask:
     relpath: str
     fast_run_lines: int = FAST_RUN_LINES  # runs of lines tried on the vectorised clean path; 0: per line only
     n_lines: int = -1  # lines in the block when the reader counted them already (-1: count them here)
+    layout: Layout = None  # fastpath.object_lines of the block, when the reader found it (scanned)
+    scanned: bool = False
 
 
 class CorruptRead(Exception):
@@ -521,7 +523,7 @@ def iter_blocks(f: LandingFile, block_bytes: int = BLOCK_BYTES) -> Iterator[tupl
 
     A damaged file yields its complete lines in front of the damage, then raises :class:`CorruptRead`.
     """
-    for block, first, _ in iter_counted_blocks(f, block_bytes):
+    for block, first, _, _, _ in iter_counted_blocks(f, block_bytes):
         yield block, first
 
 
@@ -530,8 +532,10 @@ def block_lines(block: bytes) -> int:
     return block.count(b"\n") + (not block.endswith(b"\n"))
 
 
-def iter_counted_blocks(f: LandingFile, block_bytes: int = BLOCK_BYTES) -> Iterator[tuple[bytes, int, int]]:
-    """:func:`iter_blocks` with the number of lines of each block (counted once, here)."""
+def iter_counted_blocks(
+    f: LandingFile, block_bytes: int = BLOCK_BYTES
+) -> Iterator[tuple[bytes, int, int, Layout, bool]]:
+    """:func:`iter_blocks` with each block's line count and, when found on the way, its layout (count_lines)."""
     offset = f.start_offset
     done = 0
     tail = b""
@@ -544,16 +548,20 @@ def iter_counted_blocks(f: LandingFile, block_bytes: int = BLOCK_BYTES) -> Itera
             raise CorruptRead(f, e, offset, done, tail) from e
         if not chunk:
             if tail:
-                yield tail, offset, block_lines(tail)  # a last line without newline still counts
+                yield tail, offset, *count_lines(tail)  # a last line without newline still counts
             return
-        data = tail + chunk if tail else chunk
-        cut = data.rfind(b"\n") + 1
+        cut = chunk.rfind(b"\n") + 1
         if cut == 0:
-            tail = data
+            tail += chunk
             continue
-        block, tail = (data, b"") if cut == len(data) else (data[:cut], data[cut:])
-        n = block.count(b"\n")
-        yield block, offset, n
+        # One copy at most: the previous tail and this chunk up to its last newline, joined.
+        if cut == len(chunk):
+            block = b"".join((tail, chunk)) if tail else chunk
+        else:
+            block = b"".join((tail, memoryview(chunk)[:cut]))
+        tail = chunk[cut:]
+        n, layout, scanned = count_lines(block)
+        yield block, offset, n, layout, scanned
         offset += n
         done += len(block)
 
@@ -584,7 +592,15 @@ def parse_block(task: BlockTask) -> BlockResult:
     stats = _WHOLE_BLOCKS.setdefault(key, [0, 0])
     if fast_on and (stats[1] < 2 or stats[0] >= stats[1]):
         whole = fast_block(
-            parser, task.block, n_lines, task.kafka_partition, task.first_offset, task.relpath, task.arrow_schema
+            parser,
+            task.block,
+            n_lines,
+            task.kafka_partition,
+            task.first_offset,
+            task.relpath,
+            task.arrow_schema,
+            task.layout,
+            task.scanned and task.n_lines >= 0,
         )
         whole_tried = True
         if whole is not None:
@@ -716,7 +732,7 @@ def _ingest_topic(
     def tasks() -> Iterator[BlockTask]:
         for f in files:
             try:
-                for block, first, n_lines in iter_counted_blocks(f, block_bytes):
+                for block, first, n_lines, layout, scanned in iter_counted_blocks(f, block_bytes):
                     yield BlockTask(
                         spec.table,
                         hour,
@@ -729,6 +745,8 @@ def _ingest_topic(
                         f.relpath,
                         fast_run_lines,
                         n_lines,
+                        layout,
+                        scanned,
                     )
             except CorruptRead as e:  # its readable lines are in the tasks above; the file gets one row
                 corrupt.append(e)
