@@ -219,6 +219,20 @@ def count_lines(block: bytes) -> tuple[int, Layout, bool]:
         start = stop + 1
 
 
+def _offsets(first_offset: int, n_lines: int, dropped: list[int] | None = None) -> pa.Array:
+    """Record offsets of a block's lines (int64, vectorised), without the lines at the ``dropped`` indices."""
+    full = pc.add(pc.cumulative_sum(pa.repeat(pa.scalar(1, pa.int64()), n_lines)), first_offset - 1)
+    if not dropped:
+        return full
+    parts = []
+    at = 0
+    for i in dropped:
+        parts.append(full.slice(at, i - at))
+        at = i + 1
+    parts.append(full.slice(at))
+    return pa.concat_arrays(parts)
+
+
 def _without_tombstones(block: bytes, tombstones: list[tuple[int, int]]) -> bytes:
     view = memoryview(block)
     parts = []
@@ -248,15 +262,14 @@ def fast_block(
     tombstones = layout if scanned else object_lines(block, n_lines)
     if tombstones is None:
         return None
-    offsets: list[int] | None = None
+    offsets: pa.Array | None = None
     n = n_lines
     if tombstones:
         # Kafka tombstones (exactly `null`, as the connector writes them) are counted, never stored.
         n -= len(tombstones)
         if not n:
             return None
-        dropped = {i for i, _ in tombstones}
-        offsets = [first_offset + i for i in range(n_lines) if i not in dropped]
+        offsets = _offsets(first_offset, n_lines, [i for i, _ in tombstones])
         block = _without_tombstones(block, tombstones)
     if not block.isascii():
         try:
@@ -280,7 +293,7 @@ def _build(
     n: int,
     kafka_partition: int,
     first_offset: int,
-    offsets: list[int] | None,
+    offsets: pa.Array | None,
     source_file: str,
     schema: pa.Schema,
 ) -> tuple[pa.Table, int]:
@@ -342,7 +355,7 @@ def _build(
     cols.update(
         _topic=pa.repeat(pa.scalar(topic, pa.string()), n),
         _kafka_partition=pa.repeat(pa.scalar(kafka_partition, pa.int32()), n),
-        _offset=pa.array(range(first_offset, first_offset + n) if offsets is None else offsets, pa.int64()),
+        _offset=_offsets(first_offset, n) if offsets is None else offsets,
         _source_file=pa.repeat(pa.scalar(source_file, pa.string()), n),
         _event_id=pa.array(_event_ids(id_text), pa.string()),
         _event_time=event_us,
