@@ -86,6 +86,7 @@ def main():
     settings = local_settings(root, landing_dir=landing, ingest_workers=workers)
     lines = rows = 0
     t = time.perf_counter()
+    c = sum(getattr(resource.getrusage(resource.RUSAGE_SELF), f) for f in ("ru_utime", "ru_stime"))
     for hour in list_arrival_hours(landing):
         r = ingest_hour(settings, hour, fast_run_lines=fast_run_lines)
         lines += r.lines
@@ -98,6 +99,7 @@ def main():
         "worker_peak_rss": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024,
         "cpu": sum(getattr(resource.getrusage(w), f) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
                    for f in ("ru_utime", "ru_stime")),
+        "start_cpu": c,
     }))
 
 if __name__ == "__main__":
@@ -310,6 +312,10 @@ def main() -> int:
         log(f"| {name} | {rate(r):,.0f} | {r['seconds']:,.1f} | {r.get('cpu', 0):,.1f} | {cpu_rate(r):,.0f} | {rss} |")
     log("")
     limit = results[limit_name]
+    # Per CPU-second the stricter limit is the one with the most lines per CPU-second (which of the two is faster
+    # by wall clock flips with the machine's load).
+    cpu_limit_name = max(("pyarrow", "duckdb"), key=lambda n: cpu_rate(results[n]))
+    cpu_limit = results[cpu_limit_name]
     labels = {
         "ours": f"ours (INGEST_WORKERS={args.workers})",
         "ours_1": "ours_1 (INGEST_WORKERS=1)",
@@ -319,8 +325,16 @@ def main() -> int:
         r = results[name]
         label = labels[name]
         log(
-            f"{label} / limit ({limit_name}): {rate(r) / rate(limit):.2f}x wall, "
-            f"{cpu_rate(r) / cpu_rate(limit):.2f}x per CPU-second   (target >= 0.5x)"
+            f"{label} / limit: {rate(r) / rate(limit):.2f}x wall ({limit_name}), "
+            f"{cpu_rate(r) / cpu_rate(cpu_limit):.2f}x per CPU-second ({cpu_limit_name})   (target >= 0.7x)"
+        )
+        # The limit's CPU is measured around its loop (its imports done before); ours above includes the child's
+        # interpreter start-up and imports. The same ratio with ours measured around its loop as well:
+        loop = {**r, "cpu": r["cpu"] - r["start_cpu"]}
+        log(
+            f"{label} / limit ({cpu_limit_name}), CPU of the ingest loop only: "
+            f"{cpu_rate(loop) / cpu_rate(cpu_limit):.2f}x per CPU-second "
+            f"(start-up and imports {r['start_cpu']:.1f} CPU s)"
         )
         if "dlt" in results:
             d = results["dlt"]

@@ -14,7 +14,7 @@ from pyiceberg.types import StringType
 from logistics_platform.generator import GeneratorConfig, generate
 from logistics_platform.lib.bronze import schema as bs
 from logistics_platform.lib.bronze.envelope import LineParser
-from logistics_platform.lib.bronze.fastpath import fast_rows
+from logistics_platform.lib.bronze.fastpath import count_lines, fast_block, fast_rows, object_lines
 from logistics_platform.lib.bronze.ingest import FAST_RUN_LINES, BlockTask, ingest_hour, parse_block
 from logistics_platform.lib.bronze.landing import list_arrival_hours, list_hour_files
 from logistics_platform.lib.connections import load_catalog
@@ -195,3 +195,78 @@ def test_an_odd_line_gives_what_the_per_line_parser_gives(table, base, odd):
         slow.unknown,
     )
     assert fast_rows(LineParser(spec, hour, 7200), [base], 3, 100, "f.json", schema) is not None
+
+
+def _layout_by_lines(block: bytes) -> tuple[int, list[tuple[int, int]] | None]:
+    """What count_lines/object_lines must answer, worked out line by line."""
+    lines = block.split(b"\n")
+    if block.endswith(b"\n"):
+        lines.pop()
+    tombstones: list[tuple[int, int]] | None = []
+    at = 0
+    for i, line in enumerate(lines):
+        if line == b"null":
+            tombstones.append((i, at))
+        elif not (line.startswith(b"{") and line.endswith(b"}") and len(line) > 1):
+            tombstones = None
+            break
+        at += len(line) + 1
+    return len(lines), tombstones
+
+
+SHORT, LONG = b'{"a":1}', b'{"a":"' + b"x" * 900 + b'"}'
+LAYOUTS = [
+    b"{}",
+    b"{}\n",
+    b"\n",
+    b"null",
+    b"null\n",
+    b"null\nnull\n",
+    b"{\n}\n",
+    b"{} {}\n",
+    b"{}\r\n{}\r\n",
+    b" {}\n",
+    b"{}\n\n{}\n",
+    b"{}\n \n{}\n",
+    b"{}\nnul\n{}\n",
+    b"{}\nnull \n{}\n",
+    b"{}\n}\n{}\n",
+]
+for line in (SHORT, LONG):
+    LAYOUTS += [
+        b"\n".join([line] * 9) + b"\n",
+        b"\n".join([line] * 9),
+        b"null\n" + b"\n".join([line] * 5) + b"\nnull\n" + b"\n".join([line] * 5) + b"\nnull",
+        b"\n".join([line, b"null", b"null", line, line]) + b"\n",
+        b"\n".join([line] * 6 + [b"", line]) + b"\n",
+        b"\n".join([line] * 6 + [line[:-1], line]) + b"\n",
+        b"\n".join([line] * 6 + [line + b" " + line]) + b"\n",
+    ]
+
+
+@pytest.mark.parametrize("block", LAYOUTS)
+def test_the_block_layout_is_what_the_lines_say(block):
+    n, expected = _layout_by_lines(block)
+    counted, layout, scanned = count_lines(block)
+    assert counted == n
+    if scanned:
+        assert layout == expected
+    assert object_lines(block, n) == expected
+
+
+def test_a_block_taken_whole_gives_what_the_per_line_parser_gives():
+    # Clean lines with a delete and tombstones (first, inner, last): the clean path takes the block in one piece.
+    table, hour = "orders", datetime(2026, 11, 1)
+    spec = bs.TOPICS[table]
+    schema = schema_to_pyarrow(bs.table_schema(spec), include_field_ids=True)
+    envelope = json.loads(ORDER)
+    envelope.update(op="d", before={"order_id": 1}, after=None)
+    delete = json.dumps(envelope, separators=(",", ":")).encode()
+    update = ORDER.replace(b'"op":"c"', b'"op":"u"')
+    block = b"\n".join([b"null", ORDER, update, delete, b"null", ORDER, b"null"]) + b"\n"
+    assert fast_block(LineParser(spec, hour, 7200), block, 7, 3, 100, "f.json", schema) is not None
+    whole, slow = (parse_block(BlockTask(table, hour, 7200, (), schema, block, 3, 100, "f.json", n)) for n in (8192, 0))
+    assert whole.rows is not None and slow.rows is not None and whole.rows.num_rows == 4
+    assert whole.rows.equals(slow.rows)
+    assert (whole.quarantine, whole.lines, whole.tombstones, whole.late) == (slow.quarantine, 7, 3, slow.late)
+    assert slow.tombstones == 3

@@ -13,7 +13,6 @@ evolution are read like contract columns (evolved string columns only when every
 
 from __future__ import annotations
 
-import io
 from typing import Any
 
 import pyarrow as pa
@@ -140,37 +139,152 @@ def fast_rows(
     """(rows of ``schema``, late count, tombstones) for a run of lines, or None: parse them line by line."""
     if not lines:
         return None
-    buf = b"\n".join(lines)
-    offsets: list[int] | None = None
-    n = len(lines)
-    if buf == b"null" or buf.startswith(b"null\n") or buf.endswith(b"\nnull") or b"\nnull\n" in buf:
-        # Kafka tombstones (exactly `null`, as the connector writes them) are counted, never stored.
-        keep = [i for i, line in enumerate(lines) if line != b"null"]
-        if not keep:
-            return None
-        offsets = [first_offset + i for i in keep]
-        lines = [lines[i] for i in keep]
-        buf = b"\n".join(lines)
-    tombstones = n - len(lines)
-    n = len(lines)
-    # Every line exactly one object: '{' first, '}' last. With the row count below this rules out lines that
-    # Arrow would skip (blank) or merge, and lines holding two objects.
-    if buf[:1] != b"{" or buf[-1:] != b"}" or buf.count(b"}\n{") != n - 1:
+    return fast_block(parser, b"\n".join(lines), len(lines), kafka_partition, first_offset, source_file, schema)
+
+
+# Below this many bytes a line on average, one C-level count proves the layout faster than a scan line by line.
+_COUNT_FIRST_LINE_BYTES = 512
+
+
+def object_lines(block: bytes, n_lines: int) -> list[tuple[int, int]] | None:
+    """Where the tombstones are in a block whose every other line is exactly one ``{...}``; None if it is not so.
+
+    ``block`` holds ``n_lines`` lines separated by newlines (the last newline optional, so that a file's last
+    line without one counts). The answer lists (line index, byte position) of each line that is exactly
+    ``null`` (a Kafka tombstone), and is empty when every line starts with ``{`` and ends with ``}``.
+    """
+    end = len(block) - 1 if block.endswith(b"\n") else len(block)
+    if n_lines < 1 or end < 1:
         return None
-    if not buf.isascii():
+    if (
+        end < _COUNT_FIRST_LINE_BYTES * n_lines
+        and block[0] == 0x7B
+        and block[end - 1] == 0x7D
+        and block.count(b"}\n{", 0, end) == n_lines - 1
+    ):
+        return []  # every newline sits between '}' and '{': each of the n lines is one {...}
+    tombstones: list[tuple[int, int]] = []
+    find = block.find
+    start = 0
+    for index in range(n_lines):
+        stop = find(b"\n", start, end)
+        if stop < 0:
+            stop = end
+        if start < stop and block[start] == 0x7B and block[stop - 1] == 0x7D:
+            pass
+        elif stop - start == 4 and block.startswith(b"null", start):
+            tombstones.append((index, start))
+        else:
+            return None
+        start = stop + 1
+    return tombstones if start > end else None  # more newlines than n_lines: not the block described
+
+
+Layout = list[tuple[int, int]] | None
+"""What :func:`object_lines` says of a block: the tombstones (line index, byte position), or None."""
+
+
+def count_lines(block: bytes) -> tuple[int, Layout, bool]:
+    """(lines, layout, whether the layout was found) of a block, in the cheaper way for its line length.
+
+    Lines are counted as by the reader (one per newline, plus a last line without one). For long lines a scan
+    from newline to newline counts them and finds the layout in one go; for short ones one C-level count of
+    the newlines is cheaper, and :func:`fast_block` finds the layout later if it is asked for.
+    """
+    end = len(block) - 1 if block.endswith(b"\n") else len(block)
+    fourth = -1
+    for _ in range(4):
+        fourth = block.find(b"\n", fourth + 1, end)
+        if fourth < 0:
+            break
+    if 0 <= fourth < 4 * _COUNT_FIRST_LINE_BYTES:
+        return block.count(b"\n", 0, end) + 1, None, False
+    tombstones: list[tuple[int, int]] = []
+    find = block.find
+    start = index = 0
+    while True:
+        stop = find(b"\n", start, end)
+        last = stop < 0
+        if last:
+            stop = end
+        if start < stop and block[start] == 0x7B and block[stop - 1] == 0x7D:
+            pass
+        elif stop - start == 4 and block.startswith(b"null", start):
+            tombstones.append((index, start))
+        else:  # not one object per line: only the count is left to do
+            return index + block.count(b"\n", stop, end) + 1, None, True
+        index += 1
+        if last:
+            return index, tombstones, True
+        start = stop + 1
+
+
+def _offsets(first_offset: int, n_lines: int, dropped: list[int] | None = None) -> pa.Array:
+    """Record offsets of a block's lines (int64, vectorised), without the lines at the ``dropped`` indices."""
+    full = pc.add(pc.cumulative_sum(pa.repeat(pa.scalar(1, pa.int64()), n_lines)), first_offset - 1)
+    if not dropped:
+        return full
+    parts = []
+    at = 0
+    for i in dropped:
+        parts.append(full.slice(at, i - at))
+        at = i + 1
+    parts.append(full.slice(at))
+    return pa.concat_arrays(parts)
+
+
+def _without_tombstones(block: bytes, tombstones: list[tuple[int, int]]) -> bytes:
+    view = memoryview(block)
+    parts = []
+    at = 0
+    for _, start in tombstones:
+        parts.append(view[at:start])
+        at = start + 5  # "null" and its newline (the last line's may be missing: slicing past the end is empty)
+    parts.append(view[at:])
+    return b"".join(parts)
+
+
+def fast_block(
+    parser: LineParser,
+    block: bytes,
+    n_lines: int,
+    kafka_partition: int,
+    first_offset: int,
+    source_file: str,
+    schema: pa.Schema,
+    layout: Layout = None,
+    scanned: bool = False,
+) -> tuple[pa.Table, int, int] | None:
+    """:func:`fast_rows` of a whole block of ``n_lines`` newline-separated lines, without splitting it into lines.
+
+    ``layout``: the block's :func:`object_lines` when ``scanned`` (by :func:`count_lines`), else found here.
+    """
+    tombstones = layout if scanned else object_lines(block, n_lines)
+    if tombstones is None:
+        return None
+    offsets: pa.Array | None = None
+    n = n_lines
+    if tombstones:
+        # Kafka tombstones (exactly `null`, as the connector writes them) are counted, never stored.
+        n -= len(tombstones)
+        if not n:
+            return None
+        offsets = _offsets(first_offset, n_lines, [i for i, _ in tombstones])
+        block = _without_tombstones(block, tombstones)
+    if not block.isascii():
         try:
-            buf.decode("utf-8")  # Arrow does not validate UTF-8 in strings
+            block.decode("utf-8")  # Arrow does not validate UTF-8 in strings
         except UnicodeDecodeError:
             return None
     try:
-        tbl = pj.read_json(io.BytesIO(buf), read_options=_READ, parse_options=_parse_options(parser))
+        tbl = pj.read_json(pa.BufferReader(block), read_options=_READ, parse_options=_parse_options(parser))
         if tbl.num_rows != n:
             return None
         tbl = tbl.combine_chunks()
         rows, late = _build(parser, tbl, n, kafka_partition, first_offset, offsets, source_file, schema)
     except (_Decline, pa.ArrowInvalid):
         return None
-    return rows, late, tombstones
+    return rows, late, len(tombstones)
 
 
 def _build(
@@ -179,7 +293,7 @@ def _build(
     n: int,
     kafka_partition: int,
     first_offset: int,
-    offsets: list[int] | None,
+    offsets: pa.Array | None,
     source_file: str,
     schema: pa.Schema,
 ) -> tuple[pa.Table, int]:
@@ -200,10 +314,13 @@ def _build(
         before, after = tbl.column("before").chunk(0), tbl.column("after").chunk(0)
         is_delete = pc.equal(op, "d")
         deletes = pc.any(is_delete).as_py()
+        masked = False
         # Deletes: the key from before, no values; the others: the row from after.
         if deletes:
             _require(pc.if_else(is_delete, pc.is_valid(before), pc.is_valid(after)))
             key = pc.if_else(is_delete, _field(before, key_name), _field(after, key_name))
+            # A delete normally has no after: its values are then null already and need no masking.
+            masked = not pc.all(pc.or_(pc.invert(is_delete), pc.is_null(after))).as_py()
         else:
             _require(pc.is_valid(after))
             key = _field(after, key_name)
@@ -211,7 +328,7 @@ def _build(
             values = _typed(kind, _field(after, name))
             if name == key_name:
                 cols[name] = key
-            elif deletes:
+            elif deletes and masked:
                 cols[name] = pc.if_else(is_delete, pa.nulls(n, values.type), values)
             else:
                 cols[name] = values
@@ -238,7 +355,7 @@ def _build(
     cols.update(
         _topic=pa.repeat(pa.scalar(topic, pa.string()), n),
         _kafka_partition=pa.repeat(pa.scalar(kafka_partition, pa.int32()), n),
-        _offset=pa.array(range(first_offset, first_offset + n) if offsets is None else offsets, pa.int64()),
+        _offset=_offsets(first_offset, n) if offsets is None else offsets,
         _source_file=pa.repeat(pa.scalar(source_file, pa.string()), n),
         _event_id=pa.array(_event_ids(id_text), pa.string()),
         _event_time=event_us,

@@ -61,7 +61,7 @@ from logistics_platform.lib.bronze.envelope import (
     infer_iceberg_type,
     raw_line_text,
 )
-from logistics_platform.lib.bronze.fastpath import fast_rows
+from logistics_platform.lib.bronze.fastpath import Layout, count_lines, fast_block, fast_rows
 from logistics_platform.lib.bronze.landing import (
     CorruptFileError,
     LandingFile,
@@ -489,6 +489,9 @@ class BlockTask:
     first_offset: int
     relpath: str
     fast_run_lines: int = FAST_RUN_LINES  # runs of lines tried on the vectorised clean path; 0: per line only
+    n_lines: int = -1  # lines in the block when the reader counted them already (-1: count them here)
+    layout: Layout = None  # fastpath.object_lines of the block, when the reader found it (scanned)
+    scanned: bool = False
 
 
 class CorruptRead(Exception):
@@ -520,10 +523,24 @@ def iter_blocks(f: LandingFile, block_bytes: int = BLOCK_BYTES) -> Iterator[tupl
 
     A damaged file yields its complete lines in front of the damage, then raises :class:`CorruptRead`.
     """
+    for block, first, _, _, _ in iter_counted_blocks(f, block_bytes):
+        yield block, first
+
+
+def block_lines(block: bytes) -> int:
+    """Lines in a block: one per newline, plus a last line without one."""
+    return block.count(b"\n") + (not block.endswith(b"\n"))
+
+
+def iter_counted_blocks(
+    f: LandingFile, block_bytes: int = BLOCK_BYTES
+) -> Iterator[tuple[bytes, int, int, Layout, bool]]:
+    """:func:`iter_blocks` with each block's line count and, when found on the way, its layout (count_lines)."""
     offset = f.start_offset
     done = 0
     tail = b""
-    stream = f.reader()
+    # A plain file is read a block at a time (one read, no joining of smaller pieces).
+    stream = f.reader() if f.gzipped else f.reader(block_bytes)
     while True:
         try:
             chunk = stream.read(block_bytes)
@@ -531,34 +548,65 @@ def iter_blocks(f: LandingFile, block_bytes: int = BLOCK_BYTES) -> Iterator[tupl
             raise CorruptRead(f, e, offset, done, tail) from e
         if not chunk:
             if tail:
-                yield tail, offset  # a last line without newline still counts
+                yield tail, offset, *count_lines(tail)  # a last line without newline still counts
             return
-        data = tail + chunk if tail else chunk
-        cut = data.rfind(b"\n") + 1
+        cut = chunk.rfind(b"\n") + 1
         if cut == 0:
-            tail = data
+            tail += chunk
             continue
-        block, tail = (data, b"") if cut == len(data) else (data[:cut], data[cut:])
-        yield block, offset
-        offset += block.count(b"\n")
+        # One copy at most: the previous tail and this chunk up to its last newline, joined.
+        if cut == len(chunk):
+            block = b"".join((tail, chunk)) if tail else chunk
+        else:
+            block = b"".join((tail, memoryview(chunk)[:cut]))
+        tail = chunk[cut:]
+        n, layout, scanned = count_lines(block)
+        yield block, offset, n, layout, scanned
+        offset += n
         done += len(block)
 
 
 _PARSERS: dict[tuple[Any, ...], LineParser] = {}
+# Per parser: [whole blocks taken by the clean path, whole blocks it declined]. A block is first tried whole
+# (no splitting into lines); where whole blocks keep being declined (odd lines are common in this topic and
+# hour), only runs of lines are tried, so a dirty hour does not pay for decoding its blocks twice.
+_WHOLE_BLOCKS: dict[tuple[Any, ...], list[int]] = {}
 
 
 def parse_block(task: BlockTask) -> BlockResult:
     """Parse and validate one block of lines: typed rows as Arrow, quarantine records, counts.
 
-    Runs of ``task.fast_run_lines`` lines first try the vectorised clean path
-    (:func:`~logistics_platform.lib.bronze.fastpath.fast_rows`); a run it declines is parsed line by line.
+    The whole block, then runs of ``task.fast_run_lines`` lines, are first tried on the vectorised clean path
+    (:func:`~logistics_platform.lib.bronze.fastpath.fast_block`); a run it declines is parsed line by line.
     """
     key = (task.table, task.hour, task.lateness_seconds, task.evolved)
     parser = _PARSERS.get(key)
     if parser is None:
         if len(_PARSERS) > 64:
             _PARSERS.clear()
+            _WHOLE_BLOCKS.clear()
         parser = _PARSERS[key] = LineParser(bs.TOPICS[task.table], task.hour, task.lateness_seconds, dict(task.evolved))
+    fast_on = task.fast_run_lines > 0
+    n_lines = task.n_lines if task.n_lines >= 0 else block_lines(task.block)
+    whole_tried = False
+    stats = _WHOLE_BLOCKS.setdefault(key, [0, 0])
+    if fast_on and (stats[1] < 2 or stats[0] >= stats[1]):
+        whole = fast_block(
+            parser,
+            task.block,
+            n_lines,
+            task.kafka_partition,
+            task.first_offset,
+            task.relpath,
+            task.arrow_schema,
+            task.layout,
+            task.scanned and task.n_lines >= 0,
+        )
+        whole_tried = True
+        if whole is not None:
+            stats[0] += 1
+            return BlockResult(rows=whole[0], lines=n_lines, tombstones=whole[2], late=whole[1])
+        stats[1] += 1
     lines = task.block.split(b"\n")
     if task.block.endswith(b"\n"):
         lines.pop()
@@ -570,12 +618,13 @@ def parse_block(task: BlockTask) -> BlockResult:
     quarantine: list[tuple[Any, ...]] = []
     reasons: Counter[str] = Counter()
     tombstones = late = 0
-    fast_on = task.fast_run_lines > 0
     step = task.fast_run_lines if fast_on else len(lines) or 1
+    # A block of one run was just declined whole: the same lines as a run would be declined again.
+    runs_on = fast_on and not (whole_tried and len(lines) <= step)
     for start in range(0, len(lines), step):
         run = lines[start : start + step]
         first = task.first_offset + start
-        fast = fast_rows(parser, run, part, first, rel, task.arrow_schema) if fast_on else None
+        fast = fast_rows(parser, run, part, first, rel, task.arrow_schema) if runs_on else None
         if fast is not None:
             if rows:
                 tables.append(rows_to_arrow(rows, task.arrow_schema))
@@ -683,7 +732,7 @@ def _ingest_topic(
     def tasks() -> Iterator[BlockTask]:
         for f in files:
             try:
-                for block, first in iter_blocks(f, block_bytes):
+                for block, first, n_lines, layout, scanned in iter_counted_blocks(f, block_bytes):
                     yield BlockTask(
                         spec.table,
                         hour,
@@ -695,6 +744,9 @@ def _ingest_topic(
                         first,
                         f.relpath,
                         fast_run_lines,
+                        n_lines,
+                        layout,
+                        scanned,
                     )
             except CorruptRead as e:  # its readable lines are in the tasks above; the file gets one row
                 corrupt.append(e)

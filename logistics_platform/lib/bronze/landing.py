@@ -51,9 +51,12 @@ class LandingFile:
         # The caller owns the stream (it is used as a context manager there).
         return cast(IO[bytes], gzip.open(self.path, "rb")) if self.gzipped else open(self.path, "rb")
 
-    def reader(self) -> ContentReader:
-        """The file's content as landed lines see it: BOM stripped, readable up to any damage (see ContentReader)."""
-        return ContentReader(self)
+    def reader(self, chunk: int | None = None) -> ContentReader:
+        """The file's content as landed lines see it: BOM stripped, readable up to any damage (see ContentReader).
+
+        ``chunk``: bytes read (plain) or decompressed (gzip) per step (default ``READ_CHUNK``).
+        """
+        return ContentReader(self) if chunk is None else ContentReader(self, chunk)
 
 
 class LandingPathError(ValueError):
