@@ -1,5 +1,6 @@
 """Fixtures shared by every test package: settings on a temp dir, a catalog, a landed hour, a Dagster instance,
-a PostgreSQL database and a local webhook. Markers are registered in pyproject.toml."""
+a PostgreSQL database, a local webhook and a local S3 server with a bucket per test. Markers are registered in
+pyproject.toml."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from logistics_platform.lib.connections import load_catalog
 from logistics_platform.settings import Settings, local_settings, subprocess_env
 from tests.support.bronze import HOUR, contract_hour
 from tests.support.http import Webhook
+from tests.support.s3 import S3Server, moto_server
 
 PG = {"host": "127.0.0.1", "port": 5432, "user": "postgres", "dbname": "postgres"}
 
@@ -121,3 +123,25 @@ def webhook() -> Iterator[Webhook]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[S3Server]:
+    """One moto S3 server process for the whole session (tests isolate by bucket), stopped at the end."""
+    with moto_server() as server:
+        yield server
+
+
+@dataclass
+class S3Warehouse:
+    server: S3Server
+    bucket: str
+    # The variables that put a warehouse in the bucket (ICEBERG_WAREHOUSE, ICEBERG_S3_*).
+    env: dict[str, str]
+
+
+@pytest.fixture
+def s3_warehouse(s3_server: S3Server) -> S3Warehouse:
+    """A fresh bucket on the session's S3 server, and the settings' variables for a warehouse in it."""
+    bucket = s3_server.create_bucket()
+    return S3Warehouse(s3_server, bucket, s3_server.env(bucket))
