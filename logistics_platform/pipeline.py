@@ -283,7 +283,7 @@ def table_counts(settings: Settings) -> tuple[dict[str, int], dict[str, int], st
         errors.append(f"bronze: {type(exc).__name__}: {exc}")
     try:
         if settings.duckdb_path.exists():
-            con = connect(settings.duckdb_path, read_only=True)
+            con = connect(settings.duckdb_path, read_only=True, settings=settings)
             try:
                 names = con.execute(
                     "select table_name from information_schema.tables where table_schema = 'marts' order by 1"

@@ -15,7 +15,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     settings = load_settings()
-    connect().close()
+    connect(settings=settings).close()
     load_catalog(settings)
     print(f"catalog ready: {settings.catalog_uri} (warehouse {settings.warehouse})")
     return 0

@@ -56,7 +56,7 @@ def build_publish_assets(settings: Settings) -> dg.AssetsDefinition:
         """Write every DuckDB mart to an audit branch of its Iceberg table; fast-forward `main` if all pass."""
         catalog = load_catalog(settings)
         with duckdb.get_connection() as con:
-            load_extensions(con)
+            load_extensions(con, settings)
             try:
                 reports = publish_marts(
                     catalog, con, progress=context.log.info, max_row_drop=settings.publish_max_row_drop
