@@ -7,8 +7,9 @@ also loads httpfs and gets a session secret built from the ``ICEBERG_S3_*`` sett
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 from duckdb_extensions import import_extension
@@ -37,6 +38,158 @@ def catalog_engine_uri(uri: str) -> str:
     return url.update_query_dict({"connect_timeout": str(CONNECT_TIMEOUT_SECONDS)}).render_as_string(
         hide_password=False
     )
+
+
+class MisconfiguredError(RuntimeError):
+    """The catalog or the warehouse cannot be used as configured; the one-line message names the setting to fix.
+
+    Retrying cannot help (a closed port, a wrong login, a missing database or bucket): callers fail at once.
+    """
+
+    def __init__(self, message: str, setting: str) -> None:
+        super().__init__(message)
+        self.setting = setting
+
+
+def redacted(uri: str) -> str:
+    """``uri`` with its password masked (for messages)."""
+    from sqlalchemy.engine import make_url
+
+    try:
+        return make_url(uri).render_as_string(hide_password=True)
+    except Exception:
+        return re.sub(r"//([^:/@]+):[^@]*@", r"//\1:***@", uri)
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    line = " ".join(str(text).split())
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def catalog_misconfiguration(settings: Settings, exc: BaseException) -> MisconfiguredError | None:
+    """What ``exc`` (a failed connection to the catalog database) says is wrong with ICEBERG_CATALOG_URI, if it does."""
+    cause = getattr(exc, "orig", None) or exc
+    text = _one_line(str(cause).replace("FATAL:", ""))
+    low = text.lower()
+    where = redacted(settings.catalog_uri)
+    if any(w in low for w in ("password authentication failed", "no pg_hba.conf entry")) or (
+        "role" in low and "does not exist" in low
+    ):
+        return MisconfiguredError(
+            f"the Iceberg catalog at {where} refused the login ({text}): fix the user or password in "
+            "ICEBERG_CATALOG_URI",
+            "ICEBERG_CATALOG_URI",
+        )
+    if "database" in low and "does not exist" in low:
+        return MisconfiguredError(
+            f"the Iceberg catalog database at {where} does not exist ({text}): create it, or fix the database "
+            "name in ICEBERG_CATALOG_URI",
+            "ICEBERG_CATALOG_URI",
+        )
+    unreachable = (
+        "connection refused",
+        "could not connect",
+        "timeout expired",
+        "could not translate host name",
+        "name or service not known",
+        "no route to host",
+        "network is unreachable",
+        "unable to open database file",
+    )
+    if any(w in low for w in unreachable):
+        return MisconfiguredError(
+            f"cannot reach the Iceberg catalog at {where} ({text}): start the database, or fix the host and port in "
+            "ICEBERG_CATALOG_URI",
+            "ICEBERG_CATALOG_URI",
+        )
+    return None
+
+
+def _check_catalog(settings: Settings) -> None:
+    from sqlalchemy import create_engine, text
+    from sqlalchemy import exc as sa_exc
+    from sqlalchemy.pool import NullPool
+
+    if settings.catalog_uri.startswith("sqlite"):
+        return  # a local file that load_catalog creates: nothing to reach
+    engine = create_engine(catalog_engine_uri(settings.catalog_uri), poolclass=NullPool)
+    try:
+        with engine.connect() as con:
+            con.execute(text("select 1"))
+    except sa_exc.DBAPIError as exc:
+        problem = catalog_misconfiguration(settings, exc)
+        if problem is not None:
+            raise problem from None
+        raise
+    finally:
+        engine.dispose()
+
+
+def s3_filesystem(settings: Settings) -> Any:
+    """A pyarrow S3FileSystem on the warehouse's endpoint with the settings' credentials and short timeouts."""
+    from urllib.parse import urlsplit
+
+    from pyarrow import fs as pafs
+
+    options: dict[str, Any] = {
+        "connect_timeout": CONNECT_TIMEOUT_SECONDS,
+        "request_timeout": CONNECT_TIMEOUT_SECONDS,
+        # One attempt: the pre-flight check says what is wrong now; the SDK's retries would only delay that.
+        "retry_strategy": pafs.AwsStandardS3RetryStrategy(max_attempts=1),
+    }
+    if settings.s3.get("s3.access-key-id"):
+        options["access_key"] = settings.s3["s3.access-key-id"]
+        options["secret_key"] = settings.s3.get("s3.secret-access-key", "")
+    if settings.s3.get("s3.region"):
+        options["region"] = settings.s3["s3.region"]
+    endpoint = settings.s3.get("s3.endpoint")
+    if endpoint:
+        parts = urlsplit(endpoint if "://" in endpoint else f"https://{endpoint}")
+        options["endpoint_override"] = parts.netloc
+        options["scheme"] = parts.scheme
+    return pafs.S3FileSystem(**options)
+
+
+def _check_warehouse(settings: Settings) -> None:
+    from urllib.parse import urlsplit
+
+    from pyarrow import fs as pafs
+
+    if not on_s3(settings):
+        return
+    bucket = urlsplit(settings.warehouse).netloc
+    endpoint = settings.s3.get("s3.endpoint") or "AWS S3"
+    try:
+        info = s3_filesystem(settings).get_file_info(bucket)
+    except OSError as exc:
+        text = _one_line(str(exc))
+        if any(w in text for w in ("ACCESS_DENIED", "InvalidAccessKeyId", "SignatureDoesNotMatch", "403")):
+            raise MisconfiguredError(
+                f"S3 at {endpoint} refused the credentials for bucket {bucket!r} ({text}): fix "
+                "ICEBERG_S3_ACCESS_KEY_ID and ICEBERG_S3_SECRET_ACCESS_KEY",
+                "ICEBERG_S3_ACCESS_KEY_ID",
+            ) from None
+        if any(w in text for w in ("NETWORK_CONNECTION", "curlCode", "Could not connect", "Couldn't resolve")):
+            raise MisconfiguredError(
+                f"cannot reach S3 at {endpoint} ({text}): start the object store, or fix ICEBERG_S3_ENDPOINT",
+                "ICEBERG_S3_ENDPOINT",
+            ) from None
+        raise
+    if info.type == pafs.FileType.NotFound:
+        raise MisconfiguredError(
+            f"the S3 bucket {bucket!r} of ICEBERG_WAREHOUSE={settings.warehouse} does not exist at {endpoint}: "
+            "create it, or fix the bucket in ICEBERG_WAREHOUSE",
+            "ICEBERG_WAREHOUSE",
+        )
+
+
+def preflight(settings: Settings) -> None:
+    """One cheap catalog query and one S3 HEAD of the warehouse bucket, each with a short connect timeout.
+
+    Raises :class:`MisconfiguredError` naming the setting to fix when either cannot be used as configured.
+    """
+    _check_catalog(settings)
+    _check_warehouse(settings)
 
 
 def load_catalog(settings: Settings) -> SqlCatalog:

@@ -114,3 +114,35 @@ def moto_server(env: Mapping[str, str] | None = None) -> Iterator[S3Server]:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+@dataclass
+class Credentials:
+    access_key_id: str
+    secret_access_key: str
+
+
+@contextmanager
+def authenticating_moto_server() -> Iterator[tuple[S3Server, Credentials]]:
+    """A moto server that checks S3 credentials (its IAM auth), with one IAM user allowed everything.
+
+    moto authenticates requests only after ``INITIAL_NO_AUTH_ACTION_COUNT`` of them: the first three create the
+    user, its access key and its policy, unauthenticated; every request after them must be signed by that key.
+    """
+    import json
+
+    import boto3
+
+    with moto_server({"INITIAL_NO_AUTH_ACTION_COUNT": "3"}) as server:
+        iam = boto3.client(
+            "iam",
+            endpoint_url=server.endpoint,
+            aws_access_key_id=ACCESS_KEY_ID,
+            aws_secret_access_key=SECRET_ACCESS_KEY,
+            region_name=REGION,
+        )
+        iam.create_user(UserName="lakehouse")
+        key = iam.create_access_key(UserName="lakehouse")["AccessKey"]
+        policy = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}
+        iam.put_user_policy(UserName="lakehouse", PolicyName="everything", PolicyDocument=json.dumps(policy))
+        yield server, Credentials(key["AccessKeyId"], key["SecretAccessKey"])
