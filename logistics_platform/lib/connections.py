@@ -8,6 +8,7 @@ also loads httpfs and gets a session secret built from the ``ICEBERG_S3_*`` sett
 from __future__ import annotations
 
 import re
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +27,8 @@ S3_EXTENSIONS = ("httpfs",)
 S3_SECRET = "logistics_warehouse"
 # libpq waits for an unreachable host as long as the OS does; a catalog that is down should fail the command at once.
 CONNECT_TIMEOUT_SECONDS = 5
+# Opening the catalog again after losing the race to create its tables (see load_catalog).
+CREATION_ATTEMPTS = 3
 
 
 def catalog_engine_uri(uri: str) -> str:
@@ -201,11 +204,28 @@ def load_catalog(settings: Settings) -> SqlCatalog:
         Path(settings.catalog_uri[len("sqlite:///") :]).parent.mkdir(parents=True, exist_ok=True)
     if settings.warehouse.startswith("file://"):
         Path(settings.warehouse[len("file://") :]).mkdir(parents=True, exist_ok=True)
-    properties = settings.catalog_properties
-    catalog = SqlCatalog(settings.catalog_name, **{**properties, "uri": catalog_engine_uri(properties["uri"])})
-    for ns in NAMESPACES:
-        catalog.create_namespace_if_not_exists(ns)
-    return catalog
+    from sqlalchemy.exc import IntegrityError, ProgrammingError
+
+    properties = {**settings.catalog_properties, "uri": catalog_engine_uri(settings.catalog_uri)}
+    for attempt in range(1, CREATION_ATTEMPTS + 1):
+        try:
+            catalog = SqlCatalog(settings.catalog_name, **properties)
+            for ns in NAMESPACES:
+                catalog.create_namespace_if_not_exists(ns)
+            return catalog
+        except (IntegrityError, ProgrammingError) as exc:
+            # Openers of an empty database each find the catalog's tables (or a namespace) missing and create
+            # them; the losers of that race get a duplicate table, type or key. The winner's objects are there
+            # now: opening again finds them (and creates nothing).
+            if attempt == CREATION_ATTEMPTS or not _lost_creation_race(exc):
+                raise
+            time.sleep(0.2 * attempt)
+    raise AssertionError("unreachable")
+
+
+def _lost_creation_race(exc: Exception) -> bool:
+    text = str(getattr(exc, "orig", None) or exc).lower()
+    return "already exists" in text or "duplicate key" in text
 
 
 def on_s3(settings: Settings) -> bool:
