@@ -10,6 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 from pathlib import Path
 
+import dagster as dg
 import pytest
 from pyiceberg.catalog import Catalog
 
@@ -22,6 +23,7 @@ from logistics_platform.pipeline import run_pipeline
 from logistics_platform.settings import local_settings
 from tests.conftest import S3Warehouse
 from tests.support.prod import prod_instance, prod_settings
+from tests.support.s3 import SECRET_ACCESS_KEY
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.s3]
 
@@ -72,6 +74,9 @@ def test_the_prod_profile_on_postgres_and_s3_builds_the_marts_of_the_embedded_pr
 
         maintenance = build_definitions(prod).resolve_job_def(MAINTENANCE_JOB).execute_in_process(instance=instance)
         assert maintenance.success
+        stored = "\n".join(
+            dg.serialize_value(e) for r in instance.get_run_records() for e in instance.all_logs(r.dagster_run.run_id)
+        )
 
     keys = set(s3.keys(bucket))
     assert f"{table_prefix}/{ORPHAN_KEY}" not in keys  # orphan listing and removal on S3
@@ -81,6 +86,15 @@ def test_the_prod_profile_on_postgres_and_s3_builds_the_marts_of_the_embedded_pr
     # Every table file is in the bucket: none was written under the prod root on local disk.
     assert not [p for p in (tmp_path / "prod").rglob("*") if p.suffix in {".parquet", ".avro", ".json"}]
     assert any(k.startswith("warehouse/marts/") for k in keys) and any(k.startswith("warehouse/bronze/") for k in keys)
+
+    # The S3 secret key reached pyiceberg, dbt and DuckDB, and none of them kept it: not the Dagster events, nor the
+    # DuckDB file (its S3 secret is a temporary one), nor the tables' metadata in the bucket.
+    assert "bronze_ingest" in stored and SECRET_ACCESS_KEY not in stored
+    assert SECRET_ACCESS_KEY.encode() not in prod.duckdb_path.read_bytes()
+    metadata = [k for k in keys if k.endswith(".metadata.json")]
+    assert metadata and not [
+        k for k in metadata if SECRET_ACCESS_KEY.encode() in s3.client().get_object(Bucket=bucket, Key=k)["Body"].read()
+    ]
 
     prod_catalog, embedded_catalog = load_catalog(prod), load_catalog(embedded)
     con = connect(settings=prod)  # reads the S3 tables through httpfs, the local ones from disk
