@@ -93,6 +93,8 @@ def test_a_missing_bucket_is_one_line_naming_the_warehouse(
     _environment(monkeypatch, tmp_path, **env)
     assert main(["setup"]) == 1
     one_line(capsys, "the S3 bucket 'no-such-bucket'", "does not exist", "ICEBERG_WAREHOUSE")
+    assert main(["maintain", "--dry-run"]) == 1
+    one_line(capsys, "the S3 bucket 'no-such-bucket'", "ICEBERG_WAREHOUSE")
     # The bucket of the test exists: the same settings on it pass.
     _environment(monkeypatch, tmp_path, **s3_warehouse.env)
     assert main(["setup"]) == 0
