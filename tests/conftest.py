@@ -145,3 +145,33 @@ def s3_warehouse(s3_server: S3Server) -> S3Warehouse:
     """A fresh bucket on the session's S3 server, and the settings' variables for a warehouse in it."""
     bucket = s3_server.create_bucket()
     return S3Warehouse(s3_server, bucket, s3_server.env(bucket))
+
+
+@dataclass
+class EmbeddedRun:
+    """`run_pipeline` over a small generated landing zone in the embedded profile, with what it reported."""
+
+    settings: Settings
+    summary: Any  # pipeline.Summary
+    log: list[str]
+    progress: list[Any]  # pipeline.Progress, one per report
+
+
+@pytest.fixture(scope="session")
+def embedded_run(tmp_path_factory: pytest.TempPathFactory) -> EmbeddedRun:
+    """Three generated arrival hours through the whole pipeline in the embedded profile, once per session.
+
+    Shared: the pipeline test checks the run itself, the prod-profile test compares its marts with these.
+    """
+    from logistics_platform.generator import GeneratorConfig, generate
+    from logistics_platform.pipeline import run_pipeline
+
+    settings = local_settings(tmp_path_factory.mktemp("embedded_run"))
+    config = GeneratorConfig(start=datetime(2026, 11, 1), hours=3, seed=11, orders_per_day=400, pings_per_day=3000)
+    generate(settings.landing_dir, config)
+    log: list[str] = []
+    progress: list[Any] = []
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("DAGSTER_HOME", raising=False)  # an ephemeral instance: nothing lands in the repo's storage
+        summary = run_pipeline(settings, log=log.append, progress=progress.append)
+    return EmbeddedRun(settings, summary, log, progress)

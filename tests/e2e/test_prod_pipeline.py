@@ -2,12 +2,12 @@
 
 Ingest -> dbt -> publish through `run_pipeline` (the platform's own Dagster jobs on the instance of
 dagster.prod.yaml), then the nightly maintenance job; the published marts equal those the embedded profile (SQLite
-catalog, local files, throwaway instance) builds from the same landing data.
+catalog, local files, throwaway instance) builds from the same landing data (the session's ``embedded_run``, which
+the pipeline test checks on its own).
 """
 
 from __future__ import annotations
 
-from datetime import datetime
 from pathlib import Path
 
 import dagster as dg
@@ -16,18 +16,15 @@ from pyiceberg.catalog import Catalog
 
 from logistics_platform.definitions import build_definitions
 from logistics_platform.defs.constants import MAINTENANCE_JOB
-from logistics_platform.generator import GeneratorConfig, generate
 from logistics_platform.lib.connections import connect, load_catalog
 from logistics_platform.lib.transform.project import MART_MODELS
 from logistics_platform.pipeline import run_pipeline
-from logistics_platform.settings import local_settings
-from tests.conftest import S3Warehouse
+from tests.conftest import EmbeddedRun, S3Warehouse
 from tests.support.prod import prod_instance, prod_settings
 from tests.support.s3 import SECRET_ACCESS_KEY
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.s3]
 
-START = datetime(2026, 11, 1)
 ORPHAN_KEY = "data/00000-0-orphan-planted.parquet"
 
 
@@ -37,14 +34,14 @@ def _scan(catalog: Catalog, mart: str) -> str:
 
 
 def test_the_prod_profile_on_postgres_and_s3_builds_the_marts_of_the_embedded_profile(
-    tmp_path: Path, pg_database: str, s3_warehouse: S3Warehouse, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    pg_database: str,
+    s3_warehouse: S3Warehouse,
+    monkeypatch: pytest.MonkeyPatch,
+    embedded_run: EmbeddedRun,
 ) -> None:
-    landing = tmp_path / "landing"
-    generate(landing, GeneratorConfig(start=START, hours=2, seed=11, orders_per_day=400, pings_per_day=3000))
-
-    monkeypatch.delenv("DAGSTER_HOME", raising=False)
-    embedded = local_settings(tmp_path / "embedded", landing_dir=landing)
-    assert run_pipeline(embedded).ok
+    embedded, landing = embedded_run.settings, embedded_run.settings.landing_dir
+    assert embedded_run.summary.ok
 
     home = tmp_path / "dagster_home"
     # Maintenance that expires every snapshot it may and removes any unreferenced file: all of it runs on S3.
