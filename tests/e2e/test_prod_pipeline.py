@@ -14,11 +14,13 @@ import dagster as dg
 import pytest
 from pyiceberg.catalog import Catalog
 
+from logistics_platform.cli import main
 from logistics_platform.definitions import build_definitions
 from logistics_platform.defs.constants import MAINTENANCE_JOB
 from logistics_platform.lib.connections import connect, load_catalog
 from logistics_platform.lib.transform.project import MART_MODELS
 from logistics_platform.pipeline import run_pipeline
+from logistics_platform.settings import dbt_env
 from tests.conftest import EmbeddedRun, S3Warehouse
 from tests.support.prod import prod_instance, prod_settings
 from tests.support.s3 import SECRET_ACCESS_KEY
@@ -38,6 +40,7 @@ def test_the_prod_profile_on_postgres_and_s3_builds_the_marts_of_the_embedded_pr
     pg_database: str,
     s3_warehouse: S3Warehouse,
     monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
     embedded_run: EmbeddedRun,
 ) -> None:
     embedded, landing = embedded_run.settings, embedded_run.settings.landing_dir
@@ -102,3 +105,14 @@ def test_the_prod_profile_on_postgres_and_s3_builds_the_marts_of_the_embedded_pr
         for left, right in ((ours, theirs), (theirs, ours)):
             extra = con.execute(f"select count(*) from (select * from {left} except all select * from {right})")
             assert extra.fetchone() == (0,), f"marts.{mart} differs between the prod and the embedded profile"
+
+    # The commands that read the tables through DuckDB do so on S3 too: the accounting of every landed hour, and
+    # a query as of the current snapshot.
+    for key, value in dbt_env(prod).items():
+        monkeypatch.setenv(key, value)
+    assert main(["verify"]) == 0
+    current = load_catalog(prod).load_table("bronze.orders").current_snapshot()
+    assert current is not None
+    assert main(["time-travel", "orders", "--as-of", str(current.snapshot_id)]) == 0
+    out = capsys.readouterr().out
+    assert f"snapshot {current.snapshot_id}" in out and str(summary.bronze["orders"]) in out
