@@ -190,10 +190,12 @@ def run_pipeline(
     table per run). ``progress`` is called after every run; ``verbose`` lets Dagster's step logs reach the console.
     """
     from logistics_platform.definitions import build_definitions
-    from logistics_platform.lib.connections import load_catalog
+    from logistics_platform.lib.connections import load_catalog, preflight
 
     keys = resolve_partitions(settings, partitions)
-    load_catalog(settings)  # an unreachable catalog fails here in one line, not as retried runs of every hour
+    # A misconfigured catalog or warehouse fails here in one line, not as failed (or retried) runs of every hour.
+    preflight(settings)
+    load_catalog(settings)
     defs, has_partitioned, has_unpartitioned = _jobs(build_definitions(settings))
     instance = _instance(settings)
     summary = Summary(partitions=keys)
@@ -280,7 +282,7 @@ def table_counts(settings: Settings) -> tuple[dict[str, int], dict[str, int], st
         errors.append(f"bronze: {type(exc).__name__}: {exc}")
     try:
         if settings.duckdb_path.exists():
-            con = connect(settings.duckdb_path, read_only=True)
+            con = connect(settings.duckdb_path, read_only=True, settings=settings)
             try:
                 names = con.execute(
                     "select table_name from information_schema.tables where table_schema = 'marts' order by 1"

@@ -378,6 +378,8 @@ def dbt_environment(settings: Settings, extra: Mapping[str, str] | None = None) 
     then reach dbt even though this process's environment does not hold them.
     """
     wanted = {**dbt_env(settings), **(extra or {})}
+    # DuckDB creates its file but not the directory; with an s3:// warehouse nothing else creates it.
+    settings.duckdb_path.parent.mkdir(parents=True, exist_ok=True)
     with _DBT_ENV_LOCK:
         saved = {name: os.environ.get(name) for name in wanted}
         os.environ.update(wanted)

@@ -1,5 +1,6 @@
 """Fixtures shared by every test package: settings on a temp dir, a catalog, a landed hour, a Dagster instance,
-a PostgreSQL database and a local webhook. Markers are registered in pyproject.toml."""
+a PostgreSQL database, a local webhook and a local S3 server with a bucket per test. Markers are registered in
+pyproject.toml."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from logistics_platform.lib.connections import load_catalog
 from logistics_platform.settings import Settings, local_settings, subprocess_env
 from tests.support.bronze import HOUR, contract_hour
 from tests.support.http import Webhook
+from tests.support.s3 import S3Server, moto_server
 
 PG = {"host": "127.0.0.1", "port": 5432, "user": "postgres", "dbname": "postgres"}
 
@@ -121,3 +123,55 @@ def webhook() -> Iterator[Webhook]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[S3Server]:
+    """One moto S3 server process for the whole session (tests isolate by bucket), stopped at the end."""
+    with moto_server() as server:
+        yield server
+
+
+@dataclass
+class S3Warehouse:
+    server: S3Server
+    bucket: str
+    # The variables that put a warehouse in the bucket (ICEBERG_WAREHOUSE, ICEBERG_S3_*).
+    env: dict[str, str]
+
+
+@pytest.fixture
+def s3_warehouse(s3_server: S3Server) -> S3Warehouse:
+    """A fresh bucket on the session's S3 server, and the settings' variables for a warehouse in it."""
+    bucket = s3_server.create_bucket()
+    return S3Warehouse(s3_server, bucket, s3_server.env(bucket))
+
+
+@dataclass
+class EmbeddedRun:
+    """`run_pipeline` over a small generated landing zone in the embedded profile, with what it reported."""
+
+    settings: Settings
+    summary: Any  # pipeline.Summary
+    log: list[str]
+    progress: list[Any]  # pipeline.Progress, one per report
+
+
+@pytest.fixture(scope="session")
+def embedded_run(tmp_path_factory: pytest.TempPathFactory) -> EmbeddedRun:
+    """Three generated arrival hours through the whole pipeline in the embedded profile, once per session.
+
+    Shared: the pipeline test checks the run itself, the prod-profile test compares its marts with these.
+    """
+    from logistics_platform.generator import GeneratorConfig, generate
+    from logistics_platform.pipeline import run_pipeline
+
+    settings = local_settings(tmp_path_factory.mktemp("embedded_run"))
+    config = GeneratorConfig(start=datetime(2026, 11, 1), hours=3, seed=11, orders_per_day=400, pings_per_day=3000)
+    generate(settings.landing_dir, config)
+    log: list[str] = []
+    progress: list[Any] = []
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("DAGSTER_HOME", raising=False)  # an ephemeral instance: nothing lands in the repo's storage
+        summary = run_pipeline(settings, log=log.append, progress=progress.append)
+    return EmbeddedRun(settings, summary, log, progress)

@@ -77,12 +77,24 @@ def _catalog_uri() -> str:
         return "ICEBERG_CATALOG_URI"
 
 
+def _catalog_problem(exc: BaseException) -> Exception | None:
+    """What a failed catalog connection says is wrong with ICEBERG_CATALOG_URI (None when it says nothing)."""
+    from logistics_platform.lib.connections import catalog_misconfiguration
+    from logistics_platform.settings import load_settings
+
+    try:
+        return catalog_misconfiguration(load_settings(), exc)
+    except ValueError:
+        return None
+
+
 def explain(exc: BaseException) -> tuple[str, int]:
     """(one-line message, exit code) for an exception that ended a command."""
     import duckdb
     from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
     from sqlalchemy import exc as sa_exc
 
+    from logistics_platform.lib.connections import MisconfiguredError
     from logistics_platform.settings import SettingsError
 
     if isinstance(exc, CommandError):
@@ -91,7 +103,12 @@ def explain(exc: BaseException) -> tuple[str, int]:
         return f"{exc}", USAGE
     if isinstance(exc, sa_exc.ArgumentError):
         return f"ICEBERG_CATALOG_URI={_catalog_uri()} is not a usable database URI ({first_line(str(exc))})", USAGE
+    if isinstance(exc, MisconfiguredError):
+        return str(exc), FAILED
     if isinstance(exc, sa_exc.OperationalError | sa_exc.InterfaceError | sa_exc.DisconnectionError):
+        problem = _catalog_problem(exc)
+        if problem is not None:
+            return str(problem), FAILED
         cause = first_line(str(getattr(exc, "orig", None) or exc))
         return (
             f"cannot reach the Iceberg catalog at {_catalog_uri()}: {cause}; check that the database is running "

@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
 
     settings = load_settings()
     if args.late_action == "list":
-        con = duck.connect(settings.duckdb_path, read_only=True)
+        con = duck.connect(settings.duckdb_path, read_only=True, settings=settings)
         try:
             con.sql(
                 "select topic, window_start, count(*) as late_events, max(lateness_seconds) as max_lateness_s "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from logistics_platform.lib.connections import connect, load_catalog
+from logistics_platform.lib.connections import connect, load_catalog, preflight
 from logistics_platform.settings import load_settings
 
 
@@ -15,7 +15,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     settings = load_settings()
-    connect().close()
+    preflight(settings)  # a closed port, wrong login, missing database or bucket: one line naming the setting
+    connect(settings=settings).close()
     load_catalog(settings)
     print(f"catalog ready: {settings.catalog_uri} (warehouse {settings.warehouse})")
     return 0

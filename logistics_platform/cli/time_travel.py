@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"time-travel: no Iceberg table {identifier}; run `logistics-platform run` first", file=sys.stderr)
         return 2
     name = identifier.split(".")[-1]
-    con = connect()
+    con = connect(settings=settings)
     try:
         resolved, rel = query_as_of(con, table, args.as_of, args.sql or f'select count(*) as "rows" from "{name}"')
     except TimeTravelError as exc:

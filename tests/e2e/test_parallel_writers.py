@@ -1,5 +1,6 @@
 """Parallel writers in the prod profile: four arrival hours ingested at the same time, each in its own process
-(as Dagster's multiprocess executor or four runs would), into the same bronze tables on the PostgreSQL catalog.
+(as Dagster's multiprocess executor or four runs would), into the same bronze tables on the PostgreSQL catalog, with
+the warehouse on the moto S3 server.
 
 How they all land: pyiceberg's SQL catalog commits optimistically (one UPDATE of the table's row in
 ``iceberg_tables`` guarded by the metadata location the writer started from); a writer that lost the race gets
@@ -23,9 +24,10 @@ from logistics_platform.lib.bronze import schema as bs
 from logistics_platform.lib.bronze.ingest import IngestReport, ingest_hour
 from logistics_platform.lib.connections import load_catalog
 from logistics_platform.settings import Settings, local_settings
+from tests.conftest import S3Warehouse
 from tests.support.prod import prod_settings
 
-pytestmark = pytest.mark.postgres
+pytestmark = [pytest.mark.postgres, pytest.mark.s3]
 
 START = datetime(2026, 11, 4, 6)
 HOURS = 4
@@ -56,12 +58,12 @@ def _rows(settings: Settings) -> dict[str, list[tuple]]:
     }
 
 
-def test_four_hours_written_at_once_all_land_once(tmp_path: Path, pg_database: str) -> None:
+def test_four_hours_written_at_once_all_land_once(tmp_path: Path, pg_database: str, s3_warehouse: S3Warehouse) -> None:
     landing = tmp_path / "landing"
     generate(landing, GeneratorConfig(start=START, hours=HOURS, seed=23, orders_per_day=1500, pings_per_day=6000))
     hours = [START + timedelta(hours=h) for h in range(HOURS)]
-    prod = prod_settings(tmp_path / "prod", landing, pg_database)
-    assert prod.env == "prod" and prod.catalog_uri.startswith("postgresql")
+    prod = prod_settings(tmp_path / "prod", landing, pg_database, **s3_warehouse.env)
+    assert prod.env == "prod" and prod.catalog_uri.startswith("postgresql") and prod.warehouse.startswith("s3://")
 
     # The catalog's own tables exist before the writers start, as `logistics-platform setup` makes them before a
     # deployment's first run: four writers creating them at once on an empty database race on PostgreSQL's DDL.
@@ -101,6 +103,7 @@ def test_four_hours_written_at_once_all_land_once(tmp_path: Path, pg_database: s
     # Every hour's commit is its own snapshot, and the ingest log (written last) names all four hours.
     catalog = load_catalog(prod)
     orders = catalog.load_table(LINED_UP)
+    assert orders.location().startswith(f"s3://{s3_warehouse.bucket}/")
     committed = {r.topics["orders"].snapshot_id for r in reports}
     assert committed <= {s.snapshot_id for s in orders.snapshots()}
     assert len(committed) == HOURS

@@ -19,18 +19,11 @@ from logistics_platform.pipeline import (
     run_pipeline,
 )
 from logistics_platform.settings import local_settings
+from tests.conftest import EmbeddedRun
 
 
-def test_run_ingests_every_landed_hour_and_builds_every_mart(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("DAGSTER_HOME", raising=False)  # an ephemeral instance: nothing lands in the repo's storage
-    settings = local_settings(tmp_path)
-    config = GeneratorConfig(start=datetime(2026, 11, 1), hours=3, seed=11, orders_per_day=400, pings_per_day=3000)
-    generate(settings.landing_dir, config)
-    progress: list[str] = []
-    bars: list[Progress] = []
-
-    summary = run_pipeline(settings, log=progress.append, progress=bars.append)
-
+def test_run_ingests_every_landed_hour_and_builds_every_mart(embedded_run: EmbeddedRun) -> None:
+    summary, progress, bars = embedded_run.summary, embedded_run.log, embedded_run.progress
     assert summary.ok, summary.render()
     assert summary.partitions == ["2026-11-01-00:00", "2026-11-01-01:00", "2026-11-01-02:00"]
     jobs = [r.job for r in summary.runs]

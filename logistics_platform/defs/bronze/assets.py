@@ -17,6 +17,7 @@ from logistics_platform.defs.bronze.checks import bronze_check_results, bronze_c
 from logistics_platform.defs.bronze.keys import LANDING_KEYS, QUARANTINE_KEY, TOPIC_KEYS
 from logistics_platform.defs.constants import BRONZE_GROUP, INGEST_LOG_KEY, LANDING_GROUP, OWNERS
 from logistics_platform.defs.partitions import arrival_hour_partitions
+from logistics_platform.defs.preflight import require_usable_lakehouse
 from logistics_platform.lib.bronze import schema as bs
 from logistics_platform.settings import Settings
 
@@ -132,6 +133,7 @@ def build_bronze_assets(settings: Settings) -> dg.AssetsDefinition:
         from logistics_platform.lib.bronze.landing import parse_partition_key
         from logistics_platform.lib.connections import load_catalog
 
+        require_usable_lakehouse(settings)
         keys = context.partition_keys
         label = keys[0] if len(keys) == 1 else f"{keys[0]}..{keys[-1]}"
         try:

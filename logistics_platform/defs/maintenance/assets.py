@@ -7,6 +7,7 @@ import dagster as dg
 
 from logistics_platform.defs.constants import MAINTENANCE_GROUP, MAINTENANCE_POOL, MAINTENANCE_WRITER_TAGS
 from logistics_platform.defs.maintenance.report import report_markdown
+from logistics_platform.defs.preflight import require_usable_lakehouse
 from logistics_platform.settings import Settings
 
 MAINTENANCE_KEY = dg.AssetKey(["maintenance", "iceberg_tables"])
@@ -39,6 +40,7 @@ def build_maintenance_asset() -> dg.AssetsDefinition:
         from logistics_platform.lib.connections import load_catalog
         from logistics_platform.lib.maintenance import MaintenanceOptions, maintain_catalog
 
+        require_usable_lakehouse(settings)
         started = time.monotonic()
         options = MaintenanceOptions.from_settings(settings, dry_run=config.dry_run)
         catalog = load_catalog(settings)

@@ -22,6 +22,7 @@ from dagster_dbt import DagsterDbtTranslatorSettings, DbtCliResource, dbt_assets
 from logistics_platform.defs.constants import DUCKDB_POOL, OWNERS
 from logistics_platform.defs.constants import DUCKDB_WRITER_TAGS as WRITER_TAGS
 from logistics_platform.defs.partitions import arrival_hour_partitions
+from logistics_platform.defs.preflight import require_usable_lakehouse
 from logistics_platform.defs.transform.translator import LogisticsDbtTranslator
 from logistics_platform.lib.transform.project import (
     dbt_project,
@@ -103,6 +104,7 @@ def build_dbt_assets(settings: Settings) -> dg.AssetsDefinition:
         config: DbtBuildConfig,
     ) -> Iterator[Any]:
         """dbt build of staging, intermediate and marts for the partition range of arrival hours (one run)."""
+        require_usable_lakehouse(settings)
         window = context.partition_time_window
         dbt_vars = window_vars_from_range(window.start, window.end)
         plan = None if config.full_refresh else window_plan(context, settings, manifest, window.start, window.end)

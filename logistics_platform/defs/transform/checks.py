@@ -29,7 +29,7 @@ def build_publish_checks() -> list[dg.AssetChecksDefinition]:
     ) -> Iterator[dg.AssetCheckResult]:
         catalog = load_catalog(settings)
         with duckdb.get_connection() as con:
-            load_extensions(con)
+            load_extensions(con, settings)
             for mart in MART_MODELS:
                 built = con.sql(f"select count(*) from marts.{mart}").fetchone()
                 table = catalog.load_table(f"marts.{mart}")

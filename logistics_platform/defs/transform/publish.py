@@ -12,6 +12,7 @@ from dagster_duckdb import DuckDBResource
 from logistics_platform.defs.constants import DUCKDB_POOL, OWNERS, PUBLISHED_KEYS
 from logistics_platform.defs.constants import DUCKDB_WRITER_TAGS as WRITER_TAGS
 from logistics_platform.defs.partitions import arrival_hour_partitions
+from logistics_platform.defs.preflight import require_usable_lakehouse
 from logistics_platform.lib.connections import load_catalog, load_extensions
 from logistics_platform.lib.transform.project import MART_MODELS
 from logistics_platform.lib.transform.publish import AUDIT_BRANCH, ORDERS_MART, AuditFailed, publish_marts
@@ -54,9 +55,10 @@ def build_publish_assets(settings: Settings) -> dg.AssetsDefinition:
         context: dg.AssetExecutionContext, duckdb: DuckDBResource, settings: dg.ResourceParam[Settings]
     ) -> Iterator[dg.MaterializeResult]:
         """Write every DuckDB mart to an audit branch of its Iceberg table; fast-forward `main` if all pass."""
+        require_usable_lakehouse(settings)
         catalog = load_catalog(settings)
         with duckdb.get_connection() as con:
-            load_extensions(con)
+            load_extensions(con, settings)
             try:
                 reports = publish_marts(
                     catalog, con, progress=context.log.info, max_row_drop=settings.publish_max_row_drop

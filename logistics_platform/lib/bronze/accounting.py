@@ -66,7 +66,7 @@ def account_hour(settings: Settings, arrival_hour: datetime) -> dict[str, TopicA
 def account_hours(settings: Settings, arrival_hours: Sequence[datetime]) -> dict[datetime, dict[str, TopicAccount]]:
     """Hour -> table -> that hour's accounting, for every hour of ``arrival_hours`` (one table scan per table)."""
     hours = sorted({hour_start(h) for h in arrival_hours})
-    con = connect()
+    con = connect(settings=settings)
     try:
         q_loc = _location(settings, bs.QUARANTINE_TABLE)
         quarantined: dict[tuple[datetime, str], int] = {}

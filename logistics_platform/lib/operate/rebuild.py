@@ -163,7 +163,7 @@ def validate(staged: Settings, expected_marts: tuple[str, ...]) -> list[str]:
         if not staged.duckdb_path.exists():
             problems.append(f"{staged.duckdb_path} was not built")
         else:
-            con = connect(staged.duckdb_path, read_only=True)
+            con = connect(staged.duckdb_path, read_only=True, settings=staged)
             try:
                 have = {
                     r[0]

@@ -26,6 +26,7 @@ class Plugin(BasePlugin):
 
     def configure_connection(self, conn: duckdb.DuckDBPyConnection) -> None:
         # Settings come from the environment settings.dbt_environment() applied when the dbt process started.
-        load_extensions(conn)
-        refresh_bronze_views(conn, load_settings())
+        settings = load_settings()
+        load_extensions(conn, settings)
+        refresh_bronze_views(conn, settings)
         ensure_ops_tables(conn)

@@ -61,7 +61,7 @@ class FoldResult:
 
 
 def _late_count(settings: Settings, topic: str, start: datetime) -> int:
-    con = duck.connect(settings.duckdb_path)
+    con = duck.connect(settings.duckdb_path, settings=settings)
     try:
         exists = con.sql(
             "select count(*) from information_schema.tables where table_schema = 'marts' and table_name = 'late_events'"
@@ -78,7 +78,7 @@ def _late_count(settings: Settings, topic: str, start: datetime) -> int:
 
 def record_fold(settings: Settings, topic: str, start: datetime, folded_by: str | None = None) -> bool:
     """Insert the fold into ops.folded_windows; False when the window was already folded."""
-    con = duck.connect(settings.duckdb_path)
+    con = duck.connect(settings.duckdb_path, settings=settings)
     try:
         ensure_ops_tables(con)
         before = con.execute(
