@@ -1,5 +1,6 @@
 """A throwaway PostgreSQL 15 cluster with ``wal_level=logical``: initdb + pg_ctl as the postgres user, on a free
-port, unix socket and data in a temp dir; stopped and deleted on exit. Used by the capture tests and benchmark."""
+port, unix socket and data in a temp dir; stopped and deleted on exit. Used by the capture tests and benchmark, and
+(with a password) by the misconfiguration test that needs a server which checks passwords."""
 
 from __future__ import annotations
 
@@ -41,8 +42,12 @@ def _as_postgres(args: list[str]) -> subprocess.CompletedProcess[str]:
 
 
 @contextmanager
-def logical_cluster() -> Iterator[Cluster]:
-    """A running cluster for the duration of the block."""
+def logical_cluster(password: str | None = None) -> Iterator[Cluster]:
+    """A running cluster for the duration of the block.
+
+    With ``password``, the postgres role has it and every login must give it (scram-sha-256), over the unix socket
+    and over TCP on 127.0.0.1 (the shared server on 5432 trusts every local login, so it cannot refuse a password).
+    """
     if not (PG_BIN / "initdb").exists():
         raise ClusterError(f"PostgreSQL 15 binaries are not in {PG_BIN}; install postgresql-15")
     root = Path(tempfile.mkdtemp(prefix="capture_pg_"))
@@ -51,12 +56,20 @@ def logical_cluster() -> Iterator[Cluster]:
         shutil.chown(root, "postgres", "postgres")
     data = root / "data"
     try:
-        init = _as_postgres([str(PG_BIN / "initdb"), "-D", str(data), "-U", "postgres", "-A", "trust", "--no-sync"])
+        auth = ["-A", "trust"]
+        if password is not None:
+            pwfile = root / "pwfile"
+            pwfile.write_text(password + "\n")
+            if os.geteuid() == 0:
+                shutil.chown(pwfile, "postgres", "postgres")
+            auth = ["-A", "scram-sha-256", f"--pwfile={pwfile}"]
+        init = _as_postgres([str(PG_BIN / "initdb"), "-D", str(data), "-U", "postgres", *auth, "--no-sync"])
         if init.returncode != 0:
             raise ClusterError(f"initdb failed: {init.stderr.strip()}")
         port = _free_port()
         opts = (
-            f"-c wal_level=logical -c port={port} -c listen_addresses='' -c unix_socket_directories={root} "
+            f"-c wal_level=logical -c port={port} -c listen_addresses='{'' if password is None else '127.0.0.1'}' "
+            f"-c unix_socket_directories={root} "
             "-c max_replication_slots=20 -c max_wal_senders=20 -c fsync=off -c full_page_writes=off"
         )
         start = _as_postgres(

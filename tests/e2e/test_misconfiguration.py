@@ -1,9 +1,9 @@
 """A misconfigured catalog or warehouse fails at once with one line naming the setting to fix: in the command
 line (`setup`, `run`) and inside Dagster (the step fails without its retries).
 
-Produced for real: a closed port, a role and a database the local PostgreSQL does not have, a bucket the S3 server
-does not have, and a secret key the S3 server refuses (moto with its IAM authentication on). A wrong *password*
-cannot be produced here: the local server trusts 127.0.0.1 and accepts any password, so the wrong role stands in.
+Produced for real: a closed port, a role and a database the local PostgreSQL does not have, a wrong password (on a
+throwaway cluster that checks passwords: the shared server trusts every local login), a bucket the S3 server does not
+have, and a secret key the S3 server refuses (moto with its IAM authentication on).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from logistics_platform.defs.bronze import build_defs
 from logistics_platform.lib.bronze.landing import hour_partition_key
 from logistics_platform.lib.connections import MisconfiguredError, preflight
 from logistics_platform.settings import Settings, load_settings
+from tests.capture.cluster import logical_cluster
 from tests.conftest import S3Warehouse
 from tests.support.bronze import HOUR, contract_hour
 from tests.support.s3 import Credentials, S3Server, authenticating_moto_server, free_port
@@ -83,6 +84,21 @@ def test_a_wrong_catalog_login_or_database_is_one_line_naming_the_catalog_uri(
     assert main(["setup"]) == 1
     line = one_line(capsys, *needles, "ICEBERG_CATALOG_URI")
     assert "tst-pw-7d1" not in line and "***" in line
+
+
+@pytest.mark.postgres
+def test_a_wrong_catalog_password_is_one_line_naming_the_catalog_uri(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with logical_cluster(password="right-pw-3c9") as cluster:
+        uri = f"postgresql+psycopg2://postgres:{{}}@127.0.0.1:{cluster.port}/postgres"
+        _environment(monkeypatch, tmp_path, ICEBERG_CATALOG_URI=uri.format("wrong-pw-5e2"))
+        assert main(["setup"]) == 1
+        line = one_line(capsys, "refused the login", "password authentication failed", "ICEBERG_CATALOG_URI")
+        assert "wrong-pw-5e2" not in line and "***" in line
+        # The right password on the same server passes: the refusal was the password's.
+        _environment(monkeypatch, tmp_path, ICEBERG_CATALOG_URI=uri.format("right-pw-3c9"))
+        assert main(["setup"]) == 0
 
 
 @pytest.mark.s3
