@@ -39,8 +39,9 @@ days = int(
     )
 )
 tag = travel_tag(today, days)
+ago = f"{days} day{'' if days == 1 else 's'} ago"
 st.caption(
-    f"Today is main's head; {days} days ago is the tag {tag} (the state at the end of that UTC day). "
+    f"Today is main's head; {ago} is the tag {tag} (the state at the end of that UTC day). "
     f"Tags on marts.{mart}: {', '.join(tags[:6]) or 'none'}{' ...' if len(tags) > 6 else ''}."
 )
 snapshot = tag_snapshot(table, tag)
@@ -54,7 +55,7 @@ result = compare(mart, tag, then, now)
 
 rows = result.measures.set_index("measure")
 cols = st.columns(3)
-cols[0].metric(f"Rows {days} days ago", f"{int(rows.loc['rows', 'then']):,}")
+cols[0].metric(f"Rows {ago}", f"{int(rows.loc['rows', 'then']):,}")
 cols[1].metric("Rows today", f"{int(rows.loc['rows', 'now']):,}", delta=f"{int(rows.loc['rows', 'change']):+,}")
 changed = int((result.measures["change"] != 0).sum())
 cols[2].metric("Measures that changed", f"{changed} of {len(result.measures)}")
@@ -85,7 +86,7 @@ st.dataframe(
     hide_index=True,
     width="stretch",
     column_config={
-        "then": st.column_config.NumberColumn(f"{days} days ago", format="%.2f"),
+        "then": st.column_config.NumberColumn(ago, format="%.2f"),
         "now": st.column_config.NumberColumn("today", format="%.2f"),
         "change": st.column_config.NumberColumn(format="%+.2f"),
     },
