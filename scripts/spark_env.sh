@@ -26,7 +26,7 @@ if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$WANT" ]]; then
 fi
 
 STEPS=5
-step() { echo "spark-env [$1/$STEPS] $2"; }
+step() { echo "spark-env [$1/$STEPS] $2 (at ${SECONDS}s)"; }
 
 step 1 "Debian packages: ${APT_PACKAGES[*]}"
 missing=()
@@ -84,4 +84,4 @@ cp -L /usr/share/java/postgresql.jar "$JARS/postgresql-jdbc.jar"
 cp -L /usr/share/java/sqlite-jdbc.jar "$JARS/sqlite-jdbc.jar"
 ls -1 "$JARS" | sed 's/^/  /'
 echo "$WANT" >"$STAMP"
-echo "spark-env: ready ($VENV)"
+echo "spark-env: ready ($VENV) in ${SECONDS}s"
