@@ -66,7 +66,8 @@ echo "rule com.fasterxml.jackson.** $SHADE_PREFIX.@1" >"$work/rules.txt"
 for name in jackson-core jackson-databind jackson-annotations; do
     src="$(ls "$SPARK_JARS"/$name-2.*.jar)"
     base="$(basename "$src" .jar)"
-    # jarjar's ASM cannot read the Java 9+ classes under META-INF/versions/ (multi-release jars) nor module-info.
+    # jarjar renames a multi-release jar's META-INF/versions/N/ classes onto the same names as the base classes
+    # and then refuses the duplicate entries; the base (Java 8) classes are all a JVM needs.
     "$VENV/bin/python" - "$src" "$work/$base.jar" <<'EOF'
 import sys, zipfile
 with zipfile.ZipFile(sys.argv[1]) as src, zipfile.ZipFile(sys.argv[2], "w", zipfile.ZIP_DEFLATED) as dst:
@@ -75,6 +76,8 @@ with zipfile.ZipFile(sys.argv[1]) as src, zipfile.ZipFile(sys.argv[2], "w", zipf
             dst.writestr(item, src.read(item.filename))
 EOF
     java -jar /usr/share/java/jarjar.jar process "$work/rules.txt" "$work/$base.jar" "$JARS/$base-iceberg-shaded.jar"
+    # jarjar exits 0 even when it wrote nothing.
+    [[ -s "$JARS/$base-iceberg-shaded.jar" ]] || { echo "spark-env: jarjar did not re-shade $src" >&2; exit 1; }
     echo "  $base -> $(basename "$JARS/$base-iceberg-shaded.jar")"
 done
 
