@@ -1,7 +1,7 @@
 """Another engine reads our tables: Apache Spark 3.5 with Iceberg's own Java JdbcCatalog opens the PostgreSQL
 catalog that the pipeline wrote, reads every bronze and mart table, and computes the current state of the orders and
-revenue per tenant and day from bronze.orders, which must equal the marts. Iceberg's reference implementation checking
-the tables pyiceberg wrote.
+revenue per tenant and day from bronze.orders, which must equal the marts; it reads an embedded SQLite catalog's
+bronze tables too. Iceberg's reference implementation checking the tables pyiceberg wrote.
 
 Spark runs in its own venv (.venv-spark, built by scripts/spark_env.sh when missing) as a subprocess running
 tests/support/spark_driver.py; it needs a JDK.
@@ -23,10 +23,11 @@ from sqlalchemy.engine import make_url
 
 from logistics_platform.generator import GeneratorConfig, generate
 from logistics_platform.lib.bronze import schema as bs
+from logistics_platform.lib.bronze.ingest import ingest_hour
 from logistics_platform.lib.connections import load_catalog
 from logistics_platform.lib.transform.project import MART_MODELS
 from logistics_platform.pipeline import run_pipeline
-from logistics_platform.settings import PROJECT_ROOT
+from logistics_platform.settings import PROJECT_ROOT, Settings, local_settings
 from tests.support.prod import prod_settings
 
 pytestmark = [
@@ -42,6 +43,28 @@ DRIVER = Path(__file__).resolve().parents[1] / "support" / "spark_driver.py"
 # Not the default name, so that a reader configured with the default finds nothing (the name filter).
 CATALOG_NAME = "fleet_prod"
 DEFAULT_NAME = "logistics"
+EMBEDDED_NAME = "embedded"
+
+
+def _export(settings: Settings, namespaces: tuple[str, ...], out: Path, tables: dict[str, str]) -> dict[str, dict]:
+    """Writes pyiceberg's read of every table of ``namespaces`` to parquet (path into ``tables``); what it read."""
+    catalog = load_catalog(settings)
+    out.mkdir(exist_ok=True)
+    expected = {}
+    for namespace in namespaces:
+        for ident in catalog.list_tables(namespace):
+            name = ".".join((settings.catalog_name, *ident))
+            table = catalog.load_table(ident)
+            rows = table.scan().to_arrow()
+            pq.write_table(rows, out / f"{name}.parquet")
+            snapshot = table.current_snapshot()
+            tables[name] = str(out / f"{name}.parquet")
+            expected[name] = {
+                "rows": rows.num_rows,
+                "columns": rows.column_names,
+                "main_snapshot": snapshot.snapshot_id if snapshot else None,
+            }
+    return expected
 
 
 @pytest.fixture(scope="module")
@@ -74,36 +97,35 @@ def test_spark_reads_every_table_and_computes_the_marts_from_bronze(
     summary = run_pipeline(settings)
     assert summary.ok, summary.render()
 
-    # What pyiceberg reads of every table, exported for Spark to compare row for row.
-    catalog = load_catalog(settings)
-    export = tmp_path / "export"
-    export.mkdir()
-    tables, expected = {}, {}
-    for namespace in (bs.NAMESPACE, "marts"):
-        for ident in catalog.list_tables(namespace):
-            name = ".".join(ident)
-            table = catalog.load_table(ident)
-            rows = table.scan().to_arrow()
-            pq.write_table(rows, export / f"{name}.parquet")
-            snapshot = table.current_snapshot()
-            tables[name] = {"parquet": str(export / f"{name}.parquet")}
-            expected[name] = {
-                "rows": rows.num_rows,
-                "columns": rows.column_names,
-                "main_snapshot": snapshot.snapshot_id if snapshot else None,
-            }
-    assert {f"marts.{m}" for m in MART_MODELS} <= set(tables)
-    assert {f"bronze.{t}" for t in [*bs.TOPICS, bs.QUARANTINE_TABLE, bs.INGEST_LOG_TABLE]} <= set(tables)
+    # The embedded profile too: one arrival hour into a SQLite catalog, read by Spark through sqlite-jdbc.
+    embedded = local_settings(tmp_path / "embedded", landing_dir=landing, catalog_name=EMBEDDED_NAME)
+    ingest_hour(embedded, world.start)
+
+    tables: dict[str, str] = {}
+    expected = _export(settings, (bs.NAMESPACE, "marts"), tmp_path / "export", tables)
+    expected |= _export(embedded, (bs.NAMESPACE,), tmp_path / "export", tables)
+    assert {f"{CATALOG_NAME}.marts.{m}" for m in MART_MODELS} <= set(tables)
+    bronze = [*bs.TOPICS, bs.QUARANTINE_TABLE, bs.INGEST_LOG_TABLE]
+    assert {f"{name}.bronze.{t}" for t in bronze for name in (CATALOG_NAME, EMBEDDED_NAME)} <= set(tables)
 
     url = make_url(pg_database)
-    config = {
-        "catalog": CATALOG_NAME,
-        "other_catalog": DEFAULT_NAME,
-        "jdbc_uri": f"jdbc:postgresql://{url.host}:{url.port}/{url.database}",
-        "jdbc_user": url.username,
+    pg_catalog = {
+        "uri": f"jdbc:postgresql://{url.host}:{url.port}/{url.database}",
+        "user": url.username,
         "warehouse": settings.warehouse,
-        "jars": str(SPARK_VENV / "jars"),
+    }
+    config = {
+        "catalogs": {
+            CATALOG_NAME: pg_catalog,
+            DEFAULT_NAME: pg_catalog,
+            EMBEDDED_NAME: {
+                "uri": f"jdbc:sqlite:{make_url(embedded.catalog_uri).database}",
+                "warehouse": embedded.warehouse,
+            },
+        },
+        "queries_catalog": CATALOG_NAME,
         "tables": tables,
+        "jars": str(SPARK_VENV / "jars"),
         "work_dir": str(tmp_path),
     }
     (tmp_path / "spark.json").write_text(json.dumps(config))
@@ -120,16 +142,23 @@ def test_spark_reads_every_table_and_computes_the_marts_from_bronze(
     result = json.loads(run.stdout.strip().splitlines()[-1])
 
     assert result["spark_version"].startswith("3.5.")
-    assert {"bronze", "marts"} <= set(result["namespaces"])
-    assert result["listed"] == sorted(tables)
-    assert result["other_catalog_namespaces"] == []
+    assert result["namespaces"] == {
+        CATALOG_NAME: ["bronze", "marts"],
+        DEFAULT_NAME: [],
+        EMBEDDED_NAME: ["bronze", "marts"],
+    }
+    for name in (CATALOG_NAME, EMBEDDED_NAME):
+        assert result["listed"][name] == sorted(t for t in tables if t.startswith(f"{name}."))
+    assert set(result["tables"]) == set(tables)
     for name, seen in result["tables"].items():
         want = expected[name]
         assert (seen["rows"], seen["columns"]) == (want["rows"], want["columns"]), name
         assert seen["main_snapshot"] == want["main_snapshot"], f"{name}: Spark and pyiceberg see different snapshots"
         assert (seen["only_left"], seen["only_right"]) == (0, 0), f"{name}: Spark and pyiceberg read different rows"
-    assert result["tables"]["bronze.orders"]["rows"] > result["tables"]["marts.fct_orders"]["rows"] > 0
-    assert result["tables"]["bronze.quarantine"]["rows"] > 0 and result["tables"]["marts.late_events"]["rows"] > 0
+    seen_rows = {name: seen["rows"] for name, seen in result["tables"].items()}
+    assert seen_rows[f"{CATALOG_NAME}.bronze.orders"] > seen_rows[f"{CATALOG_NAME}.marts.fct_orders"] > 0
+    assert seen_rows[f"{CATALOG_NAME}.bronze.quarantine"] > 0 and seen_rows[f"{CATALOG_NAME}.marts.late_events"] > 0
+    assert 0 < seen_rows[f"{EMBEDDED_NAME}.bronze.orders"] < seen_rows[f"{CATALOG_NAME}.bronze.orders"]
 
     for mart, diff in result["queries"].items():
         assert diff["rows"] > 0 and diff["rows"] == diff["other_rows"], (mart, diff)

@@ -1,11 +1,12 @@
 """Spark driver run by tests/e2e/test_spark.py in .venv-spark's python (PySpark, not the project's venv).
 
-Opens the PostgreSQL catalog with Iceberg's own Java JdbcCatalog, reads every table the test names and compares it
-with the parquet file pyiceberg exported of it, and computes the current state of the orders and revenue per
-tenant and day from bronze to compare with the marts. Prints one JSON object on its last stdout line.
+Opens our catalogs (PostgreSQL, SQLite) with Iceberg's own Java JdbcCatalog, reads every table the test names and
+compares it with the parquet file pyiceberg exported of it, and computes the current state of the orders and revenue
+per tenant and day from bronze to compare with the marts. Prints one JSON object on its last stdout line.
 
-Usage: python spark_driver.py CONFIG.json, with keys catalog, other_catalog, jdbc_uri, jdbc_user, warehouse, jars,
-tables ({"ns.table": {"parquet": path, "main_snapshot": id}}) and work_dir.
+Usage: python spark_driver.py CONFIG.json, with keys jars, work_dir, catalogs ({name: {"uri": JDBC URL, "user":
+optional, "warehouse": ...}}), tables ({"catalog.ns.table": exported parquet path}) and queries_catalog (the
+catalog holding the pipeline's marts).
 """
 
 from __future__ import annotations
@@ -58,15 +59,16 @@ def session(config: dict[str, Any]) -> SparkSession:
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.warehouse.dir", str(Path(config["work_dir"]) / "spark-warehouse"))
     )
-    for name in (config["catalog"], config["other_catalog"]):
+    for name, catalog in config["catalogs"].items():
         prefix = f"spark.sql.catalog.{name}"
         builder = (
             builder.config(prefix, "org.apache.iceberg.spark.SparkCatalog")
             .config(f"{prefix}.catalog-impl", "org.apache.iceberg.jdbc.JdbcCatalog")
-            .config(f"{prefix}.uri", config["jdbc_uri"])
-            .config(f"{prefix}.jdbc.user", config["jdbc_user"])
-            .config(f"{prefix}.warehouse", config["warehouse"])
+            .config(f"{prefix}.uri", catalog["uri"])
+            .config(f"{prefix}.warehouse", catalog["warehouse"])
         )
+        if catalog.get("user"):
+            builder = builder.config(f"{prefix}.jdbc.user", catalog["user"])
     return builder.getOrCreate()
 
 
@@ -117,23 +119,19 @@ def main(config_path: str) -> None:
     config = json.loads(Path(config_path).read_text())
     # Spark would otherwise pick the address of the host's name, which need not be a loopback one.
     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
-    catalog = config["catalog"]
     started = time.monotonic()
     spark = session(config)
     seconds = {"session": time.monotonic() - started}
     spark.sparkContext.setLogLevel("ERROR")
-    out: dict[str, Any] = {"spark_version": spark.version, "catalog": catalog}
-    out["namespaces"] = sorted(r.namespace for r in spark.sql(f"show namespaces in {catalog}").collect())
-    out["listed"] = [t for ns in out["namespaces"] for t in tables_in(spark, catalog, ns)]
-    # The same database under another catalog name: JdbcCatalog filters every row by name.
-    out["other_catalog_namespaces"] = [
-        r.namespace for r in spark.sql(f"show namespaces in {config['other_catalog']}").collect()
-    ]
+    out: dict[str, Any] = {"spark_version": spark.version, "namespaces": {}, "listed": {}}
+    for name in config["catalogs"]:
+        # JdbcCatalog filters every row by its name: a name that wrote nothing sees no namespace.
+        namespaces = sorted(r.namespace for r in spark.sql(f"show namespaces in {name}").collect())
+        out["namespaces"][name] = namespaces
+        out["listed"][name] = [f"{name}.{t}" for ns in namespaces for t in tables_in(spark, name, ns)]
 
-    pairs = {
-        ident: (spark.table(f"{catalog}.{ident}"), spark.read.parquet(expected["parquet"]))
-        for ident, expected in config["tables"].items()
-    }
+    pairs = {ident: (spark.table(ident), spark.read.parquet(parquet)) for ident, parquet in config["tables"].items()}
+    catalog = config["queries_catalog"]
     current = spark.sql(CURRENT_ORDERS.format(catalog=catalog))
     current.createOrReplaceTempView("spark_current_orders")
     revenue = spark.sql(REVENUE)
@@ -143,11 +141,7 @@ def main(config_path: str) -> None:
     }
     found = differences({**pairs, **{f"query {name}": pair for name, pair in queries.items()}})
     out["tables"] = {
-        ident: {
-            **found[ident],
-            "main_snapshot": current_snapshot(spark, f"{catalog}.{ident}"),
-            "columns": table.columns,
-        }
+        ident: {**found[ident], "main_snapshot": current_snapshot(spark, ident), "columns": table.columns}
         for ident, (table, _) in pairs.items()
     }
     out["queries"] = {name: found[f"query {name}"] for name in queries}
