@@ -13,7 +13,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from datetime import datetime
 from pathlib import Path
 
@@ -70,8 +69,9 @@ def _export(settings: Settings, namespaces: tuple[str, ...], out: Path, tables: 
 @pytest.fixture(scope="module")
 def spark_python() -> Path:
     """.venv-spark's python; the script builds the venv on a clean clone and returns at once when it is up to date."""
-    built = subprocess.run(["bash", str(SPARK_ENV_SCRIPT)], stdout=sys.stderr, check=False)
-    assert built.returncode == 0, "scripts/spark_env.sh failed (its output is above)"
+    # Inherits the test's stdout and stderr: the build's progress lines show with `pytest -s`, and on a failure.
+    built = subprocess.run(["bash", str(SPARK_ENV_SCRIPT)], check=False)
+    assert built.returncode == 0, "scripts/spark_env.sh failed: its output is in the captured stdout/stderr"
     return SPARK_VENV / "bin" / "python"
 
 
