@@ -20,7 +20,7 @@ STAMP="$VENV/.spark-env"
 WANT="pyspark=$PYSPARK_VERSION py4j=$PY4J_VERSION snowpark-connect-deps-iceberg=$ICEBERG_DEPS_VERSION"
 JARS="$VENV/jars"
 
-if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$WANT" ]]; then
+if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$WANT" && -s "$JARS/$ICEBERG_RUNTIME" ]]; then
     echo "spark-env: $VENV is up to date ($WANT)"
     exit 0
 fi
