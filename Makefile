@@ -12,7 +12,7 @@ export DO_NOT_TRACK := 1
 export DBT_SEND_ANONYMOUS_USAGE_STATS := False
 export DAGSTER_HOME := $(CURDIR)/.dagster_home
 
-.PHONY: setup services browser run test dev dashboard screenshots lint bench docs clean
+.PHONY: setup services browser run test dev dashboard screenshots lint bench docs clean spark-env
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -63,6 +63,10 @@ lint: setup
 	$(BIN)/ruff format --check logistics_platform tests benchmarks scripts
 	$(BIN)/mypy logistics_platform
 
+# Spark 3.5 + Iceberg's runtime in their own venv (.venv-spark), for the test in which Spark reads our tables.
+spark-env:
+	bash scripts/spark_env.sh
+
 bench: setup
 	$(BIN)/python benchmarks/run_all.py
 
@@ -70,5 +74,5 @@ docs: setup
 	$(BIN)/logistics-platform dbt docs generate
 
 clean:
-	rm -rf $(VENV) landing .dagster_home dbt_project/target dbt_project/logs benchmarks/.work
+	rm -rf $(VENV) .venv-spark landing .dagster_home dbt_project/target dbt_project/logs benchmarks/.work
 	find iceberg_warehouse -mindepth 1 ! -name README.md -exec rm -rf {} +
