@@ -18,6 +18,8 @@ from logistics_platform.lib.bronze.ingest import (
     PROP_LINES,
     PROP_PARTITION_KEY,
     PROP_RUN_ID,
+    TABLE_PROPERTIES,
+    ensure_bronze_tables,
     ingest_hour,
 )
 from logistics_platform.lib.connections import connect, load_catalog
@@ -315,3 +317,15 @@ def test_truncated_gzip_file_is_quarantined_and_its_readable_lines_ingested(inge
     assert len(rows(settings, "orders", HOUR)) == expected["orders"]["rows"]  # the other topics of the hour
     acc = account_hour(settings, HOUR)["tracking_pings"]
     assert acc.balanced and acc.corrupt_files == (rel,)
+
+
+def test_tables_of_an_older_version_get_the_current_write_properties(catalog):
+    spec = bs.TOPICS["orders"]
+    dict_size = "write.parquet.dict-size-bytes"
+    # As created before the dictionary and compression-level properties were set.
+    old = {k: v for k, v in TABLE_PROPERTIES.items() if k not in (dict_size, "write.parquet.compression-level")}
+    created = catalog.create_table(spec.identifier, schema=bs.table_schema(spec), properties=old)
+    assert dict_size not in created.properties
+    for table in ensure_bronze_tables(catalog).values():
+        props = catalog.load_table(table.name()).properties
+        assert {k: props.get(k) for k in TABLE_PROPERTIES} == TABLE_PROPERTIES, table.name()
