@@ -111,17 +111,21 @@ def test_shuffled_hours_with_reruns_equal_full_refresh(world_settings: Settings,
 
 def test_operations_marts_shuffled_hours_with_reruns_equal_full_refresh(tmp_path: Path) -> None:
     """The operations world (a breach, overdue and deleted-while-overdue orders, an anomalous day, GPS jumps) over 5
-    days: its arrival hours in a seeded random order, some re-run, one two-hour range, equal a full refresh."""
+    days: its arrival hours as two-hour ranges in a seeded random order, a few single hours, some re-run, a range
+    across a day boundary, equal a full refresh."""
     settings = local_settings(tmp_path / "incremental")
     world = build_ops_world()
     write_landing(world, settings.landing_dir)
     hours = world.hours
-    order = list(range(len(hours)))
-    random.Random(5).shuffle(order)
-    steps = [(i, i) for i in order]
-    steps[3:3] = [(order[0], order[0])]  # re-run after later hours were done
-    steps.insert(8, (steps[7][0], steps[7][0]))  # re-run right away
-    steps.append((4, 5))  # a range, its hours both done before
+    # Pairs of consecutive arrival hours (a range is one dbt run, as a backfill or `run` makes it); the first pair
+    # goes hour by hour, so single hours and ranges meet in one build.
+    pairs = [(i, i + 1) for i in range(0, len(hours), 2)]
+    random.Random(5).shuffle(pairs)
+    steps = [(pairs[0][0], pairs[0][0]), (pairs[0][1], pairs[0][1]), *pairs[1:]]
+    steps[3:3] = [steps[0]]  # re-run after later hours were done
+    steps.insert(7, steps[6])  # re-run right away
+    steps.append((3, 4))  # a range over a day boundary (13:00 then 10:00 the next day), its hours done before
+    assert {i for a, b in steps for i in range(a, b + 1)} == set(range(len(hours)))
     target = tmp_path / "target"
     for first, last in steps:
         for hour in hours[first : last + 1]:

@@ -1,10 +1,10 @@
-"""Three days, hour by hour, driven only by the platform's own sensors and schedules.
+"""Two days, hour by hour, driven only by the platform's own sensors and schedules.
 
 Each simulated hour, the files the generator wrote "by then" (file mtime = upload time, so delayed uploads
 show up hours after their folder's hour) appear in the landing zone; the landing sensor and the hourly
 schedule are evaluated and the runs they request are executed; the nightly maintenance job runs at 02:00
 and the dbt sensor ticks after it at 03:00 (one dbt run a day keeps this test inside its time budget; in
-production the sensor ticks every 5 minutes). On the second night the Iceberg catalog database is locked
+production the sensor ticks every 5 minutes). On the first night the Iceberg catalog database is locked
 by another process while maintenance runs: the run fails, an alert names it, and the following runs
 (ingest the same night, maintenance the next night) succeed without anyone stepping in. At the end every
 landed hour is accounted for in bronze (verify), the invariants of docs/contract/marts.md hold, and every mart equals a
@@ -36,9 +36,9 @@ from logistics_platform.lib.transform.project import run_dbt
 from logistics_platform.settings import Settings, local_settings
 
 START = datetime(2026, 11, 1, tzinfo=UTC)
-DAYS = 3
+DAYS = 2
 DBT_HOUR = 3  # the dbt sensor's tick of the day (after maintenance)
-FAIL_AT = START + timedelta(days=2, hours=2)  # maintenance of the second night
+FAIL_AT = START + timedelta(days=1, hours=2)  # maintenance of the first night
 
 
 class Daemon:
@@ -144,7 +144,7 @@ def catalog_locked(settings: Settings) -> Iterator[None]:
 
 
 @pytest.mark.slow
-def test_three_days_hour_by_hour(tmp_path: Path) -> None:
+def test_two_days_hour_by_hour(tmp_path: Path) -> None:
     settings = local_settings(tmp_path / "state")
     source = tmp_path / "generated"
     summary = generate(
@@ -172,12 +172,12 @@ def test_three_days_hour_by_hour(tmp_path: Path) -> None:
         daemon = Daemon(settings, instance)
         injected = None
         maintenance = []
-        for i in range(DAYS * 24 + 3):  # three extra hours: the last delayed uploads and the third night
+        for i in range(DAYS * 24 + 3):  # three extra hours: the last delayed uploads and the last night
             clock = START + timedelta(hours=i + 1)
             uploader.until(clock)
             daemon.sensor("landing_sensor")
             daemon.schedule("hourly_ingest", clock + timedelta(minutes=5))
-            night = clock >= START + timedelta(days=1)  # the nights after day 1, 2 and 3
+            night = clock >= START + timedelta(days=1)  # the nights after each day
             if night and clock.hour == 2:
                 if clock == FAIL_AT:
                     with catalog_locked(settings):
@@ -196,7 +196,7 @@ def test_three_days_hour_by_hour(tmp_path: Path) -> None:
         assert [a["run_id"] for a in alerts] == [injected.run_id]
         assert alerts[0]["assets"] == ["maintenance/iceberg_tables"]
         assert "locked" in alerts[0]["error"]
-        assert len(maintenance) == 2 and all(r.success for r in maintenance)
+        assert len(maintenance) == DAYS - 1 and all(r.success for r in maintenance)
         keys = [k for k in daemon.repo.asset_graph.materializable_asset_keys if k.path[0] in ("marts", "staging")]
         assert pending_transform_hours(instance, keys) == {}
         assert daemon.sensor("landing_sensor") == []  # nothing new, nothing requested twice
