@@ -6,6 +6,8 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 3000
+# pytest-xdist workers of `make test` (much of the suite waits on dbt, Dagster and server child processes).
+TEST_WORKERS ?= 2
 
 # Offline operation: no usage tracking, Dagster state kept inside the project.
 export DO_NOT_TRACK := 1
@@ -45,7 +47,7 @@ browser:
 
 # Style and types first: a lint failure costs seconds, the suite minutes.
 test: lint services browser
-	$(BIN)/python -m pytest -q tests
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup tests
 
 dev: setup
 	$(BIN)/dagster dev -w workspace.yaml -h $(HOST) -p $(PORT)

@@ -26,6 +26,33 @@ from tests.support.s3 import S3Server, moto_server
 
 PG = {"host": "127.0.0.1", "port": 5432, "user": "postgres", "dbname": "postgres"}
 
+# `make test` runs the suite on two pytest-xdist workers (--dist loadgroup). A world built once per module or session
+# is worth building once per run, so the tests that share one go to the same worker: by the fixture's name, to the
+# group given here (shared across files) or to their module's group (None).
+SHARED_WORLDS: dict[str, str | None] = {
+    "dashboard_world": "dashboard_world",
+    "embedded_run": "embedded_run",
+    "built": None,
+    "world": None,
+    "world_settings": None,
+    "landing": None,
+    "landings": None,
+    "hour_by_hour": None,
+    "spark_python": None,
+    "authenticating_s3": None,
+}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("xdist_group"):
+            continue
+        names = getattr(item, "fixturenames", ())
+        shared = [fixture for fixture in SHARED_WORLDS if fixture in names]
+        if shared:
+            group = SHARED_WORLDS[shared[0]] or item.nodeid.split("::")[0]
+            item.add_marker(pytest.mark.xdist_group(group))
+
 
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
