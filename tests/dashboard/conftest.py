@@ -5,6 +5,9 @@ The app reads its settings from the environment (like the command line): the `cl
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Iterator
+
 import pytest
 
 from tests.support.dashboard_world import DashboardWorld, build_dashboard_world
@@ -14,3 +17,14 @@ from tests.support.dashboard_world import DashboardWorld, build_dashboard_world
 def dashboard_world(tmp_path_factory: pytest.TempPathFactory) -> DashboardWorld:
     """Published marts with a breach, an anomalous day, a tagged earlier state, quarantined lines and a backlog."""
     return build_dashboard_world(tmp_path_factory.mktemp("dashboard_world"))
+
+
+@pytest.fixture(autouse=True)
+def _main_module_restored() -> Iterator[None]:
+    """Streamlit's AppTest runs each page as ``__main__`` and leaves it in ``sys.modules``: a later test of the same
+    process that spawns workers (multiprocessing re-imports ``__main__`` in the child) would run a dashboard page."""
+    main = sys.modules["__main__"]
+    try:
+        yield
+    finally:
+        sys.modules["__main__"] = main
