@@ -16,15 +16,39 @@ with pings as (
 
 {% if is_incremental() -%}
 -- Per touched courier, its pairs from the first new ping on, and the last ping before it as their first predecessor.
+-- The predecessor is looked for in the day before first (a bounded scan: the latest ping of that day is the latest of
+-- all), and in the courier's whole history only when that day has none (a courier back after a break).
+affected as (
+    {{ affected_ping_bounds() }}
+),
+
+recent_predecessors as (
+    select affected.courier_id, affected.changed_from, max(earlier.recorded_at) as previous_at
+    from affected
+    left join pings as earlier
+        on affected.courier_id = earlier.courier_id
+        and earlier.recorded_at < affected.changed_from
+        and earlier.recorded_at >= affected.changed_from - interval 1 day
+    group by affected.courier_id, affected.changed_from
+),
+
+older_predecessors as (
+    select idle.courier_id, idle.changed_from, max(earlier.recorded_at) as previous_at
+    from recent_predecessors as idle
+    inner join pings as earlier
+        on idle.courier_id = earlier.courier_id and earlier.recorded_at < idle.changed_from
+    where idle.previous_at is null
+    group by idle.courier_id, idle.changed_from
+),
+
 bounds as (
     select
-        affected.courier_id,
-        affected.changed_from,
-        coalesce(max(earlier.recorded_at), affected.changed_from) as read_from
-    from ({{ affected_ping_bounds() }}) as affected
-    left join pings as earlier
-        on affected.courier_id = earlier.courier_id and earlier.recorded_at < affected.changed_from
-    group by affected.courier_id, affected.changed_from
+        recent.courier_id,
+        recent.changed_from,
+        coalesce(recent.previous_at, older.previous_at, recent.changed_from) as read_from
+    from recent_predecessors as recent
+    left join older_predecessors as older
+        on recent.courier_id = older.courier_id and recent.changed_from = older.changed_from
 ),
 
 candidate_pings as (
