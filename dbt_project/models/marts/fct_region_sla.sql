@@ -7,6 +7,7 @@
         {% else %}select 1{% endif %}",
 ) }}
 -- depends_on: {{ ref('stg_orders') }}
+-- depends_on: {{ ref('int_orders_current') }}
 {%- set width = sla_window_minutes() %}
 
 -- Windows run from the one holding the earliest order event time to the one holding the latest.
@@ -35,8 +36,27 @@ delivered as (
         count(*) as deliveries,
         count(*) filter (where delivered_at > promised_at) as late_deliveries
     from {{ ref('fct_deliveries') }}
+    {% if is_incremental() -%}
+    where delivered_at >= (select min(window_start) from windows)
+    {%- endif %}
     group by all
 ),
+
+{% if is_incremental() -%}
+-- The orders that can be open and overdue at the end of a rebuilt window: a state counts at a window end only while
+-- no change with a higher lsn has an earlier event time, so such a state is either superseded by a change at or after
+-- the first rebuilt window (the order has one) or the order's latest change (and then it is open now). The other
+-- orders' changes cannot count, and their whole history need not be read.
+candidate_orders as (
+    select order_id
+    from {{ ref('stg_orders') }}
+    where _event_time >= (select min(window_start) from windows)
+    union
+    select order_id
+    from {{ ref('int_orders_current') }}
+    where not is_deleted and status not in ('delivered', 'cancelled') and promised_at is not null
+),
+{%- endif %}
 
 -- A change is an order's state at every window end after its event time up to the earliest event time of a change
 -- with a higher lsn: then that one is later by lsn and also before the window end.
@@ -52,6 +72,9 @@ order_changes as (
             partition by order_id order by _lsn rows between 1 following and unbounded following
         ) as superseded_at
     from {{ ref('stg_orders') }}
+    {% if is_incremental() -%}
+    where order_id in (select order_id from candidate_orders)
+    {%- endif %}
 ),
 
 overdue_states as (
