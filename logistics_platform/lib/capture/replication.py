@@ -28,7 +28,14 @@ from logistics_platform.lib.capture import pgoutput as pg
 from logistics_platform.lib.capture.envelope import change_event, lines_of, row_from_tuple, topic_of
 from logistics_platform.lib.capture.landing_writer import LandingWriter
 from logistics_platform.lib.capture.schema import KEYS, TABLES, ensure_publication
-from logistics_platform.lib.capture.slot import CaptureError, check_server, check_slot, lsn_to_int, slot_info
+from logistics_platform.lib.capture.slot import (
+    CaptureError,
+    check_server,
+    check_slot,
+    lsn_to_int,
+    released_slot_info,
+    slot_info,
+)
 
 # Stages passed to the hook: after the batch is durable in the landing zone, before the slot is confirmed.
 STAGE_DURABLE = "durable"
@@ -193,7 +200,7 @@ def capture_logical(
     try:
         check_server(conn)
         with LandingWriter(landing_dir, slot) as writer:
-            info = slot_info(conn, slot)
+            info = released_slot_info(conn, slot)
             if resnapshot:
                 if info is not None:
                     with conn.cursor() as cur:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -80,6 +81,20 @@ def slot_info(conn: Any, slot: str) -> SlotInfo | None:
         lag_bytes=row[6],
         retained_bytes=row[7],
     )
+
+
+def released_slot_info(conn: Any, slot: str, wait_seconds: float = 5.0, poll_seconds: float = 0.05) -> SlotInfo | None:
+    """:func:`slot_info` once no process holds the slot, waiting up to ``wait_seconds`` for that.
+
+    A capture that has just exited still holds its slot until the server's walsender notices the closed connection,
+    so the next capture (or a drop for a re-snapshot) right after it would find the slot active.
+    """
+    deadline = time.monotonic() + wait_seconds
+    info = slot_info(conn, slot)
+    while info is not None and info.active and time.monotonic() < deadline:
+        time.sleep(poll_seconds)
+        info = slot_info(conn, slot)
+    return info
 
 
 def check_slot(info: SlotInfo | None, slot: str, landed_lsn: int) -> None:
