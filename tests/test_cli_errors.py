@@ -18,6 +18,7 @@ from logistics_platform.lib.bronze.landing import hour_partition_key
 from logistics_platform.pipeline import RunRecord, Summary, table_counts
 from logistics_platform.settings import Settings, local_settings
 from tests.support.bronze import HOUR, contract_hour
+from tests.support.processes import one_line
 
 
 @pytest.fixture
@@ -25,17 +26,6 @@ def settings(tmp_path: Path, cli_env: Callable[[Settings], None]) -> Settings:
     s = local_settings(tmp_path)
     cli_env(s)
     return s
-
-
-def one_line(capsys: pytest.CaptureFixture[str], *needles: str) -> str:
-    """The single stderr line of a failed command; it must contain ``needles`` and no traceback."""
-    err = capsys.readouterr().err
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert len(lines) == 1, err
-    assert "Traceback" not in err
-    for needle in needles:
-        assert needle in lines[0], lines[0]
-    return lines[0]
 
 
 @pytest.mark.parametrize(

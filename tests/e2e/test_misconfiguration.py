@@ -23,20 +23,10 @@ from logistics_platform.settings import Settings, load_settings
 from tests.capture.cluster import logical_cluster
 from tests.conftest import S3Warehouse
 from tests.support.bronze import HOUR, contract_hour
+from tests.support.processes import one_line
 from tests.support.s3 import Credentials, S3Server, authenticating_moto_server, free_port
 
 CLOSED_PORT_URI = f"postgresql+psycopg2://postgres@127.0.0.1:{free_port()}/iceberg"
-
-
-def one_line(capsys: pytest.CaptureFixture[str], *needles: str) -> str:
-    """The single stderr line of a failed command; it must contain ``needles`` and no traceback."""
-    err = capsys.readouterr().err
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert len(lines) == 1, err
-    assert "Traceback" not in err
-    for needle in needles:
-        assert needle in lines[0], lines[0]
-    return lines[0]
 
 
 def _environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, **env: str) -> Settings:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from logistics_platform.settings import Settings, subprocess_env
+from tests.support.processes import stop
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -75,12 +76,7 @@ def served_dashboard(settings: Settings, port: int, log: Path) -> Iterator[str]:
                 raise AssertionError(f"the dashboard never answered on {base}: {log.read_text()[-2000:]}")
             yield base
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            stop(proc)
 
 
 @dataclass(frozen=True)

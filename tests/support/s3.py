@@ -19,6 +19,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from tests.support.processes import stop
+
 # moto accepts any key unless authentication is switched on; these are what the tests configure.
 ACCESS_KEY_ID = "tst-s3-access-key"
 SECRET_ACCESS_KEY = "tst-s3-secret-key-91c3aa"
@@ -108,12 +110,7 @@ def moto_server(env: Mapping[str, str] | None = None) -> Iterator[S3Server]:
             time.sleep(0.1)
         yield S3Server(endpoint, process)
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(process, timeout=10)
 
 
 @dataclass
