@@ -6,7 +6,6 @@ their DDL and inserts race, and the losers see a duplicate-table or duplicate-ke
 
 from __future__ import annotations
 
-import multiprocessing
 from pathlib import Path
 from threading import Barrier
 from typing import Any
@@ -16,6 +15,7 @@ from sqlalchemy import create_engine, text
 
 from logistics_platform.lib.connections import NAMESPACES, load_catalog
 from logistics_platform.settings import Settings, local_settings
+from tests.support.processes import run_lined_up
 
 pytestmark = pytest.mark.postgres
 
@@ -33,19 +33,7 @@ def _open(settings: Settings, barrier: Barrier, results: Any, n: int) -> None:
 
 def test_openers_racing_to_create_the_catalog_tables_all_succeed(tmp_path: Path, pg_database: str) -> None:
     settings = local_settings(tmp_path, catalog_uri=pg_database)
-    ctx = multiprocessing.get_context("spawn")
-    with ctx.Manager() as manager:
-        barrier, results = manager.Barrier(OPENERS), manager.dict()
-        openers = [ctx.Process(target=_open, args=(settings, barrier, results, n)) for n in range(OPENERS)]
-        for p in openers:
-            p.start()
-        for p in openers:
-            p.join(timeout=DEADLINE_S)
-        stuck = [p for p in openers if p.is_alive()]
-        for p in stuck:
-            p.kill()
-        assert not stuck, f"{len(stuck)} opener(s) did not finish"
-        outcome = dict(results)
+    outcome = run_lined_up(_open, {n: (settings,) for n in range(OPENERS)}, DEADLINE_S).results
     assert outcome == {n: sorted(NAMESPACES) for n in range(OPENERS)}
     engine = create_engine(pg_database)
     with engine.connect() as con:

@@ -11,7 +11,6 @@ How they all land: pyiceberg's SQL catalog commits optimistically (one UPDATE of
 
 from __future__ import annotations
 
-import multiprocessing
 from datetime import datetime, timedelta
 from functools import partial
 from pathlib import Path
@@ -26,6 +25,7 @@ from logistics_platform.lib.bronze.ingest import IngestReport, ingest_hour, inge
 from logistics_platform.lib.connections import load_catalog
 from logistics_platform.settings import Settings, local_settings
 from tests.conftest import S3Warehouse
+from tests.support.processes import run_lined_up
 from tests.support.prod import prod_settings
 
 pytestmark = [pytest.mark.postgres, pytest.mark.s3]
@@ -42,7 +42,7 @@ def _line_up(barrier: Barrier, identifier: str) -> None:
         barrier.wait(timeout=300)
 
 
-def _ingest(settings: Settings, barrier: Barrier, hours: list[datetime], reports: Any, name: str) -> None:
+def _ingest(settings: Settings, hours: list[datetime], barrier: Barrier, reports: Any, name: str) -> None:
     # One commit per table for all of ``hours``: a single hour is an hourly run, several a range backfill's run.
     reports[name] = ingest_hours(settings, hours, before_commit=partial(_line_up, barrier))
 
@@ -52,23 +52,9 @@ def _write_at_once(settings: Settings, runs: dict[str, list[datetime]]) -> dict[
     # The catalog's own tables exist before the writers start, as `logistics-platform setup` makes them before a
     # deployment's first run.
     load_catalog(settings)
-    ctx = multiprocessing.get_context("spawn")
-    # One plain process per run (not a process pool: its result hand-off once hung this test inside the suite),
-    # each joined with a bound so that a stuck writer fails the test instead of hanging it.
-    with ctx.Manager() as manager:
-        barrier, reports = manager.Barrier(len(runs)), manager.dict()
-        writers = [
-            ctx.Process(target=_ingest, args=(settings, barrier, hours, reports, name)) for name, hours in runs.items()
-        ]
-        for w in writers:
-            w.start()
-        for w in writers:
-            w.join(timeout=WRITER_DEADLINE_S)
-        stuck = [w for w in writers if w.is_alive()]
-        for w in stuck:
-            w.kill()
-        assert not stuck and all(w.exitcode == 0 for w in writers), [w.exitcode for w in writers]
-        return {name: list(reports[name]) for name in runs}
+    outcome = run_lined_up(_ingest, {name: (settings, hours) for name, hours in runs.items()}, WRITER_DEADLINE_S)
+    assert all(code == 0 for code in outcome.exit_codes.values()), outcome.exit_codes
+    return {name: list(outcome.results[name]) for name in runs}
 
 
 def _assert_as_one_writer(tmp_path: Path, parallel_settings: Settings, landing: Path, hours: list[datetime]) -> None:
