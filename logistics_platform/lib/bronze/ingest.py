@@ -901,7 +901,9 @@ def ingest_hours(
             tr.fingerprint = fingerprint(files)
             tr.bytes = sum(f.size for f in files)
             reports[i].topics[name] = tr
-            say(f"{keys[i]} {spec.identifier}: reading {len(files)} files, {tr.bytes:,} bytes")
+            # Per hour only to the module log: in a run's event log each line is a stored event, and a day's range
+            # would add one per table and hour; the table's line below sums them.
+            log.debug("%s %s: reading %d files, %s bytes", keys[i], spec.identifier, len(files), f"{tr.bytes:,}")
             writer = _ingest_topic(catalog, spec, hour, files, settings, quarantines[i], tr, pools[i], fast_run_lines)
             new_files.extend(writer.files)
         trs = [r.topics[name] for r in reports]
@@ -926,7 +928,8 @@ def ingest_hours(
         damaged = sum(len(t.corrupt_files) for t in trs)
         note = f", {damaged} corrupt files (see bronze.quarantine)" if damaged else ""
         say(
-            f"{label} {spec.identifier}: {sum(t.lines for t in trs):,} lines -> {sum(t.rows for t in trs):,} rows, "
+            f"{label} {spec.identifier}: {sum(len(t.files) for t in trs):,} files, {sum(t.bytes for t in trs):,} bytes, "
+            f"{sum(t.lines for t in trs):,} lines -> {sum(t.rows for t in trs):,} rows, "
             f"{sum(t.quarantined for t in trs):,} quarantined, {sum(t.tombstones for t in trs):,} tombstones{note}; "
             f"snapshot {snapshot_id}"
         )
