@@ -130,7 +130,10 @@ def _jobs(defs: dg.Definitions) -> tuple[dg.Definitions, bool, bool]:
         node = graph.get(key)
         if node.group_name in excluded:
             continue
-        (partitioned if node.partitions_def is not None else unpartitioned).append(key)
+        if node.partitions_def is not None:
+            partitioned.append(key)
+        elif node.group_name not in TRANSFORM_GROUPS:  # those (the published marts) run in the transform job
+            unpartitioned.append(key)
     stray = [k.to_user_string() for k in partitioned if graph.get(k).group_name not in TRANSFORM_GROUPS]
     if stray:  # the operate transform job selects by group: a partitioned asset elsewhere would be skipped
         raise PipelineError(

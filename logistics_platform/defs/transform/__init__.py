@@ -18,6 +18,6 @@ from logistics_platform.settings import Settings
 def build_defs(settings: Settings) -> dg.Definitions:
     """Assets, checks, jobs, sensors and schedules of this domain."""
     return dg.Definitions(
-        assets=[build_dbt_assets(settings), build_publish_assets(settings), FOLDED_WINDOWS_SPEC],
+        assets=[build_dbt_assets(settings), build_publish_assets(), FOLDED_WINDOWS_SPEC],
         asset_checks=[*build_publish_checks(), *build_operations_checks(settings)],
     )

@@ -11,7 +11,6 @@ from dagster_duckdb import DuckDBResource
 
 from logistics_platform.defs.constants import DUCKDB_POOL, OWNERS, PUBLISHED_KEYS
 from logistics_platform.defs.constants import DUCKDB_WRITER_TAGS as WRITER_TAGS
-from logistics_platform.defs.partitions import arrival_hour_partitions
 from logistics_platform.defs.preflight import require_usable_lakehouse
 from logistics_platform.lib.connections import load_catalog, load_extensions
 from logistics_platform.lib.transform.project import MART_MODELS
@@ -21,7 +20,7 @@ from logistics_platform.settings import Settings
 PUBLISH_ASSET_NAME = "publish_marts"
 
 
-def build_publish_assets(settings: Settings) -> dg.AssetsDefinition:
+def build_publish_assets() -> dg.AssetsDefinition:
     @dg.multi_asset(
         name=PUBLISH_ASSET_NAME,
         pool=DUCKDB_POOL,
@@ -46,8 +45,9 @@ def build_publish_assets(settings: Settings) -> dg.AssetsDefinition:
             )
             for m in MART_MODELS
         ],
-        partitions_def=arrival_hour_partitions(settings),
-        backfill_policy=dg.BackfillPolicy.single_run(),
+        # Not partitioned: every publish replaces each mart's whole published state (the DuckDB mart as it stands),
+        # so one materialization per publish says what happened; per arrival hour it was one event per mart and
+        # hour of the run's range, all naming the same snapshot.
         op_tags=WRITER_TAGS,
         retry_policy=dg.RetryPolicy(max_retries=3, delay=10, backoff=dg.Backoff.EXPONENTIAL),
     )
