@@ -106,5 +106,9 @@ def test_partition_range_is_one_dbt_run_that_builds_and_publishes(tmp_path: Path
     # dbt ran as a child process of the step, in a target directory of its own, and left its artifacts there.
     runs = sorted((project_target(settings) / "runs").glob(f"{hourly.run_id[:8]}-*"))
     assert len(runs) == 1 and (runs[0] / "run_results.json").exists()
-    ran = {r["unique_id"].split(".")[-1] for r in json.loads((runs[0] / "run_results.json").read_text())["results"]}
+    results = json.loads((runs[0] / "run_results.json").read_text())["results"]
+    ran = {r["unique_id"].split(".")[-1] for r in results}
     assert "fct_orders" in ran and not ran & set(plan.idle)
+    # Data tests run with the models; dbt's unit tests are left to CI (tests/transform/test_dbt.py runs them).
+    kinds = {r["unique_id"].split(".")[0] for r in results}
+    assert "test" in kinds and "unit_test" not in kinds, kinds
