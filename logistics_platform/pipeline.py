@@ -52,6 +52,7 @@ class RunRecord:
     run_id: str
     success: bool
     error: str = ""  # the first failed step and its root cause, one line
+    seconds: float = 0.0  # wall clock of the run, its creation (Dagster's planned events) included
 
 
 @dataclass
@@ -72,6 +73,13 @@ class Summary:
             lines[0] += f" ({self.partitions[0]} .. {self.partitions[-1]})"
         failed = [r for r in self.runs if not r.success]
         lines.append(f"runs: {len(self.runs)} ({len(failed)} failed)")
+        by_job: dict[str, list[RunRecord]] = {}
+        for r in self.runs:
+            by_job.setdefault(r.job, []).append(r)
+        lines += [
+            f"  {job}: {len(rs)} run{'s' if len(rs) > 1 else ''}, {sum(r.seconds for r in rs):.1f}s"
+            for job, rs in by_job.items()
+        ]
         lines += [f"  FAILED {r.job} [{r.partition}] run {r.run_id}{': ' + r.error if r.error else ''}" for r in failed]
         if self.counts_error:
             lines.append(f"row counts unavailable: {self.counts_error}")
@@ -205,13 +213,16 @@ def run_pipeline(
 
     def execute(job_name: str, label: str, **kwargs: object) -> dg.ExecuteInProcessResult:
         job = defs.resolve_job_def(job_name)
+        began = time.monotonic()
         result = job.execute_in_process(
             run_config={} if verbose else QUIET,
             instance=instance,
             raise_on_error=False,
             **kwargs,  # type: ignore[arg-type]
         )
-        summary.runs.append(RunRecord(job_name, label, result.run_id, result.success, _failure(result)))
+        summary.runs.append(
+            RunRecord(job_name, label, result.run_id, result.success, _failure(result), time.monotonic() - began)
+        )
         return result
 
     started = time.monotonic()

@@ -160,7 +160,10 @@ def test_the_summary_after_a_failed_run_reports_and_does_not_crash(settings: Set
     key = hour_partition_key(HOUR)
     summary = Summary(
         partitions=[key],
-        runs=[RunRecord("ingest_arrival_hours", key, "r-1", False, "bronze_ingest: not retried: ArrowTypeError")],
+        runs=[
+            RunRecord("ingest_arrival_hours", key, "r-1", False, "bronze_ingest: not retried: ArrowTypeError", 2.54),
+            RunRecord("ingest_arrival_hours", key, "r-2", True, "", 1.5),
+        ],
         bronze=bronze,
         counts_error=error,
     )
@@ -168,4 +171,5 @@ def test_the_summary_after_a_failed_run_reports_and_does_not_crash(settings: Set
     assert not summary.ok
     assert f"FAILED ingest_arrival_hours [{key}] run r-1: bronze_ingest: not retried: ArrowTypeError" in text
     assert "row counts unavailable: marts" in text and "bronze.orders" in text
+    assert "runs: 2 (1 failed)" in text and "  ingest_arrival_hours: 2 runs, 4.0s" in text
     assert table_counts(settings)[1:] == ({"fct_orders": 1}, "")  # once the connection is gone

@@ -928,8 +928,9 @@ def ingest_hours(
         damaged = sum(len(t.corrupt_files) for t in trs)
         note = f", {damaged} corrupt files (see bronze.quarantine)" if damaged else ""
         say(
-            f"{label} {spec.identifier}: {sum(len(t.files) for t in trs):,} files, {sum(t.bytes for t in trs):,} bytes, "
-            f"{sum(t.lines for t in trs):,} lines -> {sum(t.rows for t in trs):,} rows, "
+            f"{label} {spec.identifier}: {sum(len(t.files) for t in trs):,} files, "
+            f"{sum(t.bytes for t in trs):,} bytes, {sum(t.lines for t in trs):,} lines -> "
+            f"{sum(t.rows for t in trs):,} rows, "
             f"{sum(t.quarantined for t in trs):,} quarantined, {sum(t.tombstones for t in trs):,} tombstones{note}; "
             f"snapshot {snapshot_id}"
         )
