@@ -1,4 +1,4 @@
-"""`setup`: prepare local state (DuckDB extensions, catalog, namespaces) so later steps run offline."""
+"""`setup`: prepare local state (DuckDB extensions, catalog, namespaces, dbt manifest) so later steps run offline."""
 
 from __future__ import annotations
 
@@ -9,7 +9,10 @@ from logistics_platform.settings import load_settings
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("setup", help="create the catalog, namespaces and install DuckDB extensions offline")
+    p = sub.add_parser(
+        "setup",
+        help="create the catalog and namespaces, install DuckDB extensions offline and parse the dbt project",
+    )
     p.set_defaults(func=run)
 
 
@@ -19,4 +22,9 @@ def run(args: argparse.Namespace) -> int:
     connect(settings=settings).close()
     load_catalog(settings)
     print(f"catalog ready: {settings.catalog_uri} (warehouse {settings.warehouse})")
+    # The manifest is a build step (as a deployment's image build does it): parsed here once, not by the first
+    # process that loads the definitions. Parsed again only when the project's files change.
+    from logistics_platform.lib.transform.project import dbt_project
+
+    print(f"dbt manifest ready: {dbt_project(settings).manifest_path}")
     return 0
