@@ -51,6 +51,18 @@ _TS_RE = (
     r"T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]{6})?Z$"
 )
 _TS_UTC = pa.timestamp("us", "UTC")
+# _TS_RE position by position, for the two lengths it allows: the lowest and the highest byte at each position
+# (the day, month and hour are then checked as numbers).
+_TS_BOUNDS = {
+    len(low): (
+        np.frombuffer(low.encode(), np.uint8),
+        np.frombuffer(high.encode(), np.uint8) - np.frombuffer(low.encode(), np.uint8),
+    )
+    for low, high in (
+        ("1000-00-00T00:00:00.000000Z", "9999-19-39T29:59:59.999999Z"),
+        ("1000-00-00T00:00:00Z", "9999-19-39T29:59:59Z"),
+    )
+}
 _HASHER = identity_hasher()
 _I53 = 2**53
 _SOURCE_FIELDS = (
@@ -115,6 +127,31 @@ def _field(arr: Any, name: str) -> pa.Array:
     return pc.struct_field(arr, name)  # parent nulls propagate to the child (unlike StructArray.field)
 
 
+def _canonical_timestamps(valid: pa.Array) -> bool:
+    """Whether every value of a string array without nulls matches ``_TS_RE``.
+
+    Checked on the values' bytes when they all have one length (as the connector writes them, nearly always):
+    RE2 costs several times more per value. Values of mixed lengths go to the regex.
+    """
+    n = len(valid)
+    if not n:
+        return True
+    lengths = pc.min_max(pc.binary_length(valid))
+    width = lengths["min"].as_py()
+    bounds = _TS_BOUNDS.get(width)
+    if bounds is None or lengths["max"].as_py() != width or valid.null_count:
+        return bool(pc.all(pc.match_substring_regex(valid, _TS_RE)).as_py())
+    low, span = bounds
+    _, offsets, data = valid.buffers()
+    start = int(np.frombuffer(offsets, np.int32, 1, valid.offset * 4)[0])
+    # All of one length: the values are consecutive in the data buffer, one row of the matrix each.
+    rel = np.frombuffer(data, np.uint8, n * width, start).reshape(n, width) - low  # wraps below the lowest byte
+    if not (rel <= span).all():
+        return False
+    month, day, hour = (rel[:, i] * 10 + rel[:, i + 1] for i in (5, 8, 11))
+    return bool(((month - 1) <= 11).all() and ((day - 1) <= 30).all() and (hour <= 23).all())
+
+
 def _typed(kind: str, values: pa.Array) -> pa.Array:
     """A column read by Arrow as the per-line path would type it; declines on anything non-canonical."""
     valid = values.drop_null() if values.null_count else values
@@ -125,7 +162,7 @@ def _typed(kind: str, values: pa.Array) -> pa.Array:
         _require(pc.match_substring_regex(valid, _MONEY_RE))
         return values.cast(pa.decimal128(12, 2))
     if kind == K_TIMESTAMP:
-        _require(pc.match_substring_regex(valid, _TS_RE))
+        _require(_canonical_timestamps(valid))
         try:
             # Every value ends in Z (checked above): parsed as UTC, its epoch micros are those of the naive time,
             # without first copying each string but its Z.
