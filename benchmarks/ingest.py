@@ -383,7 +383,8 @@ def main() -> int:
             f"per CPU-second, {rate(r) / rate(limit):.2f}x wall "
             f"(start-up and imports {r['start_cpu']:.1f} CPU s, {r['child_seconds'] - r['seconds']:.1f} s)"
         )
-        verdicts.append(f"{name} {'meets' if cpu_rate(r) >= 0.7 * cpu_rate(cpu_limit) else 'misses'}")
+        ratio = cpu_rate(r) / cpu_rate(cpu_limit)
+        verdicts.append(f"{name} {'meets' if ratio >= 0.7 else 'misses'} ({ratio:.3f}x)")
         if "dlt" in results:
             d = results["dlt"]
             log(
