@@ -326,3 +326,28 @@ def test_the_timestamp_check_on_bytes_is_the_regex():
         assert fastpath._canonical_timestamps(arr.slice(1, 3).drop_null())
     assert fastpath._canonical_timestamps(pa.array([good, other]))  # mixed lengths: the regex
     assert not fastpath._canonical_timestamps(pa.array([good, other[:-1]]))
+
+
+def _near_money() -> list[str]:
+    """Canonical money texts (signs, 1 to 10 digits before the dot) and strings one change away from them."""
+    out: set[str] = {"", "-", ".", ".00", "-.00", "0.0", "0.000", "00.00", "--1.00", "1-.00", "1.-0", "+1.00"}
+    for base in ("0.00", "-1.05", "123.45", "1234567890.12", "-1234567890.12", "12345678901.12"):
+        for pos in range(len(base) + 1):
+            for ch in [chr(c) for c in range(1, 128)] + ["é"]:
+                out.add(base[:pos] + ch + base[pos + 1 :])  # replaced (or appended at the end)
+                out.add(base[:pos] + ch + base[pos:])  # inserted
+            out.add(base[:pos] + base[pos + 1 :])  # removed
+    return sorted(out)
+
+
+def test_the_money_check_on_bytes_is_the_regex():
+    values = _near_money()
+    regex = pc.match_substring_regex(pa.array(values), fastpath._MONEY_RE).to_pylist()
+    assert sum(regex) > 100 and not all(regex)
+    good = "-12.30"
+    for value, expected in zip(values, regex, strict=True):
+        assert fastpath._canonical_money(pa.array([value])) == expected, value
+        arr = pa.array([value, good, None, "7.00", value, good])
+        assert fastpath._canonical_money(arr.drop_null()) == expected, value
+        assert fastpath._canonical_money(arr.slice(4, 2)) == expected, value
+        assert fastpath._canonical_money(arr.slice(1, 3).drop_null())
