@@ -721,6 +721,7 @@ class _Pool:
 # ---------------------------------------------------------------------------------------------------------------
 def _ingest_topic(
     catalog: Catalog,
+    table: Table,
     spec: bs.TopicSpec,
     hour: datetime,
     files: list[LandingFile],
@@ -730,7 +731,6 @@ def _ingest_topic(
     pool: _Pool,
     fast_run_lines: int = FAST_RUN_LINES,
 ) -> BatchWriter:
-    table = catalog.load_table(spec.identifier)
     writer = BatchWriter(table, settings.ingest_batch_rows)
     lateness = settings.allowed_lateness_seconds
     state = {"evolved": tuple(evolved_columns(table, spec).items()), "schema": writer.arrow_schema}
@@ -901,7 +901,11 @@ def ingest_hours(
             tr.bytes = sum(f.size for f in files)
             reports[i].topics[name] = tr
             say(f"{keys[i]} {spec.identifier}: reading {len(files)} files, {tr.bytes:,} bytes")
-            writer = _ingest_topic(catalog, spec, hour, files, settings, quarantines[i], tr, pools[i], fast_run_lines)
+            writer = _ingest_topic(
+                catalog, tables[name], spec, hour, files, settings, quarantines[i], tr, pools[i], fast_run_lines
+            )
+            # Nothing commits to this table before its hours are all written, but a schema evolution reloads it.
+            tables[name] = writer.table
             new_files.extend(writer.files)
         trs = [r.topics[name] for r in reports]
         props = _properties(
