@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from datetime import datetime
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from pyiceberg.io.pyarrow import schema_to_pyarrow
 from pyiceberg.types import StringType
 
 from logistics_platform.generator import GeneratorConfig, generate
+from logistics_platform.lib.bronze import fastpath
 from logistics_platform.lib.bronze import schema as bs
 from logistics_platform.lib.bronze.envelope import LineParser
-from logistics_platform.lib.bronze.fastpath import count_lines, fast_block, fast_rows, object_lines
+from logistics_platform.lib.bronze.fastpath import fast_block, fast_rows, newline_positions, object_lines
 from logistics_platform.lib.bronze.ingest import FAST_RUN_LINES, BlockTask, ingest_hour, parse_block
 from logistics_platform.lib.bronze.landing import list_arrival_hours, list_hour_files
 from logistics_platform.lib.connections import load_catalog
@@ -198,7 +201,7 @@ def test_an_odd_line_gives_what_the_per_line_parser_gives(table, base, odd):
 
 
 def _layout_by_lines(block: bytes) -> tuple[int, list[tuple[int, int]] | None]:
-    """What count_lines/object_lines must answer, worked out line by line."""
+    """What newline_positions/object_lines must answer, worked out line by line."""
     lines = block.split(b"\n")
     if block.endswith(b"\n"):
         lines.pop()
@@ -231,6 +234,16 @@ LAYOUTS = [
     b"{}\nnul\n{}\n",
     b"{}\nnull \n{}\n",
     b"{}\n}\n{}\n",
+    b"{}\nnull",
+    b"null\nnull",
+    b"nullnull\n{}\n",
+    b"{}\nnull\n}\n",
+    b"{\nnull\n{}\n",
+    b"{}\nnull\n\n{}\n",
+    b"{}\n\nnull\n{}\n",
+    b"null\n{",
+    b"x}\nnull\n{}",
+    b'{"a":null}\n{"b":\nnull}\n',
 ]
 for line in (SHORT, LONG):
     LAYOUTS += [
@@ -247,11 +260,24 @@ for line in (SHORT, LONG):
 @pytest.mark.parametrize("block", LAYOUTS)
 def test_the_block_layout_is_what_the_lines_say(block):
     n, expected = _layout_by_lines(block)
-    counted, layout, scanned = count_lines(block)
-    assert counted == n
-    if scanned:
-        assert layout == expected
+    newlines = newline_positions(block)
+    assert len(newlines) + 1 == n
     assert object_lines(block, n) == expected
+    assert object_lines(block, n, newlines) == expected
+
+
+def test_the_block_layout_of_every_short_mix_of_odd_lines():
+    # Tombstones next to lines that are not {...} (empty, one brace, null-like) are where a proof by counting
+    # could slip: every mix of up to four such lines, with and without the last newline.
+    pieces = [b"{}", b"null", b"", b"{", b"}", b"nul", b"null ", b"{x", b"x}", b'{"a":null}', b"nullnull", b"\n"]
+    for size in range(1, 5):
+        for mix in itertools.product(pieces, repeat=size):
+            for last in (b"", b"\n"):
+                block = b"\n".join(mix) + last
+                n, expected = _layout_by_lines(block)
+                newlines = newline_positions(block)
+                assert len(newlines) + 1 == n, block
+                assert object_lines(block, n, newlines) == expected, block
 
 
 def test_a_block_taken_whole_gives_what_the_per_line_parser_gives():
@@ -270,3 +296,58 @@ def test_a_block_taken_whole_gives_what_the_per_line_parser_gives():
     assert whole.rows.equals(slow.rows)
     assert (whole.quarantine, whole.lines, whole.tombstones, whole.late) == (slow.quarantine, 7, 3, slow.late)
     assert slow.tombstones == 3
+
+
+def _near_timestamps() -> list[str]:
+    """Canonical timestamps of both lengths and strings one change away: each byte, each two-digit field."""
+    out: set[str] = set()
+    for base in ("2026-11-01T10:20:30.123456Z", "2026-11-01T10:20:30Z"):
+        for pos in range(len(base)):
+            for ch in [chr(c) for c in range(1, 128)] + ["é"]:
+                out.add(base[:pos] + ch + base[pos + 1 :])
+        for pos in (0, 2, 5, 8, 11, 14, 17):
+            out.update(base[:pos] + f"{v:02d}" + base[pos + 2 :] for v in range(100))
+        out.update({base[:-1], base + "Z", base[:-1] + "+00:00", " " + base, base[:19] + ".12345Z", ""})
+    return sorted(out)
+
+
+def test_the_timestamp_check_on_bytes_is_the_regex():
+    values = _near_timestamps()
+    regex = pc.match_substring_regex(pa.array(values), fastpath._TS_RE).to_pylist()
+    assert sum(regex) > 100 and not all(regex)  # both answers are exercised
+    for value, expected in zip(values, regex, strict=True):
+        assert fastpath._canonical_timestamps(pa.array([value])) == expected, value
+    good, other = "2026-11-01T10:20:30.123456Z", "2026-11-01T10:20:30Z"
+    for value, expected in zip(values, regex, strict=True):
+        # Among other values: the one value decides; sliced (an offset into the buffers) and after drop_null.
+        arr = pa.array([value, good, None, good, value, good])
+        assert fastpath._canonical_timestamps(arr.drop_null()) == expected, value
+        assert fastpath._canonical_timestamps(arr.slice(4, 2)) == expected, value
+        assert fastpath._canonical_timestamps(arr.slice(1, 3).drop_null())
+    assert fastpath._canonical_timestamps(pa.array([good, other]))  # mixed lengths: the regex
+    assert not fastpath._canonical_timestamps(pa.array([good, other[:-1]]))
+
+
+def _near_money() -> list[str]:
+    """Canonical money texts (signs, 1 to 10 digits before the dot) and strings one change away from them."""
+    out: set[str] = {"", "-", ".", ".00", "-.00", "0.0", "0.000", "00.00", "--1.00", "1-.00", "1.-0", "+1.00"}
+    for base in ("0.00", "-1.05", "123.45", "1234567890.12", "-1234567890.12", "12345678901.12"):
+        for pos in range(len(base) + 1):
+            for ch in [chr(c) for c in range(1, 128)] + ["é"]:
+                out.add(base[:pos] + ch + base[pos + 1 :])  # replaced (or appended at the end)
+                out.add(base[:pos] + ch + base[pos:])  # inserted
+            out.add(base[:pos] + base[pos + 1 :])  # removed
+    return sorted(out)
+
+
+def test_the_money_check_on_bytes_is_the_regex():
+    values = _near_money()
+    regex = pc.match_substring_regex(pa.array(values), fastpath._MONEY_RE).to_pylist()
+    assert sum(regex) > 100 and not all(regex)
+    good = "-12.30"
+    for value, expected in zip(values, regex, strict=True):
+        assert fastpath._canonical_money(pa.array([value])) == expected, value
+        arr = pa.array([value, good, None, "7.00", value, good])
+        assert fastpath._canonical_money(arr.drop_null()) == expected, value
+        assert fastpath._canonical_money(arr.slice(4, 2)) == expected, value
+        assert fastpath._canonical_money(arr.slice(1, 3).drop_null())

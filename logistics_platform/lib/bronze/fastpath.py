@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
@@ -50,6 +51,18 @@ _TS_RE = (
     r"T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]{6})?Z$"
 )
 _TS_UTC = pa.timestamp("us", "UTC")
+# _TS_RE position by position, for the two lengths it allows: the lowest and the highest byte at each position
+# (the day, month and hour are then checked as numbers).
+_TS_BOUNDS = {
+    len(low): (
+        np.frombuffer(low.encode(), np.uint8),
+        np.frombuffer(high.encode(), np.uint8) - np.frombuffer(low.encode(), np.uint8),
+    )
+    for low, high in (
+        ("1000-00-00T00:00:00.000000Z", "9999-19-39T29:59:59.999999Z"),
+        ("1000-00-00T00:00:00Z", "9999-19-39T29:59:59Z"),
+    )
+}
 _HASHER = identity_hasher()
 _I53 = 2**53
 _SOURCE_FIELDS = (
@@ -66,6 +79,7 @@ _SOURCE_FIELDS = (
     ("lsn", pa.int64()),
     ("xmin", pa.int64()),
 )
+_NL, _OPEN, _CLOSE, _MINUS, _DOT, _ZERO = 0x0A, 0x7B, 0x7D, 0x2D, 0x2E, 0x30
 _READ = pj.ReadOptions(use_threads=False, block_size=1 << 26)
 _OPTIONS: dict[tuple[Any, ...], pj.ParseOptions] = {}
 
@@ -113,6 +127,59 @@ def _field(arr: Any, name: str) -> pa.Array:
     return pc.struct_field(arr, name)  # parent nulls propagate to the child (unlike StructArray.field)
 
 
+def _canonical_timestamps(valid: pa.Array) -> bool:
+    """Whether every value of a string array without nulls matches ``_TS_RE``.
+
+    Checked on the values' bytes when they all have one length (as the connector writes them, nearly always):
+    RE2 costs several times more per value. Values of mixed lengths go to the regex.
+    """
+    n = len(valid)
+    if not n:
+        return True
+    lengths = pc.min_max(pc.binary_length(valid))
+    width = lengths["min"].as_py()
+    bounds = _TS_BOUNDS.get(width)
+    if bounds is None or lengths["max"].as_py() != width or valid.null_count:
+        return bool(pc.all(pc.match_substring_regex(valid, _TS_RE)).as_py())
+    low, span = bounds
+    _, offsets, data = valid.buffers()
+    start = int(np.frombuffer(offsets, np.int32, 1, valid.offset * 4)[0])
+    # All of one length: the values are consecutive in the data buffer, one row of the matrix each.
+    rel = np.frombuffer(data, np.uint8, n * width, start).reshape(n, width) - low  # wraps below the lowest byte
+    if not (rel <= span).all():
+        return False
+    month, day, hour = (rel[:, i] * 10 + rel[:, i + 1] for i in (5, 8, 11))
+    return bool(((month - 1) <= 11).all() and ((day - 1) <= 30).all() and (hour <= 23).all())
+
+
+def _canonical_money(valid: pa.Array) -> bool:
+    """Whether every value of a string array without nulls matches ``_MONEY_RE``, checked on the values' bytes.
+
+    Each value must hold a dot three bytes before its end and may start with a minus; the array's bytes that
+    are not digits must then be exactly those dots and minuses, and the digits before the dot 1 to 10.
+    """
+    n = len(valid)
+    if not n:
+        return True
+    if valid.null_count:
+        return bool(pc.all(pc.match_substring_regex(valid, _MONEY_RE)).as_py())
+    _, offsets_buffer, data = valid.buffers()
+    offsets = np.frombuffer(offsets_buffer, np.int32, n + 1, valid.offset * 4)
+    lengths = np.diff(offsets)
+    if lengths.min() < 4 or lengths.max() > 14:  # "0.00" to "-1234567890.00"
+        return False
+    first = int(offsets[0])
+    text = np.frombuffer(data, np.uint8, int(offsets[-1]) - first, first)
+    starts, ends = offsets[:-1] - first, offsets[1:] - first
+    negative = text[starts] == _MINUS
+    if not (text[ends - 3] == _DOT).all():
+        return False
+    before_dot = lengths - 3 - negative
+    if not ((before_dot >= 1) & (before_dot <= 10)).all():
+        return False
+    return int(np.count_nonzero((text - _ZERO) > 9)) == n + int(np.count_nonzero(negative))
+
+
 def _typed(kind: str, values: pa.Array) -> pa.Array:
     """A column read by Arrow as the per-line path would type it; declines on anything non-canonical."""
     valid = values.drop_null() if values.null_count else values
@@ -120,10 +187,10 @@ def _typed(kind: str, values: pa.Array) -> pa.Array:
         _require(pc.is_finite(valid))
         return values
     if kind == K_DECIMAL:
-        _require(pc.match_substring_regex(valid, _MONEY_RE))
+        _require(_canonical_money(valid))
         return values.cast(pa.decimal128(12, 2))
     if kind == K_TIMESTAMP:
-        _require(pc.match_substring_regex(valid, _TS_RE))
+        _require(_canonical_timestamps(valid))
         try:
             # Every value ends in Z (checked above): parsed as UTC, its epoch micros are those of the naive time,
             # without first copying each string but its Z.
@@ -154,81 +221,55 @@ def fast_rows(
     return fast_block(parser, b"\n".join(lines), len(lines), kafka_partition, first_offset, source_file, schema)
 
 
-# Below this many bytes a line on average, one C-level count proves the layout faster than a scan line by line.
-_COUNT_FIRST_LINE_BYTES = 512
+def newline_positions(block: bytes) -> np.ndarray:
+    """Byte positions of the newlines between a block's lines (a last newline ends the last line: not listed).
+
+    The block holds one line more than this lists, as the reader counts lines (a last line without newline counts).
+    """
+    end = len(block) - 1 if block.endswith(b"\n") else len(block)
+    return np.flatnonzero(np.frombuffer(block, np.uint8, end) == _NL)
 
 
-def object_lines(block: bytes, n_lines: int) -> list[tuple[int, int]] | None:
+def object_lines(block: bytes, n_lines: int, newlines: np.ndarray | None = None) -> list[tuple[int, int]] | None:
     """Where the tombstones are in a block whose every other line is exactly one ``{...}``; None if it is not so.
 
     ``block`` holds ``n_lines`` lines separated by newlines (the last newline optional, so that a file's last
-    line without one counts). The answer lists (line index, byte position) of each line that is exactly
-    ``null`` (a Kafka tombstone), and is empty when every line starts with ``{`` and ends with ``}``.
+    line without one counts); ``newlines``: its :func:`newline_positions`, when the reader found them already.
+    The answer lists (line index, byte position) of each line that is exactly ``null`` (a Kafka tombstone), and
+    is empty when every line starts with ``{`` and ends with ``}``.
+
+    Vectorised over the block's newlines (CPython's bytes.count, and a scan line by line, cost several times
+    more): a line is proven ``{...}`` by the byte after the newline in front of it and the byte before the
+    newline behind it; only the lines that are not, expected to be few, are looked at one by one.
     """
     end = len(block) - 1 if block.endswith(b"\n") else len(block)
     if n_lines < 1 or end < 1:
         return None
-    if (
-        end < _COUNT_FIRST_LINE_BYTES * n_lines
-        and block[0] == 0x7B
-        and block[end - 1] == 0x7D
-        and block.count(b"}\n{", 0, end) == n_lines - 1
-    ):
-        return []  # every newline sits between '}' and '{': each of the n lines is one {...}
+    data = np.frombuffer(block, np.uint8, end)
+    if data[0] == _NL or data[end - 1] == _NL:
+        return None  # an empty first or last line (and no byte on one side of that newline)
+    if newlines is None:
+        newlines = np.flatnonzero(data == _NL)
+    if len(newlines) != n_lines - 1:
+        return None  # not the block described
+    ends_ok = data[newlines - 1] == _CLOSE  # line k ends with }
+    starts_ok = data[newlines + 1] == _OPEN  # line k + 1 starts with {
+    odd: list[int] = [0] if data[0] != _OPEN else []
+    for k in np.flatnonzero(~(ends_ok & starts_ok)).tolist():
+        if not ends_ok[k] and (not odd or odd[-1] != k):
+            odd.append(k)
+        if not starts_ok[k]:
+            odd.append(k + 1)
+    if data[end - 1] != _CLOSE and (not odd or odd[-1] != n_lines - 1):
+        odd.append(n_lines - 1)
     tombstones: list[tuple[int, int]] = []
-    find = block.find
-    start = 0
-    for index in range(n_lines):
-        stop = find(b"\n", start, end)
-        if stop < 0:
-            stop = end
-        if start < stop and block[start] == 0x7B and block[stop - 1] == 0x7D:
-            pass
-        elif stop - start == 4 and block.startswith(b"null", start):
-            tombstones.append((index, start))
-        else:
+    for i in odd:
+        start = int(newlines[i - 1]) + 1 if i else 0
+        stop = int(newlines[i]) if i < n_lines - 1 else end
+        if stop - start != 4 or not block.startswith(b"null", start):
             return None
-        start = stop + 1
-    return tombstones if start > end else None  # more newlines than n_lines: not the block described
-
-
-Layout = list[tuple[int, int]] | None
-"""What :func:`object_lines` says of a block: the tombstones (line index, byte position), or None."""
-
-
-def count_lines(block: bytes) -> tuple[int, Layout, bool]:
-    """(lines, layout, whether the layout was found) of a block, in the cheaper way for its line length.
-
-    Lines are counted as by the reader (one per newline, plus a last line without one). For long lines a scan
-    from newline to newline counts them and finds the layout in one go; for short ones one C-level count of
-    the newlines is cheaper, and :func:`fast_block` finds the layout later if it is asked for.
-    """
-    end = len(block) - 1 if block.endswith(b"\n") else len(block)
-    fourth = -1
-    for _ in range(4):
-        fourth = block.find(b"\n", fourth + 1, end)
-        if fourth < 0:
-            break
-    if 0 <= fourth < 4 * _COUNT_FIRST_LINE_BYTES:
-        return block.count(b"\n", 0, end) + 1, None, False
-    tombstones: list[tuple[int, int]] = []
-    find = block.find
-    start = index = 0
-    while True:
-        stop = find(b"\n", start, end)
-        last = stop < 0
-        if last:
-            stop = end
-        if start < stop and block[start] == 0x7B and block[stop - 1] == 0x7D:
-            pass
-        elif stop - start == 4 and block.startswith(b"null", start):
-            tombstones.append((index, start))
-        else:  # not one object per line: only the count is left to do
-            return index + block.count(b"\n", stop, end) + 1, None, True
-        index += 1
-        if last:
-            return index, tombstones, True
-        start = stop + 1
+        tombstones.append((i, start))
+    return tombstones
 
 
 def _offsets(first_offset: int, n_lines: int, dropped: list[int] | None = None) -> pa.Array:
@@ -264,14 +305,13 @@ def fast_block(
     first_offset: int,
     source_file: str,
     schema: pa.Schema,
-    layout: Layout = None,
-    scanned: bool = False,
+    newlines: np.ndarray | None = None,
 ) -> tuple[pa.Table, int, int] | None:
     """:func:`fast_rows` of a whole block of ``n_lines`` newline-separated lines, without splitting it into lines.
 
-    ``layout``: the block's :func:`object_lines` when ``scanned`` (by :func:`count_lines`), else found here.
+    ``newlines``: the block's :func:`newline_positions`, when the reader found them already.
     """
-    tombstones = layout if scanned else object_lines(block, n_lines)
+    tombstones = object_lines(block, n_lines, newlines)
     if tombstones is None:
         return None
     offsets: pa.Array | None = None

@@ -30,6 +30,7 @@ from datetime import datetime, timedelta
 from itertools import count
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyiceberg.catalog import Catalog
@@ -61,7 +62,7 @@ from logistics_platform.lib.bronze.envelope import (
     infer_iceberg_type,
     raw_line_text,
 )
-from logistics_platform.lib.bronze.fastpath import Layout, count_lines, fast_block, fast_rows
+from logistics_platform.lib.bronze.fastpath import fast_block, fast_rows, newline_positions
 from logistics_platform.lib.bronze.landing import (
     CorruptFileError,
     LandingFile,
@@ -498,8 +499,7 @@ class BlockTask:
     relpath: str
     fast_run_lines: int = FAST_RUN_LINES  # runs of lines tried on the vectorised clean path; 0: per line only
     n_lines: int = -1  # lines in the block when the reader counted them already (-1: count them here)
-    layout: Layout = None  # fastpath.object_lines of the block, when the reader found it (scanned)
-    scanned: bool = False
+    newlines: np.ndarray | None = None  # where the reader found the block's newlines (fastpath.newline_positions)
 
 
 class CorruptRead(Exception):
@@ -531,7 +531,7 @@ def iter_blocks(f: LandingFile, block_bytes: int = BLOCK_BYTES) -> Iterator[tupl
 
     A damaged file yields its complete lines in front of the damage, then raises :class:`CorruptRead`.
     """
-    for block, first, _, _, _ in iter_counted_blocks(f, block_bytes):
+    for block, first, _, _ in iter_counted_blocks(f, block_bytes):
         yield block, first
 
 
@@ -540,10 +540,9 @@ def block_lines(block: bytes) -> int:
     return block.count(b"\n") + (not block.endswith(b"\n"))
 
 
-def iter_counted_blocks(
-    f: LandingFile, block_bytes: int = BLOCK_BYTES
-) -> Iterator[tuple[bytes, int, int, Layout, bool]]:
-    """:func:`iter_blocks` with each block's line count and, when found on the way, its layout (count_lines)."""
+def iter_counted_blocks(f: LandingFile, block_bytes: int = BLOCK_BYTES) -> Iterator[tuple[bytes, int, int, np.ndarray]]:
+    """:func:`iter_blocks` with each block's line count and :func:`fastpath.newline_positions` (found once:
+    the count of the lines and the clean path's proof of their layout both need them)."""
     offset = f.start_offset
     done = 0
     tail = b""
@@ -556,7 +555,8 @@ def iter_counted_blocks(
             raise CorruptRead(f, e, offset, done, tail) from e
         if not chunk:
             if tail:
-                yield tail, offset, *count_lines(tail)  # a last line without newline still counts
+                newlines = newline_positions(tail)
+                yield tail, offset, len(newlines) + 1, newlines  # a last line without newline still counts
             return
         cut = chunk.rfind(b"\n") + 1
         if cut == 0:
@@ -568,8 +568,9 @@ def iter_counted_blocks(
         else:
             block = b"".join((tail, memoryview(chunk)[:cut]))
         tail = chunk[cut:]
-        n, layout, scanned = count_lines(block)
-        yield block, offset, n, layout, scanned
+        newlines = newline_positions(block)
+        n = len(newlines) + 1
+        yield block, offset, n, newlines
         offset += n
         done += len(block)
 
@@ -607,8 +608,7 @@ def parse_block(task: BlockTask) -> BlockResult:
             task.first_offset,
             task.relpath,
             task.arrow_schema,
-            task.layout,
-            task.scanned and task.n_lines >= 0,
+            task.newlines if task.n_lines >= 0 else None,
         )
         whole_tried = True
         if whole is not None:
@@ -721,6 +721,7 @@ class _Pool:
 # ---------------------------------------------------------------------------------------------------------------
 def _ingest_topic(
     catalog: Catalog,
+    table: Table,
     spec: bs.TopicSpec,
     hour: datetime,
     files: list[LandingFile],
@@ -730,7 +731,6 @@ def _ingest_topic(
     pool: _Pool,
     fast_run_lines: int = FAST_RUN_LINES,
 ) -> BatchWriter:
-    table = catalog.load_table(spec.identifier)
     writer = BatchWriter(table, settings.ingest_batch_rows)
     lateness = settings.allowed_lateness_seconds
     state = {"evolved": tuple(evolved_columns(table, spec).items()), "schema": writer.arrow_schema}
@@ -740,7 +740,7 @@ def _ingest_topic(
     def tasks() -> Iterator[BlockTask]:
         for f in files:
             try:
-                for block, first, n_lines, layout, scanned in iter_counted_blocks(f, block_bytes):
+                for block, first, n_lines, newlines in iter_counted_blocks(f, block_bytes):
                     yield BlockTask(
                         spec.table,
                         hour,
@@ -753,8 +753,7 @@ def _ingest_topic(
                         f.relpath,
                         fast_run_lines,
                         n_lines,
-                        layout,
-                        scanned,
+                        newlines,
                     )
             except CorruptRead as e:  # its readable lines are in the tasks above; the file gets one row
                 corrupt.append(e)
@@ -904,7 +903,11 @@ def ingest_hours(
             # Per hour only to the module log: in a run's event log each line is a stored event, and a day's range
             # would add one per table and hour; the table's line below sums them.
             log.debug("%s %s: reading %d files, %s bytes", keys[i], spec.identifier, len(files), f"{tr.bytes:,}")
-            writer = _ingest_topic(catalog, spec, hour, files, settings, quarantines[i], tr, pools[i], fast_run_lines)
+            writer = _ingest_topic(
+                catalog, tables[name], spec, hour, files, settings, quarantines[i], tr, pools[i], fast_run_lines
+            )
+            # Nothing commits to this table before its hours are all written, but a schema evolution reloads it.
+            tables[name] = writer.table
             new_files.extend(writer.files)
         trs = [r.topics[name] for r in reports]
         props = _properties(
