@@ -144,26 +144,35 @@ def _wait_until_loaded(gql: GraphQL, proc: subprocess.Popen[bytes]) -> None:
     gql.fail("dagster dev did not load the code location in time")
 
 
-def asset_keys(gql: GraphQL, groups: tuple[str, ...]) -> list[list[str]]:
-    """The materializable, partitioned assets of these groups, as key paths."""
+def asset_keys(gql: GraphQL, groups: tuple[str, ...], partitioned: bool = True) -> list[list[str]]:
+    """The materializable assets of these groups, partitioned (or not), as key paths."""
     nodes = gql("{ assetNodes { assetKey { path } groupName isPartitioned isMaterializable } }")["assetNodes"]
     return sorted(
         n["assetKey"]["path"]
         for n in nodes
-        if n["groupName"] in groups and n["isPartitioned"] and n["isMaterializable"]
+        if n["groupName"] in groups and n["isPartitioned"] == partitioned and n["isMaterializable"]
     )
 
 
-def backfill(gql: GraphQL, keys: list[list[str]], first: str, last: str, title: str) -> list[dict[str, Any]]:
-    """Launch a backfill of partitions ``first`` .. ``last`` of ``keys`` as the UI's "Launch backfill" does, wait for
-    it, and return its runs (id, job, status, tags as a dict); fails unless it completed with every run a success."""
+def backfill(
+    gql: GraphQL,
+    keys: list[list[str]],
+    first: str,
+    last: str,
+    title: str,
+    unpartitioned: list[list[str]] | None = None,
+) -> list[dict[str, Any]]:
+    """Launch a backfill of partitions ``first`` .. ``last`` of ``keys`` (plus the ``unpartitioned`` assets, once) as
+    the UI's "Launch backfill" does, wait for it, and return its runs (id, job, status, tags as a dict); fails unless
+    it completed with every run a success."""
     launched = gql(
         """mutation($params: LaunchBackfillParams!) { launchPartitionBackfill(backfillParams: $params) {
             __typename ... on LaunchBackfillSuccess { backfillId }
             ... on PythonError { message } ... on InvalidSubsetError { message } } }""",
         params={
             "partitionsByAssets": [
-                {"assetKey": {"path": k}, "partitions": {"range": {"start": first, "end": last}}} for k in keys
+                *({"assetKey": {"path": k}, "partitions": {"range": {"start": first, "end": last}}} for k in keys),
+                *({"assetKey": {"path": k}, "partitions": None} for k in unpartitioned or []),
             ],
             "title": title,
         },
