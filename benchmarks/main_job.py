@@ -73,7 +73,9 @@ def main() -> None:
     os.environ["DAGSTER_HOME"] = str(root / "dagster_home")
     (root / "dagster_home").mkdir()
     (root / "dagster_home" / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
-    settings = local_settings(root)
+    # The Dagster home as `logistics-platform run` has it (SQLite run and event storage): without it the runs would
+    # go to an in-memory instance, which costs Dagster far less per event than the instance an operator has.
+    settings = local_settings(root, dagster_home=root / "dagster_home")
     try:
         config = GeneratorConfig(
             start=datetime(2026, 11, 1),
