@@ -249,7 +249,7 @@ def object_lines(block: bytes, n_lines: int, newlines: np.ndarray | None = None)
     if data[0] == _NL or data[end - 1] == _NL:
         return None  # an empty first or last line (and no byte on one side of that newline)
     if newlines is None:
-        newlines = np.flatnonzero(data == _NL)
+        newlines = newline_positions(block)
     if len(newlines) != n_lines - 1:
         return None  # not the block described
     ends_ok = data[newlines - 1] == _CLOSE  # line k ends with }

@@ -498,7 +498,6 @@ class BlockTask:
     first_offset: int
     relpath: str
     fast_run_lines: int = FAST_RUN_LINES  # runs of lines tried on the vectorised clean path; 0: per line only
-    n_lines: int = -1  # lines in the block when the reader counted them already (-1: count them here)
     newlines: np.ndarray | None = None  # where the reader found the block's newlines (fastpath.newline_positions)
 
 
@@ -531,18 +530,13 @@ def iter_blocks(f: LandingFile, block_bytes: int = BLOCK_BYTES) -> Iterator[tupl
 
     A damaged file yields its complete lines in front of the damage, then raises :class:`CorruptRead`.
     """
-    for block, first, _, _ in iter_counted_blocks(f, block_bytes):
+    for block, first, _ in iter_counted_blocks(f, block_bytes):
         yield block, first
 
 
-def block_lines(block: bytes) -> int:
-    """Lines in a block: one per newline, plus a last line without one."""
-    return block.count(b"\n") + (not block.endswith(b"\n"))
-
-
-def iter_counted_blocks(f: LandingFile, block_bytes: int = BLOCK_BYTES) -> Iterator[tuple[bytes, int, int, np.ndarray]]:
-    """:func:`iter_blocks` with each block's line count and :func:`fastpath.newline_positions` (found once:
-    the count of the lines and the clean path's proof of their layout both need them)."""
+def iter_counted_blocks(f: LandingFile, block_bytes: int = BLOCK_BYTES) -> Iterator[tuple[bytes, int, np.ndarray]]:
+    """:func:`iter_blocks` with each block's :func:`fastpath.newline_positions` (found once: the count of the lines,
+    one more than these, and the clean path's proof of their layout both need them)."""
     offset = f.start_offset
     done = 0
     tail = b""
@@ -555,8 +549,7 @@ def iter_counted_blocks(f: LandingFile, block_bytes: int = BLOCK_BYTES) -> Itera
             raise CorruptRead(f, e, offset, done, tail) from e
         if not chunk:
             if tail:
-                newlines = newline_positions(tail)
-                yield tail, offset, len(newlines) + 1, newlines  # a last line without newline still counts
+                yield tail, offset, newline_positions(tail)  # a last line without newline still counts
             return
         cut = chunk.rfind(b"\n") + 1
         if cut == 0:
@@ -569,9 +562,8 @@ def iter_counted_blocks(f: LandingFile, block_bytes: int = BLOCK_BYTES) -> Itera
             block = b"".join((tail, memoryview(chunk)[:cut]))
         tail = chunk[cut:]
         newlines = newline_positions(block)
-        n = len(newlines) + 1
-        yield block, offset, n, newlines
-        offset += n
+        yield block, offset, newlines
+        offset += len(newlines) + 1
         done += len(block)
 
 
@@ -596,10 +588,11 @@ def parse_block(task: BlockTask) -> BlockResult:
             _WHOLE_BLOCKS.clear()
         parser = _PARSERS[key] = LineParser(bs.TOPICS[task.table], task.hour, task.lateness_seconds, dict(task.evolved))
     fast_on = task.fast_run_lines > 0
-    n_lines = task.n_lines if task.n_lines >= 0 else block_lines(task.block)
     whole_tried = False
     stats = _WHOLE_BLOCKS.setdefault(key, [0, 0])
     if fast_on and (stats[1] < 2 or stats[0] >= stats[1]):
+        newlines = newline_positions(task.block) if task.newlines is None else task.newlines
+        n_lines = len(newlines) + 1
         whole = fast_block(
             parser,
             task.block,
@@ -608,7 +601,7 @@ def parse_block(task: BlockTask) -> BlockResult:
             task.first_offset,
             task.relpath,
             task.arrow_schema,
-            task.newlines if task.n_lines >= 0 else None,
+            newlines,
         )
         whole_tried = True
         if whole is not None:
@@ -740,7 +733,7 @@ def _ingest_topic(
     def tasks() -> Iterator[BlockTask]:
         for f in files:
             try:
-                for block, first, n_lines, newlines in iter_counted_blocks(f, block_bytes):
+                for block, first, newlines in iter_counted_blocks(f, block_bytes):
                     yield BlockTask(
                         spec.table,
                         hour,
@@ -752,7 +745,6 @@ def _ingest_topic(
                         first,
                         f.relpath,
                         fast_run_lines,
-                        n_lines,
                         newlines,
                     )
             except CorruptRead as e:  # its readable lines are in the tasks above; the file gets one row
