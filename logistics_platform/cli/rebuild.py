@@ -36,6 +36,7 @@ def staged_models(staged: Settings) -> ModelBuild | None:
 
     from logistics_platform.definitions import build_definitions
     from logistics_platform.defs.constants import TRANSFORM_GROUPS, TRANSFORM_JOB
+    from logistics_platform.lib.operate.landing_watch import RANGE_END_TAG, RANGE_START_TAG
     from logistics_platform.lib.operate.rebuild import ModelBuild
 
     defs = build_definitions(staged)
@@ -44,7 +45,7 @@ def staged_models(staged: Settings) -> ModelBuild | None:
         return None
 
     def run_range(first: str, last: str, tags: Mapping[str, str]) -> bool:
-        range_tags = {"dagster/asset_partition_range_start": first, "dagster/asset_partition_range_end": last}
+        range_tags = {RANGE_START_TAG: first, RANGE_END_TAG: last}
         with dg.instance_for_test() as instance:
             result = defs.resolve_job_def(TRANSFORM_JOB).execute_in_process(
                 instance=instance, tags={**range_tags, **tags}, raise_on_error=False

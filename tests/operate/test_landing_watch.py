@@ -12,6 +12,7 @@ from logistics_platform.lib.operate.landing_watch import (
     load_cursor,
     plan_ingest_requests,
     run_covers_hour,
+    run_partition_bounds,
     stale_topics,
 )
 
@@ -77,3 +78,6 @@ def test_a_run_covers_its_own_hour_and_every_hour_of_its_range() -> None:
     assert not run_covers_hour(ranged, "2026-10-31-23:00")
     assert not run_covers_hour({"dagster/asset_partition_range_start": "2026-11-01-00:00"}, "2026-11-01-05:00")
     assert not run_covers_hour({}, "2026-11-01-05:00")
+    assert run_partition_bounds(single) == ("2026-11-01-02:00", "2026-11-01-02:00")
+    assert run_partition_bounds(ranged) == ("2026-11-01-00:00", "2026-11-01-23:00")
+    assert run_partition_bounds({"dagster/asset_partition_range_end": "2026-11-01-23:00"}) is None

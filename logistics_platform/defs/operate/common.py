@@ -2,6 +2,7 @@
 
 import dagster as dg
 
+from logistics_platform.lib.operate.landing_watch import PARTITION_TAG, run_partition_bounds
 from logistics_platform.settings import Settings
 
 # A run in one of these states still holds its partition (or the DuckDB file): sensors wait for it.
@@ -25,8 +26,7 @@ def schedule_status(settings: Settings) -> dg.DefaultScheduleStatus:
 
 def run_partition(run: dg.DagsterRun) -> str | None:
     """The partition key of a run, or ``first..last`` for a partition-range run."""
-    tags = run.tags
-    if "dagster/partition" in tags:
-        return tags["dagster/partition"]
-    lo, hi = tags.get("dagster/asset_partition_range_start"), tags.get("dagster/asset_partition_range_end")
-    return f"{lo}..{hi}" if lo and hi else None
+    bounds = run_partition_bounds(run.tags)
+    if bounds is None:
+        return None
+    return bounds[0] if PARTITION_TAG in run.tags else f"{bounds[0]}..{bounds[1]}"

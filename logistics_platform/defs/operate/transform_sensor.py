@@ -10,6 +10,7 @@ from dagster._core.execution.backfill import BulkActionsFilter, BulkActionStatus
 
 from logistics_platform.defs.constants import INGEST_LOG_KEY, TRANSFORM_GROUPS, TRANSFORM_JOB, TRIGGER_TAG
 from logistics_platform.defs.operate.common import ACTIVE_RUN_STATUSES, sensor_status
+from logistics_platform.lib.operate.landing_watch import RANGE_END_TAG, RANGE_START_TAG
 from logistics_platform.settings import Settings
 
 BATCH_TAG = "logistics/transform_batch"
@@ -86,8 +87,8 @@ def build_transform_sensor(settings: Settings) -> dg.SensorDefinition:
         return dg.RunRequest(
             run_key=f"transform:{batch}:attempt-{failures}",
             tags={
-                "dagster/asset_partition_range_start": lo,
-                "dagster/asset_partition_range_end": hi,
+                RANGE_START_TAG: lo,
+                RANGE_END_TAG: hi,
                 TRIGGER_TAG: "transform_after_ingest",
                 BATCH_TAG: batch,
                 "logistics/pending_hours": str(len(pending)),

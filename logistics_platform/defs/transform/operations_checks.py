@@ -14,6 +14,7 @@ import dagster as dg
 from dagster_duckdb import DuckDBResource
 
 from logistics_platform.defs.partitions import HOUR_KEY_FORMAT
+from logistics_platform.lib.operate.landing_watch import run_partition_bounds
 from logistics_platform.lib.transform import operations
 from logistics_platform.settings import Settings
 
@@ -23,11 +24,10 @@ DAILY_KEY = dg.AssetKey(["marts", operations.DAILY_MART])
 
 def run_arrival_hours(tags: Mapping[str, str]) -> tuple[datetime | None, datetime | None]:
     """First and last arrival hour (inclusive) of a run from its partition tags; (None, None) when unpartitioned."""
-    first = tags.get("dagster/asset_partition_range_start") or tags.get("dagster/partition")
-    last = tags.get("dagster/asset_partition_range_end") or tags.get("dagster/partition")
-    if not first or not last:
+    bounds = run_partition_bounds(tags)
+    if bounds is None:
         return None, None
-    return datetime.strptime(first, HOUR_KEY_FORMAT), datetime.strptime(last, HOUR_KEY_FORMAT)
+    return datetime.strptime(bounds[0], HOUR_KEY_FORMAT), datetime.strptime(bounds[1], HOUR_KEY_FORMAT)
 
 
 def _scope(first: datetime | None, last: datetime | None) -> str:

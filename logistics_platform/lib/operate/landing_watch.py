@@ -184,12 +184,18 @@ RANGE_END_TAG = "dagster/asset_partition_range_end"
 PARTITION_TAG = "dagster/partition"
 
 
+def run_partition_bounds(tags: Mapping[str, str]) -> tuple[str, str] | None:
+    """(first, last) partition key of a run with these tags: its one partition twice, or its range; None if none."""
+    if tags.get(PARTITION_TAG):
+        return tags[PARTITION_TAG], tags[PARTITION_TAG]
+    start, end = tags.get(RANGE_START_TAG), tags.get(RANGE_END_TAG)
+    return (start, end) if start and end else None
+
+
 def run_covers_hour(tags: Mapping[str, str], hour: str) -> bool:
     """Whether a run with these tags ingests arrival hour ``hour``: its own partition, or inside its range.
 
     Hour keys sort as their hours do (fixed-width ``YYYY-MM-DD-HH:MM``), so a range is a string interval.
     """
-    if tags.get(PARTITION_TAG) == hour:
-        return True
-    start, end = tags.get(RANGE_START_TAG), tags.get(RANGE_END_TAG)
-    return start is not None and end is not None and start <= hour <= end
+    bounds = run_partition_bounds(tags)
+    return bounds is not None and bounds[0] <= hour <= bounds[1]
