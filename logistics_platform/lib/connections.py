@@ -11,6 +11,7 @@ import re
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import SplitResult, urlsplit
 
 import duckdb
 from duckdb_extensions import import_extension
@@ -128,10 +129,16 @@ def _check_catalog(settings: Settings) -> None:
         engine.dispose()
 
 
+def s3_endpoint(settings: Settings) -> SplitResult | None:
+    """``ICEBERG_S3_ENDPOINT`` split into scheme and host:port (https when it names no scheme); None when unset."""
+    endpoint = settings.s3.get("s3.endpoint")
+    if not endpoint:
+        return None
+    return urlsplit(endpoint if "://" in endpoint else f"https://{endpoint}")
+
+
 def s3_filesystem(settings: Settings) -> Any:
     """A pyarrow S3FileSystem on the warehouse's endpoint with the settings' credentials and short timeouts."""
-    from urllib.parse import urlsplit
-
     from pyarrow import fs as pafs
 
     options: dict[str, Any] = {
@@ -145,17 +152,13 @@ def s3_filesystem(settings: Settings) -> Any:
         options["secret_key"] = settings.s3.get("s3.secret-access-key", "")
     if settings.s3.get("s3.region"):
         options["region"] = settings.s3["s3.region"]
-    endpoint = settings.s3.get("s3.endpoint")
-    if endpoint:
-        parts = urlsplit(endpoint if "://" in endpoint else f"https://{endpoint}")
-        options["endpoint_override"] = parts.netloc
-        options["scheme"] = parts.scheme
+    endpoint = s3_endpoint(settings)
+    if endpoint is not None:
+        options["endpoint_override"], options["scheme"] = endpoint.netloc, endpoint.scheme
     return pafs.S3FileSystem(**options)
 
 
 def _check_warehouse(settings: Settings) -> None:
-    from urllib.parse import urlsplit
-
     from pyarrow import fs as pafs
 
     if not on_s3(settings):
@@ -239,20 +242,17 @@ def _quote(value: str) -> str:
 
 def s3_secret_sql(settings: Settings) -> str:
     """``CREATE SECRET`` for DuckDB's httpfs from the ``ICEBERG_S3_*`` settings (path-style on a custom endpoint)."""
-    from urllib.parse import urlsplit
-
     options = {"type": "s3"}
     for key, prop in (("key_id", "s3.access-key-id"), ("secret", "s3.secret-access-key"), ("region", "s3.region")):
         if settings.s3.get(prop):
             options[key] = settings.s3[prop]
-    endpoint = settings.s3.get("s3.endpoint")
-    if endpoint:
+    endpoint = s3_endpoint(settings)
+    if endpoint is not None:
         # DuckDB takes host:port and the scheme as a flag; S3-compatible servers are addressed path-style
         # (bucket in the path), which needs no wildcard DNS name per bucket.
-        parts = urlsplit(endpoint if "://" in endpoint else f"https://{endpoint}")
-        options["endpoint"] = parts.netloc
+        options["endpoint"] = endpoint.netloc
         options["url_style"] = "path"
-        options["use_ssl"] = "true" if parts.scheme == "https" else "false"
+        options["use_ssl"] = "true" if endpoint.scheme == "https" else "false"
     body = ", ".join(
         f"{key} {value}" if key in ("type", "use_ssl") else f"{key} {_quote(value)}" for key, value in options.items()
     )
