@@ -334,7 +334,6 @@ def run_dbt(
     own_target = target_path is None and not dbt_vars
     target = target_path or new_run_target(settings, "cli")
     args = [*join_selection_values(command), *(["--vars", json.dumps(dbt_vars)] if dbt_vars else [])]
-    settings.duckdb_path.parent.mkdir(parents=True, exist_ok=True)
     target.mkdir(parents=True, exist_ok=True)
     forget_results(target)
     launched = datetime.now(UTC).replace(tzinfo=None)
