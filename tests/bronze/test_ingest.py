@@ -109,6 +109,29 @@ def test_snapshot_summary_carries_the_lineage(ingested):
     assert int(props[PROP_LINES]) == report.topics["orders"].lines
 
 
+def test_a_new_hour_is_an_append_that_keeps_the_earlier_manifests(ingested):
+    settings, _, _ = ingested
+    t = load_catalog(settings).load_table("bronze.orders")
+    before = {m.manifest_path for m in t.current_snapshot().manifests(t.io)}
+    other = HOUR + timedelta(hours=1)
+    write_file(
+        settings.landing_dir,
+        "oltp.public.orders",
+        other,
+        0,
+        100,
+        [dump(cdc("c", "orders", order(51, other), lsn=901, ts=other))],
+    )
+
+    ingest_hour(settings, other)
+
+    t = load_catalog(settings).load_table("bronze.orders")
+    assert t.current_snapshot().summary.operation.value == "append"
+    after = {m.manifest_path for m in t.current_snapshot().manifests(t.io)}
+    assert before < after and len(after - before) == 1  # the earlier hour's manifest is carried, not rewritten
+    assert len(rows(settings, "orders", other)) == 1
+
+
 def test_rerun_changes_nothing_visible_and_never_touches_other_hours(ingested):
     settings, _, _ = ingested
     other = HOUR + timedelta(hours=1)

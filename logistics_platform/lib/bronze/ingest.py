@@ -325,7 +325,13 @@ def replace_hours(
         if before_commit is not None and n == 1:
             before_commit(identifier)
         with table.transaction() as tx:
-            if whole:
+            if not old:
+                # Hours never ingested (the hourly run's usual case): an append, which carries the existing
+                # manifests over by reference, where an overwrite would read every one of them to find deletes.
+                with tx.update_snapshot(snapshot_properties=properties).fast_append() as fa:
+                    for f in new_files:
+                        fa.append_data_file(f)
+            elif whole:
                 with tx.update_snapshot(snapshot_properties=properties).overwrite() as ow:
                     for f in old:
                         ow.delete_data_file(f)
