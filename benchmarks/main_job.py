@@ -8,6 +8,9 @@ pings a day) with the generator's default anomaly mix, then times, in one run on
   * the main job: ``run_pipeline`` (what `logistics-platform run` does) on a fresh warehouse and Dagster home.
 
 Prints the ratio limit / main job (higher is better), the number of Dagster runs, and snapshots per bronze table.
+Then, on a second fresh Dagster home, Dagster's own floor: no-op twins of the hourly-partitioned assets and their
+checks (the same keys, partitions and runs, nothing computed), i.e. what recording the runs costs whatever the code
+does, and its share of the main job.
 
     .venv/bin/python benchmarks/main_job.py                       # 2 days, 15,000 orders/day
     .venv/bin/python benchmarks/main_job.py --days 1 --orders-per-day 3000   # quick look
@@ -20,17 +23,24 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 
 import dagster as dg
 import duckdb
 
+from logistics_platform.definitions import build_definitions
+from logistics_platform.defs.partitions import arrival_hour_partitions
 from logistics_platform.generator import GeneratorConfig, generate
 from logistics_platform.lib.bronze import schema as bs
 from logistics_platform.lib.connections import load_catalog
-from logistics_platform.pipeline import run_pipeline, table_counts
-from logistics_platform.settings import local_settings
+from logistics_platform.lib.operate.landing_watch import RANGE_END_TAG, RANGE_START_TAG
+from logistics_platform.pipeline import QUIET, Summary, run_pipeline, table_counts
+from logistics_platform.settings import Settings, local_settings
+
+
+DAGSTER_YAML = "telemetry:\n  enabled: false\n"
 
 
 def raw_limit(landing: Path, out: Path, reader: str) -> tuple[float, int]:
@@ -60,6 +70,80 @@ def raw_limit(landing: Path, out: Path, reader: str) -> tuple[float, int]:
     return elapsed, rows
 
 
+def _twin(
+    name: str, settings: Settings, keys: list[dg.AssetKey], checks: list[dg.AssetCheckKey]
+) -> dg.AssetsDefinition:
+    """One multi-asset with ``keys`` and ``checks``, partitioned like ours, that materializes and passes them all."""
+
+    @dg.multi_asset(
+        name=name,
+        specs=[dg.AssetSpec(k) for k in keys],
+        check_specs=[dg.AssetCheckSpec(c.name, asset=c.asset_key) for c in checks],
+        partitions_def=arrival_hour_partitions(settings),
+        backfill_policy=dg.BackfillPolicy.single_run(),
+    )
+    def twin() -> Iterator[dg.MaterializeResult | dg.AssetCheckResult]:
+        for key in keys:
+            yield dg.MaterializeResult(asset_key=key)
+        for check in checks:
+            yield dg.AssetCheckResult(asset_key=check.asset_key, check_name=check.name, passed=True)
+
+    return twin
+
+
+def dagster_floor(settings: Settings, summary: Summary, home: Path) -> tuple[float, str]:
+    """Seconds a fresh SQLite instance takes for no-op twins of the main job's partitioned runs, and what they held.
+
+    Each twin run materializes the partitioned assets and evaluates the checks that its real run recorded, over
+    the same arrival hours, and computes nothing.
+    """
+    instance = dg.DagsterInstance.get()
+    graph = build_definitions(settings).resolve_asset_graph()
+    recorded: dict[str, tuple[set[dg.AssetKey], set[dg.AssetCheckKey]]] = {}
+    for record in summary.runs:
+        keys, checks = recorded.setdefault(record.job, (set(), set()))
+        for event in instance.all_logs(record.run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION):
+            key = event.get_dagster_event().asset_key
+            if key is not None and graph.get(key).partitions_def is not None:
+                keys.add(key)
+        for event in instance.all_logs(record.run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION):
+            data = event.get_dagster_event().event_specific_data
+            if isinstance(data, dg.AssetCheckEvaluation) and data.asset_key in keys:
+                checks.add(dg.AssetCheckKey(data.asset_key, data.check_name))
+    recorded = {job: held for job, held in recorded.items() if held[0]}
+    twins = {
+        job: _twin(f"{job}_twin", settings, sorted(k, key=str), sorted(c, key=str)) for job, (k, c) in recorded.items()
+    }
+    defs = dg.Definitions(
+        assets=list(twins.values()),
+        jobs=[
+            dg.define_asset_job(f"{job}_twin_job", selection=dg.AssetSelection.assets(t)) for job, t in twins.items()
+        ],
+    )
+    home.mkdir(parents=True)
+    (home / "dagster.yaml").write_text(DAGSTER_YAML)
+    twin_instance = dg.DagsterInstance.local_temp(str(home))
+    started = time.perf_counter()
+    runs = 0
+    for record in summary.runs:
+        if record.job not in twins:
+            continue
+        first, _, last = record.partition.partition("..")
+        tags = {RANGE_START_TAG: first, RANGE_END_TAG: last or first}
+        result = defs.resolve_job_def(f"{record.job}_twin_job").execute_in_process(
+            instance=twin_instance, tags=tags, run_config=QUIET
+        )
+        if not result.success:
+            raise SystemExit(f"the no-op twin of {record.job} {record.partition} failed")
+        runs += 1
+    seconds = time.perf_counter() - started
+    held = "; ".join(
+        f"{job}: {len(k)} assets, {len(c)} checks, {sum(1 for r in summary.runs if r.job == job)} run(s)"
+        for job, (k, c) in recorded.items()
+    )
+    return seconds, f"{runs} runs over {len(summary.partitions)} hours; {held}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--days", type=int, default=2)
@@ -72,7 +156,7 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="bench_main_job_"))
     os.environ["DAGSTER_HOME"] = str(root / "dagster_home")
     (root / "dagster_home").mkdir()
-    (root / "dagster_home" / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    (root / "dagster_home" / "dagster.yaml").write_text(DAGSTER_YAML)
     # The Dagster home as `logistics-platform run` has it (SQLite run and event storage): without it the runs would
     # go to an in-memory instance, which costs Dagster far less per event than the instance an operator has.
     settings = local_settings(root, dagster_home=root / "dagster_home")
@@ -125,6 +209,9 @@ def main() -> None:
             + f"; the summary's row counts {counts_s:.1f} s; the rest is loading definitions and launching runs"
         )
         print("snapshots per bronze table: " + ", ".join(f"{n}={c}" for n, c in snapshots.items()))
+        floor_s, held = dagster_floor(settings, summary, root / "twin_home")
+        print(f"Dagster alone, no-op twins of the partitioned runs ({held}): {floor_s:.1f} s")
+        print(f"share of the main job that is Dagster recording its runs: {floor_s / run_s:.2f}")
     finally:
         if args.keep:
             print(f"kept {root}")
