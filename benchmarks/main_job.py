@@ -39,7 +39,6 @@ from logistics_platform.lib.operate.landing_watch import RANGE_END_TAG, RANGE_ST
 from logistics_platform.pipeline import QUIET, Summary, run_pipeline, table_counts
 from logistics_platform.settings import Settings, local_settings
 
-
 DAGSTER_YAML = "telemetry:\n  enabled: false\n"
 
 
