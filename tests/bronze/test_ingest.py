@@ -40,6 +40,14 @@ def live_files(settings: Settings, table: str) -> set[str]:
     return {task.file.file_path for task in t.scan().plan_files()}
 
 
+def land_order_in_next_hour(settings: Settings, order_id: int) -> datetime:
+    """One order create landed in the hour after HOUR (a file of its own); returns that hour."""
+    other = HOUR + timedelta(hours=1)
+    event = cdc("c", "orders", order(order_id, other), lsn=850 + order_id, ts=other)
+    write_file(settings.landing_dir, "oltp.public.orders", other, 0, 100, [dump(event)])
+    return other
+
+
 @pytest.fixture
 def ingested(tmp_path):
     settings = local_settings(tmp_path)
@@ -113,15 +121,7 @@ def test_a_new_hour_is_an_append_that_keeps_the_earlier_manifests(ingested):
     settings, _, _ = ingested
     t = load_catalog(settings).load_table("bronze.orders")
     before = {m.manifest_path for m in t.current_snapshot().manifests(t.io)}
-    other = HOUR + timedelta(hours=1)
-    write_file(
-        settings.landing_dir,
-        "oltp.public.orders",
-        other,
-        0,
-        100,
-        [dump(cdc("c", "orders", order(51, other), lsn=901, ts=other))],
-    )
+    other = land_order_in_next_hour(settings, 51)
 
     ingest_hour(settings, other)
 
@@ -134,15 +134,7 @@ def test_a_new_hour_is_an_append_that_keeps_the_earlier_manifests(ingested):
 
 def test_rerun_changes_nothing_visible_and_never_touches_other_hours(ingested):
     settings, _, _ = ingested
-    other = HOUR + timedelta(hours=1)
-    write_file(
-        settings.landing_dir,
-        "oltp.public.orders",
-        other,
-        0,
-        100,
-        [dump(cdc("c", "orders", order(50, other), lsn=900, ts=other))],
-    )
+    other = land_order_in_next_hour(settings, 50)
     ingest_hour(settings, other)
     before = {t: rows(settings, t) for t in ALL_TABLES}
     other_files = {f for f in live_files(settings, "orders") if f}
