@@ -167,17 +167,18 @@ class Progress:
     hours_done: int
     hours_total: int
     lines: int
-    elapsed_seconds: float
+    elapsed_seconds: float  # of the ingest (the line rate's time base)
     stage: str = "ingest"
+    stage_seconds: float = 0.0  # time in a later stage so far (the terminal's line counts it up)
 
 
 def render_progress(p: Progress, width: int = 30) -> str:
-    """One line: a bar over the hours, hours and lines done, the line rate and the ingest ETA."""
+    """One line: a bar over the hours, hours and lines done, the line rate and the ingest ETA (or the stage)."""
     share = p.hours_done / p.hours_total if p.hours_total else 1.0
     filled = round(share * width)
     rate = p.lines / p.elapsed_seconds if p.elapsed_seconds > 0 else 0.0
     if p.stage != "ingest":
-        tail = p.stage
+        tail = p.stage + (f" {p.stage_seconds:.0f}s" if p.stage_seconds >= 1 else "")
     elif 0 < p.hours_done < p.hours_total:
         tail = f"ETA {p.elapsed_seconds / p.hours_done * (p.hours_total - p.hours_done):.0f}s"
     else:

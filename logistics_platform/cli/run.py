@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import os
 import sys
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    from logistics_platform.pipeline import Progress
 
 LOG_FILE = "run.log"
 
@@ -56,8 +61,49 @@ def _quiet_into(log_path: Path) -> Iterator[TextIO]:
             terminal.close()
 
 
+class ProgressTicker:
+    """Draws each progress update, and re-draws the last one every ``interval`` s while a later stage runs.
+
+    The transform reports no progress of its own while it runs (a minute or more on the demo data); the ticking
+    stage time shows it is alive.
+    """
+
+    def __init__(self, draw: Callable[[Progress], None], interval: float = 1.0) -> None:
+        self._draw = draw
+        self._interval = interval
+        self._lock = threading.Lock()
+        self._last: Progress | None = None
+        self._since = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._tick, name="progress-ticker", daemon=True)
+
+    def __enter__(self) -> ProgressTicker:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def update(self, p: Progress) -> None:
+        with self._lock:
+            self._last, self._since = p, time.monotonic()
+            self._draw(p)
+
+    def write(self, action: Callable[[], object]) -> None:
+        """Run ``action`` (another write to the terminal) between two draws, never during one."""
+        with self._lock:
+            action()
+
+    def _tick(self) -> None:
+        while not self._stop.wait(self._interval):
+            with self._lock:
+                if self._last is not None and self._last.stage != "ingest":
+                    self._draw(dataclasses.replace(self._last, stage_seconds=time.monotonic() - self._since))
+
+
 def run(args: argparse.Namespace) -> int:
-    from logistics_platform.pipeline import PipelineError, Progress, render_progress, run_pipeline
+    from logistics_platform.pipeline import PipelineError, render_progress, run_pipeline
     from logistics_platform.settings import SettingsError, load_settings
 
     verbose = bool(getattr(args, "verbose", False))
@@ -79,12 +125,15 @@ def run(args: argparse.Namespace) -> int:
                     terminal.write(f"\r{line}\033[K" if interactive else f"{line}\n")
                     terminal.flush()
 
-                def say(msg: str) -> None:
-                    print(msg, flush=True)  # into the log file; a failure also on the terminal (the summary has it)
-                    if "FAILED" in msg:
-                        terminal.write(f"\n{msg}\n")
+                # A file or pipe gets each update once; only a terminal's line is re-drawn while it ticks.
+                with ProgressTicker(show, interval=1.0 if interactive else 3600.0) as ticker:
 
-                summary = run_pipeline(settings, keys, log=say, progress=show)
+                    def say(msg: str) -> None:
+                        print(msg, flush=True)  # into the log file; a failure also on the terminal (the summary has it)
+                        if "FAILED" in msg:
+                            ticker.write(lambda: terminal.write(f"\n{msg}\n"))
+
+                    summary = run_pipeline(settings, keys, log=say, progress=ticker.update)
                 if interactive:
                     terminal.write("\n")
     except (PipelineError, SettingsError) as exc:
