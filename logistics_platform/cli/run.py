@@ -64,8 +64,7 @@ def _quiet_into(log_path: Path) -> Iterator[TextIO]:
 class ProgressTicker:
     """Draws each progress update, and re-draws the last one every ``interval`` s while a later stage runs.
 
-    The transform reports no progress of its own while it runs (a minute or more on the demo data); the ticking
-    stage time shows it is alive.
+    The transform reports no progress of its own while it runs; the ticking stage time shows that it is alive.
     """
 
     def __init__(self, draw: Callable[[Progress], None], interval: float = 1.0) -> None:
