@@ -286,6 +286,13 @@ def cpu_rate(r: dict) -> float:
     return r["lines"] / r["cpu"] if r.get("cpu") else float("nan")
 
 
+def log_ours(r: dict) -> None:
+    log(
+        f"  {rate(r):,.0f} lines/s, peak RSS {r['peak_rss'] / 2**20:,.0f} MiB "
+        f"(workers {r['worker_peak_rss'] / 2**20:,.0f} MiB each at most)"
+    )
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--lines", type=int, default=2_000_000, help="at least this many landed lines (default 2M)")
@@ -310,19 +317,13 @@ def main() -> int:
     results: dict[str, dict] = {}
     log(f"ours, per hour (ingest_hour for each arrival hour, INGEST_WORKERS={args.workers}) ...")
     results["ours"] = run_ours(landing, args.workers)
-    log(
-        f"  {rate(results['ours']):,.0f} lines/s, peak RSS {results['ours']['peak_rss'] / 2**20:,.0f} MiB "
-        f"(workers {results['ours']['worker_peak_rss'] / 2**20:,.0f} MiB each at most)"
-    )
+    log_ours(results["ours"])
     log(
         f"ours, range (one ingest_hours of all {results['ours']['hours']} arrival hours, "
         f"INGEST_WORKERS={args.workers}) ..."
     )
     results["ours_range"] = run_ours(landing, args.workers, mode="range")
-    log(
-        f"  {rate(results['ours_range']):,.0f} lines/s, peak RSS {results['ours_range']['peak_rss'] / 2**20:,.0f} MiB "
-        f"(workers {results['ours_range']['worker_peak_rss'] / 2**20:,.0f} MiB each at most)"
-    )
+    log_ours(results["ours_range"])
     check_same_rows(results["ours"], results["ours_range"])
     if args.workers > 1:
         log("ours, per hour, in-process (INGEST_WORKERS=1) ...")
