@@ -313,19 +313,19 @@ def _near_timestamps() -> list[str]:
 
 def test_the_timestamp_check_on_bytes_is_the_regex():
     values = _near_timestamps()
-    regex = pc.match_substring_regex(pa.array(values), fastpath._TS_RE).to_pylist()
+    regex = pc.match_substring_regex(pa.array(values), fastpath.TIMESTAMP_RE).to_pylist()
     assert sum(regex) > 100 and not all(regex)  # both answers are exercised
     for value, expected in zip(values, regex, strict=True):
-        assert fastpath._canonical_timestamps(pa.array([value])) == expected, value
+        assert fastpath.canonical_timestamps(pa.array([value])) == expected, value
     good, other = "2026-11-01T10:20:30.123456Z", "2026-11-01T10:20:30Z"
     for value, expected in zip(values, regex, strict=True):
         # Among other values: the one value decides; sliced (an offset into the buffers) and after drop_null.
         arr = pa.array([value, good, None, good, value, good])
-        assert fastpath._canonical_timestamps(arr.drop_null()) == expected, value
-        assert fastpath._canonical_timestamps(arr.slice(4, 2)) == expected, value
-        assert fastpath._canonical_timestamps(arr.slice(1, 3).drop_null())
-    assert fastpath._canonical_timestamps(pa.array([good, other]))  # mixed lengths: the regex
-    assert not fastpath._canonical_timestamps(pa.array([good, other[:-1]]))
+        assert fastpath.canonical_timestamps(arr.drop_null()) == expected, value
+        assert fastpath.canonical_timestamps(arr.slice(4, 2)) == expected, value
+        assert fastpath.canonical_timestamps(arr.slice(1, 3).drop_null())
+    assert fastpath.canonical_timestamps(pa.array([good, other]))  # mixed lengths: the regex
+    assert not fastpath.canonical_timestamps(pa.array([good, other[:-1]]))
 
 
 def _near_money() -> list[str]:
@@ -342,12 +342,12 @@ def _near_money() -> list[str]:
 
 def test_the_money_check_on_bytes_is_the_regex():
     values = _near_money()
-    regex = pc.match_substring_regex(pa.array(values), fastpath._MONEY_RE).to_pylist()
+    regex = pc.match_substring_regex(pa.array(values), fastpath.MONEY_RE).to_pylist()
     assert sum(regex) > 100 and not all(regex)
     good = "-12.30"
     for value, expected in zip(values, regex, strict=True):
-        assert fastpath._canonical_money(pa.array([value])) == expected, value
+        assert fastpath.canonical_money(pa.array([value])) == expected, value
         arr = pa.array([value, good, None, "7.00", value, good])
-        assert fastpath._canonical_money(arr.drop_null()) == expected, value
-        assert fastpath._canonical_money(arr.slice(4, 2)) == expected, value
-        assert fastpath._canonical_money(arr.slice(1, 3).drop_null())
+        assert fastpath.canonical_money(arr.drop_null()) == expected, value
+        assert fastpath.canonical_money(arr.slice(4, 2)) == expected, value
+        assert fastpath.canonical_money(arr.slice(1, 3).drop_null())
