@@ -16,10 +16,12 @@ from pyiceberg.types import StringType
 from logistics_platform.generator import GeneratorConfig, generate
 from logistics_platform.lib.bronze import fastpath
 from logistics_platform.lib.bronze import schema as bs
+from logistics_platform.lib.bronze.blocks import FAST_RUN_LINES, BlockTask
 from logistics_platform.lib.bronze.envelope import LineParser
 from logistics_platform.lib.bronze.fastpath import fast_block, fast_rows, newline_positions, object_lines
-from logistics_platform.lib.bronze.ingest import FAST_RUN_LINES, BlockTask, ingest_hour, parse_block
+from logistics_platform.lib.bronze.ingest import ingest_hour
 from logistics_platform.lib.bronze.landing import list_arrival_hours, list_hour_files
+from logistics_platform.lib.bronze.pool import run_block
 from logistics_platform.lib.connections import load_catalog
 from logistics_platform.settings import local_settings
 
@@ -185,7 +187,7 @@ def test_an_odd_line_gives_what_the_per_line_parser_gives(table, base, odd):
     schema = schema_to_pyarrow(bs.table_schema(spec), include_field_ids=True)
     block = b"\n".join([base, odd, base]) + b"\n"
     hour = datetime(2026, 11, 1)
-    fast, slow = (parse_block(BlockTask(table, hour, 7200, (), schema, block, 3, 100, "f.json", n)) for n in (2, 0))
+    fast, slow = (run_block(BlockTask(table, hour, 7200, (), schema, block, 3, 100, "f.json", n)) for n in (2, 0))
     assert (fast.rows is None) == (slow.rows is None)
     if fast.rows is not None:
         assert fast.rows.equals(slow.rows)
@@ -291,7 +293,7 @@ def test_a_block_taken_whole_gives_what_the_per_line_parser_gives():
     update = ORDER.replace(b'"op":"c"', b'"op":"u"')
     block = b"\n".join([b"null", ORDER, update, delete, b"null", ORDER, b"null"]) + b"\n"
     assert fast_block(LineParser(spec, hour, 7200), block, 7, 3, 100, "f.json", schema) is not None
-    whole, slow = (parse_block(BlockTask(table, hour, 7200, (), schema, block, 3, 100, "f.json", n)) for n in (8192, 0))
+    whole, slow = (run_block(BlockTask(table, hour, 7200, (), schema, block, 3, 100, "f.json", n)) for n in (8192, 0))
     assert whole.rows is not None and slow.rows is not None and whole.rows.num_rows == 4
     assert whole.rows.equals(slow.rows)
     assert (whole.quarantine, whole.lines, whole.tombstones, whole.late) == (slow.quarantine, 7, 3, slow.late)
