@@ -119,8 +119,9 @@ def parse_seconds(root: Path, summary: dict, sample: int = 200_000) -> tuple[flo
 
 def ingest_seconds(landing: Path, work: Path, every: int) -> tuple[float, float, int]:
     """(wall, CPU) seconds and lines of the real bronze ingest of every ``every``-th arrival hour."""
-    from logistics_platform.lib.bronze.ingest import ensure_bronze_tables, ingest_hour
+    from logistics_platform.lib.bronze.ingest import ingest_hour
     from logistics_platform.lib.bronze.landing import list_arrival_hours
+    from logistics_platform.lib.bronze.tables import ensure_bronze_tables
     from logistics_platform.lib.connections import load_catalog
     from logistics_platform.settings import local_settings
 

@@ -77,7 +77,9 @@ def landing_files(landing: Path) -> dict[str, list[Path]]:
 OURS_CHILD = """
 import json, resource, sys, time
 from pathlib import Path
-from logistics_platform.lib.bronze.ingest import FAST_RUN_LINES, ingest_hour, ingest_hours, shutdown_workers
+from logistics_platform.lib.bronze.blocks import FAST_RUN_LINES
+from logistics_platform.lib.bronze.ingest import ingest_hour, ingest_hours
+from logistics_platform.lib.bronze.pool import shutdown_workers
 from logistics_platform.lib.bronze.landing import list_arrival_hours
 from logistics_platform.lib.bronze.schema import INGEST_LOG_TABLE, NAMESPACE, QUARANTINE_TABLE, TOPICS
 from logistics_platform.lib.connections import load_catalog

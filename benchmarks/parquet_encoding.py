@@ -31,13 +31,10 @@ sys.path.insert(0, str(ROOT))
 from pyiceberg.io.pyarrow import schema_to_pyarrow  # noqa: E402
 
 from logistics_platform.lib.bronze import schema as bs  # noqa: E402
-from logistics_platform.lib.bronze.ingest import (  # noqa: E402
-    TABLE_PROPERTIES,
-    conform,
-    ingest_hour,
-    write_data_files,
-)
+from logistics_platform.lib.bronze.ingest import ingest_hour  # noqa: E402
 from logistics_platform.lib.bronze.landing import list_arrival_hours  # noqa: E402
+from logistics_platform.lib.bronze.tables import TABLE_PROPERTIES  # noqa: E402
+from logistics_platform.lib.bronze.writer import conform, write_data_files  # noqa: E402
 from logistics_platform.lib.connections import load_catalog  # noqa: E402
 from logistics_platform.settings import local_settings  # noqa: E402
 

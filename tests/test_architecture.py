@@ -42,6 +42,12 @@ ALLOWED_PRIVATE: set[tuple[str, str]] = {
 # Cycles that are known and being removed, as their sets of modules; the same rule: a stale entry fails.
 ALLOWED_CYCLES: list[set[str]] = []
 
+# The one module that may import pyiceberg internals; everything else (package, tests, benchmarks, scripts) uses the
+# public wrappers it defines, so a pyiceberg upgrade has one place to check.
+ICEBERG_FENCE = f"{PACKAGE}.lib.iceberg_internals"
+REPO = ROOT.parent
+OTHER_CODE = ("tests", "benchmarks", "scripts")
+
 
 @dataclass(frozen=True)
 class Import:
@@ -191,6 +197,26 @@ def private_imports(raw: dict[str, list[Import]]) -> set[tuple[str, str, int]]:
     return out
 
 
+def _private(part: str) -> bool:
+    return part.startswith("_") and not (part.startswith("__") and part.endswith("__"))
+
+
+def private_pyiceberg_imports(raw: dict[str, list[Import]]) -> set[tuple[str, str, int]]:
+    """(module, what, line) for every import of a pyiceberg module path with a ``_``-prefixed part, or of a
+    ``_``-prefixed name from pyiceberg (dunder names such as ``__version__`` are public)."""
+    out = set()
+    for module, found in raw.items():
+        for imp in found:
+            parts = imp.module.rstrip("*").split(".")
+            if parts[0] != "pyiceberg":
+                continue
+            if any(_private(p) for p in parts):
+                out.add((module, imp.module, imp.line))
+            elif imp.name is not None and _private(imp.name):
+                out.add((module, f"{imp.module}.{imp.name}", imp.line))
+    return out
+
+
 # ------------------------------------------------------------------------------------------------- the package
 
 
@@ -228,6 +254,24 @@ def test_no_private_dagster_api(package_graph: tuple[dict[str, set[str]], dict[s
     stale = sorted(f"{m} -> {p}" for m, p in ALLOWED_PRIVATE - {(m, p) for m, p, _ in found})
     assert not stale, "allow-listed private imports no longer made, remove them from ALLOWED_PRIVATE: " + "; ".join(
         stale
+    )
+
+
+def test_pyiceberg_internals_only_in_the_fence(
+    package_graph: tuple[dict[str, set[str]], dict[str, list[Import]]],
+) -> None:
+    raw = dict(package_graph[1])
+    for folder in OTHER_CODE:
+        raw.update(import_graph(REPO / folder, folder)[1])
+    assert "tests.maintenance.test_maintenance" in raw and "benchmarks.ingest" in raw  # the walk sees them
+    found = private_pyiceberg_imports(raw)
+    outside = sorted(f"{m}:{line} imports {what}" for m, what, line in found if m != ICEBERG_FENCE)
+    assert not outside, (
+        "private pyiceberg imports outside lib/iceberg_internals.py (give them a public wrapper there, with why): "
+        + "; ".join(outside)
+    )
+    assert any(m == ICEBERG_FENCE for m, _, _ in found), (
+        f"{ICEBERG_FENCE} imports nothing private any more: move its code to its callers and drop ICEBERG_FENCE"
     )
 
 
@@ -281,3 +325,25 @@ def test_walker_passes_a_clean_package(tmp_path: Path) -> None:
     assert graph["pkg.gen.engine"] == {"pkg.gen.encode"}
     assert find_cycles(graph) == []
     assert private_imports(raw) == set()
+
+
+def test_walker_finds_private_pyiceberg_imports(tmp_path: Path) -> None:
+    _write(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "a.py": "from pyiceberg.io.pyarrow import _dataframe_to_data_files, write_file\n",
+            "b.py": "import pyiceberg._private.mod\nfrom pyiceberg.table.update._impl import Producer\n",
+            "c.py": "import importlib\n\ndef f():\n    return importlib.import_module('pyiceberg.table._x')\n",
+            # Public: plain names, a dunder, and private names of other libraries (the Dagster check's business).
+            "d.py": "from pyiceberg import __version__\nfrom pyiceberg.table import Table\n"
+            "from dagster._core import y\n",
+        },
+    )
+    _, raw = import_graph(tmp_path, "pkg")
+    assert private_pyiceberg_imports(raw) == {
+        ("pkg.a", "pyiceberg.io.pyarrow._dataframe_to_data_files", 1),
+        ("pkg.b", "pyiceberg._private.mod", 1),
+        ("pkg.b", "pyiceberg.table.update._impl", 2),
+        ("pkg.c", "pyiceberg.table._x", 4),
+    }

@@ -29,7 +29,7 @@ def main(argv: list[str]) -> None:
     settings = local_settings(root, ingest_batch_rows=batch, ingest_workers=1)
     if trace:
         tracemalloc.start()
-    from logistics_platform.lib.bronze.ingest import ensure_bronze_tables
+    from logistics_platform.lib.bronze.tables import ensure_bronze_tables
     from logistics_platform.lib.connections import load_catalog
 
     ensure_bronze_tables(load_catalog(settings))  # imports, catalog and tables: the fixed part of the footprint

@@ -16,10 +16,12 @@ from pyiceberg.types import StringType
 from logistics_platform.generator import GeneratorConfig, generate
 from logistics_platform.lib.bronze import fastpath
 from logistics_platform.lib.bronze import schema as bs
+from logistics_platform.lib.bronze.blocks import FAST_RUN_LINES, BlockTask
 from logistics_platform.lib.bronze.envelope import LineParser
 from logistics_platform.lib.bronze.fastpath import fast_block, fast_rows, newline_positions, object_lines
-from logistics_platform.lib.bronze.ingest import FAST_RUN_LINES, BlockTask, ingest_hour, parse_block
+from logistics_platform.lib.bronze.ingest import ingest_hour
 from logistics_platform.lib.bronze.landing import list_arrival_hours, list_hour_files
+from logistics_platform.lib.bronze.pool import run_block
 from logistics_platform.lib.connections import load_catalog
 from logistics_platform.settings import local_settings
 
@@ -185,7 +187,7 @@ def test_an_odd_line_gives_what_the_per_line_parser_gives(table, base, odd):
     schema = schema_to_pyarrow(bs.table_schema(spec), include_field_ids=True)
     block = b"\n".join([base, odd, base]) + b"\n"
     hour = datetime(2026, 11, 1)
-    fast, slow = (parse_block(BlockTask(table, hour, 7200, (), schema, block, 3, 100, "f.json", n)) for n in (2, 0))
+    fast, slow = (run_block(BlockTask(table, hour, 7200, (), schema, block, 3, 100, "f.json", n)) for n in (2, 0))
     assert (fast.rows is None) == (slow.rows is None)
     if fast.rows is not None:
         assert fast.rows.equals(slow.rows)
@@ -291,7 +293,7 @@ def test_a_block_taken_whole_gives_what_the_per_line_parser_gives():
     update = ORDER.replace(b'"op":"c"', b'"op":"u"')
     block = b"\n".join([b"null", ORDER, update, delete, b"null", ORDER, b"null"]) + b"\n"
     assert fast_block(LineParser(spec, hour, 7200), block, 7, 3, 100, "f.json", schema) is not None
-    whole, slow = (parse_block(BlockTask(table, hour, 7200, (), schema, block, 3, 100, "f.json", n)) for n in (8192, 0))
+    whole, slow = (run_block(BlockTask(table, hour, 7200, (), schema, block, 3, 100, "f.json", n)) for n in (8192, 0))
     assert whole.rows is not None and slow.rows is not None and whole.rows.num_rows == 4
     assert whole.rows.equals(slow.rows)
     assert (whole.quarantine, whole.lines, whole.tombstones, whole.late) == (slow.quarantine, 7, 3, slow.late)
@@ -313,19 +315,19 @@ def _near_timestamps() -> list[str]:
 
 def test_the_timestamp_check_on_bytes_is_the_regex():
     values = _near_timestamps()
-    regex = pc.match_substring_regex(pa.array(values), fastpath._TS_RE).to_pylist()
+    regex = pc.match_substring_regex(pa.array(values), fastpath.TIMESTAMP_RE).to_pylist()
     assert sum(regex) > 100 and not all(regex)  # both answers are exercised
     for value, expected in zip(values, regex, strict=True):
-        assert fastpath._canonical_timestamps(pa.array([value])) == expected, value
+        assert fastpath.canonical_timestamps(pa.array([value])) == expected, value
     good, other = "2026-11-01T10:20:30.123456Z", "2026-11-01T10:20:30Z"
     for value, expected in zip(values, regex, strict=True):
         # Among other values: the one value decides; sliced (an offset into the buffers) and after drop_null.
         arr = pa.array([value, good, None, good, value, good])
-        assert fastpath._canonical_timestamps(arr.drop_null()) == expected, value
-        assert fastpath._canonical_timestamps(arr.slice(4, 2)) == expected, value
-        assert fastpath._canonical_timestamps(arr.slice(1, 3).drop_null())
-    assert fastpath._canonical_timestamps(pa.array([good, other]))  # mixed lengths: the regex
-    assert not fastpath._canonical_timestamps(pa.array([good, other[:-1]]))
+        assert fastpath.canonical_timestamps(arr.drop_null()) == expected, value
+        assert fastpath.canonical_timestamps(arr.slice(4, 2)) == expected, value
+        assert fastpath.canonical_timestamps(arr.slice(1, 3).drop_null())
+    assert fastpath.canonical_timestamps(pa.array([good, other]))  # mixed lengths: the regex
+    assert not fastpath.canonical_timestamps(pa.array([good, other[:-1]]))
 
 
 def _near_money() -> list[str]:
@@ -342,12 +344,12 @@ def _near_money() -> list[str]:
 
 def test_the_money_check_on_bytes_is_the_regex():
     values = _near_money()
-    regex = pc.match_substring_regex(pa.array(values), fastpath._MONEY_RE).to_pylist()
+    regex = pc.match_substring_regex(pa.array(values), fastpath.MONEY_RE).to_pylist()
     assert sum(regex) > 100 and not all(regex)
     good = "-12.30"
     for value, expected in zip(values, regex, strict=True):
-        assert fastpath._canonical_money(pa.array([value])) == expected, value
+        assert fastpath.canonical_money(pa.array([value])) == expected, value
         arr = pa.array([value, good, None, "7.00", value, good])
-        assert fastpath._canonical_money(arr.drop_null()) == expected, value
-        assert fastpath._canonical_money(arr.slice(4, 2)) == expected, value
-        assert fastpath._canonical_money(arr.slice(1, 3).drop_null())
+        assert fastpath.canonical_money(arr.drop_null()) == expected, value
+        assert fastpath.canonical_money(arr.slice(4, 2)) == expected, value
+        assert fastpath.canonical_money(arr.slice(1, 3).drop_null())

@@ -22,7 +22,8 @@ import pytest
 from logistics_platform.generator import GeneratorConfig, generate
 from logistics_platform.lib.bronze import schema as bs
 from logistics_platform.lib.bronze.accounting import account_hour
-from logistics_platform.lib.bronze.ingest import CorruptRead, ingest_hour, iter_blocks
+from logistics_platform.lib.bronze.blocks import CorruptRead, iter_counted_blocks
+from logistics_platform.lib.bronze.ingest import ingest_hour
 from logistics_platform.lib.bronze.landing import (
     UTF8_BOM,
     CorruptFileError,
@@ -177,7 +178,7 @@ def blocks_view(f: LandingFile, block_bytes: int) -> tuple[list[bytes], CorruptR
     """The ingest reader's view, with small blocks to cross many block boundaries."""
     lines: list[bytes] = []
     try:
-        for block, first in iter_blocks(f, block_bytes):
+        for block, first, _ in iter_counted_blocks(f, block_bytes):
             assert first == f.start_offset + len(lines)
             part = block.split(b"\n")
             if block.endswith(b"\n"):

@@ -12,16 +12,15 @@ import pytest
 
 from logistics_platform.lib.bronze import schema as bs
 from logistics_platform.lib.bronze.accounting import account_hour
-from logistics_platform.lib.bronze.ingest import (
+from logistics_platform.lib.bronze.ingest import ingest_hour
+from logistics_platform.lib.bronze.reports import (
     PROP_FILES,
     PROP_FINGERPRINT,
     PROP_LINES,
     PROP_PARTITION_KEY,
     PROP_RUN_ID,
-    TABLE_PROPERTIES,
-    ensure_bronze_tables,
-    ingest_hour,
 )
+from logistics_platform.lib.bronze.tables import TABLE_PROPERTIES, ensure_bronze_tables
 from logistics_platform.lib.connections import connect, load_catalog
 from logistics_platform.settings import Settings, local_settings
 from tests.support.bronze import HOUR, cdc, contract_hour, dump, order, ping, write_file

@@ -19,13 +19,9 @@ from logistics_platform.defs.constants import INGEST_LOG_KEY
 from logistics_platform.generator import GeneratorConfig, generate
 from logistics_platform.lib.bronze import schema as bs
 from logistics_platform.lib.bronze.accounting import account_hours
-from logistics_platform.lib.bronze.ingest import (
-    PROP_FINGERPRINT,
-    PROP_PARTITION_KEY,
-    ingest_hour,
-    ingest_hours,
-)
+from logistics_platform.lib.bronze.ingest import ingest_hour, ingest_hours
 from logistics_platform.lib.bronze.landing import hour_partition_key, list_arrival_hours
+from logistics_platform.lib.bronze.reports import PROP_FINGERPRINT, PROP_PARTITION_KEY
 from logistics_platform.lib.connections import load_catalog
 from logistics_platform.settings import Settings, local_settings
 from tests.support.bronze import cdc, dump, order, write_file

@@ -6,7 +6,7 @@ server.
 How they all land: pyiceberg's SQL catalog commits optimistically (one UPDATE of the table's row in
 ``iceberg_tables`` guarded by the metadata location the writer started from); a writer that lost the race gets
 ``CommitFailedException``, reloads the table and re-applies its hour's replace on the fresh metadata
-(``lib/bronze/ingest.py``). Nothing serializes them but that row; the `duckdb` pool serializes only the DuckDB file.
+(``lib/bronze/commit.py``). Nothing serializes them but that row; the `duckdb` pool serializes only the DuckDB file.
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ import pytest
 
 from logistics_platform.generator import GeneratorConfig, generate
 from logistics_platform.lib.bronze import schema as bs
-from logistics_platform.lib.bronze.ingest import IngestReport, ingest_hour, ingest_hours
+from logistics_platform.lib.bronze.ingest import ingest_hour, ingest_hours
+from logistics_platform.lib.bronze.reports import IngestReport
 from logistics_platform.lib.connections import load_catalog
 from logistics_platform.settings import Settings, local_settings
 from tests.conftest import S3Warehouse

@@ -13,12 +13,12 @@ import pyarrow.parquet as pq
 import pytest
 from pyiceberg.catalog import Catalog
 from pyiceberg.expressions import EqualTo
-from pyiceberg.io.pyarrow import _dataframe_to_data_files
 from pyiceberg.schema import Schema
 from pyiceberg.table import Table
 from pyiceberg.types import DecimalType, LongType, NestedField, StringType
 
 from logistics_platform.lib.connections import connect, load_catalog
+from logistics_platform.lib.iceberg_internals import arrow_to_data_files
 from logistics_platform.lib.maintenance import Hooks, MaintenanceOptions, maintain_table
 from logistics_platform.lib.maintenance.checksum import row_checksum
 from logistics_platform.lib.maintenance.compaction import compact_table
@@ -194,7 +194,7 @@ def test_compaction_skips_partition_when_a_file_is_replaced_concurrently(catalog
 
 
 def test_reingest_of_one_hour_after_compaction_replaces_exactly_that_hour(catalog: Catalog) -> None:
-    from logistics_platform.lib.bronze.ingest import replace_hour as ingest_replace_hour
+    from logistics_platform.lib.bronze.commit import replace_hours
 
     table = _hourly_table(catalog, hours=24)
     compact_table(table, small_file_bytes=SMALL, target_file_bytes=TARGET)
@@ -203,8 +203,8 @@ def test_reingest_of_one_hour_after_compaction_replaces_exactly_that_hour(catalo
     others_before = row_checksum(table.scan(row_filter=f"_arrival_hour != '{hour.isoformat()}'").to_arrow())
 
     new_rows = hour_rows(table, hour, 3, seed=1234)
-    new_files = list(_dataframe_to_data_files(table.metadata, new_rows, table.io))
-    ingest_replace_hour(catalog, "bronze.orders", "_arrival_hour", hour, new_files, {"test": "reingest"})
+    new_files = arrow_to_data_files(table.metadata, table.io, new_rows)
+    replace_hours(catalog, "bronze.orders", "_arrival_hour", [hour], new_files, {"test": "reingest"})
 
     table = catalog.load_table("bronze.orders")
     hour_now = table.scan(row_filter=EqualTo("_arrival_hour", hour.isoformat())).to_arrow()

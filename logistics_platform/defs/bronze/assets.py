@@ -22,7 +22,7 @@ from logistics_platform.lib.bronze import schema as bs
 from logistics_platform.settings import Settings
 
 if TYPE_CHECKING:  # the ingest step imports it; loading the definitions does not need it
-    from logistics_platform.lib.bronze.ingest import IngestReport
+    from logistics_platform.lib.bronze.reports import IngestReport
 
 INGEST_ASSET_NAME = "bronze_ingest"
 

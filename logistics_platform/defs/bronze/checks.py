@@ -19,7 +19,7 @@ from logistics_platform.lib.bronze import schema as bs
 
 if TYPE_CHECKING:  # the ingest step imports them; loading the definitions does not need them
     from logistics_platform.lib.bronze.accounting import TopicAccount
-    from logistics_platform.lib.bronze.ingest import IngestReport
+    from logistics_platform.lib.bronze.reports import IngestReport
 
 CHECK_ACCOUNTING = "accounting"
 CHECK_QUARANTINE_RATE = "quarantine_rate"

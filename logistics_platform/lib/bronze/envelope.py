@@ -65,7 +65,7 @@ _EPOCH_NAIVE = datetime(1970, 1, 1)
 _CENT = Decimal("0.01")
 _MAX_MONEY = Decimal(10) ** 10  # DECIMAL(12,2): at most 10 integer digits
 _I64 = 2**63
-_SEP = "\x1f"
+IDENTITY_SEPARATOR = "\x1f"  # joins the parts of an event identity before hashing (see event_id)
 _fromiso = datetime.fromisoformat
 _money_match = re.compile(r"-?[0-9]{1,10}\.[0-9]{2}").fullmatch  # the canonical decimal.handling.mode=string form
 PLAIN_EVENT_TIME_COLUMN = "recorded_at"  # the event time of the non-CDC topic (pings: device clock)
@@ -246,7 +246,8 @@ def raw_line_text(raw: bytes) -> tuple[str, str]:
 
 def event_id(topic: str, key: Any, lsn: int | None = None, op: str | None = None) -> str:
     """Hash of the event identity: (topic, key, lsn, op) for CDC, (topic, ping_id) for pings."""
-    text = f"{topic}{_SEP}{key}" if lsn is None else f"{topic}{_SEP}{key}{_SEP}{lsn}{_SEP}{op}"
+    sep = IDENTITY_SEPARATOR
+    text = f"{topic}{sep}{key}" if lsn is None else f"{topic}{sep}{key}{sep}{lsn}{sep}{op}"
     return identity_hash(text.encode("utf-8", "surrogatepass"))
 
 

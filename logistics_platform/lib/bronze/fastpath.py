@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 
 from logistics_platform.lib.bronze.envelope import (
-    _SEP,
+    IDENTITY_SEPARATOR,
     K_BOOL,
     K_DECIMAL,
     K_DOUBLE,
@@ -45,13 +45,13 @@ _JSON_TYPE = {
 }
 # Read as text, then checked against the canonical form before any cast (the per-line path accepts more).
 _TEXT_KINDS = (K_DECIMAL, K_TIMESTAMP)
-_MONEY_RE = r"^-?[0-9]{1,10}\.[0-9]{2}$"
-_TS_RE = (
+MONEY_RE = r"^-?[0-9]{1,10}\.[0-9]{2}$"
+TIMESTAMP_RE = (
     r"^[1-9][0-9]{3}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])"
     r"T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]{6})?Z$"
 )
 _TS_UTC = pa.timestamp("us", "UTC")
-# _TS_RE position by position, for the two lengths it allows: the lowest and the highest byte at each position
+# TIMESTAMP_RE position by position, for the two lengths it allows: the lowest and the highest byte at each position
 # (the day, month and hour are then checked as numbers).
 _TS_BOUNDS = {
     len(low): (
@@ -127,8 +127,8 @@ def _field(arr: Any, name: str) -> pa.Array:
     return pc.struct_field(arr, name)  # parent nulls propagate to the child (unlike StructArray.field)
 
 
-def _canonical_timestamps(valid: pa.Array) -> bool:
-    """Whether every value of a string array without nulls matches ``_TS_RE``.
+def canonical_timestamps(valid: pa.Array) -> bool:
+    """Whether every value of a string array without nulls matches ``TIMESTAMP_RE``.
 
     Checked on the values' bytes when they all have one length (as the connector writes them, nearly always):
     RE2 costs several times more per value. Values of mixed lengths go to the regex.
@@ -140,7 +140,7 @@ def _canonical_timestamps(valid: pa.Array) -> bool:
     width = lengths["min"].as_py()
     bounds = _TS_BOUNDS.get(width)
     if bounds is None or lengths["max"].as_py() != width or valid.null_count:
-        return bool(pc.all(pc.match_substring_regex(valid, _TS_RE)).as_py())
+        return bool(pc.all(pc.match_substring_regex(valid, TIMESTAMP_RE)).as_py())
     low, span = bounds
     _, offsets, data = valid.buffers()
     start = int(np.frombuffer(offsets, np.int32, 1, valid.offset * 4)[0])
@@ -152,8 +152,8 @@ def _canonical_timestamps(valid: pa.Array) -> bool:
     return bool(((month - 1) <= 11).all() and ((day - 1) <= 30).all() and (hour <= 23).all())
 
 
-def _canonical_money(valid: pa.Array) -> bool:
-    """Whether every value of a string array without nulls matches ``_MONEY_RE``, checked on the values' bytes.
+def canonical_money(valid: pa.Array) -> bool:
+    """Whether every value of a string array without nulls matches ``MONEY_RE``, checked on the values' bytes.
 
     Each value must hold a dot three bytes before its end and may start with a minus; the array's bytes that
     are not digits must then be exactly those dots and minuses, and the digits before the dot 1 to 10.
@@ -162,7 +162,7 @@ def _canonical_money(valid: pa.Array) -> bool:
     if not n:
         return True
     if valid.null_count:
-        return bool(pc.all(pc.match_substring_regex(valid, _MONEY_RE)).as_py())
+        return bool(pc.all(pc.match_substring_regex(valid, MONEY_RE)).as_py())
     _, offsets_buffer, data = valid.buffers()
     offsets = np.frombuffer(offsets_buffer, np.int32, n + 1, valid.offset * 4)
     lengths = np.diff(offsets)
@@ -187,10 +187,10 @@ def _typed(kind: str, values: pa.Array) -> pa.Array:
         _require(pc.is_finite(valid))
         return values
     if kind == K_DECIMAL:
-        _require(_canonical_money(valid))
+        _require(canonical_money(valid))
         return values.cast(pa.decimal128(12, 2))
     if kind == K_TIMESTAMP:
-        _require(_canonical_timestamps(valid))
+        _require(canonical_timestamps(valid))
         try:
             # Every value ends in Z (checked above): parsed as UTC, its epoch micros are those of the naive time,
             # without first copying each string but its Z.
@@ -401,9 +401,9 @@ def _build(
     topic = parser.topic
     key_text = key if string_key else key.cast(pa.string())
     if parser.cdc:
-        id_text = pc.binary_join_element_wise(topic, key_text, lsn.cast(pa.string()), op, _SEP)
+        id_text = pc.binary_join_element_wise(topic, key_text, lsn.cast(pa.string()), op, IDENTITY_SEPARATOR)
     else:
-        id_text = pc.binary_join_element_wise(topic, key_text, _SEP)
+        id_text = pc.binary_join_element_wise(topic, key_text, IDENTITY_SEPARATOR)
     cols.update(
         _topic=pa.repeat(pa.scalar(topic, pa.string()), n),
         _kafka_partition=pa.repeat(pa.scalar(kafka_partition, pa.int32()), n),

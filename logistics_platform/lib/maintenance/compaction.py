@@ -26,15 +26,14 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 from pyiceberg.exceptions import CommitFailedException, ValidationException
 from pyiceberg.expressions import AlwaysTrue
-from pyiceberg.io.pyarrow import ArrowScan, _determine_partitions, pyarrow_to_schema, write_file
+from pyiceberg.io.pyarrow import ArrowScan, pyarrow_to_schema, write_file
 from pyiceberg.manifest import DataFile
 from pyiceberg.partitioning import PartitionKey
 from pyiceberg.table import FileScanTask, Table, WriteTask
-from pyiceberg.table.snapshots import Operation, Summary
 from pyiceberg.table.sorting import NullOrder, SortDirection
-from pyiceberg.table.update.snapshot import _OverwriteFiles
 from pyiceberg.transforms import IdentityTransform
 
+from logistics_platform.lib.iceberg_internals import RewriteFiles, split_by_partition
 from logistics_platform.lib.maintenance.checksum import row_checksum
 from logistics_platform.lib.maintenance.files import pyarrow_io
 
@@ -90,27 +89,6 @@ class CompactionResult:
         return sum(p.files_after for p in self.committed)
 
 
-class _RewriteFiles(_OverwriteFiles):
-    """An overwrite that records a REPLACE snapshot and treats concurrent appends as no conflict."""
-
-    def _summary(self, snapshot_properties: dict[str, str] | None = None) -> Summary:  # type: ignore[override]
-        summary = super()._summary(snapshot_properties or {})
-        # REPLACE tells readers (and other writers' validation) that no logical data changed.
-        return Summary(Operation.REPLACE, **summary.additional_properties)
-
-    def _validate_concurrency(self) -> None:
-        from pyiceberg.table.update.validate import _validate_no_new_deletes_for_data_files
-
-        window = self._commit_window
-        if window is None or window.is_empty() or window.head is None:
-            return
-        # Liveness of every replaced file is enforced by _deleted_entries (ValidationException if one is gone);
-        # here only delete files attached concurrently to a replaced file would make the rewrite lose a delete.
-        _validate_no_new_deletes_for_data_files(
-            self._transaction._table, window.head, None, self._deleted_data_files, window.base
-        )
-
-
 def _bins(files: list[DataFile], target_bytes: int) -> list[list[DataFile]]:
     """First-fit decreasing bin packing by file size; bins of a single file are dropped (nothing to merge)."""
     bins: list[tuple[int, list[DataFile]]] = []
@@ -158,10 +136,9 @@ def _write(table: Table, rows: pa.Table, rows_per_file: int) -> list[DataFile]:
     if spec.is_unpartitioned():
         parts = [(None, rows)]
     else:
-        found = list(_determine_partitions(spec, md.schema(), rows))
-        if len(found) != 1:
-            raise CompactionError(f"a compaction bin spans {len(found)} partitions; expected exactly one")
-        parts = [(found[0].partition_key, found[0].arrow_table_partition)]
+        parts = list(split_by_partition(spec, md.schema(), rows))
+        if len(parts) != 1:
+            raise CompactionError(f"a compaction bin spans {len(parts)} partitions; expected exactly one")
     tasks = []
     for key, part in parts:
         for start in range(0, part.num_rows, rows_per_file):
@@ -336,7 +313,7 @@ def _commit_rewrites(table: Table, pending: list[_Rewrite]) -> None:
             ),
         }
         tx = table.transaction()
-        producer = _RewriteFiles(Operation.OVERWRITE, tx, table.io, snapshot_properties=props)
+        producer = RewriteFiles(tx, table.io, props)
         try:
             for rw in remaining:
                 for f in rw.old_files:

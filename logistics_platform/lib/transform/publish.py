@@ -28,7 +28,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import CommitFailedException, NoSuchTableError
-from pyiceberg.io.pyarrow import _dataframe_to_data_files
 from pyiceberg.manifest import DataFile
 from pyiceberg.table import Table
 from pyiceberg.table.snapshots import ancestors_of
@@ -36,6 +35,7 @@ from pyiceberg.table.update.snapshot import ManageSnapshots
 from pyiceberg.transforms import BucketTransform
 from pyiceberg.types import LongType
 
+from logistics_platform.lib.iceberg_internals import arrow_to_data_files
 from logistics_platform.lib.transform.audit import (
     check_duckdb_contract,
     check_iceberg_contract,
@@ -169,11 +169,7 @@ def write_audit_snapshot(
     branch = AUDIT_BRANCH if base is not None else None
     rows = rows.cast(table.schema().as_arrow())
     with table.transaction() as tx:
-        new_files = (
-            list(_dataframe_to_data_files(table_metadata=tx.table_metadata, df=rows, io=table.io))
-            if rows.num_rows
-            else []
-        )
+        new_files = arrow_to_data_files(tx.table_metadata, table.io, rows) if rows.num_rows else []
         with tx.update_snapshot(snapshot_properties=properties, branch=branch).overwrite() as overwrite:
             for old in delete_files:
                 overwrite.delete_data_file(old)

@@ -1,0 +1,144 @@
+"""What an ingest reports: per topic and hour counts, and the snapshot summary properties of its commits.
+
+Every row value is a pure function of the landing files: the run id and the input file list go into snapshot
+summary properties only (read by verify, time travel and the Dagster metadata).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from typing import Any
+
+from logistics_platform.lib.bronze import schema as bs
+
+PROP_PARTITION_KEY = "logistics.partition-key"
+PROP_ARRIVAL_HOUR = "logistics.arrival-hour"
+PROP_FINGERPRINT = "logistics.input-fingerprint"
+PROP_FILES = "logistics.input-files"
+PROP_LINES = "logistics.lines"
+PROP_ROWS = "logistics.rows"
+PROP_QUARANTINED = "logistics.quarantined"
+PROP_TOMBSTONES = "logistics.tombstones"
+PROP_RUN_ID = "dagster.run-id"
+# Only on the commit of a range of hours (whose fingerprint property is then a JSON object: hour key -> fingerprint).
+PROP_ARRIVAL_HOUR_END = "logistics.arrival-hour-end"
+PROP_HOURS = "logistics.hours"
+PROP_FILES_IN = "logistics.input-files-in"
+
+
+@dataclass
+class TopicReport:
+    """What one topic's arrival hour turned into."""
+
+    table: str
+    topic: str
+    files: list[tuple[str, int]] = field(default_factory=list)
+    fingerprint: str = ""
+    bytes: int = 0
+    lines: int = 0
+    rows: int = 0
+    quarantined: int = 0
+    quarantined_by_reason: dict[str, int] = field(default_factory=dict)
+    tombstones: int = 0
+    late_events: int = 0
+    data_files: int = 0
+    added_columns: dict[str, str] = field(default_factory=dict)
+    # Files that cannot be read to their end -> why and where reading stopped. Each has one quarantine row
+    # (reason corrupt_file) besides the ``quarantined`` lines; its complete lines before the damage are in ``lines``.
+    corrupt_files: dict[str, str] = field(default_factory=dict)
+    snapshot_id: int | None = None
+    commit_attempts: int = 0
+
+
+@dataclass
+class IngestReport:
+    """Result of ingesting one arrival hour: per-topic counts, snapshot ids and timing."""
+
+    arrival_hour: datetime
+    partition_key: str
+    run_id: str | None
+    topics: dict[str, TopicReport] = field(default_factory=dict)
+    quarantine_snapshot_id: int | None = None
+    ingest_log_snapshot_id: int | None = None
+    duration_seconds: float = 0.0
+
+    @property
+    def lines(self) -> int:
+        """Lines read, all topics."""
+        return sum(t.lines for t in self.topics.values())
+
+    @property
+    def rows(self) -> int:
+        """Rows written, all topics."""
+        return sum(t.rows for t in self.topics.values())
+
+    @property
+    def quarantined(self) -> int:
+        """Lines quarantined, all topics."""
+        return sum(t.quarantined for t in self.topics.values())
+
+    @property
+    def tombstones(self) -> int:
+        """Tombstone lines (no row), all topics."""
+        return sum(t.tombstones for t in self.topics.values())
+
+    @property
+    def corrupt_files(self) -> dict[str, str]:
+        """Landing files that could not be read to their end -> why, all topics."""
+        return {rel: why for t in self.topics.values() for rel, why in t.corrupt_files.items()}
+
+    @property
+    def quarantined_by_reason(self) -> dict[str, int]:
+        """Quarantined lines per reason, all topics."""
+        total: Counter[str] = Counter()
+        for t in self.topics.values():
+            total.update(t.quarantined_by_reason)
+        return dict(sorted(total.items()))
+
+    def as_dict(self) -> dict[str, Any]:
+        """The report as JSON-ready values."""
+        d = asdict(self)
+        d["arrival_hour"] = self.arrival_hour.isoformat()
+        return d
+
+
+def snapshot_properties(
+    keys: Sequence[str], hours: Sequence[datetime], run_id: str | None, **counts: Any
+) -> dict[str, str]:
+    """Snapshot summary properties of a commit covering ``keys`` (one hour, or a range of them)."""
+    if len(keys) == 1:
+        props = {PROP_PARTITION_KEY: keys[0], PROP_ARRIVAL_HOUR: hours[0].isoformat()}
+    else:
+        props = {
+            PROP_PARTITION_KEY: f"{keys[0]}..{keys[-1]}",
+            PROP_ARRIVAL_HOUR: hours[0].isoformat(),
+            PROP_ARRIVAL_HOUR_END: hours[-1].isoformat(),
+            PROP_HOURS: str(len(keys)),
+        }
+    props.update({k: v if isinstance(v, str) else json.dumps(v) for k, v in counts.items()})
+    if run_id:
+        props[PROP_RUN_ID] = run_id
+    return props
+
+
+def topic_counts(trs: Sequence[TopicReport], keys: Sequence[str]) -> dict[str, Any]:
+    """The fingerprint, file list and counts of one table's commit: as is for one hour; per hour for a range
+    (the file lists of a range are in its ``bronze.ingest_log`` rows)."""
+    if len(trs) == 1:
+        fingerprints: Any = trs[0].fingerprint
+        files: dict[str, Any] = {PROP_FILES: trs[0].files}
+    else:
+        fingerprints = {k: t.fingerprint for k, t in zip(keys, trs, strict=True)}
+        files = {PROP_FILES_IN: f"{bs.NAMESPACE}.{bs.INGEST_LOG_TABLE}"}
+    return {
+        PROP_FINGERPRINT: fingerprints,
+        **files,
+        PROP_LINES: sum(t.lines for t in trs),
+        PROP_ROWS: sum(t.rows for t in trs),
+        PROP_QUARANTINED: sum(t.quarantined for t in trs),
+        PROP_TOMBSTONES: sum(t.tombstones for t in trs),
+    }

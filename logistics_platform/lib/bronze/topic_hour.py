@@ -1,0 +1,118 @@
+"""One topic's landing files of one arrival hour -> data files of its bronze table (written, not committed).
+
+Lines are parsed in blocks of whole lines (in worker processes for large hours, results consumed in file order),
+so memory does not grow with the size of the hour. A line with columns the table lacks adds them (additive schema
+evolution) and its block is parsed again against the new schema. Invalid lines and unreadable file tails go to the
+quarantine writer; the counts go to the topic's report.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import replace
+from datetime import datetime
+from typing import Any
+
+from pyiceberg.catalog import Catalog
+from pyiceberg.table import Table
+
+from logistics_platform.lib.bronze import schema as bs
+from logistics_platform.lib.bronze.blocks import (
+    BLOCK_BYTES,
+    FAST_RUN_LINES,
+    MIN_BLOCK_BYTES,
+    BlockTask,
+    CorruptRead,
+    iter_counted_blocks,
+)
+from logistics_platform.lib.bronze.envelope import infer_iceberg_type, raw_line_text
+from logistics_platform.lib.bronze.landing import LandingFile
+from logistics_platform.lib.bronze.pool import BlockPool, run_block
+from logistics_platform.lib.bronze.reports import TopicReport
+from logistics_platform.lib.bronze.tables import add_columns, evolved_columns
+from logistics_platform.lib.bronze.writer import BatchWriter
+from logistics_platform.lib.timekeys import epoch_micros
+from logistics_platform.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+def write_topic_hour(
+    catalog: Catalog,
+    table: Table,
+    spec: bs.TopicSpec,
+    hour: datetime,
+    files: list[LandingFile],
+    settings: Settings,
+    quarantine: BatchWriter,
+    report: TopicReport,
+    pool: BlockPool,
+    fast_run_lines: int = FAST_RUN_LINES,
+) -> BatchWriter:
+    """Parse ``files`` (of ``hour``) and write their rows as data files of ``table``; returns the flushed writer.
+
+    The writer's ``table`` is the table as last loaded (a schema evolution reloads it) and its ``files`` are the
+    data files to commit. Quarantine rows are added to ``quarantine`` (not flushed); counts go to ``report``.
+    """
+    writer = BatchWriter(table, settings.ingest_batch_rows)
+    lateness = settings.allowed_lateness_seconds
+    state: dict[str, Any] = {"evolved": tuple(evolved_columns(table, spec).items()), "schema": writer.arrow_schema}
+
+    corrupt: list[CorruptRead] = []
+
+    def tasks() -> Iterator[BlockTask]:
+        for f in files:
+            try:
+                for block, first, newlines in iter_counted_blocks(f, block_bytes):
+                    yield BlockTask(
+                        spec.table,
+                        hour,
+                        lateness,
+                        state["evolved"],
+                        state["schema"],
+                        block,
+                        f.kafka_partition,
+                        first,
+                        f.relpath,
+                        fast_run_lines,
+                        newlines,
+                    )
+            except CorruptRead as e:  # its readable lines are in the tasks above; the file gets one row
+                corrupt.append(e)
+
+    reasons: Counter[str] = Counter()
+    # A block's rows are in memory at once: keep blocks near the batch size (assuming ~256 bytes a line).
+    block_bytes = min(BLOCK_BYTES, max(MIN_BLOCK_BYTES, settings.ingest_batch_rows * 256))
+    for task, result in pool.map(tasks()):
+        res = result
+        while res.unknown is not None:
+            # Columns the table does not have: add them (types from this first line), then parse the block again.
+            writer.flush()
+            types = {n: infer_iceberg_type([v]) for n, v in res.unknown.items()}
+            report.added_columns.update(add_columns(catalog, spec.identifier, types, res.unknown_at))
+            table = catalog.load_table(spec.identifier)
+            writer.reset(table)
+            state["evolved"], state["schema"] = tuple(evolved_columns(table, spec).items()), writer.arrow_schema
+            res = run_block(replace(task, evolved=state["evolved"], arrow_schema=state["schema"]))
+        writer.add_table(res.rows)
+        for q in res.quarantine:
+            quarantine.add(q)
+        report.lines += res.lines
+        report.rows += res.rows.num_rows if res.rows is not None else 0
+        report.tombstones += res.tombstones
+        report.late_events += res.late
+        reasons.update(res.reasons)
+    writer.flush()
+    hour_us = epoch_micros(hour)
+    for c in corrupt:
+        text, enc = raw_line_text(c.tail)
+        address = (spec.topic, c.file.kafka_partition, c.offset, c.file.relpath, hour_us)
+        quarantine.add((*address, bs.REASON_CORRUPT_FILE, c.detail(), text, enc))
+        report.corrupt_files[c.file.relpath] = c.detail()
+        log.warning("%s: %s", c.file.relpath, c.detail())
+    report.quarantined = sum(reasons.values())
+    report.quarantined_by_reason = dict(sorted(reasons.items()))
+    report.data_files = len(writer.files)
+    return writer
