@@ -74,8 +74,8 @@ def encoders(flags: int) -> tuple[E.TsFn, E.DecFn]:
 class Faults:
     """Decides, from the shared random source, which events go wrong and how; places the extra copies it makes.
 
-    The rates (``p_late``, ``schema_rate``, ``dup_rate``, ``bad_total``) are public so that the CDC hot loop
-    rolls its dice inline and calls in only for the events picked.
+    ``schema_rate``, ``dup_rate`` and ``bad_total`` (and the schemas of the wrapped form) are public so that the
+    CDC hot loop rolls those dice inline and calls in only for the changes picked.
     """
 
     def __init__(
@@ -88,20 +88,20 @@ class Faults:
         self.layout = layout
         lateness = cfg.allowed_lateness_hours
         # Arrival-hour offsets (from the event's hour) that are surely within / surely beyond L.
-        self.k_within = (1, math.floor(lateness)) if lateness >= 1 else None
-        self.k_beyond_min = math.ceil(lateness) + 1
+        self._k_within = (1, math.floor(lateness)) if lateness >= 1 else None
+        self._k_beyond_min = math.ceil(lateness) + 1
         # Events too close to the end cannot be delayed inside the period: raise the odds for the others so
         # the realised share over all events stays near the configured rate.
-        self.p_beyond = min(1.0, cfg.late_beyond_rate * late_boost(cfg, self.k_beyond_min))
-        self.p_within = min(1.0, cfg.late_within_rate * late_boost(cfg, 1)) if self.k_within else 0.0
-        self.p_late = self.p_beyond + self.p_within
-        self.p_ooo = cfg.out_of_order_rate
-        self.ooo_owed = 0.0
+        self._p_beyond = min(1.0, cfg.late_beyond_rate * late_boost(cfg, self._k_beyond_min))
+        self._p_within = min(1.0, cfg.late_within_rate * late_boost(cfg, 1)) if self._k_within else 0.0
+        self._p_late = self._p_beyond + self._p_within
+        self._p_ooo = cfg.out_of_order_rate
+        self._ooo_owed = 0.0
         self.schema_rate = cfg.schema_envelope_rate
         self.dup_rate = cfg.duplicate_rate
-        self.epoch_rate = cfg.epoch_micros_rate
-        self.number_rate = cfg.decimal_number_rate
-        self.malformed_kinds = [
+        self._epoch_rate = cfg.epoch_micros_rate
+        self._number_rate = cfg.decimal_number_rate
+        self._malformed_kinds = [
             ("malformed_json", cfg.malformed_json_rate),
             ("invalid_op", cfg.invalid_op_rate),
             ("missing_key", cfg.missing_key_rate),
@@ -109,7 +109,7 @@ class Faults:
             ("invalid_envelope", cfg.invalid_envelope_rate),
         ]
         self.bad_total = cfg.malformed_total
-        self.ping_malformed = [(k, r) for k, r in self.malformed_kinds if k in E.PLAIN_REASONS]
+        self._ping_malformed = [(k, r) for k, r in self._malformed_kinds if k in E.PLAIN_REASONS]
         # JsonConverter schemas of the schema/payload envelope form, per CDC table (orders also with tip_amount)
         self.schemas = {t: E.connect_schema(t) for t in TABLES[:T_PINGS]}
         self.schema_tip = E.connect_schema("orders", ("tip_amount",))
@@ -118,8 +118,8 @@ class Faults:
     def encoding_flags(self) -> int:
         """Encoding flags of one change: EPOCH_MICROS at ``epoch_micros_rate``, DECIMAL_NUMBERS at its rate."""
         bits = self.rng.getrandbits(40)
-        return (EPOCH_MICROS if (bits & 0xFFFFF) * INV20 < self.epoch_rate else 0) | (
-            DECIMAL_NUMBERS if (bits >> 20) * INV20 < self.number_rate else 0
+        return (EPOCH_MICROS if (bits & 0xFFFFF) * INV20 < self._epoch_rate else 0) | (
+            DECIMAL_NUMBERS if (bits >> 20) * INV20 < self._number_rate else 0
         )
 
     # ------------------------------------------------------------------------------------------------ lateness
@@ -128,13 +128,13 @@ class Faults:
         rng, period = self.rng, self.period
         hours = period.hours
         eh = period.hour_of(commit_us)
-        if r < self.p_beyond:
-            a = eh + self.k_beyond_min + rng.randrange(max(1, min(4, hours - eh - self.k_beyond_min)))
+        if r < self._p_beyond:
+            a = eh + self._k_beyond_min + rng.randrange(max(1, min(4, hours - eh - self._k_beyond_min)))
             if a < hours:
                 st.late_beyond_injected += 1
                 return period.hour_start(a) + rng.randrange(HOUR_US)
-        elif self.k_within is not None:
-            a = eh + rng.randint(1, max(1, min(self.k_within[1], hours - 1 - eh)))
+        elif self._k_within is not None:
+            a = eh + rng.randint(1, max(1, min(self._k_within[1], hours - 1 - eh)))
             if a < hours:
                 st.late_within_injected += 1
                 return period.hour_start(a) + rng.randrange(HOUR_US)
@@ -148,11 +148,11 @@ class Faults:
         r = rng.random()
         reconnect = None
         last_hour = period.hour_of(t_stop - 1)
-        if r < self.p_beyond:
-            a = last_hour + self.k_beyond_min + rng.randrange(max(1, min(3, hours - last_hour - self.k_beyond_min)))
+        if r < self._p_beyond:
+            a = last_hour + self._k_beyond_min + rng.randrange(max(1, min(3, hours - last_hour - self._k_beyond_min)))
             if a < hours:
                 reconnect = (a, 2)
-        elif r < self.p_beyond + self.p_within and self.k_within is not None:
+        elif r < self._p_beyond + self._p_within and self._k_within is not None:
             a = last_hour + 1
             if a < hours and period.hour_start(a) - t0 <= period.late_us:
                 reconnect = (a, 1)
@@ -168,20 +168,20 @@ class Faults:
         matches.
         """
         arrival = None
-        if r < self.p_late:
+        if r < self._p_late:
             arrival = self._late_arrival(st, commit_us, r)
-        self.ooo_owed += self.p_ooo
+        self._ooo_owed += self._p_ooo
         if (
             arrival is None
             and next_commit is not None
             and 0 < next_commit - commit_us < OOO_MAX_GAP_US
-            and self.rng.random() < self.ooo_owed
+            and self.rng.random() < self._ooo_owed
         ):
             cand = next_commit + 40 * SECOND + int(self.rng.random() * (20 * MINUTE - 40 * SECOND))
             if cand < self.period.end_us:
                 arrival = cand
                 st.out_of_order_injected += 1
-                self.ooo_owed -= 1.0
+                self._ooo_owed -= 1.0
         return arrival
 
     # ------------------------------------------------------------------------------------------------ copies
@@ -209,7 +209,7 @@ class Faults:
 
     def corrupt(self, ti: int, envelope: str, arrival: int, key: Any, x: float) -> None:
         """File a corrupted copy of a CDC change of row ``key``; ``x`` in [0, bad_total) picks the defect."""
-        bad, reason, arrival = self._corrupted(ti, envelope, arrival, x, self.malformed_kinds)
+        bad, reason, arrival = self._corrupted(ti, envelope, arrival, x, self._malformed_kinds)
         a = self.layout.add_corrupted(ti, arrival, bad, key)
         self.stats[ti].quarantined(a, reason)
 
@@ -234,7 +234,7 @@ class Faults:
         """Redelivered and corrupted copies of ping rows, picked by each row's ``dice`` column."""
         dice = rows.column("dice")
         p_dup = self.dup_rate
-        p_bad = sum(rt for _, rt in self.ping_malformed)
+        p_bad = sum(rt for _, rt in self._ping_malformed)
         if p_dup > 0:
             self._redeliver_pings(rows.filter(pc.less(dice, p_dup)))
         if p_bad > 0:
@@ -242,7 +242,7 @@ class Faults:
             for r in bad.to_pylist():
                 line = E.ping_line(r["pid"], r["cid"], r["oid"], r["lat"], r["lon"], r["speed"], r["t"])
                 bad_line, reason, arrival = self._corrupted(
-                    T_PINGS, line, r["arrival"], r["dice"] - p_dup, self.ping_malformed
+                    T_PINGS, line, r["arrival"], r["dice"] - p_dup, self._ping_malformed
                 )
                 a = self.layout.add_ping_line(arrival, r["part"], bad_line)
                 self.stats[T_PINGS].quarantined(a, reason)

@@ -30,9 +30,9 @@ Render = Callable[[int, int, int], tuple[Any, int, int]]
 class Layout:
     """Where every line lands: arrival hour, partition, file and offset; writes each arrival hour once complete.
 
-    ``cdc[ti]`` maps an arrival hour to one list of records per partition (the CDC hot loop appends to it
-    directly); pings are filed as Arrow tables. ``delayed`` names the (topic, arrival hour) pairs whose last file
-    of one partition uploads ``delayed_file_hours`` late.
+    CDC lines wait as records, one list per partition of each arrival hour; pings as Arrow tables and corrupted
+    ping lines. ``delayed`` names the (topic, arrival hour) pairs whose last file of one partition uploads
+    ``delayed_file_hours`` late.
     """
 
     def __init__(
@@ -51,35 +51,35 @@ class Layout:
         self.rng = rng
         self.stats = stats
         self.writer = writer
-        self.delayed_plan = set(delayed)
-        self.nparts = [cfg.partitions[t] for t in TABLES]
-        self.cdc: list[dict[int, list[list[Record]]]] = [{} for _ in TABLES[:T_PINGS]]
-        self.pings: dict[int, list[pa.Table]] = {}
-        self.ping_extras: dict[int, list[tuple[int, int, str]]] = {}  # corrupted ping lines per arrival hour
-        self.flushed = -1  # last arrival hour written
-        self.next_offset = [[0] * n for n in self.nparts]
-        self.max_lsn: list[dict[Any, int]] = [{} for _ in TABLES[:T_PINGS]]
+        self._delayed_plan = set(delayed)
+        self._nparts = [cfg.partitions[t] for t in TABLES]
+        self._cdc: list[dict[int, list[list[Record]]]] = [{} for _ in TABLES[:T_PINGS]]
+        self._pings: dict[int, list[pa.Table]] = {}
+        self._ping_extras: dict[int, list[tuple[int, int, str]]] = {}  # corrupted ping lines per arrival hour
+        self._flushed = -1  # last arrival hour written
+        self._next_offset = [[0] * n for n in self._nparts]
+        self._max_lsn: list[dict[Any, int]] = [{} for _ in TABLES[:T_PINGS]]
         self.files: list[dict[str, Any]] = []  # one {"topic", "gz", "bytes"} per file, for the summary
         self.delayed: list[dict[str, Any]] = []  # the files uploaded late, as the summary lists them
         self.lines_written = 0
 
     def _bucket(self, ti: int, a: int) -> list[list[Record]]:
         """The per-partition records of topic ``ti`` waiting for arrival hour ``a``; refuses an hour already written."""
-        bucket = self.cdc[ti].get(a)
+        bucket = self._cdc[ti].get(a)
         if bucket is None:
-            if a <= self.flushed:
+            if a <= self._flushed:
                 raise RuntimeError(f"generator bug: a line for arrival hour {a} after that hour was written")
-            bucket = self.cdc[ti][a] = [[] for _ in range(self.nparts[ti])]
+            bucket = self._cdc[ti][a] = [[] for _ in range(self._nparts[ti])]
         return bucket
 
     def add(self, ti: int, arrival: int, line: str, key: Any, lsn: int, nlines: int, event_us: int) -> None:
         """File one CDC line of row ``key`` (or its delete + tombstone, ``nlines`` 2) for its arrival time, in the
         key's partition; counts it late when ``event_us`` is more than L before its arrival hour."""
-        period, nparts = self.period, self.nparts[ti]
+        period, nparts = self.period, self._nparts[ti]
         a = (arrival - period.start_us) // HOUR_US
         # E.partition_of with its integer case first: this runs for every change
         part = key % nparts if type(key) is int else E.partition_of(key, nparts)
-        bucket = self.cdc[ti].get(a)
+        bucket = self._cdc[ti].get(a)
         if bucket is None:
             bucket = self._bucket(ti, a)
         bucket[part].append((arrival, line, key, lsn, nlines))
@@ -94,7 +94,7 @@ class Layout:
         Filed without its key (it is no row, so never counted out of order), never counted late.
         """
         a = (arrival - self.period.start_us) // HOUR_US
-        self._bucket(ti, a)[E.partition_of(key, self.nparts[ti])].append((arrival, line, None, 0, 1))
+        self._bucket(ti, a)[E.partition_of(key, self._nparts[ti])].append((arrival, line, None, 0, 1))
         return a
 
     def add_pings(self, rows: pa.Table) -> None:
@@ -111,26 +111,26 @@ class Layout:
         distinct = pc.unique(hours).to_pylist()
         for a in sorted(distinct):
             part = rows if len(distinct) == 1 else rows.filter(pc.equal(hours, a))
-            if a <= self.flushed:
+            if a <= self._flushed:
                 raise RuntimeError(f"generator bug: pings for arrival hour {a} after that hour was written")
-            self.pings.setdefault(a, []).append(part)
+            self._pings.setdefault(a, []).append(part)
 
     def add_ping_line(self, arrival: int, part: int, line: str) -> int:
         """File one corrupted ping line (text) for its arrival time; returns its arrival hour."""
         a = (arrival - self.period.start_us) // HOUR_US
-        self.ping_extras.setdefault(a, []).append((arrival, part, line))
+        self._ping_extras.setdefault(a, []).append((arrival, part, line))
         return a
 
     def unwritten(self) -> list[tuple[int, int]]:
         """(topic, arrival hour) pairs still holding lines: empty after the last hour is written."""
-        buckets: list[dict[int, Any]] = [*self.cdc, self.pings]
+        buckets: list[dict[int, Any]] = [*self._cdc, self._pings]
         return [(ti, a) for ti, b in enumerate(buckets) for a in b if b[a]]
 
     # -------------------------------------------------------------------------------------------------- writing
     def flush(self, a: int) -> None:
         """Write arrival hour ``a``: per topic and partition, in arrival order, ``flush_size`` lines a file."""
         for ti in range(T_PINGS):
-            pending = self.cdc[ti].pop(a, None)
+            pending = self._cdc[ti].pop(a, None)
             if not pending:
                 continue
             parts: list[list[Record]] = pending
@@ -145,11 +145,11 @@ class Layout:
 
             self._write_files(ti, a, [len(x) for x in parts], render)
         self._flush_pings(a)
-        self.flushed = a
+        self._flushed = a
 
     def _count_out_of_order(self, ti: int, recs: list[Record]) -> None:
         """Lines landing after a line of the same row with a higher LSN (a key always has one partition)."""
-        max_lsn = self.max_lsn[ti]
+        max_lsn = self._max_lsn[ti]
         ooo = 0
         for rec in recs:
             k = rec[2]
@@ -165,8 +165,8 @@ class Layout:
     def _flush_pings(self, a: int) -> None:
         """Pings of one arrival hour: rows and corrupted lines sorted by (partition, arrival), a file's text made
         when the writer gets to it."""
-        tables = self.pings.pop(a, None)
-        extras = self.ping_extras.pop(a, None) or []
+        tables = self._pings.pop(a, None)
+        extras = self._ping_extras.pop(a, None) or []
         if not tables and not extras:
             return
         # contiguous: take() on a table of many chunks (one per materialized batch) costs far more per file
@@ -186,7 +186,7 @@ class Layout:
         # Indices below the row count are rows, the others corrupted lines; the sort is stable.
         order = pc.sort_indices(keys, sort_keys=[("p", "ascending"), ("a", "ascending")])
         sorted_arrivals = keys.column("a").chunk(0).take(order)
-        counts = [0] * self.nparts[T_PINGS]
+        counts = [0] * self._nparts[T_PINGS]
         for item in pc.value_counts(keys.column("p")).to_pylist():
             counts[item["values"]] = item["counts"]
         starts = [sum(counts[:p]) for p in range(len(counts))]
@@ -207,7 +207,7 @@ class Layout:
         topic = TOPICS[TABLES[ti]]
         ph = self.stats[ti].hour(a)
         delayed_p = None
-        if (ti, a) in self.delayed_plan:
+        if (ti, a) in self._delayed_plan:
             delayed_p = next((p for p, n in enumerate(counts) if n >= 2), None)
         for p, n in enumerate(counts):
             if not n:
@@ -224,12 +224,12 @@ class Layout:
                 else:
                     chunks.append((i, j))
                 delayed_at = len(chunks) - 1
-                self.delayed_plan.discard((ti, a))
+                self._delayed_plan.discard((ti, a))
             for ci, (i, j) in enumerate(chunks):
                 raw, nlines, last_arrival = render(p, i, j)
                 gz = rng.random() < cfg.gzip_rate
-                start_offset = self.next_offset[ti][p]
-                self.next_offset[ti][p] = start_offset + nlines
+                start_offset = self._next_offset[ti][p]
+                self._next_offset[ti][p] = start_offset + nlines
                 rel = E.landing_relpath(topic, hour_us, p, start_offset, gz)
                 written_at = last_arrival // SECOND
                 if ci == delayed_at:
