@@ -81,7 +81,6 @@ class Faults:
     def __init__(
         self, cfg: GeneratorConfig, period: Period, rng: Random, stats: list[TopicStats], layout: Layout
     ) -> None:
-        self.cfg = cfg
         self.period = period
         self.rng = rng
         self.stats = stats

@@ -5,6 +5,7 @@ their commit hours and its courier's trip handed to the pings."""
 from __future__ import annotations
 
 from bisect import bisect_right
+from collections.abc import Iterator
 from itertools import accumulate, count
 from random import Random
 from typing import Any
@@ -57,7 +58,9 @@ class _Order:
         "tip_text",
     )
 
-    def __init__(self, row: list[Any], tip: int, tip_from: int | None, method: str, faults: Faults, ids: Any) -> None:
+    def __init__(
+        self, row: list[Any], tip: int, tip_from: int | None, method: str, faults: Faults, ids: Iterator[int]
+    ) -> None:
         # row: order, tenant, courier, region, status, total, fee, created, promised, delivered, updated
         self.row = row
         self.tip = tip
