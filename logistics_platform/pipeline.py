@@ -12,7 +12,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 
 import dagster as dg
 
@@ -26,8 +25,9 @@ from logistics_platform.defs.constants import (
     TRANSFORM_GROUPS,
     TRANSFORM_JOB,
 )
-from logistics_platform.defs.partitions import HOUR_KEY_FORMAT, arrival_hour_partitions
+from logistics_platform.defs.partitions import arrival_hour_partitions
 from logistics_platform.lib.operate.landing_watch import RANGE_END_TAG, RANGE_START_TAG
+from logistics_platform.lib.timekeys import hour_key, parse_hour_key
 from logistics_platform.settings import Settings
 
 # The hourly jobs are the operate domain's (the same the sensors, schedules and UI backfills launch); only the
@@ -91,10 +91,6 @@ class Summary:
         return "\n".join(lines)
 
 
-def hour_key(hour: datetime) -> str:
-    return hour.strftime(HOUR_KEY_FORMAT)
-
-
 def _instance(settings: Settings) -> dg.DagsterInstance:
     # Without DAGSTER_HOME (e.g. called from a test) the runs still execute, in a throwaway instance. Dagster's own
     # `DagsterInstance.get()` requires the variable; its "not set" error type is not public, and catching DagsterError
@@ -156,7 +152,7 @@ def hour_ranges(keys: Sequence[str], max_hours: int) -> list[list[str]]:
     """The distinct partition keys, sorted and cut into runs of consecutive hours of at most ``max_hours`` each."""
     from logistics_platform.lib.bronze.ingest import consecutive_ranges
 
-    hours = [datetime.strptime(k, HOUR_KEY_FORMAT) for k in keys]
+    hours = [parse_hour_key(k) for k in keys]
     return [[hour_key(h) for h in run] for run in consecutive_ranges(hours, max_hours)]
 
 

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 
+from logistics_platform.lib.timekeys import parse_hour_key
+
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 DBT_PROJECT_DIR = PROJECT_ROOT / "dbt_project"
 
@@ -170,7 +172,7 @@ class Settings:
 
     @property
     def partitions_start_datetime(self) -> datetime:
-        return datetime.strptime(self.partitions_start, "%Y-%m-%d-%H:%M")
+        return parse_hour_key(self.partitions_start)
 
     def with_overrides(self, **changes: object) -> Settings:
         """A copy with some fields replaced (tests and CLI flags)."""
@@ -211,7 +213,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
     d = Settings()
     start = env.get("PARTITIONS_START", d.partitions_start)
     try:
-        datetime.strptime(start, "%Y-%m-%d-%H:%M")
+        parse_hour_key(start)
     except ValueError:
         raise SettingsError(f"PARTITIONS_START={start!r}: expected YYYY-MM-DD-HH:MM, e.g. 2026-11-01-00:00") from None
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from logistics_platform.generator import GeneratorConfig, generate
 from logistics_platform.lib.connections import load_catalog
 from logistics_platform.lib.maintenance.tags import tag_name
-from logistics_platform.lib.operate.landing_watch import hour_key
+from logistics_platform.lib.timekeys import hour_key
 from logistics_platform.lib.transform.project import MART_MODELS
 from logistics_platform.pipeline import run_pipeline
 from logistics_platform.settings import PROJECT_ROOT, local_settings

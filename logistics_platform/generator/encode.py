@@ -13,25 +13,16 @@ import json
 import random
 from array import array
 from collections.abc import Callable
-from datetime import datetime, timedelta
 from typing import Any
+
+# The generator's names for timekeys' epoch-microsecond conversions (generator/engine.py and its tests use them).
+from logistics_platform.lib.timekeys import epoch_micros as to_us  # noqa: F401
+from logistics_platform.lib.timekeys import from_epoch_micros as from_us
 
 HOUR_US = 3_600_000_000
 DEBEZIUM_VERSION = "2.7.3.Final"
-EPOCH = datetime(1970, 1, 1)
 
 _hour_prefix: dict[int, str] = {}
-
-
-def to_us(value: datetime) -> int:
-    """Epoch microseconds of a naive-UTC datetime."""
-    d = value - EPOCH
-    return (d.days * 86400 + d.seconds) * 1_000_000 + d.microseconds
-
-
-def from_us(us: int) -> datetime:
-    """Naive-UTC datetime of epoch microseconds."""
-    return EPOCH + timedelta(microseconds=us)
 
 
 def hour_prefix(hour: int) -> str:
