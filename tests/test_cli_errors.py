@@ -13,6 +13,7 @@ import duckdb
 import pytest
 
 from logistics_platform.cli import main
+from logistics_platform.cli.render import render_summary
 from logistics_platform.lib.bronze.ingest import ingest_hour
 from logistics_platform.lib.timekeys import hour_key
 from logistics_platform.pipeline import RunRecord, Summary, table_counts
@@ -167,7 +168,7 @@ def test_the_summary_after_a_failed_run_reports_and_does_not_crash(settings: Set
         bronze=bronze,
         counts_error=error,
     )
-    text = summary.render()
+    text = render_summary(summary)
     assert not summary.ok
     assert f"FAILED ingest_arrival_hours [{key}] run r-1: bronze_ingest: not retried: ArrowTypeError" in text
     assert "row counts unavailable: marts" in text and "bronze.orders" in text
