@@ -30,6 +30,7 @@ from pathlib import Path
 import dagster as dg
 import duckdb
 
+from logistics_platform.cli.render import render_summary
 from logistics_platform.definitions import build_definitions
 from logistics_platform.defs.partitions import arrival_hour_partitions
 from logistics_platform.generator import GeneratorConfig, generate
@@ -181,7 +182,7 @@ def main() -> None:
         table_counts(settings)
         counts_s = time.perf_counter() - counts_started
         if not summary.ok:
-            raise SystemExit(f"the main job failed:\n{summary.render()}")
+            raise SystemExit(f"the main job failed:\n{render_summary(summary)}")
 
         catalog = load_catalog(settings)
         log = catalog.load_table(f"{bs.NAMESPACE}.{bs.INGEST_LOG_TABLE}").scan().to_arrow()

@@ -12,7 +12,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 
 import dagster as dg
 
@@ -26,8 +25,9 @@ from logistics_platform.defs.constants import (
     TRANSFORM_GROUPS,
     TRANSFORM_JOB,
 )
-from logistics_platform.defs.partitions import HOUR_KEY_FORMAT, arrival_hour_partitions
+from logistics_platform.defs.partitions import arrival_hour_partitions
 from logistics_platform.lib.operate.landing_watch import RANGE_END_TAG, RANGE_START_TAG
+from logistics_platform.lib.timekeys import hour_key, parse_hour_key
 from logistics_platform.settings import Settings
 
 # The hourly jobs are the operate domain's (the same the sensors, schedules and UI backfills launch); only the
@@ -57,6 +57,8 @@ class RunRecord:
 
 @dataclass
 class Summary:
+    """What the main job did: its hours, runs and the row counts after it (`run` prints it, cli/render.py)."""
+
     partitions: list[str]
     runs: list[RunRecord] = field(default_factory=list)
     bronze: dict[str, int] = field(default_factory=dict)
@@ -66,33 +68,6 @@ class Summary:
     @property
     def ok(self) -> bool:
         return all(r.success for r in self.runs) and not self.counts_error
-
-    def render(self) -> str:
-        lines = [f"arrival hours: {len(self.partitions)}"]
-        if self.partitions:
-            lines[0] += f" ({self.partitions[0]} .. {self.partitions[-1]})"
-        failed = [r for r in self.runs if not r.success]
-        lines.append(f"runs: {len(self.runs)} ({len(failed)} failed)")
-        by_job: dict[str, list[RunRecord]] = {}
-        for r in self.runs:
-            by_job.setdefault(r.job, []).append(r)
-        lines += [
-            f"  {job}: {len(rs)} run{'s' if len(rs) > 1 else ''}, {sum(r.seconds for r in rs):.1f}s"
-            for job, rs in by_job.items()
-        ]
-        lines += [f"  FAILED {r.job} [{r.partition}] run {r.run_id}{': ' + r.error if r.error else ''}" for r in failed]
-        if self.counts_error:
-            lines.append(f"row counts unavailable: {self.counts_error}")
-        width = max([len(n) for n in (*self.bronze, *self.marts)] + [10])
-        lines.append("")
-        lines.append(f"{'table'.ljust(width + 8)} {'rows':>12}")
-        lines += [f"{('bronze.' + n).ljust(width + 8)} {c:>12,}" for n, c in self.bronze.items()]
-        lines += [f"{('marts.' + n).ljust(width + 8)} {c:>12,}" for n, c in self.marts.items()]
-        return "\n".join(lines)
-
-
-def hour_key(hour: datetime) -> str:
-    return hour.strftime(HOUR_KEY_FORMAT)
 
 
 def _instance(settings: Settings) -> dg.DagsterInstance:
@@ -156,7 +131,7 @@ def hour_ranges(keys: Sequence[str], max_hours: int) -> list[list[str]]:
     """The distinct partition keys, sorted and cut into runs of consecutive hours of at most ``max_hours`` each."""
     from logistics_platform.lib.bronze.ingest import consecutive_ranges
 
-    hours = [datetime.strptime(k, HOUR_KEY_FORMAT) for k in keys]
+    hours = [parse_hour_key(k) for k in keys]
     return [[hour_key(h) for h in run] for run in consecutive_ranges(hours, max_hours)]
 
 
@@ -170,23 +145,6 @@ class Progress:
     elapsed_seconds: float  # of the ingest (the line rate's time base)
     stage: str = "ingest"
     stage_seconds: float = 0.0  # time in a later stage so far (the terminal's line counts it up)
-
-
-def render_progress(p: Progress, width: int = 30) -> str:
-    """One line: a bar over the hours, hours and lines done, the line rate and the ingest ETA (or the stage)."""
-    share = p.hours_done / p.hours_total if p.hours_total else 1.0
-    filled = round(share * width)
-    rate = p.lines / p.elapsed_seconds if p.elapsed_seconds > 0 else 0.0
-    if p.stage != "ingest":
-        tail = p.stage + (f" {p.stage_seconds:.0f}s" if p.stage_seconds >= 1 else "")
-    elif 0 < p.hours_done < p.hours_total:
-        tail = f"ETA {p.elapsed_seconds / p.hours_done * (p.hours_total - p.hours_done):.0f}s"
-    else:
-        tail = "ETA -" if p.hours_done == 0 else "ingested"
-    return (
-        f"[{'#' * filled}{'.' * (width - filled)}] {p.hours_done}/{p.hours_total} hours, {p.lines:,} lines, "
-        f"{rate:,.0f} lines/s, {tail}"
-    )
 
 
 def run_pipeline(

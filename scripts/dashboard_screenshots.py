@@ -14,10 +14,11 @@ import tempfile
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from logistics_platform.cli.render import render_summary
 from logistics_platform.generator import GeneratorConfig, generate
 from logistics_platform.lib.connections import load_catalog
 from logistics_platform.lib.maintenance.tags import tag_name
-from logistics_platform.lib.operate.landing_watch import hour_key
+from logistics_platform.lib.timekeys import hour_key
 from logistics_platform.lib.transform.project import MART_MODELS
 from logistics_platform.pipeline import run_pipeline
 from logistics_platform.settings import PROJECT_ROOT, local_settings
@@ -43,7 +44,7 @@ def main() -> int:
             print(f"running the pipeline over {keys[0]} .. {keys[-1]}", flush=True)
             summary = run_pipeline(settings, partitions=keys)
             if not summary.ok:
-                print(summary.render())
+                print(render_summary(summary))
                 return 1
             if step == 0:
                 catalog = load_catalog(settings)

@@ -6,8 +6,6 @@ import dagster as dg
 
 from logistics_platform.settings import Settings
 
-HOUR_KEY_FORMAT = "%Y-%m-%d-%H:%M"
-
 
 def arrival_hour_partitions(settings: Settings) -> dg.HourlyPartitionsDefinition:
     """One partition per UTC arrival hour, from ``PARTITIONS_START`` on."""

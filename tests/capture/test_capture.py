@@ -12,6 +12,7 @@ import dagster as dg
 import psycopg2
 import pytest
 
+from logistics_platform.cli.render import render_summary
 from logistics_platform.defs.capture import build_defs
 from logistics_platform.defs.capture.assets import CAPTURE_KEY, oltp_changes
 from logistics_platform.lib.capture.runner import run_capture
@@ -75,7 +76,7 @@ def test_capture_then_pipeline_equals_the_oltp_database(
         assert replay(events, table, KEYS[table]) == table_rows(conn, table, columns, KEYS[table]), table
 
     summary = run_pipeline(settings.with_overrides(oltp_dsn=None))
-    assert summary.ok, summary.render()
+    assert summary.ok, render_summary(summary)
     assert summary.bronze.get("quarantine", 0) == 0
 
     cols = TABLES["orders"]

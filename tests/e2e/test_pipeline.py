@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from logistics_platform.cli.render import render_progress, render_summary
 from logistics_platform.defs.constants import INGEST_JOB, TRANSFORM_JOB
 from logistics_platform.generator import GeneratorConfig, generate
 from logistics_platform.lib.transform.project import MART_MODELS
@@ -15,7 +16,6 @@ from logistics_platform.pipeline import (
     PipelineError,
     Progress,
     hour_ranges,
-    render_progress,
     run_pipeline,
 )
 from logistics_platform.settings import local_settings
@@ -24,7 +24,7 @@ from tests.conftest import EmbeddedRun
 
 def test_run_ingests_every_landed_hour_and_builds_every_mart(embedded_run: EmbeddedRun) -> None:
     summary, progress, bars = embedded_run.summary, embedded_run.log, embedded_run.progress
-    assert summary.ok, summary.render()
+    assert summary.ok, render_summary(summary)
     assert summary.partitions == ["2026-11-01-00:00", "2026-11-01-01:00", "2026-11-01-02:00"]
     jobs = [r.job for r in summary.runs]
     # ONE ranged ingest run over the consecutive hours, then ONE ranged transform run, then the rest.
@@ -35,7 +35,7 @@ def test_run_ingests_every_landed_hour_and_builds_every_mart(embedded_run: Embed
     assert len(progress) == 2 and all(line.endswith("ok") for line in progress)
     assert [(b.hours_done, b.stage) for b in bars] == [(0, "ingest"), (3, "ingest"), (3, "transforming")]
     assert bars[1].lines > summary.bronze["orders"] and bars[2].lines == bars[1].lines
-    rendered = summary.render()
+    rendered = render_summary(summary)
     assert "runs: 3 (0 failed)" in rendered and "marts.fct_orders" in rendered
 
 

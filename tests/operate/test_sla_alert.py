@@ -16,8 +16,9 @@ from logistics_platform.defs.constants import TRANSFORM_JOB
 from logistics_platform.defs.operate.alert_sensors import deliver_check_alerts
 from logistics_platform.lib.bronze.ingest import ingest_hour
 from logistics_platform.lib.operate.alerts import read_log
+from logistics_platform.lib.timekeys import hour_key
 from logistics_platform.lib.transform.operations import ANOMALY_CHECK, SLA_CHECK
-from logistics_platform.pipeline import QUIET, hour_key
+from logistics_platform.pipeline import QUIET
 from logistics_platform.settings import Settings, local_settings
 from tests.support.http import Webhook
 from tests.support.ops_world import build_ops_world

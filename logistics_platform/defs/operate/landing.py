@@ -9,7 +9,7 @@ import dagster as dg
 
 from logistics_platform.defs.constants import INGEST_JOB, TRIGGER_TAG
 from logistics_platform.defs.operate.common import ACTIVE_RUN_STATUSES, schedule_status, sensor_status
-from logistics_platform.defs.partitions import HOUR_KEY_FORMAT, arrival_hour_partitions
+from logistics_platform.defs.partitions import arrival_hour_partitions
 from logistics_platform.lib.operate.landing_watch import (
     combine_fingerprints,
     dump_cursor,
@@ -22,12 +22,13 @@ from logistics_platform.lib.operate.landing_watch import (
     scan_landing,
     stale_topics,
 )
+from logistics_platform.lib.timekeys import hour_key
 from logistics_platform.settings import Settings
 
 
 def _valid_hours(settings: Settings, hours: dict[str, str]) -> dict[str, str]:
     """Hours that are partitions (landed files older than PARTITIONS_START are not ingested)."""
-    start = arrival_hour_partitions(settings).start.strftime(HOUR_KEY_FORMAT)
+    start = hour_key(arrival_hour_partitions(settings).start)
     return {h: fp for h, fp in hours.items() if h >= start}
 
 

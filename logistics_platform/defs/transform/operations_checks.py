@@ -13,8 +13,8 @@ from typing import Any
 import dagster as dg
 from dagster_duckdb import DuckDBResource
 
-from logistics_platform.defs.partitions import HOUR_KEY_FORMAT
 from logistics_platform.lib.operate.landing_watch import run_partition_bounds
+from logistics_platform.lib.timekeys import parse_hour_key
 from logistics_platform.lib.transform import operations
 from logistics_platform.settings import Settings
 
@@ -27,7 +27,7 @@ def run_arrival_hours(tags: Mapping[str, str]) -> tuple[datetime | None, datetim
     bounds = run_partition_bounds(tags)
     if bounds is None:
         return None, None
-    return datetime.strptime(bounds[0], HOUR_KEY_FORMAT), datetime.strptime(bounds[1], HOUR_KEY_FORMAT)
+    return parse_hour_key(bounds[0]), parse_hour_key(bounds[1])
 
 
 def _scope(first: datetime | None, last: datetime | None) -> str:

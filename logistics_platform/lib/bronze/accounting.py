@@ -17,8 +17,9 @@ from datetime import datetime
 from pyiceberg.exceptions import NoSuchTableError
 
 from logistics_platform.lib.bronze import schema as bs
-from logistics_platform.lib.bronze.landing import hour_start, list_hour_files, scan_file
+from logistics_platform.lib.bronze.landing import list_hour_files, scan_file
 from logistics_platform.lib.connections import connect, load_catalog
+from logistics_platform.lib.timekeys import hour_start
 from logistics_platform.settings import Settings
 
 

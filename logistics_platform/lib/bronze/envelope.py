@@ -48,6 +48,7 @@ from logistics_platform.lib.bronze.schema import (
     TopicSpec,
     metadata_columns,
 )
+from logistics_platform.lib.timekeys import epoch_micros
 
 # Column kinds: how a JSON value becomes a column value.
 K_STRING, K_LONG, K_DOUBLE, K_BOOL, K_DECIMAL, K_TIMESTAMP, K_TEXT_OR_JSON = (
@@ -141,8 +142,7 @@ def parse_timestamp_micros(value: Any) -> int:
             dt = datetime.fromisoformat(value)
         except ValueError:
             raise _BadValue(f"{value!r} is not an ISO-8601 timestamp") from None
-        d = dt - (_EPOCH_NAIVE if dt.tzinfo is None else _EPOCH_AWARE)
-        return (d.days * 86400 + d.seconds) * 1_000_000 + d.microseconds
+        return epoch_micros(dt)
     if t is int:
         if -_I64 <= value < _I64:
             return value
@@ -359,6 +359,7 @@ class LineParser:
                     except ValueError:
                         pass
                     else:
+                        # timekeys.epoch_micros inline: this runs once per timestamp value of every line.
                         d = dt - (_EPOCH_NAIVE if dt.tzinfo is None else _EPOCH_AWARE)
                         append((d.days * 86400 + d.seconds) * 1_000_000 + d.microseconds)
                         continue

@@ -13,10 +13,11 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
-HOUR_KEY_FORMAT = "%Y-%m-%d-%H:%M"
+from logistics_platform.lib.timekeys import hour_key, hour_start, parse_hour_key
+
 CURSOR_VERSION = 1
 # The cursor keeps the hours of the last LOOKBACK_DAYS before the newest landed hour. A Kafka Connect sink
 # uploads a delayed file within minutes to hours, never weeks, so older hours are settled; forgetting them
@@ -25,15 +26,6 @@ CURSOR_VERSION = 1
 LOOKBACK_DAYS = 7
 _DT = re.compile(r"^dt=(\d{4}-\d{2}-\d{2})$")
 _HR = re.compile(r"^hr=([01]\d|2[0-3])$")
-
-
-def hour_key(hour: datetime) -> str:
-    """Dagster partition key of an arrival hour (UTC)."""
-    return hour.strftime(HOUR_KEY_FORMAT)
-
-
-def parse_hour_key(key: str) -> datetime:
-    return datetime.strptime(key, HOUR_KEY_FORMAT).replace(tzinfo=UTC)
 
 
 def combine_fingerprints(topic_fingerprints: Mapping[str, str]) -> str:
@@ -112,7 +104,7 @@ def plan_ingest_requests(
 
 def hours_to_reconcile(scheduled_time: datetime, count: int = 2) -> list[str]:
     """The hour that just closed and the ``count - 1`` before it, for a tick at ``scheduled_time``."""
-    top = scheduled_time.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+    top = hour_start(scheduled_time)
     return [hour_key(top - timedelta(hours=i)) for i in range(count, 0, -1)]
 
 
@@ -142,7 +134,7 @@ def scan_landing(
     root = Path(landing_dir) / TOPICS_DIR
     if not root.is_dir():
         return {}
-    wanted = {parse_hour_key(h).replace(tzinfo=None) for h in hours} if hours is not None else None
+    wanted = {parse_hour_key(h) for h in hours} if hours is not None else None
     folders: list[tuple[str, str, str]] = []  # (topic, day, hh)
     for topic_dir in root.iterdir():
         if topic_dir.name not in TOPIC_BY_NAME or not topic_dir.is_dir():

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from logistics_platform.lib.operate.landing_watch import hour_key, parse_hour_key
+from logistics_platform.lib.timekeys import hour_key, parse_hour_key
 from logistics_platform.settings import Settings
 
 INGEST_LOG_IDENTIFIER = "bronze.ingest_log"
@@ -51,7 +51,7 @@ def read_ingest_log(settings: Settings, hours: Iterable[str] | None = None) -> d
     if wanted is not None and len(wanted) <= 48:
         from pyiceberg.expressions import In
 
-        scan = table.scan(row_filter=In("arrival_hour", [parse_hour_key(h).replace(tzinfo=None) for h in wanted]))
+        scan = table.scan(row_filter=In("arrival_hour", [parse_hour_key(h) for h in wanted]))
     out: dict[tuple[str, str], IngestLogEntry] = {}
     for row in scan.to_arrow().to_pylist():
         hk = hour_key(row["arrival_hour"])
@@ -139,7 +139,7 @@ def compare(
             elif entry.fingerprint != fp:
                 report.stale[topic] = "changed"
                 known = {p for p, _ in entry.files}
-                arrival = parse_hour_key(hour).replace(tzinfo=None)
+                arrival = parse_hour_key(hour)
                 report.new_files += [
                     f.relpath for f in list_hour_files(landing_dir, topic, arrival) if f.relpath not in known
                 ]
@@ -193,7 +193,7 @@ def backlog(
         if not report.stale:
             continue
         pending.append(report.hour)
-        arrival = parse_hour_key(report.hour).replace(tzinfo=None)
+        arrival = parse_hour_key(report.hour)
         for topic, why in report.stale.items():
             known = {p for p, _ in ingested[(topic, report.hour)].files} if why == "changed" else set()
             for f in list_hour_files(landing_dir, topic, arrival):
