@@ -94,7 +94,12 @@ def heatmap(
     if (cells["deliveries"] > 0).any():
         share = alt.Scale(domain=[0, rule.late_share_max, 1], range=SHARE_COLOURS, clamp=True, interpolate="rgb")
         colour = alt.Color("late_share:Q", title="late share", scale=share, legend=alt.Legend(format="%", orient="top"))
-        judged = alt.condition(alt.datum.deliveries >= rule.min_deliveries, alt.value(1.0), alt.value(FADED))
+        # Judged: enough deliveries in a window that has ended; anything else is drawn faded.
+        judged = alt.condition(
+            (alt.datum.deliveries >= rule.min_deliveries) & (alt.datum.status != sla.OPEN),
+            alt.value(1.0),
+            alt.value(FADED),
+        )
         layers.append(rects().mark_rect(stroke="white", strokeWidth=0.5).encode(color=colour, opacity=judged))
     if sla.OPEN in present:
         layers.append(rects(sla.OPEN).mark_rect(filled=False, stroke=NOW_COLOUR, strokeWidth=1.5, strokeDash=OPEN_DASH))

@@ -79,9 +79,9 @@ st.subheader("Late share per region and window")
 regions = sorted(frame["region"].unique())
 st.altair_chart(sla_charts.heatmap(cells, rule, regions, first, last, now), width="stretch")
 st.caption(
-    f"Colour: late share. Faded: fewer than {rule.min_deliveries} deliveries (not judged). Grey: open overdue "
-    "orders but no delivery. Outlined in red with `!`: breached. Dashed: the window filling now; dotted: the open "
-    "hour's windows to come (its hour is shaded). Hover a cell for its counts."
+    f"Colour: late share. Faded: not judged (fewer than {rule.min_deliveries} deliveries, or still open). Grey: "
+    "open overdue orders but no delivery. Outlined in red with `!`: breached. Shaded: the open hour; the black rule "
+    "is now, the dashed cells the window filling now, the dotted ones the windows to come. Hover a cell for its counts."
 )
 
 st.subheader("Deliveries per window, all regions")
