@@ -100,6 +100,8 @@ def heatmap(
             alt.value(1.0),
             alt.value(FADED),
         )
+        # On white first: a faded cell then looks the same inside the shaded open hour as outside it.
+        layers.append(rects().mark_rect(color="white"))
         layers.append(rects().mark_rect(stroke="white", strokeWidth=0.5).encode(color=colour, opacity=judged))
     if sla.OPEN in present:
         layers.append(rects(sla.OPEN).mark_rect(filled=False, stroke=NOW_COLOUR, strokeWidth=1.5, strokeDash=OPEN_DASH))
