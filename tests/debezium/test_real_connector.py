@@ -42,7 +42,7 @@ PRECISE_JSON = ConverterConfig("precise", "json", schemas_enable=False)
 PRECISE_JSON_SCHEMAS = ConverterConfig("precise", "json", schemas_enable=True)
 PRECISE_AVRO = ConverterConfig("precise", "avro")
 CONFIGS = (STRING_JSON, STRING_JSON_SCHEMAS, PRECISE_JSON, PRECISE_JSON_SCHEMAS, PRECISE_AVRO)
-GAP = "#27: Connect Decimal/Avro not decoded yet"
+GAP = "#27: Avro landing files not read yet"
 
 
 @dataclass
@@ -168,9 +168,8 @@ def platform(
     [
         STRING_JSON,
         STRING_JSON_SCHEMAS,
-        # Quarantined today: invalid_value:total_amount (orders), invalid_value:amount (payments).
-        pytest.param(PRECISE_JSON, marks=pytest.mark.xfail(strict=True, raises=AssertionError, reason=GAP)),
-        pytest.param(PRECISE_JSON_SCHEMAS, marks=pytest.mark.xfail(strict=True, raises=AssertionError, reason=GAP)),
+        PRECISE_JSON,
+        PRECISE_JSON_SCHEMAS,
         # .avro files are not landing files today: `run` finds no arrival hour to ingest.
         pytest.param(PRECISE_AVRO, marks=pytest.mark.xfail(strict=True, raises=PipelineError, reason=GAP)),
     ],
