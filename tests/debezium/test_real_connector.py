@@ -2,7 +2,7 @@
 sink writes it, through the whole platform, against the PostgreSQL tables it captured.
 
 One cluster and one engine process for the module (tests/support/debezium.py); each converter config is then
-landed and run through the pipeline on its own. Configs the platform cannot decode yet are strict xfails: they run,
+landed and run through the pipeline on its own. Configs the platform cannot read yet (Avro) are strict xfails: they run,
 show the gap, and fail the suite as soon as the decoder lands, so their mark must then go.
 """
 
@@ -190,7 +190,6 @@ def test_fct_orders_equals_the_oltp_orders(
     assert got == world.tables["orders"]
 
 
-@pytest.mark.xfail(strict=True, reason="#27: an unchanged TOASTed column is taken as its placeholder value")
 def test_an_unchanged_toasted_column_keeps_its_value(
     world: World, platform: Callable[[ConverterConfig], PlatformRun]
 ) -> None:
