@@ -115,6 +115,13 @@ class Settings:
     duckdb_memory_limit: str = setting(
         "DUCKDB_MEMORY_LIMIT", "8GB", "DuckDB memory limit of dbt's `prod` target (DuckDB's syntax).", text, dbt=True
     )
+    debezium_decimal_handling_mode: str = setting(
+        "DEBEZIUM_DECIMAL_HANDLING_MODE",
+        "precise",
+        "The connector's `decimal.handling.mode`: `precise` (base64 Connect Decimal), `string` or `double`; "
+        "decimal strings and JSON numbers are read in every mode.",
+        choice("precise", "string", "double"),
+    )
     ingest_batch_rows: int = setting(
         "INGEST_BATCH_ROWS", "200000", "Rows per Arrow batch / data file written by the bronze ingest.", count
     )

@@ -162,7 +162,8 @@ def test_missing_key():
     [
         ("total_amount", "abc"),
         ("total_amount", "1.234"),  # more than 2 decimal places
-        ("total_amount", "1e20"),  # does not fit DECIMAL(12,2)
+        ("total_amount", "10000000000.00"),  # does not fit DECIMAL(12,2)
+        ("total_amount", "AQAAAAAAAA=="),  # a Connect Decimal that does not fit DECIMAL(12,2)
         ("total_amount", "NaN"),
         ("total_amount", True),
         ("delivery_fee", [1]),

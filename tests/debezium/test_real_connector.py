@@ -2,7 +2,7 @@
 sink writes it, through the whole platform, against the PostgreSQL tables it captured.
 
 One cluster and one engine process for the module (tests/support/debezium.py); each converter config is then
-landed and run through the pipeline on its own. Configs the platform cannot decode yet are strict xfails: they run,
+landed and run through the pipeline on its own. Configs the platform cannot read yet (Avro) are strict xfails: they run,
 show the gap, and fail the suite as soon as the decoder lands, so their mark must then go.
 """
 
@@ -42,7 +42,7 @@ PRECISE_JSON = ConverterConfig("precise", "json", schemas_enable=False)
 PRECISE_JSON_SCHEMAS = ConverterConfig("precise", "json", schemas_enable=True)
 PRECISE_AVRO = ConverterConfig("precise", "avro")
 CONFIGS = (STRING_JSON, STRING_JSON_SCHEMAS, PRECISE_JSON, PRECISE_JSON_SCHEMAS, PRECISE_AVRO)
-GAP = "#27: Connect Decimal/Avro not decoded yet"
+GAP = "#27: Avro landing files not read yet"
 
 
 @dataclass
@@ -168,9 +168,8 @@ def platform(
     [
         STRING_JSON,
         STRING_JSON_SCHEMAS,
-        # Quarantined today: invalid_value:total_amount (orders), invalid_value:amount (payments).
-        pytest.param(PRECISE_JSON, marks=pytest.mark.xfail(strict=True, raises=AssertionError, reason=GAP)),
-        pytest.param(PRECISE_JSON_SCHEMAS, marks=pytest.mark.xfail(strict=True, raises=AssertionError, reason=GAP)),
+        PRECISE_JSON,
+        PRECISE_JSON_SCHEMAS,
         # .avro files are not landing files today: `run` finds no arrival hour to ingest.
         pytest.param(PRECISE_AVRO, marks=pytest.mark.xfail(strict=True, raises=PipelineError, reason=GAP)),
     ],
@@ -191,7 +190,6 @@ def test_fct_orders_equals_the_oltp_orders(
     assert got == world.tables["orders"]
 
 
-@pytest.mark.xfail(strict=True, reason="#27: an unchanged TOASTed column is taken as its placeholder value")
 def test_an_unchanged_toasted_column_keeps_its_value(
     world: World, platform: Callable[[ConverterConfig], PlatformRun]
 ) -> None:
