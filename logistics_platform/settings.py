@@ -95,6 +95,13 @@ SETTINGS_DOC: dict[str, tuple[str, str]] = {
     "DASHBOARD_PORT": ("8501", "Port of the operations dashboard (`make dashboard`), served on 127.0.0.1."),
 }
 
+# Read by Dagster itself in every Dagster process (webserver, daemon, code server, runs); the prod deployment files
+# set it, and `run` sets it for its runs when its instance stores events on PostgreSQL (a no-op on SQLite).
+SETTINGS_DOC["DAGSTER_EVENT_BATCH_SIZE"] = (
+    "1000",
+    "Dagster writes up to this many asset events of one step in one statement on PostgreSQL storage (0 = one by one).",
+)
+
 
 class SettingsError(ValueError):
     """A configuration value is invalid; the message names the variable and what it accepts."""
@@ -145,6 +152,8 @@ class Settings:
     # Read by Dagster itself too; here only to know whether a persistent instance is configured.
     dagster_home: Path | None = None
     dashboard_port: int = 8501
+    # Dagster's event batching on PostgreSQL instance storage (see SETTINGS_DOC).
+    dagster_event_batch_size: int = 1000
 
     @property
     def duckdb_database(self) -> str:
@@ -283,6 +292,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         ingest_max_hours_per_run=max(1, int(_number(env, "INGEST_MAX_HOURS_PER_RUN", d.ingest_max_hours_per_run, int))),
         dagster_home=_path(env["DAGSTER_HOME"], cwd) if env.get("DAGSTER_HOME") else None,
         dashboard_port=_port(env, "DASHBOARD_PORT", d.dashboard_port),
+        dagster_event_batch_size=int(_number(env, "DAGSTER_EVENT_BATCH_SIZE", d.dagster_event_batch_size, int)),
     )
 
 
