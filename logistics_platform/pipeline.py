@@ -11,9 +11,10 @@ history exactly like runs launched there.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -42,6 +43,8 @@ UNPARTITIONED_JOB = "run_downstream_unpartitioned"
 # database on its own command (`logistics-platform capture`) and lands files that `run` then ingests.
 EXCLUDED_GROUPS = (MAINTENANCE_GROUP, LANDING_GROUP, CAPTURE_GROUP)
 
+# Read by Dagster itself (see batched_events).
+EVENT_BATCH_VARIABLE = "DAGSTER_EVENT_BATCH_SIZE"
 # Left-out hours and folders the summary lists one by one (the rest are counted).
 SKIPPED_SHOWN = 20
 
@@ -112,14 +115,31 @@ def _instance(settings: Settings) -> dg.DagsterInstance:
     # instead would also swallow a broken dagster.yaml.
     if settings.dagster_home is None:
         return dg.DagsterInstance.ephemeral()
-    instance = dg.DagsterInstance.get()
+    return dg.DagsterInstance.get()
+
+
+@contextlib.contextmanager
+def batched_events(instance: dg.DagsterInstance, settings: Settings) -> Iterator[None]:
+    """On a PostgreSQL instance, ``DAGSTER_EVENT_BATCH_SIZE`` from the settings for the runs inside (then restored).
+
+    Dagster reads the variable whenever a run is created or a step reports events: with it, a run's planned events
+    and a step's materializations go to PostgreSQL in one statement each instead of one per event. On SQLite
+    storage nothing batches, so the variable is left alone.
+    """
     from dagster_postgres import PostgresEventLogStorage
 
-    if isinstance(instance.event_log_storage, PostgresEventLogStorage):
-        # Dagster reads it from the environment whenever a step reports events: with it, a step's materializations
-        # and a run's planned events go to PostgreSQL in one statement each rather than one per event.
-        os.environ["DAGSTER_EVENT_BATCH_SIZE"] = str(settings.dagster_event_batch_size)
-    return instance
+    if not isinstance(instance.event_log_storage, PostgresEventLogStorage):
+        yield
+        return
+    saved = os.environ.get(EVENT_BATCH_VARIABLE)
+    os.environ[EVENT_BATCH_VARIABLE] = str(settings.dagster_event_batch_size)
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop(EVENT_BATCH_VARIABLE, None)
+        else:
+            os.environ[EVENT_BATCH_VARIABLE] = saved
 
 
 def landed_partitions(settings: Settings, now: datetime) -> tuple[list[str], dict[str, str]]:
@@ -247,12 +267,13 @@ def run_pipeline(
     def execute(job_name: str, label: str, **kwargs: object) -> dg.ExecuteInProcessResult:
         job = defs.resolve_job_def(job_name)
         began = time.monotonic()
-        result = job.execute_in_process(
-            run_config={} if verbose else QUIET,
-            instance=instance,
-            raise_on_error=False,
-            **kwargs,  # type: ignore[arg-type]
-        )
+        with batched_events(instance, settings):
+            result = job.execute_in_process(
+                run_config={} if verbose else QUIET,
+                instance=instance,
+                raise_on_error=False,
+                **kwargs,  # type: ignore[arg-type]
+            )
         summary.runs.append(
             RunRecord(job_name, label, result.run_id, result.success, _failure(result), time.monotonic() - began)
         )
