@@ -278,6 +278,15 @@ class Settings:
     dashboard_port: int = setting(
         "DASHBOARD_PORT", "8501", "Port of the operations dashboard (`make dashboard`), served on 127.0.0.1.", port
     )
+    # Read by Dagster itself in every Dagster process (webserver, daemon, code server, runs); the prod deployment
+    # files set it, and `run` sets it for its runs when its instance stores events on PostgreSQL (a no-op on SQLite).
+    dagster_event_batch_size: int = setting(
+        "DAGSTER_EVENT_BATCH_SIZE",
+        "1000",
+        "Dagster writes up to this many asset events of one step in one statement on PostgreSQL storage "
+        "(0 = one by one).",
+        count,
+    )
 
     @property
     def duckdb_database(self) -> str:

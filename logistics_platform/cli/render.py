@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from logistics_platform.pipeline import SKIPPED_SHOWN
+
 if TYPE_CHECKING:
     from logistics_platform.pipeline import Progress, RunRecord, Summary
 
@@ -30,6 +32,12 @@ def render_summary(summary: Summary) -> str:
     lines = [f"arrival hours: {len(summary.partitions)}"]
     if summary.partitions:
         lines[0] += f" ({summary.partitions[0]} .. {summary.partitions[-1]})"
+    if summary.skipped:
+        lines.append(f"left out: {len(summary.skipped)} (not ingested)")
+        shown = list(summary.skipped.items())[:SKIPPED_SHOWN]
+        lines += [f"  {what}: {why}" for what, why in shown]
+        if len(summary.skipped) > len(shown):
+            lines.append(f"  ... and {len(summary.skipped) - len(shown)} more")
     failed = [r for r in summary.runs if not r.success]
     lines.append(f"runs: {len(summary.runs)} ({len(failed)} failed)")
     by_job: dict[str, list[RunRecord]] = {}

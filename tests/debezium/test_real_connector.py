@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from logistics_platform.cli.render import render_summary
 from logistics_platform.defs.partitions import arrival_hour_partitions
 from logistics_platform.lib.capture.schema import KEYS, TABLES
 from logistics_platform.lib.connections import connect
@@ -180,7 +181,7 @@ def test_fct_orders_equals_the_oltp_orders(
 ) -> None:
     run = platform(config)
     assert run.quarantine == {}, run.quarantine
-    assert run.summary.ok, run.summary.render()
+    assert run.summary.ok, render_summary(run.summary)
     duck = connect(run.settings.duckdb_path, read_only=True)
     try:
         cols = ", ".join(TABLES["orders"])

@@ -3,7 +3,7 @@
 The decisions live in :mod:`logistics_platform.lib.operate.landing_watch`.
 """
 
-from datetime import UTC
+from datetime import UTC, datetime
 
 import dagster as dg
 
@@ -17,6 +17,7 @@ from logistics_platform.lib.operate.landing_watch import (
     hours_to_reconcile,
     ingest_run_key,
     load_cursor,
+    partition_hours,
     plan_ingest_requests,
     run_covers_hour,
     scan_landing,
@@ -27,9 +28,11 @@ from logistics_platform.settings import Settings
 
 
 def _valid_hours(settings: Settings, hours: dict[str, str]) -> dict[str, str]:
-    """Hours that are partitions (landed files older than PARTITIONS_START are not ingested)."""
+    """Hours that are partitions now: from PARTITIONS_START through the hour in progress (its files are ingested as
+    they land); landed files before PARTITIONS_START are not ingested, an hour folder ahead of the clock not yet."""
     start = hour_key(arrival_hour_partitions(settings).start)
-    return {h: fp for h, fp in hours.items() if h >= start}
+    taken, _ = partition_hours(hours, start, datetime.now(UTC))
+    return {h: hours[h] for h in taken}
 
 
 def build_landing_sensor(settings: Settings) -> dg.SensorDefinition:
@@ -41,8 +44,9 @@ def build_landing_sensor(settings: Settings) -> dg.SensorDefinition:
         minimum_interval_seconds=60,
         default_status=sensor_status(settings),
         description=(
-            "Requests an ingest of an arrival hour when its files appear in LANDING_DIR, and again when its "
-            "file set changes (delayed upload). Cursor: hour -> fingerprint of the last requested file set."
+            "Requests an ingest of an arrival hour when its files appear in LANDING_DIR, the hour in progress "
+            "included, and again when its file set changes (a new file in the open hour, a delayed upload). "
+            "Cursor: hour -> fingerprint of the last requested file set."
         ),
     )
     def landing_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:

@@ -170,6 +170,60 @@ def hour_fingerprints(scan: Mapping[str, Mapping[str, str]]) -> dict[str, str]:
     return {hour: combine_fingerprints(topics) for hour, topics in scan.items()}
 
 
+def partition_hours(hours: Iterable[str], first: str, now: datetime) -> tuple[list[str], dict[str, str]]:
+    """(the hour keys that are arrival-hour partitions at ``now``, sorted; hour key -> why not, for the others).
+
+    The partitions run from ``first`` (PARTITIONS_START) through the hour in progress, which a live sink is still
+    writing: it is ingested as its files land. An hour folder ahead of it is not one yet.
+    """
+    open_hour = hour_key(now)
+    taken: list[str] = []
+    skipped: dict[str, str] = {}
+    for hour in sorted(set(hours)):
+        if hour < first:
+            skipped[hour] = f"before PARTITIONS_START={first}"
+        elif hour > open_hour:
+            skipped[hour] = f"after the hour in progress ({open_hour}): the sink's clock is ahead of this host's"
+        else:
+            taken.append(hour)
+    return taken, skipped
+
+
+def malformed_folders(landing_dir: Path) -> dict[str, str]:
+    """Folder (relative to ``landing_dir``) -> why it is not an arrival hour, under the known topics' folders.
+
+    The ingest reads only ``dt=YYYY-MM-DD/hr=HH`` folders: what else lands there is reported, never read. Names
+    starting with ``.``, ``_`` or ``+`` are a sink's temporary folders and pass unreported.
+    """
+    from logistics_platform.lib.bronze.landing import TOPICS_DIR
+    from logistics_platform.lib.bronze.schema import TOPIC_BY_NAME
+
+    root = Path(landing_dir) / TOPICS_DIR
+    out: dict[str, str] = {}
+
+    def folders(parent: Path) -> list[Path]:
+        return sorted(p for p in parent.iterdir() if p.is_dir() and not p.name.startswith((".", "_", "+")))
+
+    for topic in TOPIC_BY_NAME:
+        if not (root / topic).is_dir():
+            continue
+        for day in folders(root / topic):
+            where = str(day.relative_to(landing_dir))
+            m = _DT.match(day.name)
+            if not m:
+                out[where] = "not a dt=YYYY-MM-DD folder"
+                continue
+            try:
+                datetime.strptime(m[1], "%Y-%m-%d")
+            except ValueError:
+                out[where] = f"{m[1]} is not a date"
+                continue
+            for hour in folders(day):
+                if not _HR.match(hour.name):
+                    out[str(hour.relative_to(landing_dir))] = "not an hr=00..23 folder"
+    return out
+
+
 # Dagster's tags on a run of a partition range (a backfill or `run` taking several hours in one run).
 RANGE_START_TAG = "dagster/asset_partition_range_start"
 RANGE_END_TAG = "dagster/asset_partition_range_end"
