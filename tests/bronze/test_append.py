@@ -23,6 +23,7 @@ from logistics_platform.defs.constants import INGEST_LOG_KEY
 from logistics_platform.lib.bronze import schema as bs
 from logistics_platform.lib.bronze.accounting import SCOPE_INCREMENT, account_hour, account_ingest
 from logistics_platform.lib.bronze.commit import HourMovedError
+from logistics_platform.lib.bronze.errors import is_transient
 from logistics_platform.lib.bronze.ingest import ingest_hour, ingest_hours
 from logistics_platform.lib.bronze.reports import PROP_APPENDED_FILES, PROP_MODE
 from logistics_platform.lib.connections import connect, load_catalog
@@ -287,8 +288,9 @@ def test_a_concurrent_ingest_of_the_hour_stops_the_stale_append(tmp_path: Path) 
             # Another run ingests the same hour after this one planned its append, before it commits.
             ingest_hour(settings, hour, replace=True)
 
-    with pytest.raises(HourMovedError, match="changed by another writer"):
+    with pytest.raises(HourMovedError, match="changed by another writer") as stopped:
         ingest_hour(settings, hour, before_commit=other_writer)
+    assert is_transient(stopped.value)  # the run's retry policy plans the hour again
     assert ingest_hour(settings, hour).mode == "unchanged"
     assert_same_bronze(settings, single_ingest(settings, tmp_path, [hour]))
 
