@@ -41,6 +41,7 @@ from logistics_platform.lib.bronze.landing import list_arrival_hours
 from logistics_platform.lib.connections import load_catalog
 from logistics_platform.lib.maintenance import list_iceberg_tables, maintain_catalog
 from logistics_platform.lib.maintenance.options import MaintenanceOptions
+from logistics_platform.lib.transform.arrival_window import ArrivalWindow
 from logistics_platform.lib.transform.project import (
     DbtRun,
     dbt_project,
@@ -220,10 +221,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def timed_dagster_run(settings: Settings, hour: datetime) -> float:
-    """Seconds of ``dagster.materialize`` of the dbt assets for one arrival-hour partition (tests included)."""
+    """Seconds of ``dagster.materialize`` of the dbt assets for one arrival hour (in its day, tests included)."""
     assets = build_dbt_assets(settings)
     started = time.perf_counter()
-    result = dg.materialize([assets], resources=build_resources(settings), partition_key=f"{hour:%Y-%m-%d-%H:%M}")
+    result = dg.materialize([assets], resources=build_resources(settings), tags=ArrivalWindow(hour, hour).run_tags())
     seconds = time.perf_counter() - started
     if not result.success:
         raise SystemExit("the Dagster run of the dbt assets failed; see its log above")

@@ -1,7 +1,9 @@
 """The main job behind `logistics-platform run`: every landed hour through Dagster, then everything downstream.
 
-Landed hours are ingested in ranges of consecutive hours (one Dagster run and one Iceberg commit per table
-each), then the transform job builds the whole range once.
+Landed hours, the one in progress included, are ingested in ranges of consecutive hours (one Dagster run and one
+Iceberg commit per table each), then the transform job builds the window of them once (one run over their days).
+A landed hour that is not a partition (before PARTITIONS_START, ahead of the clock) or a folder that is not an
+arrival hour is left out and reported in the summary; the rest runs.
 
 Runs go through Dagster jobs on the configured instance (``$DAGSTER_HOME``), so they show in the UI's run
 history exactly like runs launched there.
@@ -9,10 +11,12 @@ history exactly like runs launched there.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 
 import dagster as dg
 
@@ -26,8 +30,10 @@ from logistics_platform.defs.constants import (
     TRANSFORM_GROUPS,
     TRANSFORM_JOB,
 )
-from logistics_platform.defs.partitions import HOUR_KEY_FORMAT, arrival_hour_partitions
+from logistics_platform.defs.partitions import arrival_hour_partitions
 from logistics_platform.lib.operate.landing_watch import RANGE_END_TAG, RANGE_START_TAG
+from logistics_platform.lib.timekeys import hour_key, parse_hour_key
+from logistics_platform.lib.transform.arrival_window import ArrivalWindow
 from logistics_platform.settings import Settings
 
 # The hourly jobs are the operate domain's (the same the sensors, schedules and UI backfills launch); only the
@@ -36,6 +42,11 @@ UNPARTITIONED_JOB = "run_downstream_unpartitioned"
 # Groups that `run` does not execute: maintenance is nightly, landing assets are external, capture reads the OLTP
 # database on its own command (`logistics-platform capture`) and lands files that `run` then ingests.
 EXCLUDED_GROUPS = (MAINTENANCE_GROUP, LANDING_GROUP, CAPTURE_GROUP)
+
+# Read by Dagster itself (see batched_events).
+EVENT_BATCH_VARIABLE = "DAGSTER_EVENT_BATCH_SIZE"
+# Left-out hours and folders the summary lists one by one (the rest are counted).
+SKIPPED_SHOWN = 20
 
 # Step-level events go to the run's event log (the UI shows them); the terminal gets warnings and our progress.
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
@@ -57,42 +68,18 @@ class RunRecord:
 
 @dataclass
 class Summary:
+    """What the main job did: its hours, runs and the row counts after it (`run` prints it, cli/render.py)."""
+
     partitions: list[str]
     runs: list[RunRecord] = field(default_factory=list)
     bronze: dict[str, int] = field(default_factory=dict)
     marts: dict[str, int] = field(default_factory=dict)
     counts_error: str = ""  # why the row counts could not be read (the summary is printed anyway)
+    skipped: dict[str, str] = field(default_factory=dict)  # landed hour or folder left out -> why
 
     @property
     def ok(self) -> bool:
         return all(r.success for r in self.runs) and not self.counts_error
-
-    def render(self) -> str:
-        lines = [f"arrival hours: {len(self.partitions)}"]
-        if self.partitions:
-            lines[0] += f" ({self.partitions[0]} .. {self.partitions[-1]})"
-        failed = [r for r in self.runs if not r.success]
-        lines.append(f"runs: {len(self.runs)} ({len(failed)} failed)")
-        by_job: dict[str, list[RunRecord]] = {}
-        for r in self.runs:
-            by_job.setdefault(r.job, []).append(r)
-        lines += [
-            f"  {job}: {len(rs)} run{'s' if len(rs) > 1 else ''}, {sum(r.seconds for r in rs):.1f}s"
-            for job, rs in by_job.items()
-        ]
-        lines += [f"  FAILED {r.job} [{r.partition}] run {r.run_id}{': ' + r.error if r.error else ''}" for r in failed]
-        if self.counts_error:
-            lines.append(f"row counts unavailable: {self.counts_error}")
-        width = max([len(n) for n in (*self.bronze, *self.marts)] + [10])
-        lines.append("")
-        lines.append(f"{'table'.ljust(width + 8)} {'rows':>12}")
-        lines += [f"{('bronze.' + n).ljust(width + 8)} {c:>12,}" for n, c in self.bronze.items()]
-        lines += [f"{('marts.' + n).ljust(width + 8)} {c:>12,}" for n, c in self.marts.items()]
-        return "\n".join(lines)
-
-
-def hour_key(hour: datetime) -> str:
-    return hour.strftime(HOUR_KEY_FORMAT)
 
 
 def _instance(settings: Settings) -> dg.DagsterInstance:
@@ -104,21 +91,54 @@ def _instance(settings: Settings) -> dg.DagsterInstance:
     return dg.DagsterInstance.get()
 
 
-def resolve_partitions(settings: Settings, requested: Sequence[str] | None) -> list[str]:
-    """The partition keys to ingest: the requested ones (validated), or every landed arrival hour in order."""
-    from logistics_platform.lib.bronze.landing import list_arrival_hours
+@contextlib.contextmanager
+def batched_events(instance: dg.DagsterInstance, settings: Settings) -> Iterator[None]:
+    """On a PostgreSQL instance, ``DAGSTER_EVENT_BATCH_SIZE`` from the settings for the runs inside (then restored).
 
-    partitions_def = arrival_hour_partitions(settings)
-    if requested is None:
-        if not settings.landing_dir.exists():
-            raise PipelineError(
-                f"landing zone {settings.landing_dir} does not exist: run `logistics-platform generate` "
-                "or set LANDING_DIR"
-            )
-        requested = [hour_key(h) for h in list_arrival_hours(settings.landing_dir)]
-        if not requested:
-            raise PipelineError(f"no arrival hours under {settings.landing_dir}/topics: nothing to ingest")
-    valid = set(partitions_def.get_partition_keys())
+    Dagster reads the variable whenever a run is created or a step reports events: with it, a run's planned events
+    and a step's materializations go to PostgreSQL in one statement each instead of one per event. On SQLite
+    storage nothing batches, so the variable is left alone.
+    """
+    from dagster_postgres import PostgresEventLogStorage
+
+    if not isinstance(instance.event_log_storage, PostgresEventLogStorage):
+        yield
+        return
+    saved = os.environ.get(EVENT_BATCH_VARIABLE)
+    os.environ[EVENT_BATCH_VARIABLE] = str(settings.dagster_event_batch_size)
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop(EVENT_BATCH_VARIABLE, None)
+        else:
+            os.environ[EVENT_BATCH_VARIABLE] = saved
+
+
+def landed_partitions(settings: Settings, now: datetime) -> tuple[list[str], dict[str, str]]:
+    """Every landed arrival hour that is a partition at ``now``, the open one included; what was left out, and why."""
+    from logistics_platform.lib.bronze.landing import list_arrival_hours
+    from logistics_platform.lib.operate.landing_watch import malformed_folders, partition_hours
+
+    if not settings.landing_dir.exists():
+        raise PipelineError(
+            f"landing zone {settings.landing_dir} does not exist: run `logistics-platform generate` or set LANDING_DIR"
+        )
+    landed = [hour_key(h) for h in list_arrival_hours(settings.landing_dir)]
+    keys, skipped = partition_hours(landed, settings.partitions_start, now)
+    skipped.update(malformed_folders(settings.landing_dir))
+    if not keys:
+        reasons = "; ".join(f"{what}: {why}" for what, why in list(skipped.items())[:SKIPPED_SHOWN])
+        raise PipelineError(
+            f"no arrival hours under {settings.landing_dir}/topics to ingest"
+            + (f" (left out: {reasons})" if reasons else "")
+        )
+    return keys, skipped
+
+
+def resolve_partitions(settings: Settings, requested: Sequence[str]) -> list[str]:
+    """The requested partition keys, validated (a typo is refused before anything runs)."""
+    valid = set(arrival_hour_partitions(settings).get_partition_keys())
     bad = [k for k in requested if k not in valid]
     if bad:
         raise PipelineError(
@@ -156,7 +176,7 @@ def hour_ranges(keys: Sequence[str], max_hours: int) -> list[list[str]]:
     """The distinct partition keys, sorted and cut into runs of consecutive hours of at most ``max_hours`` each."""
     from logistics_platform.lib.bronze.ingest import consecutive_ranges
 
-    hours = [datetime.strptime(k, HOUR_KEY_FORMAT) for k in keys]
+    hours = [parse_hour_key(k) for k in keys]
     return [[hour_key(h) for h in run] for run in consecutive_ranges(hours, max_hours)]
 
 
@@ -172,23 +192,6 @@ class Progress:
     stage_seconds: float = 0.0  # time in a later stage so far (the terminal's line counts it up)
 
 
-def render_progress(p: Progress, width: int = 30) -> str:
-    """One line: a bar over the hours, hours and lines done, the line rate and the ingest ETA (or the stage)."""
-    share = p.hours_done / p.hours_total if p.hours_total else 1.0
-    filled = round(share * width)
-    rate = p.lines / p.elapsed_seconds if p.elapsed_seconds > 0 else 0.0
-    if p.stage != "ingest":
-        tail = p.stage + (f" {p.stage_seconds:.0f}s" if p.stage_seconds >= 1 else "")
-    elif 0 < p.hours_done < p.hours_total:
-        tail = f"ETA {p.elapsed_seconds / p.hours_done * (p.hours_total - p.hours_done):.0f}s"
-    else:
-        tail = "ETA -" if p.hours_done == 0 else "ingested"
-    return (
-        f"[{'#' * filled}{'.' * (width - filled)}] {p.hours_done}/{p.hours_total} hours, {p.lines:,} lines, "
-        f"{rate:,.0f} lines/s, {tail}"
-    )
-
-
 def run_pipeline(
     settings: Settings,
     partitions: Sequence[str] | None = None,
@@ -196,7 +199,8 @@ def run_pipeline(
     progress: Callable[[Progress], None] | None = None,
     verbose: bool = False,
 ) -> Summary:
-    """Ingest ``partitions`` (default: all landed hours) in runs of consecutive hours, then build downstream once.
+    """Ingest ``partitions`` (default: every landed hour that is a partition) in runs of consecutive hours, then
+    build downstream once.
 
     Each ingest run takes up to ``settings.ingest_max_hours_per_run`` consecutive hours (one Iceberg commit per
     table per run). ``progress`` is called after every run; ``verbose`` lets Dagster's step logs reach the console.
@@ -204,23 +208,28 @@ def run_pipeline(
     from logistics_platform.definitions import build_definitions
     from logistics_platform.lib.connections import load_catalog, preflight
 
-    keys = resolve_partitions(settings, partitions)
+    skipped: dict[str, str] = {}
+    if partitions is None:
+        keys, skipped = landed_partitions(settings, datetime.now(UTC))
+    else:
+        keys = resolve_partitions(settings, partitions)
     # A misconfigured catalog or warehouse fails here in one line, not as failed (or retried) runs of every hour.
     preflight(settings)
     load_catalog(settings)
     defs, has_partitioned, has_unpartitioned = _jobs(build_definitions(settings))
     instance = _instance(settings)
-    summary = Summary(partitions=keys)
+    summary = Summary(partitions=keys, skipped=skipped)
 
     def execute(job_name: str, label: str, **kwargs: object) -> dg.ExecuteInProcessResult:
         job = defs.resolve_job_def(job_name)
         began = time.monotonic()
-        result = job.execute_in_process(
-            run_config={} if verbose else QUIET,
-            instance=instance,
-            raise_on_error=False,
-            **kwargs,  # type: ignore[arg-type]
-        )
+        with batched_events(instance, settings):
+            result = job.execute_in_process(
+                run_config={} if verbose else QUIET,
+                instance=instance,
+                raise_on_error=False,
+                **kwargs,  # type: ignore[arg-type]
+            )
         summary.runs.append(
             RunRecord(job_name, label, result.run_id, result.success, _failure(result), time.monotonic() - began)
         )
@@ -244,10 +253,12 @@ def run_pipeline(
             progress(Progress(done, len(keys), lines, time.monotonic() - started))
     if has_partitioned:
         ordered = sorted(keys)
-        tags = {RANGE_START_TAG: ordered[0], RANGE_END_TAG: ordered[-1]}
+        # One run over the days of these hours, building exactly the window of them (the days' other hours are
+        # left as they are).
+        window = ArrivalWindow.of_hours(ordered[0], ordered[-1])
         if progress is not None:
             progress(Progress(done, len(keys), lines, time.monotonic() - started, "transforming"))
-        ok = execute(TRANSFORM_JOB, f"{ordered[0]}..{ordered[-1]}", tags=tags).success
+        ok = execute(TRANSFORM_JOB, window.label, tags=window.run_tags()).success
         log(f"transform {ordered[0]} .. {ordered[-1]}: {'ok' if ok else 'FAILED'}")
     if has_unpartitioned:
         ok = execute(UNPARTITIONED_JOB, "-").success

@@ -13,8 +13,9 @@ import duckdb
 import pytest
 
 from logistics_platform.cli import main
+from logistics_platform.cli.render import render_summary
 from logistics_platform.lib.bronze.ingest import ingest_hour
-from logistics_platform.lib.bronze.landing import hour_partition_key
+from logistics_platform.lib.timekeys import hour_key
 from logistics_platform.pipeline import RunRecord, Summary, table_counts
 from logistics_platform.settings import Settings, local_settings
 from tests.support.bronze import HOUR, contract_hour
@@ -157,7 +158,7 @@ def test_the_summary_after_a_failed_run_reports_and_does_not_crash(settings: Set
     assert bronze["orders"] > 0 and marts == {}
     assert error.startswith(f"marts ({settings.duckdb_path}): ConnectionException") and "\n" not in error
 
-    key = hour_partition_key(HOUR)
+    key = hour_key(HOUR)
     summary = Summary(
         partitions=[key],
         runs=[
@@ -167,7 +168,7 @@ def test_the_summary_after_a_failed_run_reports_and_does_not_crash(settings: Set
         bronze=bronze,
         counts_error=error,
     )
-    text = summary.render()
+    text = render_summary(summary)
     assert not summary.ok
     assert f"FAILED ingest_arrival_hours [{key}] run r-1: bronze_ingest: not retried: ArrowTypeError" in text
     assert "row counts unavailable: marts" in text and "bronze.orders" in text

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
 from logistics_platform.settings import (
+    DBT_PROJECT_DIR,
     PROJECT_ROOT,
     SETTINGS_DOC,
     Settings,
     SettingsError,
+    dbt_env,
+    declarations,
     load_settings,
     local_settings,
     subprocess_env,
@@ -97,6 +101,47 @@ def test_operations_mart_settings_reach_dbt_as_environment() -> None:
     env = subprocess_env(s.with_overrides(gps_jump_kmh=90.0))
     assert (env["SLA_WINDOW_MINUTES"], env["SLA_MIN_DELIVERIES"], env["SLA_LATE_SHARE_MAX"]) == ("15", "3", "0.2")
     assert env["GPS_JUMP_KMH"] == "90.0"
+
+
+def test_the_declared_defaults_are_what_an_empty_environment_loads() -> None:
+    assert load_settings({}) == Settings()
+    assert (Settings().dbt_threads, Settings().duckdb_memory_limit) == (4, "8GB")
+    with pytest.raises(SettingsError, match="DBT_THREADS=0: at least 1 thread"):
+        load_settings({"DBT_THREADS": "0"})
+
+
+def test_dbt_gets_the_settings_declared_for_it_and_the_s3_ones_only_when_set() -> None:
+    declared = {s.name for _field, s in declarations() if s.dbt}
+    assert {"DUCKDB_PATH", "DBT_TARGET", "SLA_WINDOW_MINUTES", "ICEBERG_S3_REGION"} <= declared
+    assert "INGEST_WORKERS" not in declared
+    tools = {"DO_NOT_TRACK", "DBT_SEND_ANONYMOUS_USAGE_STATS"}
+    assert set(dbt_env(load_settings({}))) == declared - {n for n in declared if n.startswith("ICEBERG_S3_")} | tools
+    env = dbt_env(load_settings({"ICEBERG_S3_REGION": "eu-west-3", "DBT_THREADS": "16"}))
+    assert (env["ICEBERG_S3_REGION"], env["DBT_THREADS"]) == ("eu-west-3", "16") and "ICEBERG_S3_ENDPOINT" not in env
+
+
+# env_var('NAME') and env_var('NAME', default) in the dbt project's Jinja; the arrival window's names are built
+# (env_var('LOGISTICS_DBT_' ~ name, '')): it is no setting, and optional by design.
+ENV_VAR = re.compile(r"env_var\(\s*'([A-Za-z0-9_]+)'\s*([,)~])")
+
+
+def test_dbt_reads_only_declared_settings_and_has_no_defaults_of_its_own() -> None:
+    declared = {s.name for _field, s in declarations() if s.dbt}
+    folders = ("models", "macros", "tests", "seeds")
+    sources = [*DBT_PROJECT_DIR.glob("*.yml"), *(p for f in folders for p in (DBT_PROJECT_DIR / f).rglob("*"))]
+    uses = [
+        (path.relative_to(DBT_PROJECT_DIR), name, after)
+        for path in sorted(sources)
+        if path.suffix in (".sql", ".yml")
+        for name, after in ENV_VAR.findall(path.read_text())
+    ]
+    assert {name for _p, name, _a in uses} >= {"DBT_TARGET", "DUCKDB_PATH", "SLA_WINDOW_MINUTES", "GPS_JUMP_KMH"}
+    for path, name, after in uses:
+        if after == "~":
+            assert name == "LOGISTICS_DBT_", path
+            continue
+        assert name in declared, f"{path}: env_var('{name}') is not a setting declared for dbt in settings.py"
+        assert after == ")", f"{path}: env_var('{name}', ...) has a default; settings.py declares it"
 
 
 def test_every_setting_is_documented() -> None:

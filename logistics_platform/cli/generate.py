@@ -85,7 +85,9 @@ def _parse_start(text: str | None, today: datetime, earliest: datetime) -> datet
     if text is None:
         # The demo looks live: the period ends today at 00:00 UTC, but never starts before the first partition.
         return max(today - timedelta(days=DEFAULT_DAYS), earliest)
-    for fmt in ("%Y-%m-%d", "%Y-%m-%dT%H", "%Y-%m-%dT%H:%M", "%Y-%m-%d-%H:%M"):
+    from logistics_platform.lib.timekeys import HOUR_KEY_FORMAT
+
+    for fmt in ("%Y-%m-%d", "%Y-%m-%dT%H", "%Y-%m-%dT%H:%M", HOUR_KEY_FORMAT):
         try:
             return datetime.strptime(text, fmt)
         except ValueError:

@@ -36,8 +36,8 @@ def staged_models(staged: Settings) -> ModelBuild | None:
 
     from logistics_platform.definitions import build_definitions
     from logistics_platform.defs.constants import TRANSFORM_GROUPS, TRANSFORM_JOB
-    from logistics_platform.lib.operate.landing_watch import RANGE_END_TAG, RANGE_START_TAG
     from logistics_platform.lib.operate.rebuild import ModelBuild
+    from logistics_platform.lib.transform.arrival_window import ArrivalWindow
 
     defs = build_definitions(staged)
     graph = defs.resolve_asset_graph()
@@ -45,10 +45,11 @@ def staged_models(staged: Settings) -> ModelBuild | None:
         return None
 
     def run_range(first: str, last: str, tags: Mapping[str, str]) -> bool:
-        range_tags = {RANGE_START_TAG: first, RANGE_END_TAG: last}
+        # The days of these hours, building exactly these hours (arrival-hour keys).
+        window_tags = ArrivalWindow.of_hours(first, last).run_tags()
         with dg.instance_for_test() as instance:
             result = defs.resolve_job_def(TRANSFORM_JOB).execute_in_process(
-                instance=instance, tags={**range_tags, **tags}, raise_on_error=False
+                instance=instance, tags={**window_tags, **tags}, raise_on_error=False
             )
         return result.success
 

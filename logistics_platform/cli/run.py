@@ -102,7 +102,8 @@ class ProgressTicker:
 
 
 def run(args: argparse.Namespace) -> int:
-    from logistics_platform.pipeline import PipelineError, render_progress, run_pipeline
+    from logistics_platform.cli.render import render_progress, render_summary
+    from logistics_platform.pipeline import PipelineError, run_pipeline
     from logistics_platform.settings import SettingsError, load_settings
 
     verbose = bool(getattr(args, "verbose", False))
@@ -139,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     print()
-    print(summary.render())
+    print(render_summary(summary))
     where = "" if verbose else f" (dbt and Dagster logs: {log_path})"
     print(f"\nfinished in {time.monotonic() - started:.1f}s{where}")
     return 0 if summary.ok else 1

@@ -28,9 +28,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from logistics_platform.cli.errors import USAGE, CommandError, require_landing_dir
-    from logistics_platform.lib.bronze.landing import parse_partition_key
     from logistics_platform.lib.operate.landing_watch import scan_landing
     from logistics_platform.lib.operate.progress import compare, read_corrupt_files, read_ingest_log
+    from logistics_platform.lib.timekeys import parse_hour_key
     from logistics_platform.settings import load_settings
 
     settings = load_settings()
@@ -38,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
     hours = args.hour or None
     for h in hours or ():
         try:
-            parse_partition_key(h)
+            parse_hour_key(h)
         except ValueError as exc:
             raise CommandError(f"--hour: {exc}", USAGE) from None
     scan = scan_landing(settings.landing_dir, lookback_days=None, hours=hours)

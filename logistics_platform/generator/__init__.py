@@ -10,7 +10,8 @@ Usage::
 """
 
 from logistics_platform.generator.config import DEFAULT_PARTITIONS, GeneratorConfig, GeneratorConfigError
-from logistics_platform.generator.engine import GENERATION_FILE, TOPICS, generate, stderr_progress
+from logistics_platform.generator.engine import GENERATION_FILE, generate, stderr_progress
+from logistics_platform.generator.model import TOPICS
 
 __all__ = [
     "DEFAULT_PARTITIONS",

@@ -13,32 +13,21 @@ import json
 import random
 from array import array
 from collections.abc import Callable
-from datetime import datetime, timedelta
 from typing import Any
+
+from logistics_platform.lib.timekeys import from_epoch_micros
 
 HOUR_US = 3_600_000_000
 DEBEZIUM_VERSION = "2.7.3.Final"
-EPOCH = datetime(1970, 1, 1)
 
 _hour_prefix: dict[int, str] = {}
-
-
-def to_us(value: datetime) -> int:
-    """Epoch microseconds of a naive-UTC datetime."""
-    d = value - EPOCH
-    return (d.days * 86400 + d.seconds) * 1_000_000 + d.microseconds
-
-
-def from_us(us: int) -> datetime:
-    """Naive-UTC datetime of epoch microseconds."""
-    return EPOCH + timedelta(microseconds=us)
 
 
 def hour_prefix(hour: int) -> str:
     """``YYYY-MM-DDTHH:`` of an epoch hour number (cached: timestamps are formatted by the million)."""
     prefix = _hour_prefix.get(hour)
     if prefix is None:
-        prefix = from_us(hour * HOUR_US).strftime("%Y-%m-%dT%H:")
+        prefix = from_epoch_micros(hour * HOUR_US).strftime("%Y-%m-%dT%H:")
         _hour_prefix[hour] = prefix
     return prefix
 
@@ -100,11 +89,8 @@ def dec_num(cents: int | None) -> str:
 
 
 def jint(value: int | None) -> str:
+    """A nullable integer as a JSON literal."""
     return "null" if value is None else str(value)
-
-
-def jstr(value: str | None) -> str:
-    return "null" if value is None else f'"{value}"'
 
 
 TsFn = Callable[[int | None], str]
@@ -113,12 +99,14 @@ DecFn = Callable[[int | None], str]
 
 # ----------------------------------------------------------------------------------------------- row images
 def tenant_row(tid: str, name: str, tier: str, region: str, updated_us: int, *, ts: TsFn = ts_iso) -> str:
+    """Tenant row image."""
     return f'{{"tenant_id":"{tid}","name":"{name}","tier":"{tier}","region":"{region}","updated_at":{ts(updated_us)}}}'
 
 
 def courier_row(
     cid: int, name: str, region: str, vehicle: str, active: bool, updated_us: int, *, ts: TsFn = ts_iso
 ) -> str:
+    """Courier row image."""
     act = "true" if active else "false"
     return (
         f'{{"courier_id":{cid},"name":"{name}","region":"{region}","vehicle":"{vehicle}",'
@@ -165,6 +153,7 @@ def payment_row(
     ts: TsFn = ts_iso,
     dec: DecFn = dec_str,
 ) -> str:
+    """Payment row image."""
     return (
         f'{{"payment_id":{pid},"order_id":{order_id},"amount":{dec(amount_cents)},"method":"{method}",'
         f'"status":"{status}","created_at":{ts(created_us)},"updated_at":{ts(updated_us)}}}'
@@ -174,6 +163,7 @@ def payment_row(
 def ping_line(
     ping_id: str, courier_id: int, order_id: int | None, lat: float, lon: float, speed: float, us: int
 ) -> str:
+    """A tracking ping as its JSON line (without the newline)."""
     return (
         f'{{"ping_id":"{ping_id}","courier_id":{courier_id},"order_id":{jint(order_id)},'
         f'"lat":{lat:.6f},"lon":{lon:.6f},"speed_kmh":{speed:.1f},"recorded_at":"{iso(us)}"}}'
@@ -378,7 +368,7 @@ def partition_of(key: str | int, partitions: int) -> int:
 
 def landing_relpath(topic: str, hour_us: int, partition: int, start_offset: int, gz: bool) -> str:
     """``topics/<topic>/dt=YYYY-MM-DD/hr=HH/<topic>+<partition>+<start_offset:010d>.json[.gz]``."""
-    h = from_us(hour_us)
+    h = from_epoch_micros(hour_us)
     ext = ".json.gz" if gz else ".json"
     return f"topics/{topic}/dt={h:%Y-%m-%d}/hr={h:%H}/{topic}+{partition}+{start_offset:010d}{ext}"
 

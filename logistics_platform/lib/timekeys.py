@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 
 HOUR_KEY_FORMAT = "%Y-%m-%d-%H:%M"
 _EPOCH = datetime(1970, 1, 1)
+_EPOCH_UTC = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def utc_naive(moment: datetime) -> datetime:
@@ -38,7 +39,8 @@ def parse_hour_key(key: str) -> datetime:
 
 def epoch_micros(moment: datetime) -> int:
     """Microseconds since 1970-01-01 UTC of a ``datetime`` (exact integer arithmetic, no float rounding)."""
-    d = utc_naive(moment) - _EPOCH
+    # An aware value is subtracted as it is: converting it to UTC first overflows at the ends of datetime's range.
+    d = moment - (_EPOCH if moment.tzinfo is None else _EPOCH_UTC)
     return (d.days * 86400 + d.seconds) * 1_000_000 + d.microseconds
 
 

@@ -19,6 +19,7 @@ from logistics_platform.lib.bronze.envelope import (
     raw_line_text,
 )
 from logistics_platform.lib.bronze.schema import TOPICS
+from logistics_platform.lib.timekeys import epoch_micros
 from tests.support.bronze import cdc, dump, iso, ms, order, ping
 
 H = datetime(2026, 11, 2, 10)
@@ -161,7 +162,8 @@ def test_missing_key():
     [
         ("total_amount", "abc"),
         ("total_amount", "1.234"),  # more than 2 decimal places
-        ("total_amount", "1e20"),  # does not fit DECIMAL(12,2)
+        ("total_amount", "10000000000.00"),  # does not fit DECIMAL(12,2)
+        ("total_amount", "AQAAAAAAAA=="),  # a Connect Decimal that does not fit DECIMAL(12,2)
         ("total_amount", "NaN"),
         ("total_amount", True),
         ("delivery_fee", [1]),
@@ -203,6 +205,13 @@ def test_value_encodings_decimal_numbers_and_epoch_micros():
         "2026-11-02T12:15:30.123456+02:00"
     )
     assert parse_timestamp_micros("1970-01-01T00:00:01") == 1_000_000
+
+
+def test_the_inline_timestamp_conversion_agrees_with_timekeys():
+    p = pings()
+    for text in ("2026-11-02T10:15:30.123456", "2026-11-02T10:15:30.123456Z", "2026-11-02T12:15:30.123456+02:00"):
+        row = p.row_dict(parse(p, dump(ping("a", T, recorded_at=text))))
+        assert row["recorded_at"] == epoch_micros(datetime.fromisoformat(text)) == parse_timestamp_micros(text)
 
 
 def test_delete_takes_key_from_before_and_nulls_the_rest():

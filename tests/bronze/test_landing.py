@@ -10,13 +10,11 @@ from logistics_platform.lib.bronze.landing import (
     LandingPathError,
     count_lines,
     fingerprint,
-    hour_partition_key,
     is_tombstone_line,
     iter_lines,
     list_arrival_hours,
     list_hour_files,
     parse_landing_path,
-    parse_partition_key,
     unexpected_files,
 )
 from tests.support.bronze import write_file
@@ -91,10 +89,3 @@ def test_lines_and_tombstones(tmp_path):
     assert not is_tombstone_line(b"\x0cnull")  # not JSON whitespace: malformed, as the parser says
     assert not is_tombstone_line(b'{"payload":null')
     assert is_tombstone_line(b'{"schema":{"type":"struct"},"payload":null}')
-
-
-def test_partition_keys_round_trip():
-    assert hour_partition_key(H) == "2026-11-02-10:00"
-    assert parse_partition_key("2026-11-02-10:00") == H
-    with pytest.raises(ValueError, match="expected YYYY-MM-DD-HH:MM"):
-        parse_partition_key("2026-11-02T10")

@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from logistics_platform.lib.capture.replication import STAGE_DURABLE
@@ -24,7 +23,7 @@ def _die(stage: str, lsn: int) -> None:
 def main() -> None:
     dsn, landing, slot = sys.argv[1:4]
     settings = local_settings(Path(landing).parent, oltp_dsn=dsn, capture_slot=slot, capture_publication=slot)
-    run_capture(settings, hook=_die, clock=lambda: datetime.now(UTC) - timedelta(hours=1))
+    run_capture(settings, hook=_die)
 
 
 if __name__ == "__main__":

@@ -5,8 +5,9 @@ from __future__ import annotations
 import threading
 import time
 
+from logistics_platform.cli.render import render_progress
 from logistics_platform.cli.run import ProgressTicker
-from logistics_platform.pipeline import Progress, render_progress
+from logistics_platform.pipeline import Progress
 
 
 def test_a_later_stage_is_redrawn_with_its_time_while_ingest_lines_are_drawn_once() -> None:

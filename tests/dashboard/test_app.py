@@ -6,8 +6,9 @@ without an exception element, its charts present.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 
 import pyarrow.compute as pc
 import pytest
@@ -15,6 +16,7 @@ from streamlit.testing.v1 import AppTest
 
 from logistics_platform.dashboard import APP, PAGES
 from logistics_platform.lib.connections import load_catalog
+from logistics_platform.lib.timekeys import hour_start
 from logistics_platform.settings import Settings, local_settings
 from tests.support.dashboard_world import QUARANTINED_LINES, TRAVEL_DAYS, DashboardWorld
 
@@ -61,36 +63,60 @@ def test_the_app_opens_on_sla_now(world: DashboardWorld) -> None:
     assert [t.value for t in at.title] == ["SLA now"]
 
 
-def test_sla_now_names_the_breached_region_and_window(world: DashboardWorld) -> None:
+def _page_now(at: AppTest) -> datetime:
+    """The instant the SLA page took as now (its caption says it to the second)."""
+    [caption] = [c.value for c in at.caption if c.value.startswith("Windows of")]
+    found = re.search(r"Now (\S+ \S+) UTC", caption)
+    assert found, caption
+    return datetime.strptime(found.group(1), "%Y-%m-%d %H:%M:%S")
+
+
+def test_sla_now_opens_on_the_open_hour_and_names_the_breaches_of_ended_windows(world: DashboardWorld) -> None:
     at = _run("sla")
-    sla = _scan(world, "fct_region_sla")
-    newest = pc.max(sla["window_start"]).as_py()
-    # The newest window per region, as the mart has it.
-    latest = {}
-    for row in sla.to_pylist():
-        if row["region"] not in latest or row["window_start"] > latest[row["region"]]["window_start"]:
-            latest[row["region"]] = row
-    shown = at.dataframe[0].value
-    assert sorted(shown["region"]) == sorted(latest)
-    for row in shown.to_dict("records"):
-        want = latest[row["region"]]
-        assert (row["window_start"], row["deliveries"], row["overdue_open"]) == (
-            want["window_start"],
-            want["deliveries"],
-            want["overdue_open"],
-        )
-    assert _metric(at, "Orders overdue and open now") == str(sum(r["overdue_open"] for r in latest.values()))
-    assert _charts(at) == 2
-    # The world's breach is days before the newest window: a week's look-back shows it, named.
-    assert not at.error and newest is not None
-    at.select_slider[0].set_value(168).run()
-    _rendered(at)
-    [breach] = [r for r in sla.to_pylist() if r["breached"]]
-    assert _metric(at, "Breached windows, last 168 h") == "1"
+    now = _page_now(at)
+    width, hour = timedelta(minutes=world.settings.sla_window_minutes), timedelta(hours=1)
+    # The six hours up to the open hour (the clock's), which the world's own open hour is in or just before.
+    first, last = at.select_slider[0].value
+    assert (first, last) == (hour_start(now) - 5 * hour, hour_start(now))
+    assert first <= world.open_hour.hour <= last
+    sla = _scan(world, "fct_region_sla").to_pylist()
+    shown = [r for r in sla if first <= r["window_start"] < last + hour]
+    ended = [r for r in shown if r["window_start"] + width <= now]
+    # Breaches newest first: the mart's breached windows that have ended, north's burst among them.
+    want = sorted((r for r in ended if r["breached"]), key=lambda r: (-r["window_start"].timestamp(), r["region"]))
+    breaches = at.dataframe[0].value
+    assert list(zip(breaches["window_start"], breaches["region"], strict=True)) == [
+        (r["window_start"], r["region"]) for r in want
+    ]
+    assert (world.open_hour.breached_window, "north") in [(r["window_start"], r["region"]) for r in want]
+    assert _metric(at, "Breached windows shown") == str(len(want))
     [line] = [e.value for e in at.error]
-    assert f"north at {breach['window_start']:%m-%d %H:%M}" in line
-    assert f"({float(breach['late_share']):.0%} late of {breach['deliveries']})" in line
-    assert at.dataframe[1].value["region"].tolist() == ["north"]
+    assert f"north at {world.open_hour.breached_window:%m-%d %H:%M} (75% late of 24)" in line
+    # South's burst breaches by the mart's rule; it is no breach while its window is open, and one once it ended.
+    [south] = [r for r in sla if (r["window_start"], r["region"]) == (world.open_hour.filling_window, "south")]
+    assert south["breached"] and south["deliveries"] == 24
+    if south["window_start"] + width > now:
+        filling = at.dataframe[1].value
+        assert ("south", 24) in list(zip(filling["region"], filling["deliveries"], strict=True))
+        assert "south at" not in line
+    else:
+        assert south in want
+    # Overdue now: at the end of each region's newest ended window.
+    latest: dict[str, dict] = {}  # type: ignore[type-arg]
+    for r in (r for r in sla if r["window_start"] + width <= now):
+        if r["region"] not in latest or r["window_start"] > latest[r["region"]]["window_start"]:
+            latest[r["region"]] = r
+    assert _metric(at, "Orders overdue and open now") == str(sum(r["overdue_open"] for r in latest.values()))
+    assert _metric(at, "Regions breached now") == str(sum(r["breached"] for r in latest.values()))
+    assert _charts(at) == 2
+
+    # An hour with no window at all (the world's bursts are within the last hour or so): one line saying so.
+    assert not [r for r in sla if first <= r["window_start"] < first + hour]
+    at.select_slider[0].set_value((first, first)).run()
+    _rendered(at)
+    [info] = [i.value for i in at.info]
+    assert "No delivery and no overdue order in the hours shown" in info
+    assert not at.error and _metric(at, "Breached windows shown") == "0"
 
 
 def test_delivery_time_marks_the_anomalous_day(world: DashboardWorld) -> None:

@@ -10,49 +10,13 @@ import pyarrow as pa
 
 from logistics_platform.lib.connections import load_catalog
 from logistics_platform.lib.dashboard.health import health_frame, quarantine_by_hour, read_ingest_lines
-from logistics_platform.lib.dashboard.operations import delivery_view, revenue_by_tenant, revenue_by_tier, sla_view
+from logistics_platform.lib.dashboard.operations import delivery_view, revenue_by_tenant, revenue_by_tier
 from logistics_platform.lib.dashboard.reader import MartState, read_mart
 from logistics_platform.lib.dashboard.travel import compare, day_column, measures, missing_tag_message, travel_tag
 from logistics_platform.lib.maintenance.health import TableHealth
 from logistics_platform.settings import local_settings
 
 T0 = datetime(2026, 11, 2, 10, 0)
-
-
-def _sla(rows: list[tuple[datetime, str, int, int, str | None, int, bool]]) -> pa.Table:
-    names = ["window_start", "region", "deliveries", "late_deliveries", "late_share", "overdue_open", "breached"]
-    cols = list(zip(*rows, strict=True))
-    types = [pa.timestamp("us"), pa.string(), pa.int64(), pa.int64(), pa.decimal128(5, 4), pa.int64(), pa.bool_()]
-    values = [list(c) for c in cols]
-    values[4] = [Decimal(v) if v is not None else None for v in values[4]]
-    return pa.table([pa.array(v, t) for v, t in zip(values, types, strict=True)], names=names)
-
-
-def test_sla_view_takes_each_regions_newest_window_and_the_breaches_of_the_lookback() -> None:
-    w = timedelta(minutes=5)
-    sla = _sla(
-        [
-            (T0, "north", 30, 9, "0.3000", 0, True),
-            (T0 + w, "north", 10, 0, "0", 2, False),
-            (T0 + 2 * w, "south", 25, 5, "0.2000", 1, True),
-            (T0 - timedelta(hours=3), "south", 40, 20, "0.5000", 0, True),  # before a 1 h lookback
-            (T0 + 3 * w, "east", 0, 0, None, 4, False),
-        ]
-    )
-    view = sla_view(sla, timedelta(hours=1))
-    assert view.newest_window == T0 + 3 * w
-    # Breached regions first, then by name; north's newest window is not breached although an older one is.
-    assert list(view.latest["region"]) == ["south", "east", "north"]
-    assert list(view.latest["breached"]) == [True, False, False]
-    assert list(view.breaches["region"]) == ["south", "north"]  # newest first, the old south breach left out
-    assert view.breaches["late_share"].tolist() == [0.2, 0.3]  # decimals as floats for the charts
-    assert len(view.windows) == 4 and view.windows["late_share"].isna().sum() == 1
-    assert len(sla_view(sla, timedelta(hours=4)).breaches) == 3
-
-
-def test_sla_view_of_an_empty_mart_is_empty() -> None:
-    view = sla_view(_sla([(T0, "north", 1, 0, "0", 0, False)]).slice(0, 0), timedelta(hours=1))
-    assert view.newest_window is None and view.latest.empty and view.breaches.empty
 
 
 def test_delivery_view_band_is_three_baseline_deviations() -> None:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from logistics_platform.settings import PROJECT_ROOT, SETTINGS_DOC, load_settings
+from logistics_platform.settings import PROJECT_ROOT, SETTINGS_DOC, Settings, load_settings
 
 DEPLOY = PROJECT_ROOT / "deploy"
 DAGSTER_SERVICES = ("code_location", "webserver", "daemon")
@@ -159,3 +159,18 @@ def test_helm_values_mirror_the_prod_instance_and_the_settings() -> None:
     }
     for section in ("run_retries", "run_monitoring"):
         assert daemon[_camel(section)] == {_camel(k): v for k, v in prod[section].items()}, section
+
+
+def test_every_prod_dagster_process_batches_its_events(compose: dict[str, Any]) -> None:
+    """DAGSTER_EVENT_BATCH_SIZE, read by Dagster itself, in each process that writes events to PostgreSQL."""
+    batch = str(Settings().dagster_event_batch_size)
+    for service in DAGSTER_SERVICES:
+        assert compose["services"][service]["environment"].get("DAGSTER_EVENT_BATCH_SIZE") == batch, service
+    values = _yaml(DEPLOY / "helm" / "values.yaml")
+    (deployment,) = values["dagster-user-deployments"]["deployments"]
+    for name, env in (
+        ("code location and its runs", deployment["env"]),
+        ("webserver", values["dagsterWebserver"]["env"]),
+        ("daemon", values["dagsterDaemon"]["env"]),
+    ):
+        assert {e["name"]: e["value"] for e in env}.get("DAGSTER_EVENT_BATCH_SIZE") == batch, name

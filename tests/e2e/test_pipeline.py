@@ -2,29 +2,33 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+import shutil
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
+from logistics_platform.cli.render import render_progress, render_summary
 from logistics_platform.defs.constants import INGEST_JOB, TRANSFORM_JOB
 from logistics_platform.generator import GeneratorConfig, generate
+from logistics_platform.lib.bronze.landing import hour_dir
+from logistics_platform.lib.operate.progress import read_ingest_log
+from logistics_platform.lib.timekeys import hour_key, hour_start
 from logistics_platform.lib.transform.project import MART_MODELS
 from logistics_platform.pipeline import (
     UNPARTITIONED_JOB,
     PipelineError,
     Progress,
     hour_ranges,
-    render_progress,
     run_pipeline,
 )
-from logistics_platform.settings import local_settings
+from logistics_platform.settings import Settings, local_settings
 from tests.conftest import EmbeddedRun
 
 
 def test_run_ingests_every_landed_hour_and_builds_every_mart(embedded_run: EmbeddedRun) -> None:
     summary, progress, bars = embedded_run.summary, embedded_run.log, embedded_run.progress
-    assert summary.ok, summary.render()
+    assert summary.ok, render_summary(summary)
     assert summary.partitions == ["2026-11-01-00:00", "2026-11-01-01:00", "2026-11-01-02:00"]
     jobs = [r.job for r in summary.runs]
     # ONE ranged ingest run over the consecutive hours, then ONE ranged transform run, then the rest.
@@ -35,7 +39,7 @@ def test_run_ingests_every_landed_hour_and_builds_every_mart(embedded_run: Embed
     assert len(progress) == 2 and all(line.endswith("ok") for line in progress)
     assert [(b.hours_done, b.stage) for b in bars] == [(0, "ingest"), (3, "ingest"), (3, "transforming")]
     assert bars[1].lines > summary.bronze["orders"] and bars[2].lines == bars[1].lines
-    rendered = summary.render()
+    rendered = render_summary(summary)
     assert "runs: 3 (0 failed)" in rendered and "marts.fct_orders" in rendered
 
 
@@ -69,3 +73,53 @@ def test_run_refuses_bad_partition_keys_and_a_missing_landing_zone(tmp_path: Pat
         run_pipeline(settings, ["2026-11-01 01:00"])
     # Validation comes before any run: nothing was ingested.
     assert not (tmp_path / "warehouse" / "catalog.db").exists()
+
+
+ORDERS = "oltp.public.orders"
+
+
+def _copy_hour(settings: Settings, source: str, target: str) -> None:
+    """The orders files of hour folder ``source`` again under ``target`` (a folder path below the landing root)."""
+    folder = settings.landing_dir / target
+    folder.mkdir(parents=True)
+    for path in (settings.landing_dir / source).iterdir():
+        shutil.copyfile(path, folder / path.name)
+
+
+@pytest.mark.slow
+def test_run_takes_the_hour_in_progress_and_reports_the_hours_it_cannot_take(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Real time: the last generated hour is the one in progress, as a live sink (or `capture`) writes it.
+    now = datetime.now(UTC)
+    first = hour_start(now) - timedelta(hours=2)
+    settings = local_settings(tmp_path, partitions_start=hour_key(first))
+    config = GeneratorConfig.clean(first, hours=3, seed=5, orders_per_day=240, pings_per_day=480)
+    generate(settings.landing_dir, config)
+    landed = [hour_key(first + timedelta(hours=i)) for i in range(3)]
+    open_hour = hour_start(first + timedelta(hours=2))
+    # What `run` cannot take: an hour before PARTITIONS_START, one ahead of the clock, a folder that is no hour.
+    source = hour_dir(ORDERS, open_hour)
+    _copy_hour(settings, source, hour_dir(ORDERS, first - timedelta(hours=1)))
+    _copy_hour(settings, source, hour_dir(ORDERS, open_hour + timedelta(hours=3)))
+    _copy_hour(settings, source, f"topics/{ORDERS}/dt=2026-13-01/hr=00")
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+
+    summary = run_pipeline(settings)
+
+    assert summary.ok, render_summary(summary)
+    assert summary.partitions == landed
+    before, ahead = hour_key(first - timedelta(hours=1)), hour_key(open_hour + timedelta(hours=3))
+    malformed = f"topics/{ORDERS}/dt=2026-13-01"
+    assert set(summary.skipped) == {before, ahead, malformed}
+    assert summary.skipped[before] == f"before PARTITIONS_START={hour_key(first)}"
+    assert summary.skipped[ahead].startswith("after the hour in progress")
+    assert summary.skipped[malformed] == "2026-13-01 is not a date"
+    assert [r.job for r in summary.runs] == [INGEST_JOB, TRANSFORM_JOB, UNPARTITIONED_JOB]
+    assert [r.partition for r in summary.runs[:2]] == [f"{landed[0]}..{landed[-1]}"] * 2
+    # The open hour is in bronze, accounted for like any other, and the marts are built from it.
+    logged = read_ingest_log(settings)
+    assert {hour for _, hour in logged} == set(landed) and all(e.balanced for e in logged.values())
+    assert summary.marts["fct_orders"] > 0
+    rendered = render_summary(summary)
+    assert "left out: 3 (not ingested)" in rendered and "2026-13-01 is not a date" in rendered

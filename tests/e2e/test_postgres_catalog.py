@@ -17,6 +17,7 @@ from logistics_platform.generator import GeneratorConfig, generate
 from logistics_platform.lib.bronze import schema as bs
 from logistics_platform.lib.bronze.ingest import ingest_hour
 from logistics_platform.lib.connections import CONNECT_TIMEOUT_SECONDS, catalog_engine_uri, connect, load_catalog
+from logistics_platform.lib.timekeys import hour_key
 from logistics_platform.settings import Settings, SettingsError, load_settings, local_settings
 
 pytestmark = pytest.mark.postgres
@@ -47,7 +48,7 @@ def test_parallel_ingest_on_postgres_equals_sqlite(tmp_path: Path, pg_database: 
     load_catalog(pg)
     with ThreadPoolExecutor(max_workers=len(hours)) as pool:
         reports = list(pool.map(lambda h: ingest_hour(pg, h), hours))
-    assert [r.partition_key for r in reports] == [h.strftime("%Y-%m-%d-%H:%M") for h in hours]
+    assert [r.partition_key for r in reports] == [hour_key(h) for h in hours]
 
     lite = local_settings(tmp_path / "lite", landing_dir=landing)
     for h in hours:

@@ -3,6 +3,7 @@ retries and run monitoring, and a real run whose records land in the PostgreSQL 
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import dagster as dg
@@ -13,6 +14,8 @@ from dagster_postgres import PostgresEventLogStorage, PostgresRunStorage, Postgr
 from sqlalchemy.engine import make_url
 
 from logistics_platform.defs.constants import DUCKDB_POOL, DUCKDB_WRITER_TAGS, MAINTENANCE_WRITER_TAGS
+from logistics_platform.pipeline import EVENT_BATCH_VARIABLE, batched_events
+from logistics_platform.settings import local_settings
 from tests.support.prod import PROD_YAML, prod_instance
 
 pytestmark = pytest.mark.postgres
@@ -86,3 +89,31 @@ def test_the_prod_instance_queues_runs_with_limits_retries_and_monitoring(
         assert instance.run_monitoring_start_timeout_seconds == 180
         # The daemon runs the queue, the retries and the monitoring for this instance.
         assert {"QUEUED_RUN_COORDINATOR", "MONITORING"} <= set(instance.get_required_daemon_types())
+
+
+def test_run_batches_a_steps_events_on_the_prod_instance_only(
+    tmp_path: Path, pg_database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(EVENT_BATCH_VARIABLE, raising=False)
+    settings = local_settings(tmp_path, dagster_event_batch_size=100)
+    hours = dg.HourlyPartitionsDefinition(start_date="2026-11-01-00:00", timezone="UTC")
+    seen: list[str | None] = []
+
+    @dg.asset(partitions_def=hours, backfill_policy=dg.BackfillPolicy.single_run())
+    def hourly() -> None:
+        """One step that materializes every hour of its range (as an ingest or dbt run of many partitions)."""
+        seen.append(os.environ.get(EVENT_BATCH_VARIABLE))
+
+    tags = {
+        "dagster/asset_partition_range_start": "2026-11-01-00:00",
+        "dagster/asset_partition_range_end": "2026-11-05-23:00",
+    }
+    with prod_instance(tmp_path / "dagster_home", pg_database, monkeypatch) as instance:
+        with batched_events(instance, settings):
+            assert dg.materialize([hourly], instance=instance, tags=tags).success
+        # Written in batches, every hour's materialization is stored; the variable is restored afterwards.
+        stored = instance.fetch_materializations(dg.AssetKey("hourly"), limit=1000).records
+        assert len(stored) == 5 * 24 and os.environ.get(EVENT_BATCH_VARIABLE) is None
+    with dg.instance_for_test() as sqlite, batched_events(sqlite, settings):
+        assert dg.materialize([hourly], instance=sqlite, tags=tags).success
+    assert seen == ["100", None]  # on SQLite nothing batches: left unset

@@ -15,6 +15,7 @@ import pytest
 from pyiceberg.catalog import Catalog
 
 from logistics_platform.cli import main
+from logistics_platform.cli.render import render_summary
 from logistics_platform.definitions import build_definitions
 from logistics_platform.defs.constants import MAINTENANCE_JOB
 from logistics_platform.lib.connections import connect, load_catalog
@@ -62,7 +63,7 @@ def test_the_prod_profile_on_postgres_and_s3_builds_the_marts_of_the_embedded_pr
     s3, bucket = s3_warehouse.server, s3_warehouse.bucket
     with prod_instance(home, pg_database, monkeypatch) as instance:
         summary = run_pipeline(prod)
-        assert summary.ok, summary.render()
+        assert summary.ok, render_summary(summary)
         assert set(summary.marts) == set(MART_MODELS)
         assert len(instance.get_run_records()) == len(summary.runs)  # the runs are the PostgreSQL instance's
 

@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 import pytest
 from sqlalchemy.engine import make_url
 
+from logistics_platform.cli.render import render_summary
 from logistics_platform.generator import GeneratorConfig, generate
 from logistics_platform.lib.bronze import schema as bs
 from logistics_platform.lib.bronze.ingest import ingest_hour
@@ -95,7 +96,7 @@ def test_spark_reads_every_table_and_computes_the_marts_from_bronze(
         tmp_path / "prod", landing, pg_database, ICEBERG_CATALOG_NAME=CATALOG_NAME, ALLOWED_LATENESS_HOURS="1"
     )
     summary = run_pipeline(settings)
-    assert summary.ok, summary.render()
+    assert summary.ok, render_summary(summary)
 
     # The embedded profile too: one arrival hour into a SQLite catalog, read by Spark through sqlite-jdbc.
     embedded = local_settings(tmp_path / "embedded", landing_dir=landing, catalog_name=EMBEDDED_NAME)

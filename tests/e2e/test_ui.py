@@ -1,7 +1,8 @@
 """End to end through the UI's API: `dagster dev` (webserver + daemon) runs a partition-range backfill.
 
 The backfills are launched with the `launchPartitionBackfill` GraphQL mutation that the UI's "Launch backfill"
-button sends: the bronze assets for 4 arrival hours, then every dbt asset for that range with the published marts.
+button sends: the bronze assets for 4 arrival hours (hourly partitions), then every dbt asset for their arrival day
+(daily partitions) with the published marts.
 """
 
 from __future__ import annotations
@@ -12,11 +13,13 @@ import pytest
 
 from logistics_platform.lib.connections import connect, load_catalog
 from logistics_platform.lib.operate.progress import read_ingest_log
+from logistics_platform.lib.transform.arrival_window import WINDOW_END_TAG, WINDOW_START_TAG
 from logistics_platform.lib.transform.project import MART_MODELS, project_target
 from logistics_platform.settings import local_settings
 from tests.support.dagster_ui import asset_keys, backfill, dagster_dev, land_small_world
 
 HOURS = ["2026-11-01-00:00", "2026-11-01-01:00", "2026-11-01-02:00", "2026-11-01-03:00"]
+DAY = "2026-11-01"
 LAYERS = ("bronze", "staging", "intermediate", "marts")
 
 
@@ -37,11 +40,18 @@ def test_partition_range_backfill_through_graphql(tmp_path: Path) -> None:
         # dbt layer, as "Materialize selected" over the marts group does, they are published once, after it.
         published = [k for k in asset_keys(gql, ("marts",), partitioned=False) if k[0] == "iceberg_marts"]
         assert len(published) == len(MART_MODELS), published
-        runs = backfill(gql, downstream, HOURS[0], HOURS[-1], "e2e: dbt layer", unpartitioned=published)
+        runs = backfill(gql, downstream, DAY, DAY, "e2e: dbt layer", unpartitioned=published)
         assert len(ingest_runs) == 1, ingest_runs  # the 4 hours in one run (up to INGEST_MAX_HOURS_PER_RUN each)
-        dbt_runs = [r for r in runs if r["tags"].get("dagster/asset_partition_range_start") == HOURS[0]]
-        assert len(dbt_runs) == 1, runs  # the whole range in one run (BackfillPolicy.single_run)
+        dbt_runs = [
+            r
+            for r in runs
+            if DAY in (r["tags"].get("dagster/asset_partition_range_start"), r["tags"].get("dagster/partition"))
+        ]
+        assert len(dbt_runs) == 1, runs  # the day in one run (BackfillPolicy.single_run)
         assert len(runs) <= 2, runs  # and at most one more: the publish
+        # A backfill of a day builds every arrival hour of it, and the run says so in the UI (its tags).
+        tags = dbt_runs[0]["tags"]
+        assert (tags[WINDOW_START_TAG], tags[WINDOW_END_TAG]) == ("2026-11-01-00:00", "2026-11-01-23:00")
         # The run's dbt step ran dbt through DbtCliResource: a dbt process of its own, in a target directory of
         # its own under the manifest's, where it left its run results.
         (run_target,) = (project_target(settings) / "runs").glob(f"{dbt_runs[0]['runId'][:8]}-*")

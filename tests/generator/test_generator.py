@@ -26,6 +26,7 @@ import pytest
 from logistics_platform.cli import main as cli_main
 from logistics_platform.generator import GENERATION_FILE, GeneratorConfig, GeneratorConfigError, generate
 from logistics_platform.generator import encode as E
+from logistics_platform.lib.timekeys import epoch_micros, from_epoch_micros
 
 START = datetime(2026, 11, 1)
 HOURS = 12
@@ -147,7 +148,7 @@ def _valid(col: str, v: Any) -> bool:
 
 
 def ts_us(v: Any) -> int:
-    return v if type(v) is int else E.to_us(datetime.fromisoformat(v.replace("Z", "")))
+    return v if type(v) is int else epoch_micros(datetime.fromisoformat(v.replace("Z", "")))
 
 
 @dataclass
@@ -284,7 +285,7 @@ def test_accounting_per_hour_matches_summary(landing: Landing) -> None:
             c["tombstones"] += 1
         else:
             c["rows"] += 1
-            if x.event_us < E.to_us(x.hour) - L_HOURS * 3_600_000_000:
+            if x.event_us < epoch_micros(x.hour) - L_HOURS * 3_600_000_000:
                 c["late"] += 1
     for topic, hours in landing.summary["per_hour"].items():
         for hour, exp in hours.items():
@@ -318,7 +319,7 @@ def test_late_events_within_and_beyond_allowed_lateness(landing: Landing) -> Non
     late_us = L_HOURS * 3_600_000_000
     late = within = 0
     for x in landing.rows():
-        gap = E.to_us(x.hour) - x.event_us
+        gap = epoch_micros(x.hour) - x.event_us
         if gap > late_us:
             late += 1
         elif gap > 0:
@@ -332,7 +333,7 @@ def test_late_events_within_and_beyond_allowed_lateness(landing: Landing) -> Non
     assert near(injected_within, RATES["late_within_rate"] * events, 0.5), (injected_within, events)
     assert late >= injected_beyond and within >= injected_within
     # Pings are late because phones were offline: every late ping of a trip arrives in one burst.
-    assert any(x.topic == PINGS for x in landing.rows() if E.to_us(x.hour) - x.event_us > late_us)
+    assert any(x.topic == PINGS for x in landing.rows() if epoch_micros(x.hour) - x.event_us > late_us)
 
 
 def test_out_of_order_changes_land_after_newer_ones(landing: Landing) -> None:
@@ -386,7 +387,7 @@ def test_snapshot_reads_at_the_start(landing: Landing) -> None:
     reads = [x for t in CDC for x in landing.events(t).values() if x.value["op"] == "r"]
     assert {x.topic for x in reads} == set(CDC)
     assert len({x.value["source"]["lsn"] for x in reads}) == 1, "a snapshot is read at one WAL position"
-    assert {x.event_us for x in reads} == {E.to_us(START) + 1_000_000}
+    assert {x.event_us for x in reads} == {epoch_micros(START) + 1_000_000}
     flags = Counter(x.value["source"]["snapshot"] for x in reads)
     assert flags["first"] == 1 and flags["last"] == 1 and flags["true"] == len(reads) - 2
     snapshot_orders = sum(1 for x in reads if x.topic == "oltp.public.orders")
@@ -472,8 +473,8 @@ def test_delayed_files_show_up_late_in_old_hour_folders(landing: Landing) -> Non
 
 
 def test_tip_amount_appears_only_after_its_start(landing: Landing) -> None:
-    tip_from = E.to_us(datetime.fromisoformat(landing.summary["tip_amount_from"]))
-    assert tip_from == E.to_us(START) + HOURS // 2 * 3_600_000_000
+    tip_from = epoch_micros(datetime.fromisoformat(landing.summary["tip_amount_from"]))
+    assert tip_from == epoch_micros(START) + HOURS // 2 * 3_600_000_000
     for x in landing.rows("oltp.public.orders"):
         if x.value["op"] != "d":
             has = "tip_amount" in x.value["after"]
@@ -714,11 +715,11 @@ def test_cli_generates_and_skips_when_present(tmp_path: Path, capsys: pytest.Cap
 
 # ----------------------------------------------------------------------------------------------- pure helpers
 def test_timestamp_and_decimal_encoders() -> None:
-    us = E.to_us(datetime(2026, 11, 2, 10, 15, 30, 123456))
+    us = epoch_micros(datetime(2026, 11, 2, 10, 15, 30, 123456))
     assert E.iso(us) == "2026-11-02T10:15:30.123456Z"
     assert E.ts_iso(us) == '"2026-11-02T10:15:30.123456Z"' and E.ts_epoch(us) == str(us)
     assert E.ts_iso(None) == E.ts_epoch(None) == "null"
-    assert E.from_us(us) == datetime(2026, 11, 2, 10, 15, 30, 123456)
+    assert from_epoch_micros(us) == datetime(2026, 11, 2, 10, 15, 30, 123456)
     assert E.dec_str(12990) == '"129.90"' and E.dec_num(5) == "0.05" and E.dec_str(-150) == '"-1.50"'
     assert json.loads(E.dec_num(12990)) == 129.9
 
@@ -752,7 +753,7 @@ def test_partitions_and_paths_are_stable() -> None:
     assert E.partition_of(100_001, 3) == 100_001 % 3
     assert E.partition_of("t-001", 4) == E.partition_of("t-001", 4)
     assert {E.partition_of(f"t-{i:03d}", 4) for i in range(40)} == {0, 1, 2, 3}
-    rel = E.landing_relpath("oltp.public.orders", E.to_us(datetime(2026, 11, 2, 7)), 2, 1234, True)
+    rel = E.landing_relpath("oltp.public.orders", epoch_micros(datetime(2026, 11, 2, 7)), 2, 1234, True)
     assert rel == "topics/oltp.public.orders/dt=2026-11-02/hr=07/oltp.public.orders+2+0000001234.json.gz"
     assert FILE_RE.match(rel)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
 
 from logistics_platform.lib.operate.landing_watch import (
     LOOKBACK_DAYS,
@@ -10,6 +11,8 @@ from logistics_platform.lib.operate.landing_watch import (
     dump_cursor,
     hours_to_reconcile,
     load_cursor,
+    malformed_folders,
+    partition_hours,
     plan_ingest_requests,
     run_covers_hour,
     run_partition_bounds,
@@ -81,3 +84,36 @@ def test_a_run_covers_its_own_hour_and_every_hour_of_its_range() -> None:
     assert run_partition_bounds(single) == ("2026-11-01-02:00", "2026-11-01-02:00")
     assert run_partition_bounds(ranged) == ("2026-11-01-00:00", "2026-11-01-23:00")
     assert run_partition_bounds({"dagster/asset_partition_range_end": "2026-11-01-23:00"}) is None
+
+
+def test_the_hour_in_progress_is_a_partition_and_the_ones_outside_are_reported() -> None:
+    now = datetime(2026, 11, 2, 13, 42, tzinfo=UTC)
+    landed = ["2026-11-02-14:00", "2026-11-02-13:00", "2026-10-31-23:00", "2026-11-02-12:00", "2026-11-02-13:00"]
+    taken, skipped = partition_hours(landed, "2026-11-01-00:00", now)
+    assert taken == ["2026-11-02-12:00", "2026-11-02-13:00"]
+    assert skipped == {
+        "2026-10-31-23:00": "before PARTITIONS_START=2026-11-01-00:00",
+        "2026-11-02-14:00": "after the hour in progress (2026-11-02-13:00): the sink's clock is ahead of this host's",
+    }
+
+
+def test_folders_that_are_not_arrival_hours_are_named(tmp_path: Path) -> None:
+    topic = tmp_path / "topics" / "oltp.public.orders"
+    for folder in (
+        "dt=2026-11-02/hr=05",
+        "dt=2026-11-02/hr=24",
+        "dt=2026-11-02/hour=06",
+        "dt=2026-02-30/hr=01",
+        "date=2026-11-02",
+        "_tmp/x",
+        "dt=2026-11-02/+tmp",
+    ):
+        (topic / folder).mkdir(parents=True)
+    (tmp_path / "topics" / "not.a.topic" / "junk").mkdir(parents=True)
+    assert malformed_folders(tmp_path) == {
+        "topics/oltp.public.orders/date=2026-11-02": "not a dt=YYYY-MM-DD folder",
+        "topics/oltp.public.orders/dt=2026-02-30": "2026-02-30 is not a date",
+        "topics/oltp.public.orders/dt=2026-11-02/hour=06": "not an hr=00..23 folder",
+        "topics/oltp.public.orders/dt=2026-11-02/hr=24": "not an hr=00..23 folder",
+    }
+    assert malformed_folders(tmp_path / "nothing landed") == {}

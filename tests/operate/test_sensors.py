@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import dagster as dg
@@ -13,8 +13,13 @@ from logistics_platform.defs import operate
 from logistics_platform.defs.constants import TRANSFORM_JOB
 from logistics_platform.defs.operate.alert_sensors import CHECK_HISTORY_LIMIT, deliver_check_alerts
 from logistics_platform.defs.operate.transform_sensor import BATCH_TAG, TRANSFORM_ATTEMPTS
+from logistics_platform.defs.partitions import arrival_day_partitions, arrival_hour_partitions
+from logistics_platform.defs.transform.assets import ingest_watermark
 from logistics_platform.lib.bronze.landing import hour_dir
 from logistics_platform.lib.operate.alerts import read_log
+from logistics_platform.lib.operate.transform_pending import WATERMARK_TAG
+from logistics_platform.lib.timekeys import hour_key
+from logistics_platform.lib.transform.arrival_window import WINDOW_END_TAG, WINDOW_START_TAG
 from logistics_platform.settings import Settings, local_settings
 
 ORDERS = "oltp.public.orders"
@@ -72,6 +77,19 @@ def test_landing_sensor_ignores_hours_before_partitions_start(settings: Settings
     assert isinstance(sensor(dg.build_sensor_context(instance=instance)), dg.SkipReason)
 
 
+def test_landing_sensor_requests_the_hour_in_progress(settings: Settings, instance: dg.DagsterInstance) -> None:
+    sensor = _sensor(operate.build_defs(settings), "landing_sensor")
+    now = datetime.now(UTC)
+    land(settings, ORDERS, now, 0)  # a live sink writing into the open hour
+    land(settings, ORDERS, now + timedelta(hours=2), 0)  # a folder ahead of this host's clock: not a partition yet
+    result = sensor(dg.build_sensor_context(instance=instance))
+    assert isinstance(result, dg.SensorResult)
+    [request] = result.run_requests
+    # The current hour, unless it closed while the sensor ran (then it is the hour just closed): a partition either way.
+    assert request.partition_key in (hour_key(now), hour_key(datetime.now(UTC)))
+    assert arrival_hour_partitions(settings).has_partition_key(request.partition_key)
+
+
 def test_hourly_schedule_requests_closed_hour_and_previous(settings: Settings, instance: dg.DagsterInstance) -> None:
     defs = operate.build_defs(settings)
     schedule = defs.get_repository_def().get_schedule_def("hourly_ingest")
@@ -90,63 +108,81 @@ def test_hourly_schedule_requests_closed_hour_and_previous(settings: Settings, i
     assert isinstance(skipped, dg.SkipReason)
 
 
-def test_transform_sensor_requests_one_range_for_ingested_hours(
+def test_transform_sensor_requests_the_window_of_hours_ingested_since_a_run_built_them(
     settings: Settings, instance: dg.DagsterInstance
 ) -> None:
-    partitions = dg.HourlyPartitionsDefinition(start_date=settings.partitions_start, timezone="UTC")
-
-    @dg.asset(key=["marts", "fct_orders"], partitions_def=partitions, group_name="marts")
+    @dg.asset(key=["marts", "fct_orders"], partitions_def=arrival_day_partitions(settings), group_name="marts")
     def fct_orders() -> None:
-        """A stand-in partitioned model (the sensor only reads the asset graph and the event log)."""
+        """A stand-in model partitioned like the dbt layer (the sensor reads the asset graph and Dagster's records)."""
 
     defs = dg.Definitions.merge(operate.build_defs(settings), dg.Definitions(assets=[fct_orders]))
     sensor = _sensor(defs, "transform_after_ingest")
     repo = defs.get_repository_def()
+    cursor: list[str | None] = [None]
 
     def tick() -> dg.RunRequest | dg.SkipReason:
-        return sensor(dg.build_sensor_context(instance=instance, repository_def=repo))
+        context = dg.build_sensor_context(instance=instance, repository_def=repo, cursor=cursor[0])
+        result = sensor(context)
+        cursor[0] = context.cursor
+        return result
+
+    def ingest(hour: str) -> None:
+        instance.report_runless_asset_event(dg.AssetMaterialization(["bronze", "ingest_log"], partition=hour))
+
+    def transform_run(request: dg.RunRequest, status: dg.DagsterRunStatus, watermark: int | None = None) -> None:
+        """A run of the request, as the dbt step leaves it: tagged with its ingest watermark when it built it."""
+        tags = {**(request.tags or {}), **({WATERMARK_TAG: str(watermark)} if watermark is not None else {})}
+        instance.add_run(dg.DagsterRun(job_name=TRANSFORM_JOB, run_id=str(uuid.uuid4()), status=status, tags=tags))
 
     assert isinstance(tick(), dg.SkipReason)
-    for hour in ("2026-11-01-02:00", "2026-11-01-00:00", "2026-11-01-01:00"):
-        instance.report_runless_asset_event(dg.AssetMaterialization(["bronze", "ingest_log"], partition=hour))
+    for hour in ("2026-11-01-23:00", "2026-11-01-21:00", "2026-11-01-22:00"):
+        ingest(hour)
     request = tick()
     assert isinstance(request, dg.RunRequest)
-    assert request.tags["dagster/asset_partition_range_start"] == "2026-11-01-00:00"
-    assert request.tags["dagster/asset_partition_range_end"] == "2026-11-01-02:00"
+    # The days of the hours are the run's partitions; the hours are its window.
+    assert request.tags["dagster/asset_partition_range_start"] == "2026-11-01"
+    assert request.tags["dagster/asset_partition_range_end"] == "2026-11-01"
+    assert request.tags[WINDOW_START_TAG] == "2026-11-01-21:00"
+    assert request.tags[WINDOW_END_TAG] == "2026-11-01-23:00"
 
     # A failed dbt run for that batch is retried by the next tick (new run key), up to a limit.
     batch = request.tags[BATCH_TAG]
-
-    def fail_run() -> None:
-        instance.add_run(
-            dg.DagsterRun(
-                job_name=TRANSFORM_JOB,
-                run_id=str(uuid.uuid4()),
-                status=dg.DagsterRunStatus.FAILURE,
-                tags={BATCH_TAG: batch},
-            )
-        )
-
-    fail_run()
+    transform_run(request, dg.DagsterRunStatus.FAILURE)
     retry = tick()
     assert isinstance(retry, dg.RunRequest) and retry.run_key != request.run_key
     for _ in range(TRANSFORM_ATTEMPTS - 1):
-        fail_run()
+        transform_run(request, dg.DagsterRunStatus.FAILURE)
     gave_up = tick()
     assert isinstance(gave_up, dg.SkipReason) and "failed 3 times" in (gave_up.skip_message or "")
+    assert len(instance.get_runs(dg.RunsFilter(tags={BATCH_TAG: batch}))) == TRANSFORM_ATTEMPTS
 
-    # The models get built for those hours: nothing pending any more.
-    for hour in ("2026-11-01-00:00", "2026-11-01-01:00", "2026-11-01-02:00"):
-        instance.report_runless_asset_event(dg.AssetMaterialization(["marts", "fct_orders"], partition=hour))
-    assert isinstance(tick(), dg.SkipReason)
+    # While a run is in flight, the sensor waits for it.
+    transform_run(request, dg.DagsterRunStatus.STARTED)
+    in_flight = tick()
+    assert isinstance(in_flight, dg.SkipReason) and "in flight" in (in_flight.skip_message or "")
+    instance.delete_run(instance.get_runs(dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED]))[0].run_id)
 
-    # Hour 01 is re-ingested (delayed file): only it is pending, under a new run key.
-    instance.report_runless_asset_event(dg.AssetMaterialization(["bronze", "ingest_log"], partition="2026-11-01-01:00"))
+    # The run's dbt step read its watermark, then hour 22 was re-ingested (a delayed file) and hour 00 of the next
+    # day ingested before it finished: only those two are pending, under a new batch spanning both days.
+    watermark = ingest_watermark(instance)
+    ingest("2026-11-01-22:00")
+    ingest("2026-11-02-00:00")
+    transform_run(request, dg.DagsterRunStatus.SUCCESS, watermark)
     again = tick()
     assert isinstance(again, dg.RunRequest)
-    assert again.tags["dagster/asset_partition_range_start"] == "2026-11-01-01:00"
-    assert again.tags["dagster/asset_partition_range_end"] == "2026-11-01-01:00"
-    assert again.run_key != request.run_key
+    assert (again.tags[WINDOW_START_TAG], again.tags[WINDOW_END_TAG]) == ("2026-11-01-22:00", "2026-11-02-00:00")
+    assert again.tags["dagster/asset_partition_range_end"] == "2026-11-02"
+    assert again.tags["logistics/pending_hours"] == "2" and again.run_key != request.run_key
+
+    # A successful run that built a subset of the models carries no watermark: it builds nothing for the sensor.
+    transform_run(again, dg.DagsterRunStatus.SUCCESS)
+    assert isinstance(tick(), dg.RunRequest)
+    transform_run(again, dg.DagsterRunStatus.SUCCESS, ingest_watermark(instance))
+    done = tick()
+    assert isinstance(done, dg.SkipReason) and "every ingested hour is built" in (done.skip_message or "")
+    # Without its cursor (a reset sensor), the same state is rebuilt from the runs.
+    cursor[0] = None
+    assert isinstance(tick(), dg.SkipReason)
 
 
 def test_run_failure_sensor_alerts_with_run_asset_partition_and_error(

@@ -16,8 +16,9 @@ from logistics_platform.defs.constants import TRANSFORM_JOB
 from logistics_platform.defs.operate.alert_sensors import deliver_check_alerts
 from logistics_platform.lib.bronze.ingest import ingest_hour
 from logistics_platform.lib.operate.alerts import read_log
+from logistics_platform.lib.transform.arrival_window import ArrivalWindow
 from logistics_platform.lib.transform.operations import ANOMALY_CHECK, SLA_CHECK
-from logistics_platform.pipeline import QUIET, hour_key
+from logistics_platform.pipeline import QUIET
 from logistics_platform.settings import Settings, local_settings
 from tests.support.http import Webhook
 from tests.support.ops_world import build_ops_world
@@ -36,10 +37,7 @@ def _transform(
     defs: dg.Definitions, instance: dg.DagsterInstance, hours: list[datetime]
 ) -> dict[str, dg.AssetCheckEvaluation]:
     job = defs.resolve_job_def(TRANSFORM_JOB)
-    tags = {
-        "dagster/asset_partition_range_start": hour_key(hours[0]),
-        "dagster/asset_partition_range_end": hour_key(hours[-1]),
-    }
+    tags = ArrivalWindow(hours[0], hours[-1]).run_tags()  # those hours, in the days they fall in
     result = job.execute_in_process(run_config=QUIET, instance=instance, tags=tags)
     assert result.success
     return {e.check_name: e for e in result.get_asset_check_evaluations() if e.check_name in (SLA_CHECK, ANOMALY_CHECK)}

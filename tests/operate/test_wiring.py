@@ -56,7 +56,7 @@ def _updated_instance() -> Iterator[dg.DagsterInstance]:
                 dg.AssetMaterialization(["bronze", table], partition="2026-11-01-00:00")
             )
         for mart in MARTS:
-            instance.report_runless_asset_event(dg.AssetMaterialization(["marts", mart], partition="2026-11-01-00:00"))
+            instance.report_runless_asset_event(dg.AssetMaterialization(["marts", mart], partition="2026-11-01"))
         yield instance
 
 

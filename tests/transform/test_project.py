@@ -31,6 +31,7 @@ from logistics_platform.lib.connections import load_catalog
 from logistics_platform.lib.transform.late import FoldError, resolve_topic, window_start
 from logistics_platform.lib.transform.project import (
     DbtError,
+    dbt_executable,
     dbt_project,
     join_selection_values,
     keep_partial_parse,
@@ -55,7 +56,7 @@ from logistics_platform.lib.transform.window_plan import (
     unchanged_static_nodes,
     upstream_sources,
 )
-from logistics_platform.settings import DBT_PROJECT_DIR, dbt_environment, local_settings
+from logistics_platform.settings import DBT_PROJECT_DIR, dbt_environment, local_settings, subprocess_env
 
 
 def test_window_vars_are_inclusive_hour_starts() -> None:
@@ -177,6 +178,24 @@ def test_dbt_environment_applies_the_settings_only_around_the_call(
         assert os.environ["LOGISTICS_DBT_MIN_ARRIVAL_HOUR"] == "2026-11-02 03:00:00"
     # The next run must not inherit this one's window, nor the caller lose its own values.
     assert dict(os.environ) == before
+
+
+def test_dbt_without_the_platform_environment_fails_naming_the_setting(tmp_path: Path) -> None:
+    """profiles.yml and the macros have no defaults of their own: the platform always sets them (settings.dbt_env)."""
+    settings = local_settings(tmp_path)
+    env = {k: v for k, v in subprocess_env(settings).items() if k != "SLA_WINDOW_MINUTES"}
+    project = ["--project-dir", str(DBT_PROJECT_DIR), "--profiles-dir", str(DBT_PROJECT_DIR)]
+    scratch = ["--target-path", str(tmp_path / "target"), "--log-path", str(tmp_path / "logs")]
+    out = subprocess.run(
+        [dbt_executable(), "parse", "--no-partial-parse", *project, *scratch],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert out.returncode != 0
+    assert "Env var required but not provided: 'SLA_WINDOW_MINUTES'" in out.stdout
 
 
 def test_manifest_is_keyed_by_target_and_database_and_parsed_when_the_project_changes(tmp_path: Path) -> None:

@@ -4,12 +4,46 @@
     pre_hook="{{ delete_affected('tenant_id', affected_tenant_ids()) }}",
 ) }}
 
-with tenant_changes as (
-    select tenant_id, name, tier, region, _op, _lsn, _event_time
+with tenant_events as (
+    select
+        tenant_id, name, tier, region, name_unavailable, tier_unavailable, region_unavailable, _op, _lsn, _event_time
     from {{ ref('stg_tenants') }}
     {% if is_incremental() -%}
     where tenant_id in ({{ affected_tenant_ids() }})
     {%- endif %}
+),
+
+-- A column the connector sent as the unchanged-TOAST placeholder keeps its value from the tenant's last event
+-- that had one (in lsn order; wrapped in a struct so that a real null is carried as a value too).
+tenant_changes as (
+    select
+        tenant_id,
+        case
+            when name_unavailable
+                then struct_extract(
+                    last_value(case when not name_unavailable then {'v': name} end ignore nulls) over earlier, 'v'
+                )
+            else name
+        end as name,
+        case
+            when tier_unavailable
+                then struct_extract(
+                    last_value(case when not tier_unavailable then {'v': tier} end ignore nulls) over earlier, 'v'
+                )
+            else tier
+        end as tier,
+        case
+            when region_unavailable
+                then struct_extract(
+                    last_value(case when not region_unavailable then {'v': region} end ignore nulls) over earlier, 'v'
+                )
+            else region
+        end as region,
+        _op,
+        _lsn,
+        _event_time
+    from tenant_events
+    window earlier as (partition by tenant_id order by _lsn rows between unbounded preceding and 1 preceding)
 ),
 
 changes_with_previous_state as (

@@ -1,115 +1,119 @@
-"""SLA now: the newest SLA window of every region, the recent windows' late share against the target, breaches."""
+"""SLA now: late share per region and window as a heatmap over a range of hours, the open hour as it fills, breaches."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
-import altair as alt
-import pandas as pd
 import streamlit as st
 
-from logistics_platform.dashboard import common
-from logistics_platform.lib.dashboard.operations import sla_view
+from logistics_platform.dashboard import common, sla_charts
+from logistics_platform.lib.dashboard import sla
+from logistics_platform.lib.timekeys import hour_start
 
-LOOKBACK_HOURS = (1, 3, 6, 12, 24, 72, 168)
+DEFAULT_HOURS = 6
+# The tables show this many rows and scroll past them.
+TABLE_ROWS, TABLE_ROW_PX = 6, 35
 
 st.title("SLA now")
 settings = common.settings()
 state = common.mart_or_stop(settings, "fct_region_sla")
-target = settings.sla_late_share_max
+rule = sla.SlaRule(
+    timedelta(minutes=settings.sla_window_minutes), settings.sla_min_deliveries, settings.sla_late_share_max
+)
+now = datetime.now(UTC).replace(tzinfo=None)
+open_hour = hour_start(now)
+frame = sla.window_frame(state.rows, rule, now)
 
-hours = st.select_slider("Look back from the newest window", LOOKBACK_HOURS, value=6, format_func=lambda h: f"{h} h")
-view = sla_view(state.rows, timedelta(hours=hours))
+options = sla.hour_options(frame, now)
+first, last = st.select_slider(
+    "Hours shown (UTC)",
+    options,
+    value=sla.default_range(options, frame, now, DEFAULT_HOURS),
+    format_func=lambda h: f"{h:%m-%d %H:00}" + (" (open)" if h == open_hour else ""),
+)
+cells = sla.heatmap_cells(frame, rule, now, first, last)
+breaches = sla.breaches(cells)
+latest = sla.latest_closed(frame)
+filling = sla.open_windows(cells)
+newest = frame["window_start"].max()
+window = sla.window_of(now, rule.window)
 st.caption(
-    f"Windows of {settings.sla_window_minutes} min. A window breaches with at least {settings.sla_min_deliveries} "
-    f"deliveries and more than {target:.0%} of them late. Newest window: {view.newest_window:%Y-%m-%d %H:%M} UTC."
+    f"Windows of {settings.sla_window_minutes} min. A window is judged once it has ended: it breaches with at least "
+    f"{rule.min_deliveries} deliveries and more than {rule.late_share_max:.0%} of them late. "
+    f"Now {now:%Y-%m-%d %H:%M:%S} UTC: open hour {open_hour:%H:%M}-{open_hour + sla.HOUR:%H:%M}, "
+    f"window {window:%H:%M}-{window + rule.window:%H:%M} filling. Newest window in the mart: {newest:%Y-%m-%d %H:%M}."
 )
 
-breached_now = view.latest[view.latest["breached"]]
 cols = st.columns(4)
-cols[0].metric("Regions breached now", len(breached_now), help="Regions whose newest window is breached.")
-cols[1].metric(f"Breached windows, last {hours} h", len(view.breaches))
-cols[2].metric(f"Late deliveries, last {hours} h", int(view.windows["late_deliveries"].sum()))
-cols[3].metric("Orders overdue and open now", int(view.latest["overdue_open"].sum()))
+cols[0].metric(
+    "Regions breached now",
+    int(latest["breached"].sum()),
+    help="Regions whose newest window that has ended is breached.",
+)
+cols[1].metric("Breached windows shown", len(breaches))
+cols[2].metric("Late deliveries shown", int(cells["late_deliveries"].sum()))
+cols[3].metric(
+    "Orders overdue and open now",
+    int(latest["overdue_open"].sum()),
+    help="At the end of each region's newest window that has ended.",
+)
 
-if view.breaches.empty:
-    st.success(f"No SLA breach in the last {hours} h.")
+if newest < first:
+    st.warning(
+        f"Nothing published after the window of {newest:%Y-%m-%d %H:%M} UTC: check that the pipeline runs "
+        "(`logistics-platform run`, or the sensors of `make dev`), or move the range back."
+    )
+elif not ((cells["deliveries"] > 0) | (cells["overdue_open"] > 0)).any():
+    st.info("No delivery and no overdue order in the hours shown: move the range to see windows.")
+elif breaches.empty:
+    st.success("No breached window in the hours shown.")
 else:
     named = ", ".join(
         f"{r.region} at {r.window_start:%m-%d %H:%M} ({r.late_share:.0%} late of {r.deliveries})"
-        for r in view.breaches.head(5).itertuples()
+        for r in breaches.head(5).itertuples()
     )
-    more = f" and {len(view.breaches) - 5} more" if len(view.breaches) > 5 else ""
+    more = f" and {len(breaches) - 5} more" if len(breaches) > 5 else ""
     st.error(f"SLA breached: {named}{more}.")
 
-st.subheader("Newest window per region")
-
-
-def _highlight(row: pd.Series) -> list[str]:
-    style = f"background-color: {common.ALERT}33; font-weight: 600" if row["breached"] else ""
-    return [style] * len(row)
-
-
-latest = view.latest[
-    ["region", "window_start", "deliveries", "late_deliveries", "late_share", "overdue_open", "breached"]
-]
-st.dataframe(
-    latest.style.apply(_highlight, axis=1).format({"late_share": "{:.1%}"}, na_rep="-"),
-    hide_index=True,
-    width="stretch",
+st.subheader("Late share per region and window")
+regions = sorted(frame["region"].unique())
+st.altair_chart(sla_charts.heatmap(cells, rule, regions, first, last, now), width="stretch")
+st.caption(
+    f"Colour: late share. Faded: not judged (fewer than {rule.min_deliveries} deliveries, or still open). Grey: "
+    "open overdue orders but no delivery. Outlined in red with `!`: breached. Shaded: the open hour; the black rule "
+    "is now, the dashed cells the window filling now, the dotted ones the windows to come. Hover a cell for its counts."
 )
 
-st.subheader(f"Late share per window, last {hours} h")
-windows = view.windows.assign(status=view.windows["breached"].map({True: "breached", False: "within SLA"}))
-base = alt.Chart(windows).encode(
-    x=alt.X("window_start:T", title="window (UTC)"),
-    y=alt.Y("late_share:Q", title="late share", axis=alt.Axis(format="%")),
-)
-lines = base.mark_line(strokeWidth=1.5, opacity=0.7).encode(color=alt.Color("region:N", title="region"))
-points = base.mark_point(filled=True, size=70).encode(
-    color=alt.Color("region:N"),
-    shape=alt.Shape(
-        "status:N",
-        title="window",
-        scale=alt.Scale(domain=["within SLA", "breached"], range=["circle", "triangle-up"]),
-    ),
-    tooltip=["region", "window_start:T", "deliveries", "late_deliveries", alt.Tooltip("late_share:Q", format=".1%")],
-)
-breach_marks = (
-    alt.Chart(windows[windows["breached"]])
-    .mark_point(shape="triangle-up", size=260, color=common.ALERT, filled=True)
-    .encode(x="window_start:T", y="late_share:Q")
-)
-rule = (
-    alt.Chart(pd.DataFrame({"target": [target]})).mark_rule(color=common.ALERT, strokeDash=[6, 4]).encode(y="target:Q")
-)
-st.altair_chart(alt.layer(lines, points, breach_marks, rule).properties(height=320), width="stretch")
+st.subheader("Deliveries per window, all regions")
+st.altair_chart(sla_charts.volume(cells, first, last), width="stretch")
 
-st.subheader(f"Deliveries and open overdue orders per window, last {hours} h")
-volume = windows.melt(
-    id_vars=["window_start", "region"], value_vars=["deliveries", "overdue_open"], var_name="count", value_name="n"
-)
-st.altair_chart(
-    alt.Chart(volume)
-    .mark_line(point=True)
-    .encode(
-        x=alt.X("window_start:T", title="window (UTC)"),
-        y=alt.Y("n:Q", title="orders"),
-        color=alt.Color("region:N"),
-        strokeDash=alt.StrokeDash("count:N", title="count"),
-        tooltip=["region", "window_start:T", "count", "n"],
-    )
-    .properties(height=260),
-    width="stretch",
-)
-
-if not view.breaches.empty:
-    st.subheader("Breached windows")
-    st.dataframe(
-        view.breaches[["window_start", "region", "deliveries", "late_deliveries", "late_share"]].style.format(
-            {"late_share": "{:.1%}"}
-        ),
+columns = {
+    "window_start": st.column_config.DatetimeColumn("window (UTC)", format="MM-DD HH:mm"),
+    "late_deliveries": st.column_config.NumberColumn("late"),
+    "late_share": st.column_config.NumberColumn("late share", format="percent"),
+}
+shown_columns = ["window_start", "region", "deliveries", "late_deliveries", "late_share"]
+left, right = st.columns(2)
+left.subheader("Breached windows shown")
+if breaches.empty:
+    left.caption("None in the hours shown.")
+else:
+    left.dataframe(
+        breaches[shown_columns],
         hide_index=True,
         width="stretch",
+        height=TABLE_ROW_PX * (min(len(breaches), TABLE_ROWS) + 1) + 3,
+        column_config=columns,
+    )
+right.subheader("Open windows, so far")
+if filling.empty:
+    right.caption(f"No delivery yet in the window {window:%H:%M}-{window + rule.window:%H:%M}.")
+else:
+    right.dataframe(
+        filling[shown_columns],
+        hide_index=True,
+        width="stretch",
+        height=TABLE_ROW_PX * (min(len(filling), TABLE_ROWS) + 1) + 3,
+        column_config=columns,
     )
 common.published_caption(state)

@@ -134,8 +134,8 @@ def build_bronze_assets(settings: Settings) -> dg.AssetsDefinition:
         from logistics_platform.lib.bronze.accounting import account_ingest
         from logistics_platform.lib.bronze.errors import describe_failure, is_transient
         from logistics_platform.lib.bronze.ingest import ingest_hours
-        from logistics_platform.lib.bronze.landing import parse_partition_key
         from logistics_platform.lib.connections import load_catalog
+        from logistics_platform.lib.timekeys import parse_hour_key
 
         require_usable_lakehouse(settings)
         keys = context.partition_keys
@@ -145,7 +145,7 @@ def build_bronze_assets(settings: Settings) -> dg.AssetsDefinition:
         try:
             reports = ingest_hours(
                 settings,
-                [parse_partition_key(k) for k in keys],
+                [parse_hour_key(k) for k in keys],
                 run_id=context.run.run_id,
                 replace=replace,
                 progress=context.log.info,

@@ -5,9 +5,10 @@ from typing import Any
 
 import dagster as dg
 
-from logistics_platform.defs.constants import OWNERS
+from logistics_platform.defs.constants import OWNERS, TRANSFORM_JOB
 from logistics_platform.defs.operate.common import schedule_status
 from logistics_platform.lib.operate.landing_watch import scan_landing
+from logistics_platform.lib.transform.arrival_window import run_window
 from logistics_platform.settings import Settings
 
 BACKLOG_KEY = dg.AssetKey(["operations", "pipeline_backlog"])
@@ -18,12 +19,20 @@ BACKLOG_JOB = "report_backlog"
 BACKLOG_WARN_HOURS = 3
 
 
+# The newest hour built is read from this many of the latest successful transform runs (one of them built it).
+RECENT_TRANSFORM_RUNS = 24
+
+
 def _latest_built_hour(instance: dg.DagsterInstance) -> str | None:
-    """Newest arrival hour whose marts were built (from fct_orders' partition materializations)."""
-    latest = instance.event_log_storage.get_latest_storage_id_by_partition(
-        dg.AssetKey(["marts", "fct_orders"]), dg.DagsterEventType.ASSET_MATERIALIZATION
+    """Newest arrival hour that a recent successful transform run built (the end of its window).
+
+    From the runs' window tags, not the dbt assets' partitions: those are days, and a day is built hour by hour.
+    """
+    runs = instance.get_runs(
+        dg.RunsFilter(job_name=TRANSFORM_JOB, statuses=[dg.DagsterRunStatus.SUCCESS]), limit=RECENT_TRANSFORM_RUNS
     )
-    return max(latest) if latest else None
+    ends = [window.last_key for run in runs if (window := run_window(run.tags)) is not None]
+    return max(ends) if ends else None
 
 
 def build_backlog_asset(settings: Settings) -> dg.AssetsDefinition:

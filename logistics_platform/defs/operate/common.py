@@ -3,6 +3,7 @@
 import dagster as dg
 
 from logistics_platform.lib.operate.landing_watch import PARTITION_TAG, run_partition_bounds
+from logistics_platform.lib.transform.arrival_window import WINDOW_END_TAG, WINDOW_START_TAG
 from logistics_platform.settings import Settings
 
 # A run in one of these states still holds its partition (or the DuckDB file): sensors wait for it.
@@ -25,8 +26,16 @@ def schedule_status(settings: Settings) -> dg.DefaultScheduleStatus:
 
 
 def run_partition(run: dg.DagsterRun) -> str | None:
-    """The partition key of a run, or ``first..last`` for a partition-range run."""
+    """The partition key of a run, or ``first..last`` for a partition-range run; then a transform run's arrival hours.
+
+    What to re-run comes first (an ingest's hours, a transform's days), e.g.
+    ``2026-11-30 (arrival hours 2026-11-30-03:00..2026-11-30-04:00)``.
+    """
     bounds = run_partition_bounds(run.tags)
     if bounds is None:
         return None
-    return bounds[0] if PARTITION_TAG in run.tags else f"{bounds[0]}..{bounds[1]}"
+    label = bounds[0] if PARTITION_TAG in run.tags else f"{bounds[0]}..{bounds[1]}"
+    first, last = run.tags.get(WINDOW_START_TAG), run.tags.get(WINDOW_END_TAG)
+    if first and last:
+        label += f" (arrival hours {first if first == last else f'{first}..{last}'})"
+    return label

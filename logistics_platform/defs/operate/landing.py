@@ -3,13 +3,13 @@
 The decisions live in :mod:`logistics_platform.lib.operate.landing_watch`.
 """
 
-from datetime import UTC
+from datetime import UTC, datetime
 
 import dagster as dg
 
 from logistics_platform.defs.constants import INGEST_JOB, TRIGGER_TAG
 from logistics_platform.defs.operate.common import ACTIVE_RUN_STATUSES, schedule_status, sensor_status
-from logistics_platform.defs.partitions import HOUR_KEY_FORMAT, arrival_hour_partitions
+from logistics_platform.defs.partitions import arrival_hour_partitions
 from logistics_platform.lib.operate.landing_watch import (
     combine_fingerprints,
     dump_cursor,
@@ -17,18 +17,22 @@ from logistics_platform.lib.operate.landing_watch import (
     hours_to_reconcile,
     ingest_run_key,
     load_cursor,
+    partition_hours,
     plan_ingest_requests,
     run_covers_hour,
     scan_landing,
     stale_topics,
 )
+from logistics_platform.lib.timekeys import hour_key
 from logistics_platform.settings import Settings
 
 
 def _valid_hours(settings: Settings, hours: dict[str, str]) -> dict[str, str]:
-    """Hours that are partitions (landed files older than PARTITIONS_START are not ingested)."""
-    start = arrival_hour_partitions(settings).start.strftime(HOUR_KEY_FORMAT)
-    return {h: fp for h, fp in hours.items() if h >= start}
+    """Hours that are partitions now: from PARTITIONS_START through the hour in progress (its files are ingested as
+    they land); landed files before PARTITIONS_START are not ingested, an hour folder ahead of the clock not yet."""
+    start = hour_key(arrival_hour_partitions(settings).start)
+    taken, _ = partition_hours(hours, start, datetime.now(UTC))
+    return {h: hours[h] for h in taken}
 
 
 def build_landing_sensor(settings: Settings) -> dg.SensorDefinition:
@@ -40,8 +44,9 @@ def build_landing_sensor(settings: Settings) -> dg.SensorDefinition:
         minimum_interval_seconds=60,
         default_status=sensor_status(settings),
         description=(
-            "Requests an ingest of an arrival hour when its files appear in LANDING_DIR, and again when its "
-            "file set changes (delayed upload). Cursor: hour -> fingerprint of the last requested file set."
+            "Requests an ingest of an arrival hour when its files appear in LANDING_DIR, the hour in progress "
+            "included, and again when its file set changes (a new file in the open hour, a delayed upload). "
+            "Cursor: hour -> fingerprint of the last requested file set."
         ),
     )
     def landing_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:

@@ -1,35 +1,41 @@
 """The dbt project as Dagster assets, run through dagster-dbt's ``DbtCliResource``.
 
-Partitioning: every dbt asset is partitioned by arrival hour, like bronze (identity mapping: staging hour H reads the
-bronze rows that arrived in hour H, plus a lookback). A partition range runs as ONE ``dbt build`` (single-run
-backfill policy) on the window min/max arrival hour; every model is idempotent per window, so re-running any
-partition is safe and any order of partitions gives the tables a full refresh gives.
+Partitioning: every dbt asset is partitioned by arrival DAY (UTC, today included), while bronze is partitioned by
+arrival hour; day D of a model depends on the hours of D in bronze (a time-window mapping). A run builds one window
+of arrival hours inside its days, as ONE ``dbt build`` (single-run backfill policy): the hours its launcher asked for
+(run tags, see :mod:`logistics_platform.lib.transform.arrival_window`; the transform sensor asks for the hours
+ingested since they were last built), or every hour of its days (a UI materialization or backfill of days). Every
+model is idempotent per window, so re-running any window is safe and any order of windows gives the tables a full
+refresh gives. Dagster records one materialization per model and DAY of the run, whatever the number of hours.
 
 Before dbt runs, the window plan (:mod:`logistics_platform.lib.transform.window_plan`) leaves out the models the
 window cannot change; it is a dbt selection (``--exclude``), which dagster-dbt merges with the run's own subset.
+The run is tagged with its window and its ingest watermark (:mod:`logistics_platform.lib.operate.transform_pending`),
+which tell the transform sensor which ingested hours it built.
 """
 
 # No `from __future__ import annotations`: Dagster reads the asset function annotations at runtime.
 
 import json
 from collections.abc import Iterator, Mapping
-from datetime import datetime, timedelta
 from typing import Any
 
 import dagster as dg
 from dagster_dbt import DagsterDbtTranslatorSettings, DbtCliResource, dbt_assets, get_asset_key_for_model
 
-from logistics_platform.defs.constants import DUCKDB_POOL, OWNERS
+from logistics_platform.defs.constants import DUCKDB_POOL, INGEST_LOG_KEY, OWNERS
 from logistics_platform.defs.constants import DUCKDB_WRITER_TAGS as WRITER_TAGS
-from logistics_platform.defs.partitions import arrival_hour_partitions
+from logistics_platform.defs.partitions import arrival_day_partitions
 from logistics_platform.defs.preflight import require_usable_lakehouse
 from logistics_platform.defs.transform.translator import LogisticsDbtTranslator
+from logistics_platform.lib.operate.transform_pending import WATERMARK_TAG
+from logistics_platform.lib.transform.arrival_window import ArrivalWindow, window_within_days
 from logistics_platform.lib.transform.project import (
     dbt_project,
     keep_partial_parse,
     new_run_target,
     window_env,
-    window_vars_from_range,
+    window_vars,
 )
 from logistics_platform.lib.transform.window_plan import WindowPlan, plan_window, record_static_builds
 from logistics_platform.settings import Settings, dbt_environment
@@ -55,15 +61,11 @@ class DbtBuildConfig(dg.Config):
 
 
 def window_plan(
-    context: dg.AssetExecutionContext,
-    settings: Settings,
-    manifest: Mapping[str, Any],
-    start: datetime,
-    end: datetime,
+    context: dg.AssetExecutionContext, settings: Settings, manifest: Mapping[str, Any], window: ArrivalWindow
 ) -> WindowPlan | None:
     """The models these arrival hours leave unchanged; None (run everything) if bronze or DuckDB cannot be probed."""
     try:
-        plan = plan_window(settings, manifest, start, end - timedelta(hours=1))
+        plan = plan_window(settings, manifest, window.first, window.last)
     except Exception as exc:  # the probe only saves time: a run without it is correct, just slower
         context.log.warning(f"Could not probe the window, running every model: {exc}")
         return None
@@ -78,13 +80,35 @@ def window_plan(
     return plan
 
 
+def ingest_watermark(instance: dg.DagsterInstance) -> int:
+    """Storage id of the newest ``bronze/ingest_log`` materialization (0 before any ingest)."""
+    records = instance.fetch_materializations(INGEST_LOG_KEY, limit=1).records
+    return records[0].storage_id if records else 0
+
+
+def arrival_window(context: dg.AssetExecutionContext) -> ArrivalWindow:
+    """The arrival hours this run builds: the hours its tags name, else every hour of its day partitions."""
+    days = context.partition_time_window
+    try:
+        return window_within_days(context.run.tags, days.start, days.end)
+    except ValueError as exc:
+        raise dg.Failure(description=str(exc), allow_retries=False) from None
+
+
+def with_metadata(event: Any, metadata: Mapping[str, Any]) -> Any:
+    """``event`` with ``metadata`` added when it is a materialization (dbt's test results pass unchanged)."""
+    if isinstance(event, dg.Output | dg.AssetMaterialization):
+        return event.with_metadata({**event.metadata, **metadata})
+    return event
+
+
 UNIT_TESTS_OFF = ("--exclude-resource-type", "unit_test")
 
 
 def build_dbt_assets(settings: Settings) -> dg.AssetsDefinition:
     project = dbt_project(settings)
     manifest = json.loads(project.manifest_path.read_text())
-    partitions = arrival_hour_partitions(settings)
+    partitions = arrival_day_partitions(settings)
 
     @dbt_assets(
         manifest=project.manifest_path,
@@ -106,11 +130,20 @@ def build_dbt_assets(settings: Settings) -> dg.AssetsDefinition:
         settings: dg.ResourceParam[Settings],
         config: DbtBuildConfig,
     ) -> Iterator[Any]:
-        """dbt build of staging, intermediate and marts for the partition range of arrival hours (one run)."""
+        """dbt build of staging, intermediate and marts for the run's window of arrival hours (one dbt invocation)."""
         require_usable_lakehouse(settings)
-        window = context.partition_time_window
-        dbt_vars = window_vars_from_range(window.start, window.end)
-        plan = None if config.full_refresh else window_plan(context, settings, manifest, window.start, window.end)
+        # Read before dbt reads bronze: every ingest up to this one is committed in the tables dbt is about to read.
+        watermark = ingest_watermark(context.instance)
+        window = arrival_window(context)
+        # Which arrival hours the run covered, in the UI's run tags (a backfill of days names only its days), and the
+        # watermark the transform sensor counts, for a run that builds every model (a subset leaves others behind).
+        tags = window.window_tags()
+        if set(context.selected_asset_keys) >= set(context.assets_def.keys):
+            tags[WATERMARK_TAG] = str(watermark)
+        context.instance.add_run_tags(context.run_id, tags)
+        built: dict[str, Any] = {"arrival_hours": window.label, "ingest_watermark": watermark}
+        dbt_vars = window_vars(window.first, window.last)
+        plan = None if config.full_refresh else window_plan(context, settings, manifest, window)
         # dbt's unit tests check model logic on fixed inputs, not the data: they belong to CI (`dbt build` and
         # `dbt test` there run them, as tests/transform does), not to every hourly run.
         args = [
@@ -133,7 +166,9 @@ def build_dbt_assets(settings: Settings) -> dg.AssetsDefinition:
                     else "no bronze rows for its sources in these arrival hours"
                 )
                 yield dg.Output(
-                    None, output_name=key.to_python_identifier(), metadata={"status": "no-op", "reason": reason}
+                    None,
+                    output_name=key.to_python_identifier(),
+                    metadata={"status": "no-op", "reason": reason, **built},
                 )
         # The window goes to dbt as environment variables, read by macros/arrival_window.sql only at execution: a
         # changed --vars would make dbt parse the whole project again on every run.
@@ -145,7 +180,8 @@ def build_dbt_assets(settings: Settings) -> dg.AssetsDefinition:
         # process per file), and every dbt-duckdb connection runs our plugin, which creates the bronze views and ops
         # tables: on that connection each query fails ("attached in read-only mode") and the metadata is dropped.
         try:
-            yield from invocation.stream()
+            for event in invocation.stream():
+                yield with_metadata(event, built)
         finally:
             keep_partial_parse(settings, target)
         # So that the next runs skip the seeds and views this one built until they change.

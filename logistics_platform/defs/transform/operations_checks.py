@@ -13,9 +13,8 @@ from typing import Any
 import dagster as dg
 from dagster_duckdb import DuckDBResource
 
-from logistics_platform.defs.partitions import HOUR_KEY_FORMAT
-from logistics_platform.lib.operate.landing_watch import run_partition_bounds
 from logistics_platform.lib.transform import operations
+from logistics_platform.lib.transform.arrival_window import run_window
 from logistics_platform.settings import Settings
 
 SLA_KEY = dg.AssetKey(["marts", operations.SLA_MART])
@@ -23,11 +22,10 @@ DAILY_KEY = dg.AssetKey(["marts", operations.DAILY_MART])
 
 
 def run_arrival_hours(tags: Mapping[str, str]) -> tuple[datetime | None, datetime | None]:
-    """First and last arrival hour (inclusive) of a run from its partition tags; (None, None) when unpartitioned."""
-    bounds = run_partition_bounds(tags)
-    if bounds is None:
-        return None, None
-    return datetime.strptime(bounds[0], HOUR_KEY_FORMAT), datetime.strptime(bounds[1], HOUR_KEY_FORMAT)
+    """First and last arrival hour (inclusive) the run built: its window tags, else every hour of its day partitions;
+    (None, None) when unpartitioned."""
+    window = run_window(tags)
+    return (None, None) if window is None else (window.first, window.last)
 
 
 def _scope(first: datetime | None, last: datetime | None) -> str:

@@ -1,4 +1,5 @@
-"""How dbt nodes become Dagster assets: keys ``[layer, model]``, groups by layer, sources onto the bronze assets."""
+"""How dbt nodes become Dagster assets: keys ``[layer, model]``, groups by layer, sources onto the bronze assets
+(an arrival day of a model reads the arrival hours of that day in bronze)."""
 
 # No `from __future__ import annotations`: Dagster reads annotations at runtime.
 
@@ -9,6 +10,7 @@ import dagster as dg
 from dagster_dbt import DagsterDbtTranslator
 
 from logistics_platform.defs.constants import DUCKDB_WRITER_TAGS, OWNERS
+from logistics_platform.lib.bronze.views import BRONZE_SCHEMA
 
 LAYERS = ("staging", "intermediate", "marts")
 
@@ -32,6 +34,16 @@ class LogisticsDbtTranslator(DagsterDbtTranslator):
 
     def get_owners(self, dbt_resource_props: Mapping[str, Any]) -> list[str] | None:
         return OWNERS
+
+    def get_partition_mapping(
+        self, dbt_resource_props: Mapping[str, Any], dbt_parent_resource_props: Mapping[str, Any]
+    ) -> dg.PartitionMapping | None:
+        # Bronze is hourly, the dbt layer daily: day D depends on the hours of D (the same as Dagster infers, stated
+        # here so that the mapping is a decision, not a default). Between dbt nodes: the same day (identity).
+        parent = dbt_parent_resource_props
+        if parent.get("resource_type") == "source" and parent.get("source_name") == BRONZE_SCHEMA:
+            return dg.TimeWindowPartitionMapping()
+        return None
 
     def get_tags(self, dbt_resource_props: Mapping[str, Any]) -> Mapping[str, str]:
         return {**super().get_tags(dbt_resource_props), **DUCKDB_WRITER_TAGS}

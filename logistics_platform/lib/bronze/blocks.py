@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 from pyiceberg.types import IcebergType
 
-from logistics_platform.lib.bronze.envelope import TOMBSTONE, LineParser, Rejected, raw_line_text
+from logistics_platform.lib.bronze.envelope import DECIMAL_PRECISE, TOMBSTONE, LineParser, Rejected, raw_line_text
 from logistics_platform.lib.bronze.fastpath import fast_block, fast_rows, newline_positions
 from logistics_platform.lib.bronze.landing import CorruptFileError, LandingFile
 from logistics_platform.lib.bronze.writer import rows_to_arrow
@@ -59,6 +59,7 @@ class BlockTask:
     relpath: str
     fast_run_lines: int = FAST_RUN_LINES  # runs of lines tried on the vectorised clean path; 0: per line only
     newlines: np.ndarray | None = None  # where the reader found the block's newlines (fastpath.newline_positions)
+    decimal_mode: str = DECIMAL_PRECISE  # the connector's decimal.handling.mode (DEBEZIUM_DECIMAL_HANDLING_MODE)
 
 
 class CorruptRead(Exception):

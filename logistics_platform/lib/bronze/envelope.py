@@ -19,6 +19,7 @@ Hot path: this runs once per landed line, so it avoids per-line allocations beyo
 from __future__ import annotations
 
 import base64
+import binascii
 import hashlib
 import json
 import re
@@ -48,6 +49,7 @@ from logistics_platform.lib.bronze.schema import (
     TopicSpec,
     metadata_columns,
 )
+from logistics_platform.lib.timekeys import epoch_micros
 
 # Column kinds: how a JSON value becomes a column value.
 K_STRING, K_LONG, K_DOUBLE, K_BOOL, K_DECIMAL, K_TIMESTAMP, K_TEXT_OR_JSON = (
@@ -69,6 +71,19 @@ IDENTITY_SEPARATOR = "\x1f"  # joins the parts of an event identity before hashi
 _fromiso = datetime.fromisoformat
 _money_match = re.compile(r"-?[0-9]{1,10}\.[0-9]{2}").fullmatch  # the canonical decimal.handling.mode=string form
 PLAIN_EVENT_TIME_COLUMN = "recorded_at"  # the event time of the non-CDC topic (pings: device clock)
+# Debezium's decimal.handling.mode of the deployment's connector (setting DEBEZIUM_DECIMAL_HANDLING_MODE).
+DECIMAL_PRECISE, DECIMAL_STRING, DECIMAL_DOUBLE = "precise", "string", "double"
+DECIMAL_MODES = (DECIMAL_PRECISE, DECIMAL_STRING, DECIMAL_DOUBLE)
+DECIMAL_MODE_SETTING = "DEBEZIUM_DECIMAL_HANDLING_MODE"
+CONNECT_DECIMAL = "org.apache.kafka.connect.data.Decimal"
+VARIABLE_SCALE_DECIMAL = "io.debezium.data.VariableScaleDecimal"
+# Integer timestamps of the JsonConverter schema's semantic types, in microseconds per unit (default: micros).
+TIMESTAMP_UNITS = {
+    "io.debezium.time.Timestamp": 1000,
+    "io.debezium.time.MicroTimestamp": 1,
+    "org.apache.kafka.connect.data.Timestamp": 1000,
+}
+_NANO_TIMESTAMP = "io.debezium.time.NanoTimestamp"
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,8 +156,7 @@ def parse_timestamp_micros(value: Any) -> int:
             dt = datetime.fromisoformat(value)
         except ValueError:
             raise _BadValue(f"{value!r} is not an ISO-8601 timestamp") from None
-        d = dt - (_EPOCH_NAIVE if dt.tzinfo is None else _EPOCH_AWARE)
-        return (d.days * 86400 + d.seconds) * 1_000_000 + d.microseconds
+        return epoch_micros(dt)
     if t is int:
         if -_I64 <= value < _I64:
             return value
@@ -150,15 +164,18 @@ def parse_timestamp_micros(value: Any) -> int:
     raise _BadValue(f"expected an ISO-8601 string or epoch microseconds, got {type(value).__name__}")
 
 
-def _decimal(value: Any) -> Decimal:
-    t = type(value)
+def connect_decimal_unscaled(text: str) -> int | None:
+    """The unscaled integer of a Kafka Connect ``Decimal`` (base64, two's-complement big-endian); None if not base64."""
     try:
-        if t is str or t is int:
-            d = Decimal(value)
-        elif t is float:
-            d = Decimal(repr(value))
-        else:
-            raise _BadValue(f"expected a decimal string or number, got {type(value).__name__}")
+        raw = binascii.a2b_base64(text, strict_mode=True)
+    except (binascii.Error, ValueError):
+        return None
+    return int.from_bytes(raw, "big", signed=True) if raw else None
+
+
+def _money(d: Decimal, value: Any) -> Decimal:
+    """``d`` as DECIMAL(12,2), or _BadValue naming what does not fit."""
+    try:
         if not d.is_finite():
             raise _BadValue(f"{value!r} is not a finite number")
         q = d.quantize(_CENT)
@@ -169,6 +186,41 @@ def _decimal(value: Any) -> Decimal:
     if abs(q) >= _MAX_MONEY:
         raise _BadValue(f"{value!r} does not fit DECIMAL(12,2)")
     return q
+
+
+def decode_decimal(value: Any, mode: str = DECIMAL_PRECISE, scale: int | None = 2) -> Decimal:
+    """A decimal column value as Debezium writes it: a JSON number, a decimal string, or a Connect ``Decimal``.
+
+    ``scale`` is that of the line's schema block when it has one (None: the schema says the column is a string, so
+    no base64), else the contract's. A string is read as a Connect ``Decimal`` when the connector's mode is
+    ``precise`` (or the schema says bytes) and it is valid base64 without a dot; a decimal string is always read.
+    """
+    t = type(value)
+    if t is str:
+        if scale is not None and mode == DECIMAL_PRECISE and "." not in value:
+            unscaled = connect_decimal_unscaled(value)
+            if unscaled is not None:
+                return _money(Decimal(unscaled).scaleb(-scale), value)
+        try:
+            d = Decimal(value)
+        except InvalidOperation:
+            hint = (
+                "a decimal string or a Connect Decimal (base64)"
+                if mode == DECIMAL_PRECISE
+                else f"a decimal string (a Connect Decimal is read with {DECIMAL_MODE_SETTING}=precise)"
+            )
+            raise _BadValue(f"{value!r} is not {hint}; check {DECIMAL_MODE_SETTING} (now {mode})") from None
+        return _money(d, value)
+    if t is int:
+        return _money(Decimal(value), value)
+    if t is float:
+        return _money(Decimal(repr(value)), value)
+    if t is dict and type(value.get("scale")) is int and type(value.get("value")) is str:
+        # io.debezium.data.VariableScaleDecimal: a numeric column without a declared scale.
+        unscaled = connect_decimal_unscaled(value["value"])
+        if unscaled is not None:
+            return _money(Decimal(unscaled).scaleb(-value["scale"]), value)
+    raise _BadValue(f"expected a decimal string, a number or a Connect Decimal, got {type(value).__name__}")
 
 
 def convert(kind: str, value: Any) -> Any:
@@ -196,7 +248,7 @@ def convert(kind: str, value: Any) -> Any:
     if kind == K_TIMESTAMP:
         return parse_timestamp_micros(value)
     if kind == K_DECIMAL:
-        return _decimal(value)
+        return decode_decimal(value, DECIMAL_STRING)
     if kind == K_BOOL:
         if t is bool:
             return value
@@ -204,6 +256,30 @@ def convert(kind: str, value: Any) -> Any:
     if kind == K_TEXT_OR_JSON:
         return value if t is str else to_json_text(value)
     raise ValueError(f"unknown column kind {kind!r}")
+
+
+def schema_encodings(schema: Any) -> dict[str, tuple[str, int | None]] | None:
+    """Per row column, what a JsonConverter schema block says of its encoding; None when it says nothing usable.
+
+    ``("decimal", scale)`` for a Connect ``Decimal`` (bytes), ``("decimal", None)`` for a column sent as a string
+    or number, ``("timestamp", micros per unit)`` for an integer timestamp type (0: nanoseconds).
+    """
+    try:
+        row = next(f for f in schema["fields"] if f.get("field") == "after")
+        out: dict[str, tuple[str, int | None]] = {}
+        for f in row["fields"]:
+            name = f.get("name")
+            if name == CONNECT_DECIMAL:
+                out[f["field"]] = ("decimal", int(f["parameters"]["scale"]))
+            elif name in TIMESTAMP_UNITS:
+                out[f["field"]] = ("timestamp", TIMESTAMP_UNITS[name])
+            elif name == _NANO_TIMESTAMP:
+                out[f["field"]] = ("timestamp", 0)
+            elif f.get("type") != "bytes" and name != VARIABLE_SCALE_DECIMAL:
+                out[f["field"]] = ("decimal", None)
+        return out
+    except (KeyError, TypeError, ValueError, AttributeError, StopIteration):
+        return None  # a schema block we cannot read: the contract and the setting decide
 
 
 def _reject_constant(name: str) -> Any:
@@ -273,7 +349,14 @@ class LineParser:
         arrival_hour: datetime,
         allowed_lateness_seconds: int,
         evolved: dict[str, IcebergType] | None = None,
+        decimal_mode: str = DECIMAL_PRECISE,
     ) -> None:
+        if decimal_mode not in DECIMAL_MODES:
+            raise ValueError(f"{DECIMAL_MODE_SETTING}={decimal_mode!r}: expected one of {', '.join(DECIMAL_MODES)}")
+        self.decimal_mode = decimal_mode
+        # The contract's scale per decimal column: that of a Connect Decimal when the line has no schema block.
+        self.scales = {c.name: c.type.scale for c in spec.columns if isinstance(c.type, DecimalType)}
+        self._line_schema: dict[str, tuple[str, int | None]] | None = None  # the current line's schema_encodings
         self.spec = spec
         self.topic = spec.topic
         self.arrival_hour = arrival_hour
@@ -314,7 +397,9 @@ class LineParser:
         if (b"\\ud" in raw or b"\\uD" in raw) and not _encodable(value):
             # "\ud800" alone is accepted by the json module but is no text: it could not be stored.
             return Rejected(REASON_MALFORMED_JSON, "not JSON text: unpaired UTF-16 surrogate escape")
+        self._line_schema = None
         if type(value) is dict and "payload" in value and len(value) == 2 and "schema" in value:
+            self._line_schema = schema_encodings(value["schema"])
             value = value["payload"]
         if value is None:
             return TOMBSTONE
@@ -359,6 +444,7 @@ class LineParser:
                     except ValueError:
                         pass
                     else:
+                        # timekeys.epoch_micros inline: this runs once per timestamp value of every line.
                         d = dt - (_EPOCH_NAIVE if dt.tzinfo is None else _EPOCH_AWARE)
                         append((d.days * 86400 + d.seconds) * 1_000_000 + d.microseconds)
                         continue
@@ -370,10 +456,30 @@ class LineParser:
                 append(v)
                 continue
             try:
-                append(convert(kind, v))
+                if kind is K_DECIMAL:
+                    append(self._decimal(name, v))
+                elif kind is K_TIMESTAMP and t is int and self._line_schema is not None and name in self._line_schema:
+                    append(self._int_timestamp(v, self._line_schema[name]))
+                else:
+                    append(convert(kind, v))
             except _BadValue as e:
                 return Rejected(f"{REASON_INVALID_VALUE}:{name}", f"{name}: {e.detail}")
         return None
+
+    def _decimal(self, name: str, value: Any) -> Decimal:
+        encoding = None if self._line_schema is None else self._line_schema.get(name)
+        if encoding is None or encoding[0] != "decimal":
+            return decode_decimal(value, self.decimal_mode, self.scales.get(name, 2))
+        if encoding[1] is None:  # the schema says a string or number: no base64
+            return decode_decimal(value, self.decimal_mode, None)
+        return decode_decimal(value, DECIMAL_PRECISE, encoding[1])
+
+    @staticmethod
+    def _int_timestamp(value: int, encoding: tuple[str, int | None]) -> int:
+        unit = encoding[1]
+        if encoding[0] != "timestamp" or unit == 1:
+            return parse_timestamp_micros(value)
+        return parse_timestamp_micros(value // 1000 if unit == 0 else value * (unit or 1))
 
     def _key(self, data: Any) -> Any:
         if type(data) is not dict:

@@ -20,9 +20,14 @@ import re
 import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import IO, cast
+
+# lib/bronze/ingest.py (being rewritten) imports `hour_partition_key` and `hour_start` from here: the names stay until
+# it imports them from lib/timekeys.py, where they are written (`hour_partition_key` is timekeys.hour_key).
+from logistics_platform.lib.timekeys import hour_key as hour_partition_key  # noqa: F401
+from logistics_platform.lib.timekeys import hour_start
 
 TOPICS_DIR = "topics"
 _FILE_RE = re.compile(r"^(?P<topic>[A-Za-z0-9._-]+)\+(?P<partition>\d+)\+(?P<offset>\d{10,})\.json(?P<gz>\.gz)?$")
@@ -61,18 +66,6 @@ class LandingFile:
 
 class LandingPathError(ValueError):
     """A path does not follow the Kafka Connect landing layout."""
-
-
-def to_utc_naive(value: datetime) -> datetime:
-    """Normalise a datetime to naive UTC (Iceberg ``timestamp`` without zone), truncating nothing."""
-    if value.tzinfo is not None:
-        value = value.astimezone(UTC).replace(tzinfo=None)
-    return value
-
-
-def hour_start(value: datetime) -> datetime:
-    """The naive-UTC start of the hour containing ``value``."""
-    return to_utc_naive(value).replace(minute=0, second=0, microsecond=0)
 
 
 def hour_dir(topic: str, arrival_hour: datetime) -> str:
@@ -416,16 +409,3 @@ def count_lines(f: LandingFile) -> tuple[int, int]:
     """(lines, tombstones) of one file, counted straight from its bytes (readable lines of a damaged file)."""
     c = scan_file(f)
     return c.lines, c.tombstones
-
-
-def hour_partition_key(arrival_hour: datetime) -> str:
-    """Dagster hourly partition key (``YYYY-MM-DD-HH:MM``) of an arrival hour."""
-    return f"{hour_start(arrival_hour):%Y-%m-%d-%H:%M}"
-
-
-def parse_partition_key(key: str) -> datetime:
-    """Arrival hour (naive UTC) of a Dagster hourly partition key."""
-    try:
-        return datetime.strptime(key, "%Y-%m-%d-%H:%M")
-    except ValueError:
-        raise ValueError(f"partition key {key!r}: expected YYYY-MM-DD-HH:MM, e.g. 2026-11-01-05:00") from None

@@ -29,13 +29,15 @@ _EXECUTORS: dict[int, ProcessPoolExecutor] = {}
 
 def run_block(task: BlockTask) -> BlockResult:
     """:func:`~logistics_platform.lib.bronze.blocks.parse_block` with this process's parser and whole-block record."""
-    key = (task.table, task.hour, task.lateness_seconds, task.evolved)
+    key = (task.table, task.hour, task.lateness_seconds, task.evolved, task.decimal_mode)
     parser = _PARSERS.get(key)
     if parser is None:
         if len(_PARSERS) > 64:
             _PARSERS.clear()
             _WHOLE_BLOCKS.clear()
-        parser = _PARSERS[key] = LineParser(bs.TOPICS[task.table], task.hour, task.lateness_seconds, dict(task.evolved))
+        spec = bs.TOPICS[task.table]
+        parser = LineParser(spec, task.hour, task.lateness_seconds, dict(task.evolved), task.decimal_mode)
+        _PARSERS[key] = parser
     stats = _WHOLE_BLOCKS.setdefault(key, [0, 0])
     result = parse_block(task, parser, whole_first=stats[1] < 2 or stats[0] >= stats[1])
     if result.whole_block is not None:

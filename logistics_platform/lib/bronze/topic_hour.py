@@ -78,6 +78,7 @@ def write_topic_hour(
                         f.relpath,
                         fast_run_lines,
                         newlines,
+                        settings.debezium_decimal_handling_mode,
                     )
             except CorruptRead as e:  # its readable lines are in the tasks above; the file gets one row
                 corrupt.append(e)

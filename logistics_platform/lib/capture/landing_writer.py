@@ -26,7 +26,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
 
-from logistics_platform.lib.bronze.landing import hour_dir, hour_start
+from logistics_platform.lib.bronze.landing import hour_dir
+from logistics_platform.lib.timekeys import hour_start
 
 CAPTURE_DIR = "_capture"
 PARTITION = 0  # one Kafka partition per topic: the whole change order of a table in one offset sequence

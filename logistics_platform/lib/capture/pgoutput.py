@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 
-# PostgreSQL timestamps count microseconds from 2000-01-01 UTC.
-PG_EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
+# PostgreSQL timestamps count microseconds from 2000-01-01 UTC: this many after 1970-01-01.
 PG_EPOCH_UNIX_US = 946_684_800_000_000
 
 
@@ -97,10 +95,6 @@ Message = Begin | Commit | Relation | Insert | Update | Delete | Truncate | Othe
 
 def pg_time_to_unix_us(pg_us: int) -> int:
     return pg_us + PG_EPOCH_UNIX_US
-
-
-def unix_us_to_datetime(us: int) -> datetime:
-    return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=us)
 
 
 class _Reader:

@@ -16,7 +16,7 @@ What it cannot see (docs/capture.md, and tests/capture/test_query_mode.py proves
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import UTC
 from pathlib import Path
 from typing import Any
 
@@ -24,20 +24,12 @@ from logistics_platform.lib.capture.envelope import change_event, topic_of
 from logistics_platform.lib.capture.landing_writer import LandingWriter
 from logistics_platform.lib.capture.replication import CaptureResult, Clock, connect, utc_now
 from logistics_platform.lib.capture.schema import KEYS, TABLES
+from logistics_platform.lib.timekeys import epoch_micros, from_epoch_micros
 
 
 def manifest_name(slot: str) -> str:
     """Query mode keeps its own manifest: its positions are timestamps, not LSNs."""
     return f"{slot}_query"
-
-
-def _us(value: datetime) -> int:
-    d = value.astimezone(UTC) - datetime(1970, 1, 1, tzinfo=UTC)
-    return (d.days * 86400 + d.seconds) * 1_000_000 + d.microseconds
-
-
-def _from_us(us: int) -> datetime:
-    return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=us)
 
 
 def plan_table(
@@ -56,7 +48,7 @@ def plan_table(
     out: list[tuple[str, dict[str, Any], int]] = []
     watermark = int(state["watermark_us"]) if state else None
     for row in rows:
-        version = _us(row["updated_at"])
+        version = epoch_micros(row["updated_at"])
         if (str(row[key]), version) in seen:
             continue  # read again inside the overlap window: landed already
         if first:
@@ -95,10 +87,11 @@ def capture_query(
                     if wm is None:
                         cur.execute(f"select {cols} from public.{table} order by updated_at, {KEYS[table]}")
                     else:
+                        # An aware bound: a naive one would be read in the session's time zone.
                         cur.execute(
                             f"select {cols} from public.{table} where updated_at >= %s"
                             f" order by updated_at, {KEYS[table]}",
-                            (_from_us(wm - overlap_us),),
+                            (from_epoch_micros(wm - overlap_us).replace(tzinfo=UTC),),
                         )
                     rows = [dict(zip(columns, r, strict=True)) for r in cur.fetchall()]
                     planned, tables_state[table] = plan_table(table, rows, st, overlap_us)

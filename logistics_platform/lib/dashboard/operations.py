@@ -1,13 +1,10 @@
-"""The operations pages' frames: SLA windows now, delivery time against its baseline, daily revenue by tenant and tier.
+"""The operations pages' frames: delivery time against its baseline, daily revenue by tenant and tier.
 
 Inputs are the marts as read by :mod:`.reader` (Arrow tables with the contract's columns, docs/contract/marts.md);
 outputs are pandas frames with decimals as floats, which is what the charts take.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
-from datetime import timedelta
 
 import duckdb
 import pandas as pd
@@ -22,34 +19,6 @@ def to_frame(table: pa.Table) -> pd.DataFrame:
     """``table`` as pandas, decimal columns as float64 (charts and arithmetic want floats)."""
     columns = [pc.cast(c, pa.float64()) if pa.types.is_decimal(c.type) else c for c in table.columns]
     return pa.table(columns, names=table.column_names).to_pandas()
-
-
-@dataclass(frozen=True)
-class SlaView:
-    """What the SLA page shows for the windows up to ``lookback`` before the newest one."""
-
-    newest_window: pd.Timestamp | None
-    latest: pd.DataFrame  # one row per region: its newest window
-    windows: pd.DataFrame  # every window of the lookback, oldest first
-    breaches: pd.DataFrame  # the breached windows of the lookback, newest first
-
-
-def sla_view(sla: pa.Table, lookback: timedelta) -> SlaView:
-    """The newest window per region and the windows (and breaches) of the ``lookback`` before the newest window."""
-    frame = to_frame(sla)
-    if frame.empty:
-        return SlaView(None, frame, frame, frame)
-    newest = frame["window_start"].max()
-    latest = (
-        frame.sort_values("window_start")
-        .groupby("region", as_index=False)
-        .tail(1)
-        .sort_values(["breached", "region"], ascending=[False, True])
-        .reset_index(drop=True)
-    )
-    recent = frame[frame["window_start"] >= newest - lookback].sort_values(["window_start", "region"])
-    breaches = recent[recent["breached"]].sort_values(["window_start", "region"], ascending=[False, True])
-    return SlaView(newest, latest, recent.reset_index(drop=True), breaches.reset_index(drop=True))
 
 
 def delivery_view(daily: pa.Table) -> pd.DataFrame:

@@ -1,9 +1,9 @@
 """Time travel: read a table as of a timestamp, a tag (or branch) or a snapshot id.
 
-Through pyiceberg (``scan(snapshot_id=...)``) and through DuckDB's ``iceberg_scan(metadata, snapshot_from_id =>
-...)``. DuckDB 1.5.5's iceberg extension also takes ``snapshot_from_timestamp``; its ``version`` parameter
-selects a metadata file version (``vN.metadata.json`` with a version hint), not a tag, so tags are resolved
-to their snapshot id here.
+The as-of value is resolved to a snapshot from the table's metadata (pyiceberg), which DuckDB then reads with
+``iceberg_scan(metadata, snapshot_from_id => ...)``. DuckDB 1.5.5's iceberg extension also takes
+``snapshot_from_timestamp``; its ``version`` parameter selects a metadata file version (``vN.metadata.json`` with a
+version hint), not a tag, so tags are resolved to their snapshot id here.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import duckdb
-import pyarrow as pa
 from pyiceberg.table import Table
 
 from logistics_platform.lib.maintenance.tags import snapshot_current_at
@@ -73,11 +72,6 @@ def resolve_as_of(table: Table, as_of: str) -> AsOf:
         f"{as_of!r} is not a tag/branch, snapshot id or ISO timestamp of {'.'.join(table.name())}; "
         f"refs: {', '.join(tags[-10:]) or 'none'} (use `logistics-platform time-travel T --as-of 2026-11-02T10:00`)"
     )
-
-
-def read_as_of(table: Table, as_of: str) -> pa.Table:
-    """The whole table as of ``as_of``, read with pyiceberg."""
-    return table.scan(snapshot_id=resolve_as_of(table, as_of).snapshot_id).to_arrow()
 
 
 def iceberg_scan_sql(table: Table, snapshot_id: int) -> str:

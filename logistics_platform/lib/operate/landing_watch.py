@@ -13,10 +13,11 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
-HOUR_KEY_FORMAT = "%Y-%m-%d-%H:%M"
+from logistics_platform.lib.timekeys import hour_key, hour_start, parse_hour_key
+
 CURSOR_VERSION = 1
 # The cursor keeps the hours of the last LOOKBACK_DAYS before the newest landed hour. A Kafka Connect sink
 # uploads a delayed file within minutes to hours, never weeks, so older hours are settled; forgetting them
@@ -25,15 +26,6 @@ CURSOR_VERSION = 1
 LOOKBACK_DAYS = 7
 _DT = re.compile(r"^dt=(\d{4}-\d{2}-\d{2})$")
 _HR = re.compile(r"^hr=([01]\d|2[0-3])$")
-
-
-def hour_key(hour: datetime) -> str:
-    """Dagster partition key of an arrival hour (UTC)."""
-    return hour.strftime(HOUR_KEY_FORMAT)
-
-
-def parse_hour_key(key: str) -> datetime:
-    return datetime.strptime(key, HOUR_KEY_FORMAT).replace(tzinfo=UTC)
 
 
 def combine_fingerprints(topic_fingerprints: Mapping[str, str]) -> str:
@@ -112,7 +104,7 @@ def plan_ingest_requests(
 
 def hours_to_reconcile(scheduled_time: datetime, count: int = 2) -> list[str]:
     """The hour that just closed and the ``count - 1`` before it, for a tick at ``scheduled_time``."""
-    top = scheduled_time.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+    top = hour_start(scheduled_time)
     return [hour_key(top - timedelta(hours=i)) for i in range(count, 0, -1)]
 
 
@@ -142,7 +134,7 @@ def scan_landing(
     root = Path(landing_dir) / TOPICS_DIR
     if not root.is_dir():
         return {}
-    wanted = {parse_hour_key(h).replace(tzinfo=None) for h in hours} if hours is not None else None
+    wanted = {parse_hour_key(h) for h in hours} if hours is not None else None
     folders: list[tuple[str, str, str]] = []  # (topic, day, hh)
     for topic_dir in root.iterdir():
         if topic_dir.name not in TOPIC_BY_NAME or not topic_dir.is_dir():
@@ -176,6 +168,60 @@ def scan_landing(
 def hour_fingerprints(scan: Mapping[str, Mapping[str, str]]) -> dict[str, str]:
     """Hour key -> combined fingerprint, from :func:`scan_landing`."""
     return {hour: combine_fingerprints(topics) for hour, topics in scan.items()}
+
+
+def partition_hours(hours: Iterable[str], first: str, now: datetime) -> tuple[list[str], dict[str, str]]:
+    """(the hour keys that are arrival-hour partitions at ``now``, sorted; hour key -> why not, for the others).
+
+    The partitions run from ``first`` (PARTITIONS_START) through the hour in progress, which a live sink is still
+    writing: it is ingested as its files land. An hour folder ahead of it is not one yet.
+    """
+    open_hour = hour_key(now)
+    taken: list[str] = []
+    skipped: dict[str, str] = {}
+    for hour in sorted(set(hours)):
+        if hour < first:
+            skipped[hour] = f"before PARTITIONS_START={first}"
+        elif hour > open_hour:
+            skipped[hour] = f"after the hour in progress ({open_hour}): the sink's clock is ahead of this host's"
+        else:
+            taken.append(hour)
+    return taken, skipped
+
+
+def malformed_folders(landing_dir: Path) -> dict[str, str]:
+    """Folder (relative to ``landing_dir``) -> why it is not an arrival hour, under the known topics' folders.
+
+    The ingest reads only ``dt=YYYY-MM-DD/hr=HH`` folders: what else lands there is reported, never read. Names
+    starting with ``.``, ``_`` or ``+`` are a sink's temporary folders and pass unreported.
+    """
+    from logistics_platform.lib.bronze.landing import TOPICS_DIR
+    from logistics_platform.lib.bronze.schema import TOPIC_BY_NAME
+
+    root = Path(landing_dir) / TOPICS_DIR
+    out: dict[str, str] = {}
+
+    def folders(parent: Path) -> list[Path]:
+        return sorted(p for p in parent.iterdir() if p.is_dir() and not p.name.startswith((".", "_", "+")))
+
+    for topic in TOPIC_BY_NAME:
+        if not (root / topic).is_dir():
+            continue
+        for day in folders(root / topic):
+            where = str(day.relative_to(landing_dir))
+            m = _DT.match(day.name)
+            if not m:
+                out[where] = "not a dt=YYYY-MM-DD folder"
+                continue
+            try:
+                datetime.strptime(m[1], "%Y-%m-%d")
+            except ValueError:
+                out[where] = f"{m[1]} is not a date"
+                continue
+            for hour in folders(day):
+                if not _HR.match(hour.name):
+                    out[str(hour.relative_to(landing_dir))] = "not an hr=00..23 folder"
+    return out
 
 
 # Dagster's tags on a run of a partition range (a backfill or `run` taking several hours in one run).

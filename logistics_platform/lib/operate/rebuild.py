@@ -116,10 +116,11 @@ Handed in by the caller (the CLI builds it from the Dagster definitions): this m
 def build(staged: Settings, result: RebuildResult, models: ModelsFor, log: Callable[[str], None]) -> None:
     """Ingest every landed hour and build every model into the staged location."""
     from logistics_platform.lib.bronze.ingest import consecutive_ranges, ingest_hours
-    from logistics_platform.lib.bronze.landing import hour_partition_key, list_arrival_hours
+    from logistics_platform.lib.bronze.landing import list_arrival_hours
+    from logistics_platform.lib.timekeys import hour_key
 
     start = staged.partitions_start_datetime
-    keys = [hour_partition_key(h) for h in list_arrival_hours(staged.landing_dir) if h >= start]
+    keys = [hour_key(h) for h in list_arrival_hours(staged.landing_dir) if h >= start]
     if not keys:
         raise RebuildError(f"no arrival hours under {staged.landing_dir}/topics: nothing to rebuild from")
     result.partitions = keys
@@ -131,7 +132,7 @@ def build(staged: Settings, result: RebuildResult, models: ModelsFor, log: Calla
     done = 0
     hours = list_arrival_hours(staged.landing_dir)
     for run in consecutive_ranges([h for h in hours if h >= start], staged.ingest_max_hours_per_run):
-        first, last = hour_partition_key(run[0]), hour_partition_key(run[-1])
+        first, last = hour_key(run[0]), hour_key(run[-1])
         label = first if len(run) == 1 else f"{first}..{last}"
         try:
             ingest_hours(staged, run, run_id=f"rebuild-{result.stamp}", replace=True)

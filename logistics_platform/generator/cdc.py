@@ -1,0 +1,173 @@
+"""The change stream: transactions wait for their commit hour, then commit in order (LSN and txId assigned, as in a
+PostgreSQL WAL), become Debezium envelopes and are routed to their arrival hours (the connector and sink lag, or the
+faults' late, out-of-order, redelivered and corrupted copies) in the layout."""
+
+from __future__ import annotations
+
+from operator import itemgetter
+from random import Random
+
+from logistics_platform.generator import encode as E
+from logistics_platform.generator.config import TABLES
+from logistics_platform.generator.faults import INV20, Faults
+from logistics_platform.generator.layout import Layout
+from logistics_platform.generator.model import (
+    DECIMAL_NUMBERS,
+    EPOCH_MICROS,
+    HOUR_US,
+    WITH_TIP,
+    Change,
+    Period,
+    Transaction,
+)
+from logistics_platform.generator.summary import TopicStats
+
+# (commit time, sequence number, changes, snapshot): the sequence keeps transactions of one microsecond in plan order
+Queued = tuple[int, int, list[Change], bool]
+
+
+class CommitQueue:
+    """Transactions planned by the world, waiting for the hour they commit in."""
+
+    def __init__(self, period: Period) -> None:
+        self.period = period
+        self.by_hour: dict[int, list[Queued]] = {}
+        self.seq = 0
+
+    def add(self, txs: list[Transaction]) -> None:
+        """Queue transactions ``(commit time, changes, snapshot)`` for their commit hours; those at or after the
+        end never happen. Takes a list: an order has several transactions and this runs for every order."""
+        start_us, end_us, by_hour = self.period.start_us, self.period.end_us, self.by_hour
+        seq = self.seq
+        for t, chs, snap in txs:
+            if t >= end_us:
+                continue
+            if t < start_us:
+                raise RuntimeError(f"generator bug: transaction at {E.iso(t)} before the period starts")
+            seq += 1
+            h = (t - start_us) // HOUR_US
+            bucket = by_hour.get(h)
+            if bucket is None:
+                bucket = by_hour[h] = []
+            bucket.append((t, seq, chs, snap))
+        self.seq = seq
+
+    def pop(self, h: int) -> list[Queued]:
+        """The transactions committing in hour ``h``, in commit order."""
+        txs = self.by_hour.pop(h, [])
+        txs.sort(key=itemgetter(0, 1))
+        return txs
+
+
+def wal_start(rng: Random) -> tuple[int, int]:
+    """The LSN and txId the database is at when the period starts."""
+    lsn = 24_000_000 + rng.randrange(1_000_000)
+    return lsn, 700 + rng.randrange(1000)
+
+
+class ChangeStream:
+    """Commits the queued transactions hour by hour and routes every change into the layout."""
+
+    def __init__(
+        self,
+        period: Period,
+        rng: Random,
+        stats: list[TopicStats],
+        queue: CommitQueue,
+        faults: Faults,
+        layout: Layout,
+        wal: tuple[int, int],
+    ) -> None:
+        self.period = period
+        self.rng = rng
+        self.stats = stats
+        self.queue = queue
+        self.faults = faults
+        self.layout = layout
+        self.lsn, self.tx_id = wal
+
+    def commit_hour(self, h: int) -> None:
+        """Commit hour h's transactions in commit order and route each change (the CDC hot loop).
+
+        LSNs and txIds are assigned here, so they increase with commit time. Per change: its arrival (the faults'
+        late or out-of-order arrival, else connector and sink lag), its envelope, its file slot, then maybe a
+        redelivered or a corrupted copy.
+        """
+        txs = self.queue.pop(h)
+        rng = self.rng
+        rnd = rng.random
+        getbits = rng.getrandbits
+        faults, layout, stats = self.faults, self.layout, self.stats
+        arrival_of, add = faults.arrival, layout.add
+        schemas, schema_tip = faults.schemas, faults.schema_tip
+        end_us = self.period.end_us
+        schema_rate, dup_rate, bad_total = faults.schema_rate, faults.dup_rate, faults.bad_total
+        wrap = E.wrap_with_schema
+        lsn, tx_id = self.lsn, self.tx_id
+        # per topic and op: changes committed (folded into the stats after the loop, cheaper than per change)
+        op_counts: list[dict[str, int]] = [{"c": 0, "u": 0, "d": 0, "r": 0} for _ in range(4)]
+        for commit_us, _, changes, snapshot in txs:
+            tx_id += 1 + int(rnd() * 3)
+            prev = lsn
+            commit_ms = commit_us // 1000
+            n = len(changes)
+            if snapshot:
+                lsn += 40 + int(rnd() * 360)
+            for i, ch in enumerate(changes):
+                if snapshot:
+                    flag = "first" if i == 0 else ("last" if i == n - 1 else "true")
+                else:
+                    lsn += 40 + int(rnd() * 360)
+                    flag = "false"
+                ti, op, key, before, after, next_commit, flags = ch
+                st = stats[ti]
+                # One 64-bit draw: lateness dice (20 bits), envelope-form dice (20 bits), connector/sink lag (24).
+                bits = getbits(64)
+                arrival = arrival_of(st, commit_us, next_commit, (bits & 0xFFFFF) * INV20)
+                sink_lag = 100_000 + ((bits >> 52) & 0xFFF) * 7_300  # 0.1 .. 30 s from processing to file
+                if arrival is None:
+                    connector = commit_us + 50_000 + ((bits >> 40) & 0xFFF) * 475  # 0.05 .. 2 s after commit
+                    arrival = connector + sink_lag
+                    if arrival >= end_us:
+                        arrival = end_us - 1
+                else:
+                    connector = arrival - sink_lag
+                    if connector < commit_us + 50_000:
+                        connector = commit_us + 50_000
+                table = TABLES[ti]
+                # E.envelope(table, op, before, after, commit_ms, lsn, prev, tx_id, connector // 1000, flag),
+                # inlined: a call with ten arguments per change was a tenth of this loop
+                env = (
+                    f'{{"before":{before},"after":{after},"source":{{"version":"{E.DEBEZIUM_VERSION}",'
+                    f'"connector":"postgresql","name":"oltp","ts_ms":{commit_ms},"snapshot":"{flag}","db":"oltp",'
+                    f'"sequence":"[\\"{prev}\\",\\"{lsn}\\"]","schema":"public","table":"{table}","txId":{tx_id},'
+                    f'"lsn":{lsn},"xmin":null}},"op":"{op}","ts_ms":{connector // 1000},"transaction":null}}'
+                )
+                line = env
+                wrapped = ((bits >> 20) & 0xFFFFF) * INV20 < schema_rate
+                if wrapped:
+                    line = wrap(schema_tip if flags & WITH_TIP else schemas[table], env)
+                    st.schema_envelopes += 1
+                nlines = 1
+                if op == "d":
+                    line += "\nnull"
+                    nlines = 2
+                add(ti, arrival, line, key, lsn, nlines, commit_us)
+                op_counts[ti][op] += 1
+                if flags:
+                    if flags & EPOCH_MICROS:
+                        st.epoch_micros += 1
+                    if flags & DECIMAL_NUMBERS:
+                        st.decimal_numbers += 1
+                    if flags & WITH_TIP:
+                        st.tip_amount_events += 1
+                x = rnd()
+                if x < dup_rate:
+                    faults.redeliver(ti, arrival, line, key, lsn, nlines, commit_us, wrapped)
+                elif op != "d" and x < dup_rate + bad_total:
+                    faults.corrupt(ti, env, arrival, key, x - dup_rate)
+        self.lsn, self.tx_id = lsn, tx_id
+        for st, counted in zip(stats, op_counts, strict=False):
+            for op, n in counted.items():
+                st.ops[op] += n
+                st.events += n

@@ -1,0 +1,266 @@
+"""The anomalies injected into valid data, each at its configured rate: late events (within and beyond the allowed
+lateness L, offline phones), out-of-order changes, redelivered copies, corrupted copies (one per quarantine reason),
+the non-canonical encodings and envelope form, and the files uploaded hours late."""
+
+from __future__ import annotations
+
+import math
+from random import Random
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from logistics_platform.generator import encode as E
+from logistics_platform.generator import world as W
+from logistics_platform.generator.config import TABLES, GeneratorConfig
+from logistics_platform.generator.layout import Layout
+from logistics_platform.generator.model import (
+    DECIMAL_NUMBERS,
+    EPOCH_MICROS,
+    HOUR_US,
+    KEYS,
+    MINUTE,
+    SECOND,
+    T_ORDERS,
+    T_PAYMENTS,
+    T_PINGS,
+    Period,
+)
+from logistics_platform.generator.summary import TopicStats
+
+INV20 = 1.0 / (1 << 20)  # a 20-bit slice of a random draw as a fraction of 1
+OOO_MAX_GAP_US = 3 * HOUR_US  # an out-of-order change overtakes a next change at most this far ahead
+DUP_MAX_DELAY_US = 6 * HOUR_US
+
+
+def plan_delayed_files(cfg: GeneratorConfig, rng: Random) -> set[tuple[int, int]]:
+    """The (topic index, arrival hour) pairs that get one file uploaded ``delayed_file_hours`` late."""
+    plan: set[tuple[int, int]] = set()
+    if cfg.hours <= cfg.delayed_file_hours:
+        return plan
+    topics = (T_ORDERS, T_PAYMENTS, T_PINGS)
+    for i in range(cfg.delayed_files):
+        ti = topics[i % len(topics)]
+        for _ in range(20):
+            a = rng.randrange(0, cfg.hours - cfg.delayed_file_hours)
+            if (ti, a) not in plan:
+                plan.add((ti, a))
+                break
+    return plan
+
+
+def late_boost(cfg: GeneratorConfig, k_min: int) -> float:
+    """1 / share of the events that can still arrive k_min hours later inside the period.
+
+    Events in the last hours cannot be delayed that far, so the others are picked more often; the share
+    is weighted by the daily order curve (most events follow orders), keeping the realised rate near the
+    configured one over the whole period.
+    """
+    first = cfg.start.hour
+    weights = [W.HOURLY_SHARE[(first + h) % 24] for h in range(cfg.hours)]
+    eligible = sum(weights[: max(0, cfg.hours - k_min)])
+    return sum(weights) / eligible if eligible > 0 else 0.0
+
+
+def encoders(flags: int) -> tuple[E.TsFn, E.DecFn]:
+    """The timestamp and decimal encoders of a change's encoding flags."""
+    return (
+        E.ts_epoch if flags & EPOCH_MICROS else E.ts_iso,
+        E.dec_num if flags & DECIMAL_NUMBERS else E.dec_str,
+    )
+
+
+class Faults:
+    """Decides, from the shared random source, which events go wrong and how; places the extra copies it makes.
+
+    ``schema_rate``, ``dup_rate`` and ``bad_total`` (and the schemas of the wrapped form) are public so that the
+    CDC hot loop rolls those dice inline and calls in only for the changes picked.
+    """
+
+    def __init__(
+        self, cfg: GeneratorConfig, period: Period, rng: Random, stats: list[TopicStats], layout: Layout
+    ) -> None:
+        self.period = period
+        self.rng = rng
+        self.stats = stats
+        self.layout = layout
+        lateness = cfg.allowed_lateness_hours
+        # Arrival-hour offsets (from the event's hour) that are surely within / surely beyond L.
+        self._k_within = (1, math.floor(lateness)) if lateness >= 1 else None
+        self._k_beyond_min = math.ceil(lateness) + 1
+        # Events too close to the end cannot be delayed inside the period: raise the odds for the others so
+        # the realised share over all events stays near the configured rate.
+        self._p_beyond = min(1.0, cfg.late_beyond_rate * late_boost(cfg, self._k_beyond_min))
+        self._p_within = min(1.0, cfg.late_within_rate * late_boost(cfg, 1)) if self._k_within else 0.0
+        self._p_late = self._p_beyond + self._p_within
+        self._p_ooo = cfg.out_of_order_rate
+        self._ooo_owed = 0.0
+        self.schema_rate = cfg.schema_envelope_rate
+        self.dup_rate = cfg.duplicate_rate
+        self._epoch_rate = cfg.epoch_micros_rate
+        self._number_rate = cfg.decimal_number_rate
+        self._malformed_kinds = [
+            ("malformed_json", cfg.malformed_json_rate),
+            ("invalid_op", cfg.invalid_op_rate),
+            ("missing_key", cfg.missing_key_rate),
+            ("invalid_value", cfg.invalid_value_rate),
+            ("invalid_envelope", cfg.invalid_envelope_rate),
+        ]
+        self.bad_total = cfg.malformed_total
+        self._ping_malformed = [(k, r) for k, r in self._malformed_kinds if k in E.PLAIN_REASONS]
+        # JsonConverter schemas of the schema/payload envelope form, per CDC table (orders also with tip_amount)
+        self.schemas = {t: E.connect_schema(t) for t in TABLES[:T_PINGS]}
+        self.schema_tip = E.connect_schema("orders", ("tip_amount",))
+
+    # ------------------------------------------------------------------------------------------------ encodings
+    def encoding_flags(self) -> int:
+        """Encoding flags of one change: EPOCH_MICROS at ``epoch_micros_rate``, DECIMAL_NUMBERS at its rate."""
+        bits = self.rng.getrandbits(40)
+        return (EPOCH_MICROS if (bits & 0xFFFFF) * INV20 < self._epoch_rate else 0) | (
+            DECIMAL_NUMBERS if (bits >> 20) * INV20 < self._number_rate else 0
+        )
+
+    # ------------------------------------------------------------------------------------------------ lateness
+    def _late_arrival(self, st: TopicStats, commit_us: int, r: float) -> int | None:
+        """Arrival time of an event picked to be late (beyond L when r < p_beyond, else within L)."""
+        rng, period = self.rng, self.period
+        hours = period.hours
+        eh = period.hour_of(commit_us)
+        if r < self._p_beyond:
+            a = eh + self._k_beyond_min + rng.randrange(max(1, min(4, hours - eh - self._k_beyond_min)))
+            if a < hours:
+                st.late_beyond_injected += 1
+                return period.hour_start(a) + rng.randrange(HOUR_US)
+        elif self._k_within is not None:
+            a = eh + rng.randint(1, max(1, min(self._k_within[1], hours - 1 - eh)))
+            if a < hours:
+                st.late_within_injected += 1
+                return period.hour_start(a) + rng.randrange(HOUR_US)
+        return None
+
+    def offline_upload(self, t0: int, t_stop: int) -> tuple[int, int]:
+        """A trip's pings (t0 .. t_stop) uploaded together later by a phone that was offline: the upload's start
+        time and kind (1 within L, 2 beyond L), or (-1, 0) for a phone online as usual."""
+        rng, period = self.rng, self.period
+        hours = period.hours
+        r = rng.random()
+        reconnect = None
+        last_hour = period.hour_of(t_stop - 1)
+        if r < self._p_beyond:
+            a = last_hour + self._k_beyond_min + rng.randrange(max(1, min(3, hours - last_hour - self._k_beyond_min)))
+            if a < hours:
+                reconnect = (a, 2)
+        elif r < self._p_beyond + self._p_within and self._k_within is not None:
+            a = last_hour + 1
+            if a < hours and period.hour_start(a) - t0 <= period.late_us:
+                reconnect = (a, 1)
+        if reconnect is None:
+            return -1, 0
+        return period.hour_start(reconnect[0]) + rng.randrange(50 * MINUTE), reconnect[1]
+
+    def arrival(self, st: TopicStats, commit_us: int, next_commit: int | None, r: float) -> int | None:
+        """A CDC change's arrival when it is late or overtaken by its row's next change; None: the usual lag.
+
+        ``r`` is the change's lateness dice. Only a change with a next change (soon enough, inside the period) can
+        be overtaken; the share owed by the others (last changes of rows) is carried over so the realised rate
+        matches.
+        """
+        arrival = None
+        if r < self._p_late:
+            arrival = self._late_arrival(st, commit_us, r)
+        self._ooo_owed += self._p_ooo
+        if (
+            arrival is None
+            and next_commit is not None
+            and 0 < next_commit - commit_us < OOO_MAX_GAP_US
+            and self.rng.random() < self._ooo_owed
+        ):
+            cand = next_commit + 40 * SECOND + int(self.rng.random() * (20 * MINUTE - 40 * SECOND))
+            if cand < self.period.end_us:
+                arrival = cand
+                st.out_of_order_injected += 1
+                self._ooo_owed -= 1.0
+        return arrival
+
+    # ------------------------------------------------------------------------------------------------ copies
+    def _redelivery_delay(self, arrival: int) -> int | None:
+        """How much later a redelivered copy lands: half within minutes, half hours later, inside the period."""
+        room = self.period.end_us - 1 - arrival
+        if room <= SECOND:
+            return None
+        rng = self.rng
+        if rng.random() < 0.5 or room <= 10 * MINUTE:
+            return rng.randrange(SECOND, min(10 * MINUTE, room))
+        return rng.randrange(10 * MINUTE, min(DUP_MAX_DELAY_US, room))
+
+    def redeliver(
+        self, ti: int, arrival: int, line: str, key: Any, lsn: int, nlines: int, event_us: int, wrapped: bool
+    ) -> None:
+        """A redelivered copy of a CDC line, landing seconds to hours after the original."""
+        delay = self._redelivery_delay(arrival)
+        if delay is not None:
+            self.layout.add(ti, arrival + delay, line, key, lsn, nlines, event_us)
+            st = self.stats[ti]
+            st.duplicates += 1
+            if wrapped:
+                st.schema_envelopes += 1
+
+    def corrupt(self, ti: int, envelope: str, arrival: int, key: Any, x: float) -> None:
+        """File a corrupted copy of a CDC change of row ``key``; ``x`` in [0, bad_total) picks the defect."""
+        bad, reason, arrival = self._corrupted(ti, envelope, arrival, x, self._malformed_kinds)
+        a = self.layout.add_corrupted(ti, arrival, bad, key)
+        self.stats[ti].quarantined(a, reason)
+
+    def _corrupted(
+        self, ti: int, line: str, arrival: int, x: float, kinds: list[tuple[str, float]]
+    ) -> tuple[str, str, int]:
+        """A broken copy of a valid line (envelope or ping), its quarantine reason and its arrival time."""
+        kind = kinds[-1][0]
+        for name, rate in kinds:
+            if x < rate:
+                kind = name
+                break
+            x -= rate
+        rng = self.rng
+        schema = None
+        if ti != T_PINGS and rng.random() < self.schema_rate:
+            schema = self.schema_tip if ti == T_ORDERS and '"tip_amount"' in line else self.schemas[TABLES[ti]]
+        bad, reason = E.corrupt(line, TABLES[ti], KEYS[ti], kind, rng, schema)
+        return bad, reason, min(arrival + rng.randrange(1000, SECOND), self.period.end_us - 1)
+
+    def copy_pings(self, rows: pa.Table) -> None:
+        """Redelivered and corrupted copies of ping rows, picked by each row's ``dice`` column."""
+        dice = rows.column("dice")
+        p_dup = self.dup_rate
+        p_bad = sum(rt for _, rt in self._ping_malformed)
+        if p_dup > 0:
+            self._redeliver_pings(rows.filter(pc.less(dice, p_dup)))
+        if p_bad > 0:
+            bad = rows.filter(pc.and_(pc.greater_equal(dice, p_dup), pc.less(dice, p_dup + p_bad)))
+            for r in bad.to_pylist():
+                line = E.ping_line(r["pid"], r["cid"], r["oid"], r["lat"], r["lon"], r["speed"], r["t"])
+                bad_line, reason, arrival = self._corrupted(
+                    T_PINGS, line, r["arrival"], r["dice"] - p_dup, self._ping_malformed
+                )
+                a = self.layout.add_ping_line(arrival, r["part"], bad_line)
+                self.stats[T_PINGS].quarantined(a, reason)
+
+    def _redeliver_pings(self, rows: pa.Table) -> None:
+        """Redelivered copies: same ping, landing seconds to hours later (inside the period)."""
+        if rows.num_rows == 0:
+            return
+        rng = self.rng
+        n = rows.num_rows
+        arrival = rows.column("arrival")
+        room = pc.subtract(self.period.end_us - 1, arrival)
+        short = pc.less(pc.random(n, initializer=rng.getrandbits(62)), 0.5)
+        short = pc.or_(short, pc.less_equal(room, 10 * MINUTE))
+        lo = pc.if_else(short, SECOND, 10 * MINUTE)
+        hi = pc.min_element_wise(pc.if_else(short, 10 * MINUTE, DUP_MAX_DELAY_US), room)
+        u = pc.random(n, initializer=rng.getrandbits(62))
+        delay = pc.add(lo, pc.cast(pc.floor(pc.multiply(u, pc.cast(pc.subtract(hi, lo), pa.float64()))), pa.int64()))
+        ok = pc.greater(room, SECOND)
+        copies = rows.set_column(rows.schema.get_field_index("arrival"), "arrival", pc.add(arrival, delay)).filter(ok)
+        self.stats[T_PINGS].duplicates += copies.num_rows
+        self.layout.add_pings(copies.drop_columns(["dice"]))

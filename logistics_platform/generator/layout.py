@@ -1,0 +1,251 @@
+"""The layout of the landing zone: lines waiting per arrival hour and Kafka partition, then, hour by hour, split into
+files of at most ``flush_size`` lines with continuous offsets, Kafka Connect's names and the upload time as mtime
+(one file per planned hour uploaded hours late into its old folder)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+from itertools import pairwise
+from operator import itemgetter
+from pathlib import Path
+from random import Random
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from logistics_platform.generator import encode as E
+from logistics_platform.generator.config import TABLES, GeneratorConfig
+from logistics_platform.generator.model import HOUR_US, SECOND, T_PINGS, TOPICS, Period
+from logistics_platform.generator.summary import FILES, LATE, LINES, TOMBSTONES, TopicStats
+from logistics_platform.generator.writer import FileWriter, PingText, Record, cdc_file
+from logistics_platform.lib.timekeys import from_epoch_micros
+
+_ARRIVAL = itemgetter(0)
+# (partition, first line, end line) -> (file content or a function making it, lines, last arrival time)
+Render = Callable[[int, int, int], tuple[Any, int, int]]
+
+
+class Layout:
+    """Where every line lands: arrival hour, partition, file and offset; writes each arrival hour once complete.
+
+    CDC lines wait as records, one list per partition of each arrival hour; pings as Arrow tables and corrupted
+    ping lines. ``delayed`` names the (topic, arrival hour) pairs whose last file of one partition uploads
+    ``delayed_file_hours`` late.
+    """
+
+    def __init__(
+        self,
+        out: Path,
+        cfg: GeneratorConfig,
+        period: Period,
+        rng: Random,
+        stats: list[TopicStats],
+        writer: FileWriter,
+        delayed: set[tuple[int, int]],
+    ) -> None:
+        self.out = out
+        self.cfg = cfg
+        self.period = period
+        self.rng = rng
+        self.stats = stats
+        self.writer = writer
+        self._delayed_plan = set(delayed)
+        self._nparts = [cfg.partitions[t] for t in TABLES]
+        self._cdc: list[dict[int, list[list[Record]]]] = [{} for _ in TABLES[:T_PINGS]]
+        self._pings: dict[int, list[pa.Table]] = {}
+        self._ping_extras: dict[int, list[tuple[int, int, str]]] = {}  # corrupted ping lines per arrival hour
+        self._flushed = -1  # last arrival hour written
+        self._next_offset = [[0] * n for n in self._nparts]
+        self._max_lsn: list[dict[Any, int]] = [{} for _ in TABLES[:T_PINGS]]
+        self.files: list[dict[str, Any]] = []  # one {"topic", "gz", "bytes"} per file, for the summary
+        self.delayed: list[dict[str, Any]] = []  # the files uploaded late, as the summary lists them
+        self.lines_written = 0
+
+    def _bucket(self, ti: int, a: int) -> list[list[Record]]:
+        """The per-partition records of topic ``ti`` waiting for arrival hour ``a``; refuses an hour already written."""
+        bucket = self._cdc[ti].get(a)
+        if bucket is None:
+            if a <= self._flushed:
+                raise RuntimeError(f"generator bug: a line for arrival hour {a} after that hour was written")
+            bucket = self._cdc[ti][a] = [[] for _ in range(self._nparts[ti])]
+        return bucket
+
+    def add(self, ti: int, arrival: int, line: str, key: Any, lsn: int, nlines: int, event_us: int) -> None:
+        """File one CDC line of row ``key`` (or its delete + tombstone, ``nlines`` 2) for its arrival time, in the
+        key's partition; counts it late when ``event_us`` is more than L before its arrival hour."""
+        period, nparts = self.period, self._nparts[ti]
+        a = (arrival - period.start_us) // HOUR_US
+        # E.partition_of with its integer case first: this runs for every change
+        part = key % nparts if type(key) is int else E.partition_of(key, nparts)
+        bucket = self._cdc[ti].get(a)
+        if bucket is None:
+            bucket = self._bucket(ti, a)
+        bucket[part].append((arrival, line, key, lsn, nlines))
+        if event_us < period.start_us + a * HOUR_US - period.late_us:
+            self.stats[ti].hour(a)[LATE] += 1
+        if nlines == 2:
+            self.stats[ti].hour(a)[TOMBSTONES] += 1
+
+    def add_corrupted(self, ti: int, arrival: int, line: str, key: Any) -> int:
+        """File a corrupted copy of a CDC line of row ``key`` in the key's partition; returns its arrival hour.
+
+        Filed without its key (it is no row, so never counted out of order), never counted late.
+        """
+        a = (arrival - self.period.start_us) // HOUR_US
+        self._bucket(ti, a)[E.partition_of(key, self._nparts[ti])].append((arrival, line, None, 0, 1))
+        return a
+
+    def add_pings(self, rows: pa.Table) -> None:
+        """File ping rows (columns arrival, part, t, ...) under their arrival hours and count the late ones."""
+        if rows.num_rows == 0:
+            return
+        period = self.period
+        hours = pc.divide(pc.subtract(rows.column("arrival"), period.start_us), HOUR_US)
+        late = pc.less(
+            rows.column("t"), pc.subtract(pc.add(pc.multiply(hours, HOUR_US), period.start_us), period.late_us)
+        )
+        for item in pc.value_counts(pc.filter(hours, late)).to_pylist():
+            self.stats[T_PINGS].hour(item["values"])[LATE] += item["counts"]
+        distinct = pc.unique(hours).to_pylist()
+        for a in sorted(distinct):
+            part = rows if len(distinct) == 1 else rows.filter(pc.equal(hours, a))
+            if a <= self._flushed:
+                raise RuntimeError(f"generator bug: pings for arrival hour {a} after that hour was written")
+            self._pings.setdefault(a, []).append(part)
+
+    def add_ping_line(self, arrival: int, part: int, line: str) -> int:
+        """File one corrupted ping line (text) for its arrival time; returns its arrival hour."""
+        a = (arrival - self.period.start_us) // HOUR_US
+        self._ping_extras.setdefault(a, []).append((arrival, part, line))
+        return a
+
+    def unwritten(self) -> list[tuple[int, int]]:
+        """(topic, arrival hour) pairs still holding lines: empty after the last hour is written."""
+        buckets: list[dict[int, Any]] = [*self._cdc, self._pings]
+        return [(ti, a) for ti, b in enumerate(buckets) for a in b if b[a]]
+
+    # -------------------------------------------------------------------------------------------------- writing
+    def flush(self, a: int) -> None:
+        """Write arrival hour ``a``: per topic and partition, in arrival order, ``flush_size`` lines a file."""
+        for ti in range(T_PINGS):
+            pending = self._cdc[ti].pop(a, None)
+            if not pending:
+                continue
+            parts: list[list[Record]] = pending
+            # Records are bucketed by partition as they are routed: each partition's lines in arrival order
+            # (a stable sort, so equal arrivals keep their routing order).
+            for recs in parts:
+                recs.sort(key=_ARRIVAL)
+                self._count_out_of_order(ti, recs)
+
+            def render(p: int, i: int, j: int, parts: list[list[Record]] = parts) -> tuple[Any, int, int]:
+                return cdc_file(parts[p][i:j])
+
+            self._write_files(ti, a, [len(x) for x in parts], render)
+        self._flush_pings(a)
+        self._flushed = a
+
+    def _count_out_of_order(self, ti: int, recs: list[Record]) -> None:
+        """Lines landing after a line of the same row with a higher LSN (a key always has one partition)."""
+        max_lsn = self._max_lsn[ti]
+        ooo = 0
+        for rec in recs:
+            k = rec[2]
+            if k is None:
+                continue
+            m = max_lsn.get(k)
+            if m is None or rec[3] > m:
+                max_lsn[k] = rec[3]
+            elif rec[3] < m:
+                ooo += 1
+        self.stats[ti].out_of_order_lines += ooo
+
+    def _flush_pings(self, a: int) -> None:
+        """Pings of one arrival hour: rows and corrupted lines sorted by (partition, arrival), a file's text made
+        when the writer gets to it."""
+        tables = self._pings.pop(a, None)
+        extras = self._ping_extras.pop(a, None) or []
+        if not tables and not extras:
+            return
+        # contiguous: take() on a table of many chunks (one per materialized batch) costs far more per file
+        rows = pa.concat_tables(tables).combine_chunks() if tables else None
+        arrival_parts: list[pa.Array] = []
+        partition_parts: list[pa.Array] = []
+        if rows is not None:
+            arrival_parts.append(rows.column("arrival").chunk(0))
+            partition_parts.append(pc.cast(rows.column("part").chunk(0), pa.int32()))
+        extra_lines = None
+        if extras:
+            e_arrival, e_part, e_line = zip(*extras, strict=True)
+            extra_lines = pa.array([x.encode("utf-8", "surrogateescape") + b"\n" for x in e_line], pa.binary())
+            arrival_parts.append(pa.array(e_arrival, pa.int64()))
+            partition_parts.append(pa.array(e_part, pa.int32()))
+        keys = pa.table({"p": pa.concat_arrays(partition_parts), "a": pa.concat_arrays(arrival_parts)})
+        # Indices below the row count are rows, the others corrupted lines; the sort is stable.
+        order = pc.sort_indices(keys, sort_keys=[("p", "ascending"), ("a", "ascending")])
+        sorted_arrivals = keys.column("a").chunk(0).take(order)
+        counts = [0] * self._nparts[T_PINGS]
+        for item in pc.value_counts(keys.column("p")).to_pylist():
+            counts[item["values"]] = item["counts"]
+        starts = [sum(counts[:p]) for p in range(len(counts))]
+        text = PingText(rows, extra_lines, order)
+
+        def render(p: int, i: int, j: int) -> tuple[Any, int, int]:
+            lo, hi = starts[p] + i, starts[p] + j
+            # The text is made on the writer thread: Arrow kernels release the GIL, so on a second core the
+            # formatting overlaps the simulation.
+            return partial(text.text, lo, hi), j - i, sorted_arrivals[hi - 1].as_py()
+
+        self._write_files(T_PINGS, a, counts, render)
+
+    def _write_files(self, ti: int, a: int, counts: list[int], render: Render) -> None:
+        """Split each partition's lines into files and write them (gzip, delayed upload, offsets, mtimes)."""
+        cfg, rng = self.cfg, self.rng
+        hour_us = self.period.hour_start(a)
+        topic = TOPICS[TABLES[ti]]
+        ph = self.stats[ti].hour(a)
+        delayed_p = None
+        if (ti, a) in self._delayed_plan:
+            delayed_p = next((p for p, n in enumerate(counts) if n >= 2), None)
+        for p, n in enumerate(counts):
+            if not n:
+                continue
+            bounds = [*range(0, n, cfg.flush_size), n]
+            chunks = list(pairwise(bounds))
+            delayed_at = None
+            if p == delayed_p:
+                # The sink's last flush of this partition uploads hours late into the (old) hour folder.
+                i, j = chunks.pop()
+                if j - i >= 2:
+                    cut = max(1, (j - i) // 4)
+                    chunks += [(i, j - cut), (j - cut, j)]
+                else:
+                    chunks.append((i, j))
+                delayed_at = len(chunks) - 1
+                self._delayed_plan.discard((ti, a))
+            for ci, (i, j) in enumerate(chunks):
+                raw, nlines, last_arrival = render(p, i, j)
+                gz = rng.random() < cfg.gzip_rate
+                start_offset = self._next_offset[ti][p]
+                self._next_offset[ti][p] = start_offset + nlines
+                rel = E.landing_relpath(topic, hour_us, p, start_offset, gz)
+                written_at = last_arrival // SECOND
+                if ci == delayed_at:
+                    written_at = (hour_us + cfg.delayed_file_hours * HOUR_US) // SECOND + rng.randrange(3000)
+                    self.delayed.append(
+                        {
+                            "path": rel,
+                            "topic": topic,
+                            "arrival_hour": from_epoch_micros(hour_us).isoformat(),
+                            "appears_at": from_epoch_micros(written_at * SECOND).isoformat(),
+                            "lines": nlines,
+                        }
+                    )
+                record = {"topic": ti, "gz": gz, "bytes": 0}
+                self.writer.put(self.out / rel, raw, gz, written_at, record)
+                ph[LINES] += nlines
+                ph[FILES] += 1
+                self.lines_written += nlines
+                self.files.append(record)

@@ -1,0 +1,338 @@
+"""Orders and their payments: each order's whole lifecycle planned when it is created (assigned, picked up, in
+transit, delivered or cancelled; failed, double and partly refunded payments; deletes), its transactions queued for
+their commit hours and its courier's trip handed to the pings."""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Iterator
+from itertools import accumulate, count
+from random import Random
+from typing import Any
+
+from logistics_platform.generator import encode as E
+from logistics_platform.generator import world as W
+from logistics_platform.generator.cdc import CommitQueue
+from logistics_platform.generator.config import GeneratorConfig
+from logistics_platform.generator.faults import Faults, encoders
+from logistics_platform.generator.model import (
+    HOUR_US,
+    MINUTE,
+    NEXT_COMMIT,
+    SECOND,
+    T_ORDERS,
+    T_PAYMENTS,
+    WITH_TIP,
+    Change,
+    Period,
+    Transaction,
+)
+from logistics_platform.generator.pings import Trips
+from logistics_platform.generator.roster import Couriers, Tenants
+from logistics_platform.lib.timekeys import from_epoch_micros
+
+METHOD_CUM = list(accumulate(W.PAYMENT_METHOD_WEIGHTS))
+# Slots of a payment: id, order, amount, method, status, created, updated, its latest change (a Change)
+_LATEST = 7
+
+
+class _Order:
+    """One order's row and its payments' rows as they change; renders the row image of every change.
+
+    A change without an alternative encoding (most of them) is rendered from pieces of text made once per order:
+    the same text as ``E.order_row`` / ``E.payment_row`` with canonical encodings.
+    """
+
+    __slots__ = (
+        "faults",
+        "fixed",
+        "head",
+        "latest",
+        "method",
+        "payment_ids",
+        "payments",
+        "prev_after",
+        "row",
+        "tip",
+        "tip_from",
+        "tip_text",
+    )
+
+    def __init__(
+        self, row: list[Any], tip: int, tip_from: int | None, method: str, faults: Faults, ids: Iterator[int]
+    ) -> None:
+        # row: order, tenant, courier, region, status, total, fee, created, promised, delivered, updated
+        self.row = row
+        self.tip = tip
+        self.tip_from = tip_from
+        self.method = method
+        self.faults = faults
+        self.payment_ids = ids
+        self.payments: list[list[Any]] = []
+        oid, tid, total, fee, created_us, promised = row[0], row[1], row[5], row[6], row[7], row[8]
+        self.head = f'{{"order_id":{oid},"tenant_id":"{tid}","courier_id":'
+        self.fixed = (
+            f'"total_amount":{E.dec_str(total)},"delivery_fee":{E.dec_str(fee)},'
+            f'"created_at":{E.ts_iso(created_us)},"promised_at":{E.ts_iso(promised)},"delivered_at":'
+        )
+        self.tip_text = f',"tip_amount":{E.dec_str(tip)}}}'
+        self.prev_after = "null"
+        self.latest: Change | None = None
+
+    def change(self, op: str, t: int, updated: int | None = None) -> Change:
+        """The order's change committed at ``t`` (its row as it is now; ``updated`` overrides updated_at)."""
+        o = self.row
+        o[10] = t if updated is None else updated
+        flags = self.faults.encoding_flags()
+        with_tip = self.tip_from is not None and t >= self.tip_from
+        if flags:
+            ts, dec = encoders(flags)
+            after = E.order_row(*[*o, self.tip if with_tip else None], ts=ts, dec=dec)
+        else:
+            courier_text = "null" if o[2] is None else o[2]
+            delivered = "null" if o[9] is None else f'"{E.iso(o[9])}"'
+            after = (
+                f'{self.head}{courier_text},"region":"{o[3]}","status":"{o[4]}",{self.fixed}{delivered},'
+                f'"updated_at":"{E.iso(o[10])}"{self.tip_text if with_tip else "}"}'
+            )
+        if with_tip:
+            flags |= WITH_TIP
+        before = self.prev_after if op != "c" and op != "r" else "null"
+        self.prev_after = after
+        ch = [T_ORDERS, op, o[0], before, after, None, flags]
+        if self.latest is not None:
+            self.latest[NEXT_COMMIT] = t
+        self.latest = ch
+        return ch
+
+    def _payment_after(self, p: list[Any]) -> tuple[str, int]:
+        """Row image of payment ``p`` and its encoding flags."""
+        flags = self.faults.encoding_flags()
+        if flags:
+            ts, dec = encoders(flags)
+            return E.payment_row(*p[:7], ts=ts, dec=dec), flags
+        return (
+            f'{{"payment_id":{p[0]},"order_id":{p[1]},"amount":{E.dec_str(p[2])},"method":"{self.method}",'
+            f'"status":"{p[4]}","created_at":{E.ts_iso(p[5])},"updated_at":{E.ts_iso(p[6])}}}'
+        ), 0
+
+    def new_payment(self, op: str, t: int, amount: int, status: str, row_time: int | None = None) -> Change:
+        """A new payment of the order, inserted at ``t`` (or read by the snapshot; ``row_time``: its created_at)."""
+        rt = t if row_time is None else row_time
+        p: list[Any] = [next(self.payment_ids), self.row[0], amount, self.method, status, rt, rt, None]
+        self.payments.append(p)
+        after, flags = self._payment_after(p)
+        p[_LATEST] = ch = [T_PAYMENTS, op, p[0], "null", after, None, flags]
+        return ch
+
+    def update_payment(self, p: list[Any], t: int, status: str, amount: int | None = None) -> Change:
+        """Payment ``p`` updated at ``t`` to ``status`` (and ``amount``)."""
+        p[4] = status
+        p[6] = t
+        if amount is not None:
+            p[2] = amount
+        after, flags = self._payment_after(p)
+        ch = [T_PAYMENTS, "u", p[0], f'{{"payment_id":{p[0]}}}', after, None, flags]
+        p[_LATEST][NEXT_COMMIT] = t
+        p[_LATEST] = ch
+        return ch
+
+    def delete(self, t: int) -> list[Change]:
+        """The order and its payments deleted at ``t`` (before images: the order's last row, the payments' keys)."""
+        chs = [[T_ORDERS, "d", self.row[0], self.prev_after, "null", None, 0]]
+        if self.latest is not None:
+            self.latest[NEXT_COMMIT] = t
+        for p in self.payments:
+            chs.append([T_PAYMENTS, "d", p[0], f'{{"payment_id":{p[0]}}}', "null", None, 0])
+            p[_LATEST][NEXT_COMMIT] = t
+        return chs
+
+
+def _timeline(
+    rng: Random, cancel_rate: float, created_us: int, snap_us: int | None
+) -> tuple[int, int, int, int, int | None]:
+    """When the order is assigned, picked up, in transit, delivered, and cancelled (None: never)."""
+    base = snap_us if snap_us is not None else created_us
+    if snap_us is not None and rng.random() < 0.5:
+        t_assign = created_us + rng.randrange(10 * SECOND, (snap_us - created_us) // 2)
+    else:
+        t_assign = base + rng.randrange(MINUTE, 8 * MINUTE)
+    t_pick = t_assign + rng.randrange(5 * MINUTE, 20 * MINUTE)
+    if t_pick <= base:  # assigned before the snapshot: the pick-up still happens after it
+        t_pick = base + rng.randrange(MINUTE, 10 * MINUTE)
+    t_transit = t_pick + rng.randrange(MINUTE, 3 * MINUTE)
+    t_deliv = t_transit + rng.randrange(10 * MINUTE, 50 * MINUTE)
+    t_cancel = None
+    if rng.random() < cancel_rate:
+        t_cancel = base + rng.randrange(2 * MINUTE, 20 * MINUTE)
+        if t_cancel >= t_pick:
+            t_cancel = t_pick - SECOND
+        if t_cancel <= base:
+            # Only a snapshot order picked up within a second after the snapshot gets here: its cancel
+            # would precede the snapshot read (and its assignment the period). Cancel just after the
+            # snapshot instead; no extra draw, so every other order keeps its bytes.
+            t_pick = max(t_pick, base + 2 * SECOND)
+            t_cancel = t_pick - SECOND
+    return t_assign, t_pick, t_transit, t_deliv, t_cancel
+
+
+def _status_at_end(txs: list[Transaction], initial: str, end_us: int) -> str:
+    """Status of the order's latest change committed inside the period."""
+    latest, status = -1, None
+    for t, chs, _ in txs:
+        if t >= end_us or t < latest:
+            continue
+        for ch in chs:
+            if ch[0] == T_ORDERS and ch[1] != "d":
+                latest, status = t, ch[4]
+    if status is None:
+        return initial
+    i = status.index('"status":"') + 10
+    return status[i : status.index('"', i)]
+
+
+class OrderBook:
+    """Plans the orders of each hour (and those open at the start) and records how each one ends."""
+
+    def __init__(
+        self,
+        cfg: GeneratorConfig,
+        period: Period,
+        rng: Random,
+        faults: Faults,
+        queue: CommitQueue,
+        tenants: Tenants,
+        couriers: Couriers,
+        trips: Trips,
+    ) -> None:
+        self.cfg = cfg
+        self.period = period
+        self.rng = rng
+        self.faults = faults
+        self.queue = queue
+        self.tenants = tenants
+        self.couriers = couriers
+        self.trips = trips
+        self.order_id = 100_000
+        self.payment_ids = count(500_001)
+        self.final: dict[int, tuple[str, int, bool]] = {}  # order -> (status at the end, total cents, deleted)
+        self.snapshot_reads: list[Change] = []
+
+    def plan_snapshot(self, snap_us: int) -> list[Change]:
+        """Orders open when the period starts (``snapshot_rate`` x orders a day); returns their snapshot reads."""
+        cfg, rng = self.cfg, self.rng
+        for _ in range(round(cfg.snapshot_rate * cfg.orders_per_day)):
+            self.plan(self.period.start_us - rng.randrange(2 * MINUTE, 30 * MINUTE), snap_us)
+        return self.snapshot_reads
+
+    def plan_hour(self, h: int) -> None:
+        """The orders created in hour ``h``: as many as the daily curve gives that hour, at random times."""
+        rng = self.rng
+        hour_start = self.period.hour_start(h)
+        share = W.HOURLY_SHARE[from_epoch_micros(hour_start).hour]
+        expected = self.cfg.orders_per_day * share
+        n = int(expected) + (1 if rng.random() < expected - int(expected) else 0)
+        for t in sorted(hour_start + rng.randrange(HOUR_US) for _ in range(n)):
+            self.plan(t, None)
+
+    def plan(self, created_us: int, snap_us: int | None) -> None:
+        """Plan one order's lifecycle: its changes, its payments' changes and its courier's pings.
+
+        ``snap_us``: the order was created before the period and is read by the snapshot at that time.
+        """
+        cfg, rng = self.cfg, self.rng
+        self.order_id += 1
+        oid = self.order_id
+        cum = self.tenants.cum_weights
+        tid = self.tenants.ids[bisect_right(cum, rng.random() * cum[-1])]
+        region = self.tenants.region[tid] if rng.random() < 0.7 else rng.choice(W.REGION_NAMES)
+        total = rng.randrange(1500, 25000)
+        fee = rng.randrange(400, min(1500, total - 100))
+        promised = created_us + rng.randrange(35 * MINUTE, 75 * MINUTE)
+        tip_from = self.period.tip_from_us
+        tip = rng.choice(W.TIP_CENTS) if tip_from is not None and created_us >= tip_from else 0
+        t_assign, t_pick, t_transit, t_deliv, t_cancel = _timeline(rng, cfg.cancel_rate, created_us, snap_us)
+        base = snap_us if snap_us is not None else created_us
+        courier = self.couriers.pick(rng, region, t_assign)
+        if courier is None:  # nobody to assign: the customer gives up
+            t_cancel = t_cancel if t_cancel is not None and t_cancel < t_assign else max(t_assign, base + MINUTE)
+        method = W.PAYMENT_METHODS[bisect_right(METHOD_CUM, rng.random() * METHOD_CUM[-1])]
+        row: list[Any] = [oid, tid, None, region, "created", total, fee, created_us, promised, None, created_us]
+        order = _Order(row, tip, tip_from, method, self.faults, self.payment_ids)
+        txs: list[Transaction] = []
+        # creation (or the snapshot read of an order that already existed)
+        failed_first = rng.random() < cfg.failed_payment_rate
+        if snap_us is not None:
+            if t_assign < snap_us and courier is not None and (t_cancel is None or t_cancel > snap_us):
+                row[2], row[4] = courier, "assigned"
+                row[10] = t_assign
+            read = order.change("r", snap_us, row[10])
+            self.snapshot_reads.extend([read, order.new_payment("r", snap_us, total, "authorized", created_us)])
+        else:
+            first = order.new_payment("c", created_us, total, "failed" if failed_first else "authorized")
+            txs.append((created_us, [order.change("c", created_us), first], False))
+            if failed_first:
+                t2 = created_us + rng.randrange(30 * SECOND, 3 * MINUTE)
+                txs.append((t2, [order.new_payment("c", t2, total, "authorized")], False))
+        snap_status = row[4]
+        if t_cancel is not None and (courier is None or t_cancel < t_pick):
+            if row[4] != "assigned" and courier is not None and t_assign < t_cancel:
+                row[2], row[4] = courier, "assigned"
+                txs.append((t_assign, [order.change("u", t_assign)], False))
+            row[4] = "cancelled"
+            cancel = order.change("u", t_cancel)
+            txs.append((t_cancel, [cancel, order.update_payment(order.payments[-1], t_cancel, "failed")], False))
+            end_t = t_cancel
+        else:
+            assert courier is not None
+            self._deliver(order, txs, courier, t_assign, t_pick, t_transit, t_deliv)
+            end_t = t_deliv
+        deleted = False
+        if rng.random() < cfg.delete_rate:
+            t_del = max(t for t, _, _ in txs) + rng.randrange(5 * MINUTE, 2 * HOUR_US) if txs else end_t + HOUR_US
+            txs.append((t_del, order.delete(t_del), False))
+            deleted = t_del < self.period.end_us
+        self.queue.add(txs)
+        self.final[oid] = (_status_at_end(txs, snap_status, self.period.end_us), total, deleted)
+        if courier is not None and self.trips.interval_us and (t_cancel is None or t_cancel > t_assign):
+            t_end = t_deliv if t_cancel is None else t_cancel
+            self.trips.plan(courier, oid, region, t_assign, t_pick, t_transit, t_end, t_cancel is None)
+
+    def _deliver(
+        self,
+        order: _Order,
+        txs: list[Transaction],
+        courier: int,
+        t_assign: int,
+        t_pick: int,
+        t_transit: int,
+        t_deliv: int,
+    ) -> None:
+        """Assigned, picked up, in transit, delivered and paid (or paid wrongly), maybe charged twice and refunded."""
+        rng, row = self.rng, order.row
+        total = row[5]
+        live_payment = order.payments[-1]
+        if row[4] != "assigned":
+            row[2], row[4] = courier, "assigned"
+            txs.append((t_assign, [order.change("u", t_assign)], False))
+        row[4] = "picked_up"
+        txs.append((t_pick, [order.change("u", t_pick)], False))
+        row[4] = "in_transit"
+        txs.append((t_transit, [order.change("u", t_transit)], False))
+        row[4], row[9] = "delivered", t_deliv
+        captured = total
+        mismatch = rng.random() < self.cfg.payment_mismatch_rate
+        partial_refund = mismatch and rng.random() < 0.5
+        if mismatch and not partial_refund:
+            captured = total - rng.randrange(1, min(500, total - 1))
+        delivered = order.change("u", t_deliv)
+        txs.append((t_deliv, [delivered, order.update_payment(live_payment, t_deliv, "captured", captured)], False))
+        if rng.random() < self.cfg.refund_rate:  # charged twice, the second charge refunded: still reconciles
+            t_dup = t_deliv + rng.randrange(MINUTE, 30 * MINUTE)
+            txs.append((t_dup, [order.new_payment("c", t_dup, total, "captured")], False))
+            t_ref = t_dup + rng.randrange(HOUR_US, 6 * HOUR_US)
+            txs.append((t_ref, [order.new_payment("c", t_ref, total, "refunded")], False))
+        if partial_refund:  # goodwill refund: captured - refunded != total (reported, not hidden)
+            t_ref = t_deliv + rng.randrange(HOUR_US, 6 * HOUR_US)
+            amount = rng.randrange(100, max(101, total // 3))
+            txs.append((t_ref, [order.new_payment("c", t_ref, amount, "refunded")], False))

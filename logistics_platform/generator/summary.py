@@ -1,0 +1,161 @@
+"""The ground truth of a generated landing zone: per-topic counters, filled in as lines are made, and the
+``_generation.json`` summary built from them (what tests compare the platform's results with)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from logistics_platform.generator import encode as E
+from logistics_platform.generator.config import TABLES, GeneratorConfig
+from logistics_platform.generator.model import T_PINGS, TOPICS, Period
+from logistics_platform.lib.timekeys import from_epoch_micros
+
+# Slots of TopicStats.hour(a): what landed in arrival hour a.
+LINES, QUARANTINED, TOMBSTONES, LATE, FILES = range(5)
+
+
+class TopicStats:
+    """Counters of one topic; what ``_generation.json`` reports."""
+
+    def __init__(self) -> None:
+        self.events = 0  # distinct valid events (not counting redelivered copies)
+        self.ops = {"c": 0, "u": 0, "d": 0, "r": 0}
+        self.duplicates = 0
+        self.late_within_injected = 0
+        self.late_beyond_injected = 0
+        self.out_of_order_injected = 0
+        self.out_of_order_lines = 0
+        self.schema_envelopes = 0
+        self.decimal_numbers = 0
+        self.epoch_micros = 0
+        self.tip_amount_events = 0
+        self.quarantine: dict[str, int] = {}
+        # arrival hour index -> [lines, quarantined, tombstones, late lines, files] (slots LINES ... FILES)
+        self.per_hour: dict[int, list[int]] = {}
+
+    def hour(self, a: int) -> list[int]:
+        """The counters of arrival hour ``a`` (created on first use)."""
+        ph = self.per_hour.get(a)
+        if ph is None:
+            ph = self.per_hour[a] = [0, 0, 0, 0, 0]
+        return ph
+
+    def quarantined(self, a: int, reason: str) -> None:
+        """Count a corrupted line landing in arrival hour ``a`` that the ingest must quarantine for ``reason``."""
+        self.hour(a)[QUARANTINED] += 1
+        self.quarantine[reason] = self.quarantine.get(reason, 0) + 1
+
+
+def order_truth(final: dict[int, tuple[str, int, bool]]) -> dict[str, Any]:
+    """Orders planned, still existing, deleted and delivered at the end, and the delivered orders' revenue.
+
+    ``final``: order id -> (status of its last change inside the period, total in cents, deleted).
+    """
+    delivered = [v for v in final.values() if v[0] == "delivered" and not v[2]]
+    return {
+        "orders_planned": len(final),
+        "orders_existing": sum(1 for v in final.values() if not v[2]),
+        "orders_deleted": sum(1 for v in final.values() if v[2]),
+        "orders_delivered": len(delivered),
+        "gross_revenue_delivered": E.dec_num(sum(v[1] for v in delivered)),
+    }
+
+
+def _topic_summary(st: TopicStats, ti: int, files: list[dict[str, Any]], partitions: int) -> dict[str, Any]:
+    mine = [f for f in files if f["topic"] == ti]
+    lines = sum(v[LINES] for v in st.per_hour.values())
+    quarantined = sum(v[QUARANTINED] for v in st.per_hour.values())
+    tombstones = sum(v[TOMBSTONES] for v in st.per_hour.values())
+    return {
+        "table": TABLES[ti],
+        "lines": lines,
+        "rows": lines - quarantined - tombstones,
+        "files": len(mine),
+        "gzip_files": sum(1 for f in mine if f["gz"]),
+        "bytes": sum(f["bytes"] for f in mine),
+        "partitions": partitions,
+        "events": st.events,
+        "ops": dict(st.ops) if ti != T_PINGS else {},
+        "duplicates": st.duplicates,
+        "tombstones": tombstones,
+        "late_lines": sum(v[LATE] for v in st.per_hour.values()),
+        "late_beyond_injected": st.late_beyond_injected,
+        "late_within_injected": st.late_within_injected,
+        "out_of_order_injected": st.out_of_order_injected,
+        "out_of_order_lines": st.out_of_order_lines,
+        "schema_envelopes": st.schema_envelopes,
+        "decimal_numbers": st.decimal_numbers,
+        "epoch_micros": st.epoch_micros,
+        "tip_amount_events": st.tip_amount_events,
+        "quarantined": quarantined,
+        "quarantine": dict(sorted(st.quarantine.items())),
+    }
+
+
+def _hours_summary(st: TopicStats, period: Period) -> dict[str, Any]:
+    return {
+        from_epoch_micros(period.hour_start(a)).strftime("%Y-%m-%dT%H"): {
+            "lines": v[LINES],
+            "rows": v[LINES] - v[QUARANTINED] - v[TOMBSTONES],
+            "quarantined": v[QUARANTINED],
+            "tombstones": v[TOMBSTONES],
+            "late": v[LATE],
+            "files": v[FILES],
+        }
+        for a, v in sorted(st.per_hour.items())
+    }
+
+
+def build_summary(
+    cfg: GeneratorConfig,
+    period: Period,
+    stats: list[TopicStats],
+    files: list[dict[str, Any]],
+    delayed_files: list[dict[str, Any]],
+    truth: dict[str, Any],
+) -> dict[str, Any]:
+    """The ``_generation.json`` content: config, period, totals, per-topic and per-hour counts, ground truth.
+
+    ``files`` holds one ``{"topic", "gz", "bytes"}`` record per landed file, ``delayed_files`` the files uploaded
+    late, ``truth`` the world's counts (tenants, couriers, orders).
+    """
+    topics: dict[str, Any] = {}
+    per_hour: dict[str, Any] = {}
+    for ti, table in enumerate(TABLES):
+        topic = TOPICS[table]
+        topics[topic] = _topic_summary(stats[ti], ti, files, cfg.partitions[table])
+        per_hour[topic] = _hours_summary(stats[ti], period)
+    quarantine_total: dict[str, int] = {}
+    for t in topics.values():
+        for reason, n in t["quarantine"].items():
+            base = reason.split(":")[0]
+            quarantine_total[base] = quarantine_total.get(base, 0) + n
+    return {
+        "generator": "logistics_platform.generator",
+        "format_version": 1,
+        "config": cfg.to_json(),
+        "period": {
+            "start": cfg.start.isoformat(),
+            "end": from_epoch_micros(period.end_us).isoformat(),
+            "hours": cfg.hours,
+        },
+        "allowed_lateness_hours": cfg.allowed_lateness_hours,
+        "tip_amount_from": None if period.tip_from_us is None else from_epoch_micros(period.tip_from_us).isoformat(),
+        "totals": {
+            "lines": sum(t["lines"] for t in topics.values()),
+            "files": len(files),
+            "gzip_files": sum(1 for f in files if f["gz"]),
+            "bytes": sum(f["bytes"] for f in files),
+            "tombstones": sum(t["tombstones"] for t in topics.values()),
+            "quarantined": sum(t["quarantined"] for t in topics.values()),
+            "duplicates": sum(t["duplicates"] for t in topics.values()),
+            "late_lines": sum(t["late_lines"] for t in topics.values()),
+            "out_of_order_lines": sum(t["out_of_order_lines"] for t in topics.values()),
+            "schema_envelopes": sum(t["schema_envelopes"] for t in topics.values()),
+            "quarantine": dict(sorted(quarantine_total.items())),
+        },
+        "delayed_files": delayed_files,
+        "topics": topics,
+        "per_hour": per_hour,
+        "truth": truth,
+    }

@@ -1,0 +1,161 @@
+"""The writer: a landed file's text from its lines (CDC records, or ping rows by Arrow kernels), and the background
+thread that compresses and writes the files."""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+import zlib
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from logistics_platform.generator import encode as E
+from logistics_platform.generator.model import SECOND
+
+# A CDC record as the layout files it: (arrival time, text, row key or None, LSN, lines: 2 for a delete + tombstone).
+Record = tuple[int, str, Any, int, int]
+
+
+class FileWriter:
+    """Compresses and writes landed files on a background thread, in submission order.
+
+    zlib and file writes release the GIL, so on a second core they overlap the (pure Python) simulation;
+    the bounded queue bounds the memory held by files not yet written.
+    """
+
+    def __init__(self, depth: int = 16) -> None:
+        self._queue: queue.Queue[tuple[Path, Any, bool, int, dict[str, Any]] | None] = queue.Queue(depth)
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._loop, name="generator-writer", daemon=True)
+        self._thread.start()
+
+    def put(self, path: Path, raw: Any, gz: bool, mtime: int, record: dict[str, Any]) -> None:
+        """Queue one file (``raw``: its bytes or a function making them); sets ``record["bytes"]`` when written."""
+        if self._error is not None:
+            raise RuntimeError(f"generator: writing landed files failed: {self._error}") from self._error
+        self._queue.put((path, raw, gz, mtime, record))
+
+    def _loop(self) -> None:
+        made: set[Path] = set()
+        while (item := self._queue.get()) is not None:
+            if self._error is not None:
+                continue  # keep draining so that put() never blocks on a dead writer
+            path, raw, gz, mtime, record = item
+            try:
+                if callable(raw):
+                    raw = raw()
+                # gzip.compress(mtime=0) is exactly this (header without time or name), minus a copy
+                data = zlib.compress(raw, 1, 31) if gz else raw
+                if path.parent not in made:
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    made.add(path.parent)
+                with open(path, "wb") as fh:
+                    fh.write(data)
+                os.utime(path, (mtime, mtime))
+                record["bytes"] = len(data)
+            except BaseException as exc:  # re-raised in the generating thread by put() or close()
+                self._error = exc
+
+    def close(self, raise_error: bool = True) -> None:
+        """Wait until every queued file is written; re-raise a write error unless already failing."""
+        self._queue.put(None)
+        self._thread.join()
+        if raise_error and self._error is not None:
+            raise RuntimeError(f"generator: writing landed files failed: {self._error}") from self._error
+
+
+def cdc_file(records: list[Record]) -> tuple[bytes, int, int]:
+    """A CDC file's content (newline-terminated lines, lone surrogates as their raw bytes), its line count (a
+    delete's record is two lines) and its last arrival time."""
+    lines = [rec[1] for rec in records]
+    lines.append("")  # the final newline, without copying the joined text once more
+    raw = "\n".join(lines).encode("utf-8", "surrogateescape")
+    return raw, sum([rec[4] for rec in records]), records[-1][0]
+
+
+class PingText:
+    """JSON Lines text of one arrival hour's pings, a file (a slice of ``order``) at a time.
+
+    ``rows`` are valid ping rows, ``extra_lines`` corrupted lines (binary, newline-terminated); ``order`` indexes
+    both as one sequence (below ``rows.num_rows``: a row, from it: an extra line) in the order the files hold them.
+    The text is made by Arrow kernels, file by file, so the text of a whole hour never sits in memory at once.
+    """
+
+    def __init__(self, rows: pa.Table | None, extra_lines: pa.Array | None, order: pa.Array) -> None:
+        self.rows = rows
+        self.n_rows = 0 if rows is None else rows.num_rows
+        self.extra_lines = extra_lines
+        self.order = order
+        self.seconds, self.first_hour = pa.array([], pa.string()), 0
+        if rows is not None and self.n_rows:
+            bounds = pc.min_max(rows.column("t"))
+            first_hour, last_hour = bounds["min"].as_py() // E.HOUR_US, bounds["max"].as_py() // E.HOUR_US
+            self.seconds = pa.concat_arrays([E.second_prefixes(h) for h in range(first_hour, last_hour + 1)])
+            self.first_hour = first_hour
+
+    def text(self, lo: int, hi: int) -> memoryview:
+        """The bytes of positions ``lo`` to ``hi`` of ``order``."""
+        idx = self.order.slice(lo, hi - lo)
+        rows, extra_lines, n_rows = self.rows, self.extra_lines, self.n_rows
+        if extra_lines is None:
+            lines = ping_text(rows.take(idx), self.seconds, self.first_hour)  # type: ignore[union-attr]
+        else:
+            is_extra = pc.greater_equal(idx, n_rows)
+            row_idx = idx.filter(pc.invert(is_extra))
+            extra_idx = pc.subtract(idx.filter(is_extra), n_rows)
+            texts = [extra_lines.take(extra_idx)]
+            if len(row_idx):
+                texts.insert(0, ping_text(rows.take(row_idx), self.seconds, self.first_hour))  # type: ignore[union-attr]
+            # back into (partition, arrival) order: rows first in `texts`, then the corrupted lines
+            as_int = pc.cast(is_extra, pa.int64())
+            n_valid = len(row_idx)
+            pos = pc.if_else(
+                is_extra,
+                pc.add(pc.subtract(pc.cumulative_sum(as_int), 1), n_valid),
+                pc.subtract(pc.cumulative_sum(pc.subtract(1, as_int)), 1),
+            )
+            lines = pa.concat_arrays(texts).take(pos)
+        _, offsets_buf, data_buf = lines.buffers()
+        line_bounds = memoryview(offsets_buf).cast("i")
+        return memoryview(data_buf)[line_bounds[lines.offset] : line_bounds[lines.offset + len(lines)]]
+
+
+def ping_text(rows: pa.Table, seconds: pa.Array, first_hour: int) -> pa.Array:
+    """JSON Lines text (binary array, newline-terminated) of ping rows, built by Arrow kernels.
+
+    ``seconds`` holds ``YYYY-MM-DDTHH:MM:SS.`` of every second from epoch hour ``first_hour`` on (one take per
+    timestamp instead of Arrow's strftime, which is far slower, or a dozen kernels for hours, minutes and seconds).
+    """
+    text = pa.string()
+    ts = rows.column("t")
+    prefix = seconds.take(pc.subtract(pc.divide(ts, SECOND), first_hour * 3600))
+    micros = pc.subtract(ts, pc.multiply(pc.divide(ts, SECOND), SECOND))
+
+    def padded(values: pa.Array, width: int) -> pa.Array:
+        return pc.utf8_lpad(pc.cast(values, text), width=width, padding="0")
+
+    col = rows.column
+    line = pc.binary_join_element_wise(
+        '{"ping_id":"',
+        col("pid"),
+        '","courier_id":',
+        pc.cast(col("cid"), text),
+        ',"order_id":',
+        pc.fill_null(pc.cast(col("oid"), text), "null"),
+        ',"lat":',
+        pc.cast(pc.round(col("lat"), 6), text),
+        ',"lon":',
+        pc.cast(pc.round(col("lon"), 6), text),
+        ',"speed_kmh":',
+        pc.cast(pc.round(col("speed"), 1), text),
+        ',"recorded_at":"',
+        prefix,
+        padded(micros, 6),
+        'Z"}\n',
+        "",
+    )
+    return (line.combine_chunks() if isinstance(line, pa.ChunkedArray) else line).cast(pa.binary())

@@ -1,0 +1,134 @@
+"""The arrival hours a transform run builds: its window, the run tags that carry it, the day partitions it spans.
+
+The dbt layer is partitioned by arrival day (UTC) while bronze is partitioned by arrival hour. A transform run
+builds one window of arrival hours inside its days: a run launched for some hours (the transform sensor,
+`logistics-platform run`, `rebuild`) names them in :data:`WINDOW_START_TAG` / :data:`WINDOW_END_TAG`, beside
+Dagster's own range tags of the days; a run of day partitions without them (a UI materialization, a backfill of
+days) builds every hour of its days. Hour keys are :mod:`logistics_platform.lib.timekeys` hour keys; day keys are
+Dagster's daily keys (``YYYY-MM-DD``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from logistics_platform.lib.operate.landing_watch import RANGE_END_TAG, RANGE_START_TAG, run_partition_bounds
+from logistics_platform.lib.timekeys import hour_key, hour_start, parse_hour_key, utc_naive
+
+# The first and last arrival hour (hour keys, inclusive) a transform run builds.
+WINDOW_START_TAG = "logistics/arrival_hours_start"
+WINDOW_END_TAG = "logistics/arrival_hours_end"
+DAY_KEY_FORMAT = "%Y-%m-%d"
+HOUR = timedelta(hours=1)
+DAY = timedelta(days=1)
+
+
+def day_key(moment: datetime) -> str:
+    """Dagster daily partition key (``YYYY-MM-DD``, UTC) of the day ``moment`` falls in."""
+    return f"{utc_naive(moment):%Y-%m-%d}"
+
+
+def parse_day_key(key: str) -> datetime:
+    """Start (naive UTC) of the day a daily partition key names; a one-line ``ValueError`` names the expected form."""
+    try:
+        return datetime.strptime(key, DAY_KEY_FORMAT)
+    except ValueError:
+        raise ValueError(f"day partition key {key!r}: expected YYYY-MM-DD, e.g. 2026-11-01") from None
+
+
+@dataclass(frozen=True)
+class ArrivalWindow:
+    """Arrival hours ``first`` .. ``last`` (inclusive hour starts, naive UTC) that one transform run builds."""
+
+    first: datetime
+    last: datetime
+
+    def __post_init__(self) -> None:
+        if self.last < self.first:
+            raise ValueError(
+                f"arrival window ends at {hour_key(self.last)}, before it starts at {hour_key(self.first)}: "
+                "give the first hour first"
+            )
+
+    @classmethod
+    def of_hours(cls, first: str, last: str) -> ArrivalWindow:
+        """The window between two hour keys."""
+        return cls(parse_hour_key(first), parse_hour_key(last))
+
+    @classmethod
+    def of_days(cls, start: datetime, end: datetime) -> ArrivalWindow:
+        """Every hour of the half-open time window [start, end) of whole days (a Dagster partition time window)."""
+        return cls(hour_start(start), hour_start(end) - HOUR)
+
+    @property
+    def first_key(self) -> str:
+        return hour_key(self.first)
+
+    @property
+    def last_key(self) -> str:
+        return hour_key(self.last)
+
+    @property
+    def label(self) -> str:
+        """``first..last`` in hour keys (one key when the window is one hour)."""
+        return self.first_key if self.first == self.last else f"{self.first_key}..{self.last_key}"
+
+    def hour_keys(self) -> list[str]:
+        """Every hour key of the window, in order."""
+        count = int((self.last - self.first) / HOUR) + 1
+        return [hour_key(self.first + i * HOUR) for i in range(count)]
+
+    def day_keys(self) -> tuple[str, str]:
+        """The first and last day partition the window touches."""
+        return day_key(self.first), day_key(self.last)
+
+    def window_tags(self) -> dict[str, str]:
+        """The run tags that name the window (what the UI shows of the hours a run covered)."""
+        return {WINDOW_START_TAG: self.first_key, WINDOW_END_TAG: self.last_key}
+
+    def run_tags(self) -> dict[str, str]:
+        """Tags of a transform run that builds exactly this window: its days as Dagster's range, and the hours."""
+        first_day, last_day = self.day_keys()
+        return {RANGE_START_TAG: first_day, RANGE_END_TAG: last_day, **self.window_tags()}
+
+
+def tagged_window(tags: Mapping[str, str]) -> ArrivalWindow | None:
+    """The window a run's own tags name, or None when they name none."""
+    first, last = tags.get(WINDOW_START_TAG), tags.get(WINDOW_END_TAG)
+    return ArrivalWindow.of_hours(first, last) if first and last else None
+
+
+def run_window(tags: Mapping[str, str]) -> ArrivalWindow | None:
+    """The arrival hours a transform run with these tags builds: its window tags, else every hour of its days.
+
+    None for a run with neither (an unpartitioned run).
+    """
+    window = tagged_window(tags)
+    if window is not None:
+        return window
+    bounds = run_partition_bounds(tags)
+    if bounds is None:
+        return None
+    if ":" in bounds[0]:  # hour keys: a run from when the dbt layer was partitioned by hour
+        return ArrivalWindow.of_hours(*bounds)
+    return ArrivalWindow.of_days(parse_day_key(bounds[0]), parse_day_key(bounds[1]) + DAY)
+
+
+def window_within_days(tags: Mapping[str, str], start: datetime, end: datetime) -> ArrivalWindow:
+    """The window of a run of the day partitions [start, end): its window tags, else every hour of those days.
+
+    A ``ValueError`` when the tags name hours outside the days (the run's partitions and its window disagree).
+    """
+    days = ArrivalWindow.of_days(start, end)
+    window = tagged_window(tags)
+    if window is None:
+        return days
+    if window.first < days.first or window.last > days.last:
+        raise ValueError(
+            f"run tags {WINDOW_START_TAG}/{WINDOW_END_TAG} ask for arrival hours {window.label}, outside the run's "
+            f"day partitions {day_key(days.first)}..{day_key(days.last)}: launch the days that hold those hours, "
+            "or drop the two tags to build every hour of the days"
+        )
+    return window

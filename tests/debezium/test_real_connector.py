@@ -1,0 +1,206 @@
+"""The real Debezium 3.6 PostgreSQL connector at the front door (#27): what it writes, landed as a Kafka Connect
+sink writes it, through the whole platform, against the PostgreSQL tables it captured.
+
+One cluster and one engine process for the module (tests/support/debezium.py); each converter config is then
+landed and run through the pipeline on its own. Configs the platform cannot read yet (Avro) are strict xfails: they run,
+show the gap, and fail the suite as soon as the decoder lands, so their mark must then go.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from logistics_platform.cli.render import render_summary
+from logistics_platform.defs.partitions import arrival_hour_partitions
+from logistics_platform.lib.capture.schema import KEYS, TABLES
+from logistics_platform.lib.connections import connect
+from logistics_platform.lib.timekeys import parse_hour_key
+from logistics_platform.pipeline import PipelineError, Summary, run_pipeline
+from logistics_platform.settings import Settings, local_settings
+from tests.debezium.workload import TOAST_TENANT, oltp_database, table_rows, workload
+from tests.support.connect_sink import land
+from tests.support.debezium import Captured, ConverterConfig, capture, java_available
+
+pytestmark = [
+    pytest.mark.jdk,
+    pytest.mark.slow,
+    pytest.mark.xdist_group("debezium"),  # one engine run for the module: its tests share a worker
+    pytest.mark.skipif(not java_available(), reason="no java on PATH: the Debezium engine needs a JDK"),
+]
+
+STRING_JSON = ConverterConfig("string", "json", schemas_enable=False)
+STRING_JSON_SCHEMAS = ConverterConfig("string", "json", schemas_enable=True)
+PRECISE_JSON = ConverterConfig("precise", "json", schemas_enable=False)
+PRECISE_JSON_SCHEMAS = ConverterConfig("precise", "json", schemas_enable=True)
+PRECISE_AVRO = ConverterConfig("precise", "avro")
+CONFIGS = (STRING_JSON, STRING_JSON_SCHEMAS, PRECISE_JSON, PRECISE_JSON_SCHEMAS, PRECISE_AVRO)
+GAP = "#27: Avro landing files not read yet"
+
+
+@dataclass
+class World:
+    """What the engine captured per config, and the OLTP tables after the workload."""
+
+    captured: dict[ConverterConfig, Captured]
+    tables: dict[str, list[tuple[Any, ...]]]
+
+
+@pytest.fixture(scope="module")
+def world() -> World:
+    """The workload captured once by the real connector under every config of the module."""
+    with oltp_database() as db:
+        captured = capture(db, CONFIGS, workload)
+        conn = db.connect()
+        try:
+            tables = {t: table_rows(conn, t, cols, KEYS[t]) for t, cols in TABLES.items()}
+        finally:
+            conn.close()
+    return World(captured, tables)
+
+
+def envelopes(captured: Captured) -> list[tuple[str, dict[str, Any]]]:
+    """(topic, envelope) of every JSON record that is not a tombstone, schema wrapper removed."""
+    out = []
+    for r in captured.records:
+        if r.value is not None:
+            value = json.loads(r.value)
+            out.append((r.topic, value["payload"] if "schema" in value else value))
+    return out
+
+
+def test_every_config_saw_the_same_changes_with_a_tombstone_after_each_delete(world: World) -> None:
+    shapes = {}
+    for config, captured in world.captured.items():
+        shapes[config.name] = Counter((r.topic, r.value is None) for r in captured.records)
+    assert len(set(map(frozenset, (s.items() for s in shapes.values())))) == 1, shapes
+    ops = Counter((topic.rsplit(".", 1)[1], e["op"]) for topic, e in envelopes(world.captured[STRING_JSON]))
+    for table in TABLES:
+        expected = {"c", "u", "d"} | ({"r"} if table in ("tenants", "couriers") else set())
+        assert {op for t, op in ops if t == table} == expected, table
+    tombstones = Counter(r.topic.rsplit(".", 1)[1] for r in world.captured[STRING_JSON].records if r.value is None)
+    assert tombstones == Counter({t: n for (t, op), n in ops.items() if op == "d"})
+
+
+def test_the_captured_events_replay_to_the_oltp_tables(world: World) -> None:
+    """Highest source.lsn wins, deletes remove: the live keys equal each table's (nothing missed after the marker)."""
+    for table in TABLES:
+        best: dict[Any, tuple[int, str]] = {}
+        for topic, e in envelopes(world.captured[STRING_JSON]):
+            if topic == f"oltp.public.{table}":
+                key = (e["after"] or e["before"])[KEYS[table]]
+                if key not in best or best[key][0] < e["source"]["lsn"]:
+                    best[key] = (e["source"]["lsn"], e["op"])
+        assert sorted(k for k, (_lsn, op) in best.items() if op != "d") == [r[0] for r in world.tables[table]], table
+
+
+def test_landed_files_follow_the_sink_layout(world: World, tmp_path: Path) -> None:
+    name = re.compile(r"^topics/(oltp\.public\.\w+)/dt=\d{4}-\d{2}-\d{2}/hr=\d{2}/\1\+0\+(\d{10})\.(json|avro)$")
+    json_paths = land(world.captured[STRING_JSON], tmp_path / "json", flush_size=50)
+    avro_paths = land(world.captured[PRECISE_AVRO], tmp_path / "avro", flush_size=50)
+    for root, paths in ((tmp_path / "json", json_paths), (tmp_path / "avro", avro_paths)):
+        assert paths and all(name.match(p.relative_to(root).as_posix()) for p in paths)
+    # Sorted paths: by topic, then start offset (zero-padded), so the lines come in each topic's offset order.
+    landed = [line for p in sorted(json_paths) for line in p.read_bytes().splitlines()]
+    records = sorted(world.captured[STRING_JSON].records, key=lambda r: (r.topic, r.offset))
+    assert landed == [r.value for r in records if r.value is not None]
+    # DuckDB reads the container files: the same events, in the same order, as the JSON of the same engine.
+    duck = connect()
+    try:
+        read = [
+            (row[0], row[1])
+            for p in sorted(avro_paths)
+            for row in duck.execute(f"select op, source.lsn from read_avro('{p}')").fetchall()
+        ]
+    finally:
+        duck.close()
+    same_engine = sorted(world.captured[PRECISE_JSON].records, key=lambda r: (r.topic, r.offset))
+    expected = [(e["op"], e["source"]["lsn"]) for e in (json.loads(r.value) for r in same_engine if r.value)]
+    assert read == expected
+
+
+def newest_hour(settings: Settings) -> datetime:
+    """Where the sink lands: the newest arrival hour the platform takes (the open hour once it is a partition)."""
+    return parse_hour_key(arrival_hour_partitions(settings).get_last_partition_key() or "")
+
+
+@dataclass
+class PlatformRun:
+    settings: Settings
+    summary: Summary
+    quarantine: dict[str, int]  # reason -> lines
+
+
+@pytest.fixture(scope="module")
+def platform(
+    world: World, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Callable[[ConverterConfig], PlatformRun]]:
+    """Lands a config's records and runs `logistics-platform run`'s pipeline on them, once per config."""
+    runs: dict[ConverterConfig, PlatformRun] = {}
+
+    def run(config: ConverterConfig) -> PlatformRun:
+        if config not in runs:
+            settings = local_settings(tmp_path_factory.mktemp(config.name))
+            land(world.captured[config], settings.landing_dir, newest_hour(settings))
+            summary = run_pipeline(settings)
+            duck = connect(settings.duckdb_path, read_only=True)
+            try:
+                quarantine = dict(duck.execute("select reason, count(*) from bronze.quarantine group by 1").fetchall())
+            finally:
+                duck.close()
+            runs[config] = PlatformRun(settings, summary, quarantine)
+        return runs[config]
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("DAGSTER_HOME", raising=False)  # an ephemeral Dagster instance per run
+        yield run
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        STRING_JSON,
+        STRING_JSON_SCHEMAS,
+        PRECISE_JSON,
+        PRECISE_JSON_SCHEMAS,
+        # .avro files are not landing files today: `run` finds no arrival hour to ingest.
+        pytest.param(PRECISE_AVRO, marks=pytest.mark.xfail(strict=True, raises=PipelineError, reason=GAP)),
+    ],
+    ids=lambda c: c.name,
+)
+def test_fct_orders_equals_the_oltp_orders(
+    world: World, platform: Callable[[ConverterConfig], PlatformRun], config: ConverterConfig
+) -> None:
+    run = platform(config)
+    assert run.quarantine == {}, run.quarantine
+    assert run.summary.ok, render_summary(run.summary)
+    duck = connect(run.settings.duckdb_path, read_only=True)
+    try:
+        cols = ", ".join(TABLES["orders"])
+        got = duck.execute(f"select {cols} from marts.fct_orders order by order_id").fetchall()
+    finally:
+        duck.close()
+    assert got == world.tables["orders"]
+
+
+def test_an_unchanged_toasted_column_keeps_its_value(
+    world: World, platform: Callable[[ConverterConfig], PlatformRun]
+) -> None:
+    run = platform(STRING_JSON)
+    duck = connect(run.settings.duckdb_path, read_only=True)
+    try:
+        name = duck.execute(
+            "select name from marts.dim_tenant where is_current and tenant_id = ?", [TOAST_TENANT]
+        ).fetchone()
+    finally:
+        duck.close()
+    expected = next(r[1] for r in world.tables["tenants"] if r[0] == TOAST_TENANT)
+    assert name is not None and name[0] == expected, (name or ("",))[0][:40]
