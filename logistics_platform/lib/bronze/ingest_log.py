@@ -17,11 +17,10 @@ from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.expressions import In
 
 from logistics_platform.lib.bronze import schema as bs
-from logistics_platform.lib.bronze.landing import parse_landing_path
 from logistics_platform.lib.timekeys import epoch_micros, hour_key, parse_hour_key, utc_naive
 
 INGEST_LOG_IDENTIFIER = f"{bs.NAMESPACE}.{bs.INGEST_LOG_TABLE}"
-# Above this many hours a filtered scan's IN list costs more than reading the (small) log whole.
+# Up to this many hours the scan is filtered to them; beyond, the (small) log is read whole and filtered here.
 _FILTER_MAX_HOURS = 48
 
 
@@ -79,19 +78,6 @@ def read_log_entries(
             bytes=int(row.get("bytes") or 0),
         )
     return out
-
-
-def landing_order(files: Iterable[tuple[str, int]]) -> list[tuple[str, int]]:
-    """(relative path, size) pairs in discovery order (partition, start offset), as a single ingest lists them.
-
-    An hour's log row then reads the same whether its files were ingested at once or appended batch by batch.
-    """
-
-    def key(f: tuple[str, int]) -> tuple[int, int, str]:
-        _, _, partition, offset = parse_landing_path(f[0])
-        return partition, offset, f[0]
-
-    return sorted(set(files), key=key)
 
 
 def log_row(
