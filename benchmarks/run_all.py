@@ -9,7 +9,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 # Cheapest first, so a quick look at the first figures needs no wait for the long ones.
-ORDER = ("generate.py", "ingest.py", "compaction.py", "incremental.py")
+ORDER = ("generate.py", "ingest.py", "append.py", "compaction.py", "incremental.py")
 
 
 def main() -> int:

@@ -2,14 +2,16 @@
 
 Reports hours never ingested, hours whose files changed since their ingest (a delayed upload), hours with a
 file that cannot be read to its end (corrupt), and each ingested hour's accounting (landed lines = rows +
-quarantined + tombstones, per topic). Exit code 0 when everything is ingested and balanced, 1 otherwise (usable
-from scripts and cron).
+quarantined + tombstones, per topic). The current hour is open (files still arriving): it is shown with how many
+of its files are ingested and how many are new, and fails only when a logged file changed. Exit code 0 when
+everything is ingested and balanced, 1 otherwise (usable from scripts and cron).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+from datetime import UTC, datetime
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -40,19 +42,29 @@ def run(args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise CommandError(f"--hour: {exc}", USAGE) from None
     scan = scan_landing(settings.landing_dir, lookback_days=None, hours=hours)
-    reports = compare(scan, read_ingest_log(settings, hours), settings.landing_dir, read_corrupt_files(settings, hours))
+    reports = compare(
+        scan,
+        read_ingest_log(settings, hours),
+        settings.landing_dir,
+        read_corrupt_files(settings, hours),
+        now=datetime.now(UTC),
+    )
     problems = [r for r in reports if not r.ok]
     if args.json:
         print(json.dumps([_as_dict(r) for r in reports], indent=2))
         return 1 if problems else 0
 
-    shown = reports if args.all else problems
+    shown = reports if args.all else [r for r in reports if not r.ok or r.status == "open"]
     for r in shown:
-        print(f"{r.hour}  {r.status.upper()}")
+        if r.status == "open":
+            print(f"{r.hour}  OPEN, {r.ingested_files} files ingested, {r.pending_files} new")
+        else:
+            print(f"{r.hour}  {r.status.upper()}")
+        opened = r.status == "open"
         for topic, why in sorted(r.stale.items()):
-            what = "never ingested" if why == "never" else "files changed since ingest"
+            what = "never ingested" if why == "never" else "new files" if opened else "files changed since ingest"
             print(f"    {topic}: {what}")
-        for name in r.new_files:
+        for name in [] if opened else r.new_files:  # an open hour's new files are its usual state: counted above
             print(f"    new file: {name}")
         for name, why in sorted(r.corrupt_files.items()):
             print(f"    corrupt file: {name}: {why}")
@@ -93,6 +105,8 @@ def _as_dict(r: object) -> dict[str, object]:
         "status": r.status,
         "stale": r.stale,
         "new_files": r.new_files,
+        "ingested_files": r.ingested_files,
+        "pending_files": r.pending_files,
         "corrupt_files": r.corrupt_files,
         "accounting": [
             {

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import itertools
 import time
+from collections.abc import Callable
+from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
 
@@ -11,13 +13,16 @@ import dagster as dg
 import psycopg2
 import pytest
 
+from logistics_platform.cli import main
 from logistics_platform.cli.render import render_summary
 from logistics_platform.defs.capture import build_defs
 from logistics_platform.defs.capture.assets import CAPTURE_KEY, oltp_changes
+from logistics_platform.lib.bronze.reports import PROP_MODE
 from logistics_platform.lib.capture.runner import run_capture
 from logistics_platform.lib.capture.schema import KEYS, TABLES
 from logistics_platform.lib.capture.simulate import simulate
-from logistics_platform.lib.connections import connect
+from logistics_platform.lib.connections import connect, load_catalog
+from logistics_platform.lib.timekeys import hour_start
 from logistics_platform.pipeline import run_pipeline
 from logistics_platform.settings import Settings, local_settings
 from tests.capture.support import identities, landed_events, naive_utc, replay, table_rows
@@ -100,6 +105,63 @@ def test_capture_then_pipeline_equals_the_oltp_database(
         cur.execute("select tenant_id, tier from tenants")
         assert current == dict(cur.fetchall())
     conn.close()
+
+
+def _fct_orders_equals_oltp(settings: Settings, conn: psycopg2.extensions.connection) -> int:
+    """marts.fct_orders equals the OLTP orders table, column by column; returns its row count."""
+    cols = TABLES["orders"]
+    with conn.cursor() as cur:
+        cur.execute(f"select {', '.join(cols)} from orders order by order_id")
+        expected = [tuple(naive_utc(v) for v in r) for r in cur.fetchall()]
+    conn.commit()
+    duck = connect(settings.duckdb_path, read_only=True)
+    try:
+        got = duck.execute(f"select {', '.join(cols)} from marts.fct_orders order by order_id").fetchall()
+    finally:
+        duck.close()
+    got = [tuple(naive_utc(Decimal(str(v)) if isinstance(v, float) else v) for v in r) for r in got]
+    assert got == expected
+    return len(got)
+
+
+def test_simulate_capture_run_in_real_time_twice_into_the_open_hour(
+    oltp_dsn: str,
+    tmp_path: Path,
+    cli_env: Callable[[Settings], None],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`oltp-simulate` -> `capture` -> `run` as a user runs them, then again: both captures land in the hour in
+    progress, the second `run` appends the second capture's files to it, and marts.fct_orders equals the OLTP table
+    after each run."""
+    settings = local_settings(tmp_path, oltp_dsn=oltp_dsn, capture_slot="cap_live", capture_publication="cap_live")
+    cli_env(settings)
+    monkeypatch.setenv("CAPTURE_SLOT", "cap_live")
+    monkeypatch.setenv("CAPTURE_PUBLICATION", "cap_live")
+
+    def simulate_and_capture(changes: int, seed: int) -> None:
+        monkeypatch.setenv("OLTP_DSN", oltp_dsn)
+        assert main(["oltp-simulate", "--changes", str(changes), "--seed", str(seed)]) == 0
+        assert main(["capture"]) == 0
+        monkeypatch.delenv("OLTP_DSN")  # `run` of the landed files, as test_capture_then_pipeline_... does
+
+    conn = psycopg2.connect(oltp_dsn)
+    simulate_and_capture(0, 1)  # tenants and couriers first: the slot starts before any order (see above)
+    simulate_and_capture(1500, 2)
+    first_hour = hour_start(datetime.now(UTC))
+    assert main(["run"]) == 0, capsys.readouterr().out
+    first = _fct_orders_equals_oltp(settings, conn)
+
+    simulate_and_capture(400, 3)
+    assert main(["run"]) == 0, capsys.readouterr().out
+    assert _fct_orders_equals_oltp(settings, conn) > first
+    conn.close()
+    orders = load_catalog(settings).load_table("bronze.orders")
+    modes = [s.summary.additional_properties.get(PROP_MODE) for s in orders.snapshots()]
+    if hour_start(datetime.now(UTC)) == first_hour:
+        # Both captures landed in one hour: the first run read it whole (a new hour), the second only the files of
+        # the second capture (no landed file changed in between).
+        assert modes == ["replace", "append"], modes
 
 
 def test_capture_asset_lands_the_snapshot_and_reports_lag(oltp_dsn: str, tmp_path: Path) -> None:

@@ -25,6 +25,10 @@ if TYPE_CHECKING:  # the ingest step imports it; loading the definitions does no
     from logistics_platform.lib.bronze.reports import IngestReport
 
 INGEST_ASSET_NAME = "bronze_ingest"
+# A run with this tag set to "replace", or any run of a backfill, re-ingests its hours whole; other runs append the
+# new files of an hour already ingested (lib/bronze/increment.py).
+INGEST_MODE_TAG = "logistics/ingest-mode"
+BACKFILL_TAG = "dagster/backfill"
 
 _DESCRIPTIONS = {
     "tenants": "Tenant change events (Debezium CDC), typed, one row per valid landed line.",
@@ -127,7 +131,7 @@ def build_bronze_assets(settings: Settings) -> dg.AssetsDefinition:
         context: dg.AssetExecutionContext, settings: dg.ResourceParam[Settings]
     ) -> Iterator[dg.MaterializeResult | dg.AssetCheckResult]:
         """Ingest arrival hours of landing files into the bronze Iceberg tables (one commit per table per run)."""
-        from logistics_platform.lib.bronze.accounting import account_hours
+        from logistics_platform.lib.bronze.accounting import account_ingest
         from logistics_platform.lib.bronze.errors import describe_failure, is_transient
         from logistics_platform.lib.bronze.ingest import ingest_hours
         from logistics_platform.lib.connections import load_catalog
@@ -136,9 +140,15 @@ def build_bronze_assets(settings: Settings) -> dg.AssetsDefinition:
         require_usable_lakehouse(settings)
         keys = context.partition_keys
         label = keys[0] if len(keys) == 1 else f"{keys[0]}..{keys[-1]}"
+        tags = context.run.tags
+        replace = BACKFILL_TAG in tags or tags.get(INGEST_MODE_TAG) == "replace"
         try:
             reports = ingest_hours(
-                settings, [parse_hour_key(k) for k in keys], run_id=context.run.run_id, progress=context.log.info
+                settings,
+                [parse_hour_key(k) for k in keys],
+                run_id=context.run.run_id,
+                replace=replace,
+                progress=context.log.info,
             )
         except Exception as exc:
             if is_transient(exc):
@@ -152,7 +162,7 @@ def build_bronze_assets(settings: Settings) -> dg.AssetsDefinition:
             ) from None
         catalog = load_catalog(settings)
         yield from materializations(catalog, reports)
-        accounts = account_hours(settings, [r.arrival_hour for r in reports])
+        accounts = account_ingest(settings, reports)
         yield from bronze_check_results(reports, accounts)
 
     return bronze_ingest
@@ -178,6 +188,9 @@ def materializations(catalog: Catalog, reports: "Sequence[IngestReport]") -> Ite
     duration = round(max(r.duration_seconds for r in reports), 3)
     hours = {"arrival_hours": len(reports)} if len(reports) > 1 else {}
     first = reports[0]
+    modes = Counter(r.mode for r in reports)
+    # append (only the new files read) | replace (the whole hour read) | unchanged (nothing new); a range: counts
+    mode: dict[str, Any] = {"ingest_mode": first.mode if len(reports) == 1 else dg.MetadataValue.json(dict(modes))}
     for t in first.topics:
         by_reason: Counter[str] = Counter()
         added: dict[str, str] = {}
@@ -192,14 +205,18 @@ def materializations(catalog: Catalog, reports: "Sequence[IngestReport]") -> Ite
                 **totals(t),
                 "dagster/partition_row_count": tsum(t, "rows"),
                 **hours,
+                **mode,
+                # the hour(s) as they stand after this run ...
                 "lines": tsum(t, "lines"),
                 "rows": tsum(t, "rows"),
                 "quarantined": tsum(t, "quarantined"),
                 "quarantined_by_reason": dg.MetadataValue.json(dict(sorted(by_reason.items()))),
                 "tombstones": tsum(t, "tombstones"),
                 "late_events": tsum(t, "late_events"),
-                "files_read": sum(len(r.topics[t].files) for r in reports),
-                "bytes_read": tsum(t, "bytes"),
+                # ... and what this run read: all files of a replaced hour, the new ones of an appended one
+                "files_read": sum(len(r.topics[t].read_files) for r in reports),
+                "bytes_read": sum(size for r in reports for _, size in r.topics[t].read_files),
+                "lines_read": tsum(t, "read_lines"),
                 # a range: hour key -> fingerprint, as in the commit's snapshot summary
                 "input_fingerprint": first.topics[t].fingerprint
                 if len(reports) == 1
@@ -231,13 +248,16 @@ def materializations(catalog: Catalog, reports: "Sequence[IngestReport]") -> Ite
         metadata={
             **totals(bs.INGEST_LOG_TABLE),
             **hours,
+            **mode,
+            **({"ingest_mode_reason": first.mode_reason} if len(reports) == 1 else {}),
             "lines": sum(r.lines for r in reports),
             "rows": sum(r.rows for r in reports),
             "quarantined": sum(r.quarantined for r in reports),
             "tombstones": sum(r.tombstones for r in reports),
             "late_events": sum(tsum(t, "late_events") for t in first.topics),
-            "files_read": sum(len(r.topics[t].files) for r in reports for t in r.topics),
-            "bytes_read": sum(tsum(t, "bytes") for t in first.topics),
+            "files_read": sum(r.read_files for r in reports),
+            "bytes_read": sum(size for r in reports for t in r.topics.values() for _, size in t.read_files),
+            "lines_read": sum(r.read_lines for r in reports),
             "snapshot_ids": dg.MetadataValue.json(
                 {
                     **{t: str(r.snapshot_id) for t, r in first.topics.items()},

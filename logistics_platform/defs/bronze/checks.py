@@ -38,7 +38,8 @@ def bronze_check_specs() -> list[dg.AssetCheckSpec]:
                 asset=key,
                 blocking=True,
                 description=f"Landed lines of {bs.TOPICS[t].topic} in the hour = bronze rows + quarantine rows + "
-                "tombstones (files recounted, tables re-read with DuckDB).",
+                "tombstones (files recounted, tables re-read with DuckDB); a run that appended to the hour accounts "
+                "for the files it added (metadata: scope).",
             )
         )
         checks.append(
@@ -77,8 +78,9 @@ def bronze_check_results(
             where = (
                 "" if single else f"{len(unbalanced)} hours ({', '.join(unbalanced[:5])}) unbalanced; {unbalanced[0]}: "
             )
+            landed = "in the files appended" if acc.scope == "increment" else "landed"
             description = (
-                f"{where}{acc.lines} lines landed but {acc.bronze_rows} rows + {acc.quarantine_rows} quarantined + "
+                f"{where}{acc.lines} lines {landed} but {acc.bronze_rows} rows + {acc.quarantine_rows} quarantined + "
                 f"{acc.tombstones} tombstones are accounted for: re-run the partition; if it persists, compare "
                 "bronze.ingest_log with the landing files of this hour"
             )

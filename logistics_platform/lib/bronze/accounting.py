@@ -6,6 +6,11 @@ tables with DuckDB's ``iceberg_scan`` (a reader other than the pyiceberg that wr
 
 A file that cannot be read to its end counts with its complete lines before the damage; the quarantine row
 that records the file itself (reason ``corrupt_file``) is not a line and is matched against the damaged files.
+
+An ingest that appended to an hour is accounted for its increment only (:func:`account_ingest`), so the check
+costs O(new files) like the append: the new files' lines against the rows of the data files it added, read back
+with DuckDB (only those of them the table's current snapshot lists count). That the hour as a whole still adds up
+is what the append was planned on (the tables held exactly what the ingest log says, :mod:`.increment`).
 """
 
 from __future__ import annotations
@@ -14,13 +19,21 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
 
+from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import NoSuchTableError
 
 from logistics_platform.lib.bronze import schema as bs
+from logistics_platform.lib.bronze.commit import hour_files
+from logistics_platform.lib.bronze.increment import APPEND, UNCHANGED
 from logistics_platform.lib.bronze.landing import list_hour_files, scan_file
+from logistics_platform.lib.bronze.reports import IngestReport
 from logistics_platform.lib.connections import connect, load_catalog
 from logistics_platform.lib.timekeys import hour_start
 from logistics_platform.settings import Settings
+
+SCOPE_HOUR = "hour"
+SCOPE_INCREMENT = "increment"
+SCOPE_UNCHANGED = "unchanged"
 
 
 @dataclass(frozen=True)
@@ -34,6 +47,7 @@ class TopicAccount:
     quarantine_rows: int  # quarantined lines (rows of reason corrupt_file are not lines: see corrupt_rows)
     corrupt_files: tuple[str, ...] = ()  # landed files that cannot be read to their end (relative paths)
     corrupt_rows: int = 0  # quarantine rows of reason corrupt_file
+    scope: str = SCOPE_HOUR  # what was accounted: the whole hour, the files an append added, or nothing new
 
     @property
     def balanced(self) -> bool:
@@ -112,6 +126,75 @@ def account_hours(settings: Settings, arrival_hours: Sequence[datetime]) -> dict
                     tuple(corrupt),
                     corrupt_rows.get((hour, spec.topic), 0),
                 )
+        return out
+    finally:
+        con.close()
+
+
+def account_ingest(settings: Settings, reports: Sequence[IngestReport]) -> dict[datetime, dict[str, TopicAccount]]:
+    """Hour -> table -> the accounting of what an ingest did to it: the whole hour when it replaced it, the files
+    it added when it appended (O(new files)), nothing when it left the hour unchanged."""
+    whole = [r.arrival_hour for r in reports if r.mode not in (APPEND, UNCHANGED)]
+    out = account_hours(settings, whole) if whole else {}
+    catalog = load_catalog(settings)
+    for r in reports:
+        if r.mode == APPEND:
+            out[r.arrival_hour] = _account_increment(settings, catalog, r)
+        elif r.mode == UNCHANGED:
+            out[r.arrival_hour] = {
+                t: TopicAccount(t, tr.topic, 0, 0, 0, 0, 0, scope=SCOPE_UNCHANGED) for t, tr in r.topics.items()
+            }
+    return out
+
+
+def _live(catalog: Catalog, table: str, hour: datetime, written: Sequence[str]) -> list[str]:
+    """The files of ``written`` that the table's current snapshot lists for ``hour`` (from its manifests)."""
+    if not written:
+        return []
+    column = "arrival_hour" if table == bs.INGEST_LOG_TABLE else "_arrival_hour"
+    live = hour_files(catalog.load_table(f"{bs.NAMESPACE}.{table}"), column, [hour])[hour].paths
+    return [p for p in written if p in live]
+
+
+def _account_increment(settings: Settings, catalog: Catalog, report: IngestReport) -> dict[str, TopicAccount]:
+    """Table -> the new files' lines against the rows of the data files the append added (DuckDB reads them)."""
+    hour = report.arrival_hour
+    con = connect(settings=settings)
+    try:
+        quarantined: dict[tuple[str, bool], int] = {}
+        q_files = _live(catalog, bs.QUARANTINE_TABLE, hour, report.quarantine_written)
+        if q_files:
+            for topic, is_file, n in con.execute(
+                "select _topic, reason = ?, count(*) from read_parquet(?) group by all",
+                [bs.REASON_CORRUPT_FILE, q_files],
+            ).fetchall():
+                quarantined[(topic, bool(is_file))] = int(n)
+        out: dict[str, TopicAccount] = {}
+        for table, tr in report.topics.items():
+            new = {rel for rel, _ in tr.read_files}
+            files = [f for f in list_hour_files(settings.landing_dir, tr.topic, hour) if f.relpath in new]
+            lines = tombstones = 0
+            corrupt: list[str] = []
+            for f in files:
+                c = scan_file(f)
+                lines += c.lines
+                tombstones += c.tombstones
+                if c.corrupt is not None:
+                    corrupt.append(f.relpath)
+            data = _live(catalog, table, hour, tr.written)
+            rows = con.execute("select count(*) from read_parquet(?)", [data]).fetchone() if data else None
+            out[table] = TopicAccount(
+                table,
+                tr.topic,
+                len(files),
+                lines,
+                tombstones,
+                int(rows[0]) if rows else 0,
+                quarantined.get((tr.topic, False), 0),
+                tuple(corrupt),
+                quarantined.get((tr.topic, True), 0),
+                scope=SCOPE_INCREMENT,
+            )
         return out
     finally:
         con.close()

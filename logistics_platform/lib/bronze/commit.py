@@ -1,4 +1,5 @@
-"""Committing written data files to a bronze table: replace the files of some arrival hours, in one commit.
+"""Committing written data files to a bronze table: replace the files of some arrival hours, append to others, in
+one commit.
 
 Concurrent writers of other hours of the same table are handled by optimistic concurrency: on
 ``CommitFailedException`` (or ``ValidationException``) the table is reloaded and the same replace is planned
@@ -10,7 +11,8 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TypeVar
 
@@ -43,6 +45,8 @@ def retry_on_conflict(what: str, action: Callable[[int], T]) -> tuple[T, int]:
     for attempt in range(1, MAX_COMMIT_ATTEMPTS + 1):
         try:
             return action(attempt), attempt
+        except HourMovedError:
+            raise
         except (CommitFailedException, ValidationException) as e:
             if attempt == MAX_COMMIT_ATTEMPTS:
                 raise CommitFailedException(
@@ -62,24 +66,55 @@ def _hours_filter(hour_column: str, hours: Sequence[datetime]) -> BooleanExpress
     return In(hour_column, [h.isoformat() for h in hours])
 
 
-def _hour_files(table: Table, hour_column: str, hours: Sequence[datetime]) -> tuple[list[DataFile], bool]:
-    """Live data files that may hold rows of ``hours``; and whether each holds nothing but one of those hours."""
-    if table.current_snapshot() is None:
-        return [], True
+@dataclass
+class HourFiles:
+    """The live data files of one arrival hour in a table, as the manifests describe them (no data read)."""
+
+    files: list[DataFile] = field(default_factory=list)  # files holding this hour and nothing else
+    # Files holding this hour among others (compaction merged a day), or carrying delete files: their rows of the
+    # hour are not known from metadata.
+    mixed: list[DataFile] = field(default_factory=list)
+
+    @property
+    def records(self) -> int:
+        """Rows of the hour in its own files (exact only when ``mixed`` is empty)."""
+        return sum(f.record_count for f in self.files)
+
+    @property
+    def paths(self) -> frozenset[str]:
+        """Every live file that may hold rows of the hour."""
+        return frozenset(f.file_path for f in [*self.files, *self.mixed])
+
+
+def hour_files(table: Table, hour_column: str, hours: Sequence[datetime]) -> dict[datetime, HourFiles]:
+    """Hour -> its live data files, from one scan plan over ``hours`` (partition and bounds pruning, no data read)."""
+    out = {h: HourFiles() for h in hours}
+    if table.current_snapshot() is None or not hours:
+        return out
     field_id = table.schema().find_field(hour_column).field_id
-    wanted = sorted(epoch_micros(h) for h in hours)
-    files, whole = [], True
+    by_micros = {epoch_micros(h): h for h in hours}
     for task in table.scan(row_filter=_hours_filter(hour_column, hours)).plan_files():
         f = task.file
         lo, hi = f.lower_bounds.get(field_id), f.upper_bounds.get(field_id)
         lo_v = from_bytes(TimestampType(), lo) if lo is not None else None
         hi_v = from_bytes(TimestampType(), hi) if hi is not None else None
-        if lo_v is not None and lo_v == hi_v and lo_v in wanted and not task.delete_files:
-            files.append(f)
-        elif lo_v is None or hi_v is None or any(lo_v <= h <= hi_v for h in wanted):
-            whole = False
-            files.append(f)
-    return files, whole
+        if lo_v is not None and lo_v == hi_v and lo_v in by_micros and not task.delete_files:
+            out[by_micros[lo_v]].files.append(f)
+            continue
+        for us, h in by_micros.items():
+            if lo_v is None or hi_v is None or lo_v <= us <= hi_v:
+                out[h].mixed.append(f)
+    return out
+
+
+def _hour_files(table: Table, hour_column: str, hours: Sequence[datetime]) -> tuple[list[DataFile], bool]:
+    """Live data files that may hold rows of ``hours``; and whether each holds nothing but one of those hours."""
+    found = hour_files(table, hour_column, hours)
+    files: dict[str, DataFile] = {}
+    for hf in found.values():
+        for f in [*hf.files, *hf.mixed]:
+            files.setdefault(f.file_path, f)
+    return list(files.values()), not any(hf.mixed for hf in found.values())
 
 
 def _append_files(tx: Transaction, new_files: Sequence[DataFile], properties: dict[str, str]) -> None:
@@ -87,6 +122,14 @@ def _append_files(tx: Transaction, new_files: Sequence[DataFile], properties: di
     with tx.update_snapshot(snapshot_properties=properties).fast_append() as fa:
         for f in new_files:
             fa.append_data_file(f)
+
+
+class HourMovedError(CommitFailedException):
+    """Another writer changed an hour's files after this ingest planned an append to them.
+
+    Not retried by :func:`retry_on_conflict` (the plan itself is stale: its increment may now be in the table);
+    it is transient for the run's retry policy, whose next attempt plans the hour afresh.
+    """
 
 
 def replace_hours(
@@ -104,18 +147,46 @@ def replace_hours(
     the replace is metadata-only (one OVERWRITE snapshot). After compaction merged a day into larger files, the
     delete rewrites them copy-on-write (still one catalog commit). Hours outside ``hours`` are never touched.
     """
+    return commit_hours(catalog, identifier, hour_column, hours, {}, new_files, properties, before_commit)
+
+
+def commit_hours(
+    catalog: Catalog,
+    identifier: str,
+    hour_column: str,
+    replace: Sequence[datetime],
+    keep: Mapping[datetime, frozenset[str]],
+    new_files: list[DataFile],
+    properties: dict[str, str],
+    before_commit: BeforeCommitHook | None = None,
+) -> tuple[int | None, int]:
+    """One commit: the rows of the ``replace`` hours swapped for theirs in ``new_files``, the rest appended.
+
+    ``keep``: hours whose live files must still be exactly the given paths (those an append was planned on; the
+    files of these hours in ``new_files`` are added beside them). When another writer changed one of them in
+    the meantime, :class:`HourMovedError` is raised and nothing is committed. Returns (snapshot id, attempts);
+    nothing to commit returns the current snapshot without committing.
+    """
 
     def attempt(n: int) -> int | None:
         table = catalog.load_table(identifier)
-        old, whole = _hour_files(table, hour_column, hours)
+        if keep:
+            now = hour_files(table, hour_column, list(keep))
+            moved = [h for h, paths in keep.items() if now[h].paths != paths]
+            if moved:
+                raise HourMovedError(
+                    f"{identifier}: arrival hour {moved[0]:%Y-%m-%d %H:00} was changed by another writer after this "
+                    "ingest planned its append; nothing committed: re-run the partition (it plans anew)"
+                )
+        old, whole = _hour_files(table, hour_column, replace) if replace else ([], True)
         if not old and not new_files:
             return _snapshot_id(table)
         if before_commit is not None and n == 1:
             before_commit(identifier)
         with table.transaction() as tx:
             if not old:
-                # Hours never ingested (the hourly run's usual case): an append, which carries the existing
-                # manifests over by reference, where an overwrite would read every one of them to find deletes.
+                # New hours (the hourly run's usual case) and appends into an hour: the existing manifests are
+                # carried over by reference, where an overwrite would read every one of them to find deletes.
                 _append_files(tx, new_files, properties)
             elif whole:
                 with tx.update_snapshot(snapshot_properties=properties).overwrite() as ow:
@@ -124,13 +195,15 @@ def replace_hours(
                     for f in new_files:
                         ow.append_data_file(f)
             else:
-                tx.delete(_hours_filter(hour_column, hours), snapshot_properties=properties)
+                tx.delete(_hours_filter(hour_column, replace), snapshot_properties=properties)
                 if new_files:
                     _append_files(tx, new_files, properties)
         return _snapshot_id(table)
 
+    hours = sorted({*replace, *keep})
+    verb = "replace" if not keep else "append to" if not replace else "replace/append"
     what = f"{hours[0]:%Y-%m-%d %H:00}" + (f" .. {hours[-1]:%Y-%m-%d %H:00}" if len(hours) > 1 else "")
-    return retry_on_conflict(f"{identifier}: replace {what}", attempt)
+    return retry_on_conflict(f"{identifier}: {verb} {what}", attempt)
 
 
 def _snapshot_id(table: Table) -> int | None:

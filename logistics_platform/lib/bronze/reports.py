@@ -28,11 +28,21 @@ PROP_RUN_ID = "dagster.run-id"
 PROP_ARRIVAL_HOUR_END = "logistics.arrival-hour-end"
 PROP_HOURS = "logistics.hours"
 PROP_FILES_IN = "logistics.input-files-in"
+# How the commit wrote each hour (append | replace; a JSON object hour key -> mode for a range), and for an append
+# of one hour the files it read (PROP_FILES and the counts describe the whole hour after the commit).
+PROP_MODE = "logistics.ingest-mode"
+PROP_APPENDED_FILES = "logistics.appended-files"
+PROP_APPENDED_LINES = "logistics.appended-lines"
 
 
 @dataclass
 class TopicReport:
-    """What one topic's arrival hour turned into."""
+    """What one topic's arrival hour turned into.
+
+    ``files`` to ``late_events`` describe the whole hour after the ingest (what its ``bronze.ingest_log`` row
+    says); ``read_*``, ``quarantined_by_reason``, ``corrupt_files``, ``data_files`` and ``written`` only what this
+    ingest read and wrote: all of the hour for a replace, the new files for an append, nothing when unchanged.
+    """
 
     table: str
     topic: str
@@ -45,7 +55,14 @@ class TopicReport:
     quarantined_by_reason: dict[str, int] = field(default_factory=dict)
     tombstones: int = 0
     late_events: int = 0
+    mode: str = "replace"  # replace | append | unchanged (lib/bronze/increment.py)
+    read_files: list[tuple[str, int]] = field(default_factory=list)
+    read_lines: int = 0
+    read_rows: int = 0
+    read_quarantined: int = 0
+    read_tombstones: int = 0
     data_files: int = 0
+    written: list[str] = field(default_factory=list)  # paths of the data files written
     added_columns: dict[str, str] = field(default_factory=dict)
     # Files that cannot be read to their end -> why and where reading stopped. Each has one quarantine row
     # (reason corrupt_file) besides the ``quarantined`` lines; its complete lines before the damage are in ``lines``.
@@ -61,7 +78,10 @@ class IngestReport:
     arrival_hour: datetime
     partition_key: str
     run_id: str | None
+    mode: str = "replace"  # replace | append | unchanged, and why (lib/bronze/increment.py)
+    mode_reason: str = ""
     topics: dict[str, TopicReport] = field(default_factory=dict)
+    quarantine_written: list[str] = field(default_factory=list)  # paths of the quarantine data files written
     quarantine_snapshot_id: int | None = None
     ingest_log_snapshot_id: int | None = None
     duration_seconds: float = 0.0
@@ -85,6 +105,16 @@ class IngestReport:
     def tombstones(self) -> int:
         """Tombstone lines (no row), all topics."""
         return sum(t.tombstones for t in self.topics.values())
+
+    @property
+    def read_files(self) -> int:
+        """Landing files this ingest read, all topics."""
+        return sum(len(t.read_files) for t in self.topics.values())
+
+    @property
+    def read_lines(self) -> int:
+        """Lines this ingest read, all topics."""
+        return sum(t.read_lines for t in self.topics.values())
 
     @property
     def corrupt_files(self) -> dict[str, str]:
@@ -134,9 +164,14 @@ def topic_counts(trs: Sequence[TopicReport], keys: Sequence[str]) -> dict[str, A
     else:
         fingerprints = {k: t.fingerprint for k, t in zip(keys, trs, strict=True)}
         files = {PROP_FILES_IN: f"{bs.NAMESPACE}.{bs.INGEST_LOG_TABLE}"}
+    modes: Any = trs[0].mode if len(trs) == 1 else {k: t.mode for k, t in zip(keys, trs, strict=True)}
+    if len(trs) == 1 and trs[0].mode == "append":
+        files[PROP_APPENDED_FILES] = trs[0].read_files
+        files[PROP_APPENDED_LINES] = trs[0].read_lines
     return {
         PROP_FINGERPRINT: fingerprints,
         **files,
+        PROP_MODE: modes,
         PROP_LINES: sum(t.lines for t in trs),
         PROP_ROWS: sum(t.rows for t in trs),
         PROP_QUARANTINED: sum(t.quarantined for t in trs),

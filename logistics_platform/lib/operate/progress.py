@@ -7,68 +7,23 @@ of the file set that was read, so a delayed file shows up as a different landing
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
-from logistics_platform.lib.timekeys import hour_key, parse_hour_key
+from logistics_platform.lib.bronze.ingest_log import IngestLogEntry
+from logistics_platform.lib.timekeys import hour_key, hour_start, parse_hour_key
 from logistics_platform.settings import Settings
-
-INGEST_LOG_IDENTIFIER = "bronze.ingest_log"
-
-
-@dataclass(frozen=True)
-class IngestLogEntry:
-    topic: str
-    hour: str
-    fingerprint: str
-    files: tuple[tuple[str, int], ...]
-    lines: int
-    rows: int
-    quarantined: int
-    tombstones: int
-    late_events: int = 0
-
-    @property
-    def balanced(self) -> bool:
-        """Accounting invariant: every landed line is a row, a quarantined line or a tombstone."""
-        return self.lines == self.rows + self.quarantined + self.tombstones
 
 
 def read_ingest_log(settings: Settings, hours: Iterable[str] | None = None) -> dict[tuple[str, str], IngestLogEntry]:
-    """(topic, hour key) -> the ingest log row; empty when nothing was ingested yet."""
-    from pyiceberg.exceptions import NoSuchTableError
-
+    """(topic, hour key) -> the ingest log row, for the hour keys ``hours`` (default all); empty before any ingest."""
+    from logistics_platform.lib.bronze.ingest_log import read_log_entries
     from logistics_platform.lib.connections import load_catalog
 
-    try:
-        table = load_catalog(settings).load_table(INGEST_LOG_IDENTIFIER)
-    except NoSuchTableError:
-        return {}
-    wanted = set(hours) if hours is not None else None
-    scan = table.scan()
-    if wanted is not None and len(wanted) <= 48:
-        from pyiceberg.expressions import In
-
-        scan = table.scan(row_filter=In("arrival_hour", [parse_hour_key(h) for h in wanted]))
-    out: dict[tuple[str, str], IngestLogEntry] = {}
-    for row in scan.to_arrow().to_pylist():
-        hk = hour_key(row["arrival_hour"])
-        if wanted is not None and hk not in wanted:
-            continue
-        out[(row["topic"], hk)] = IngestLogEntry(
-            topic=row["topic"],
-            hour=hk,
-            fingerprint=row["fingerprint"],
-            files=tuple((str(p), int(s)) for p, s in json.loads(row["files"] or "[]")),
-            lines=int(row["lines"]),
-            rows=int(row["rows"]),
-            quarantined=int(row["quarantined"]),
-            tombstones=int(row["tombstones"]),
-            late_events=int(row.get("late_events") or 0),
-        )
-    return out
+    wanted = [parse_hour_key(h) for h in hours] if hours is not None else None
+    return read_log_entries(load_catalog(settings), wanted)
 
 
 def read_corrupt_files(settings: Settings, hours: Iterable[str] | None = None) -> dict[tuple[str, str], dict[str, str]]:
@@ -101,15 +56,18 @@ class HourReport:
     """verify's finding for one arrival hour."""
 
     hour: str
-    status: str  # ok | never_ingested | changed | partial | unbalanced | corrupt | not_landed
+    status: str  # ok | open | never_ingested | changed | partial | unbalanced | corrupt | not_landed
     stale: dict[str, str] = field(default_factory=dict)  # topic -> never | changed
-    new_files: list[str] = field(default_factory=list)
+    new_files: list[str] = field(default_factory=list)  # landed in a logged topic of the hour, not in its log row
+    ingested_files: int = 0  # files the log records for the hour
+    pending_files: int = 0  # landed files not in the log, of every topic
     entries: list[IngestLogEntry] = field(default_factory=list)
     corrupt_files: dict[str, str] = field(default_factory=dict)  # file -> why it cannot be read to its end
 
     @property
     def ok(self) -> bool:
-        return self.status == "ok"
+        """Nothing to repair: accounted for, or the open hour (files still arriving) with nothing changed."""
+        return self.status in ("ok", "open")
 
 
 def compare(
@@ -117,13 +75,17 @@ def compare(
     ingested: Mapping[tuple[str, str], IngestLogEntry],
     landing_dir: Path,
     corrupt: Mapping[tuple[str, str], Mapping[str, str]] | None = None,
+    now: datetime | None = None,
 ) -> list[HourReport]:
     """Per landed (or logged) hour: never ingested, files changed since the ingest, or accounted for.
 
     ``corrupt`` (:func:`read_corrupt_files`) marks an ingested hour whose files could not all be read to the end.
+    With ``now``, the hour it falls in (and any later one) is ``open``: its files are still arriving, so new files
+    are expected there, and only a logged file that changed or went away makes it ``changed``.
     """
     from logistics_platform.lib.bronze.landing import list_hour_files
 
+    open_from = hour_key(hour_start(now)) if now is not None else None
     by_hour: dict[str, dict[str, IngestLogEntry]] = {}
     for (topic, hour), logged_entry in ingested.items():
         by_hour.setdefault(hour, {})[topic] = logged_entry
@@ -132,18 +94,26 @@ def compare(
         landed = scan.get(hour, {})
         logged = by_hour.get(hour, {})
         report = HourReport(hour=hour, status="ok", entries=[logged[t] for t in sorted(logged)])
+        report.ingested_files = sum(len(e.files) for e in logged.values())
+        grown_only = True  # every logged file still landed with its size: the hour only gained files
+        arrival = parse_hour_key(hour)
         for topic, fp in landed.items():
             entry = logged.get(topic)
             if entry is None:
                 report.stale[topic] = "never"
+                report.pending_files += len(list_hour_files(landing_dir, topic, arrival))
             elif entry.fingerprint != fp:
                 report.stale[topic] = "changed"
-                known = {p for p, _ in entry.files}
-                arrival = parse_hour_key(hour)
-                report.new_files += [
-                    f.relpath for f in list_hour_files(landing_dir, topic, arrival) if f.relpath not in known
-                ]
-        if not landed:
+                now_landed = {f.relpath: f for f in list_hour_files(landing_dir, topic, arrival)}
+                known = dict(entry.files)
+                grown_only &= all(rel in now_landed and now_landed[rel].size == size for rel, size in known.items())
+                fresh = [rel for rel in now_landed if rel not in known]
+                report.new_files += fresh
+                report.pending_files += len(fresh)
+        grown_only &= all(topic in landed for topic in logged)
+        if open_from is not None and hour >= open_from and grown_only:
+            report.status = "open"  # files still arriving: the next ingest appends the new ones
+        elif not landed:
             report.status = "not_landed"  # logged but the files are gone: the landing zone was pruned
         elif report.stale and all(v == "never" for v in report.stale.values()) and not logged:
             report.status = "never_ingested"
@@ -151,9 +121,9 @@ def compare(
             report.status = "changed"
         elif report.stale:
             report.status = "partial"
-        elif not all(e.balanced for e in report.entries):
+        if report.status in ("ok", "open") and not all(e.balanced for e in report.entries):
             report.status = "unbalanced"
-        else:
+        elif report.status == "ok":
             for topic in sorted(logged):
                 report.corrupt_files.update((corrupt or {}).get((topic, hour), {}))
             if report.corrupt_files:

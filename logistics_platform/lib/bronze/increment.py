@@ -1,0 +1,178 @@
+"""Planning an ingest hour by hour: append the new files, leave it unchanged, or replace the whole hour.
+
+Landed files never change (docs/contract/sources.md, "Landing layout"), so an hour that was ingested and has only
+gained files since needs only those files read and their rows appended. The append is taken only when all of this
+holds, from ``bronze.ingest_log`` and the tables' manifests (no data read):
+
+- every file the log records for (topic, hour) is still landed, with the same size;
+- in every bronze table the hour's live data files each hold that hour alone (none merged by compaction);
+- each table holds exactly the rows the log says the hour holds (the topic tables its ``rows``, the quarantine the
+  topics' ``quarantined`` plus one row per damaged logged file, the log one row per topic).
+
+The last condition is what makes appends exactly-once across crashes: an ingest commits the topic tables, then the
+quarantine, then the log; a crash between them leaves rows in a table that the log does not count, the counts
+differ, and the next ingest replaces the hour instead of appending the same files again. Any other case replaces
+the hour, as does an explicit full re-ingest (``replace``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from pyiceberg.catalog import Catalog
+from pyiceberg.expressions import And, EqualTo
+from pyiceberg.table import Table
+
+from logistics_platform.lib.bronze import schema as bs
+from logistics_platform.lib.bronze.commit import hour_files
+from logistics_platform.lib.bronze.ingest_log import IngestLogEntry, read_log_entries
+from logistics_platform.lib.bronze.landing import LandingFile
+from logistics_platform.lib.timekeys import hour_key
+
+REPLACE = "replace"
+APPEND = "append"
+UNCHANGED = "unchanged"
+NOT_INGESTED = "not ingested before"
+
+
+@dataclass
+class HourPlan:
+    """What one ingest does to one arrival hour, and why."""
+
+    hour: datetime
+    mode: str  # REPLACE | APPEND | UNCHANGED
+    reason: str
+    # table -> the landing files to read: all of the hour's for a replace, the new ones for an append
+    read: dict[str, list[LandingFile]] = field(default_factory=dict)
+    # table -> the hour's log row before this ingest (append, unchanged)
+    logged: dict[str, IngestLogEntry] = field(default_factory=dict)
+    # table name (topics, quarantine, ingest log) -> the hour's live files the append was planned on
+    base: dict[str, frozenset[str]] = field(default_factory=dict)
+
+    @property
+    def new_files(self) -> int:
+        """Landing files this ingest reads for the hour."""
+        return sum(len(fs) for fs in self.read.values())
+
+
+def _replace(hour: datetime, landed: Mapping[str, list[LandingFile]], reason: str) -> HourPlan:
+    return HourPlan(hour, REPLACE, reason, read={t: list(fs) for t, fs in landed.items()})
+
+
+def _against_log(landed: Mapping[str, list[LandingFile]], logged: Mapping[str, IngestLogEntry]) -> str:
+    """Why the landed files of an ingested hour are not the logged ones plus new ones ('' when they are)."""
+    for table, entry in logged.items():
+        now = {f.relpath: f.size for f in landed.get(table, [])}
+        for rel, size in entry.files:
+            if rel not in now:
+                return f"{rel} was ingested but is no longer landed"
+            if now[rel] != size:
+                return f"{rel} changed size since its ingest ({size:,} -> {now[rel]:,} bytes)"
+    return ""
+
+
+def plan_hours(
+    catalog: Catalog,
+    tables: Mapping[str, Table],
+    hours: Sequence[datetime],
+    landed: Sequence[Mapping[str, list[LandingFile]]],
+    replace: bool = False,
+) -> list[HourPlan]:
+    """One plan per hour of ``hours`` (``landed[i]``: table -> the files landed for ``hours[i]``)."""
+    if replace:
+        return [_replace(h, fs, "full re-ingest requested") for h, fs in zip(hours, landed, strict=True)]
+    log = read_log_entries(catalog, hours)
+    by_topic = {spec.topic: t for t, spec in bs.TOPICS.items()}
+    plans: list[HourPlan] = []
+    candidates: list[HourPlan] = []
+    for hour, files in zip(hours, landed, strict=True):
+        key = hour_key(hour)
+        logged = {by_topic[topic]: e for (topic, k), e in log.items() if k == key and topic in by_topic}
+        if not logged:
+            plans.append(_replace(hour, files, NOT_INGESTED))
+            continue
+        why = _against_log(files, logged)
+        if why:
+            plans.append(_replace(hour, files, why))
+            continue
+        known = {rel for e in logged.values() for rel, _ in e.files}
+        read = {t: [f for f in fs if f.relpath not in known] for t, fs in files.items()}
+        plan = HourPlan(hour, APPEND, "new files", read=read, logged=logged)
+        plans.append(plan)
+        candidates.append(plan)
+    if candidates:
+        _check_tables(tables, candidates, dict(zip(hours, landed, strict=True)))
+    for plan in candidates:
+        if plan.mode == APPEND and not plan.new_files:
+            plan.mode, plan.reason = UNCHANGED, "no new files"
+    return plans
+
+
+def _check_tables(
+    tables: Mapping[str, Table],
+    plans: list[HourPlan],
+    landed: Mapping[datetime, Mapping[str, list[LandingFile]]],
+) -> None:
+    """Demote to a replace every plan whose hour the tables do not hold exactly as logged; note the files of the
+    others (one scan plan per table over all the hours)."""
+    hours = [p.hour for p in plans]
+    states = {
+        name: hour_files(table, "arrival_hour" if name == bs.INGEST_LOG_TABLE else "_arrival_hour", hours)
+        for name, table in tables.items()
+    }
+    for plan in plans:
+        why = ""
+        for name in tables:
+            state = states[name][plan.hour]
+            if state.mixed:
+                why = f"bronze.{name} holds the hour in files shared with other hours (compacted)"
+                break
+            expected = _expected_rows(name, plan)
+            if name == bs.QUARANTINE_TABLE and state.records > expected:
+                damaged = _damaged_file_rows(tables[name], plan)
+                if damaged is None:
+                    why = "bronze.quarantine holds a damaged-file row of a file bronze.ingest_log does not list"
+                    break
+                expected += damaged
+            if state.records != expected:
+                why = (
+                    f"bronze.{name} holds {state.records:,} rows of the hour where bronze.ingest_log accounts for "
+                    f"{expected:,} (an earlier ingest stopped between its commits)"
+                )
+                break
+            plan.base[name] = state.paths
+        if why:
+            replaced = _replace(plan.hour, landed[plan.hour], why)
+            plan.mode, plan.reason, plan.read, plan.logged, plan.base = REPLACE, why, replaced.read, {}, {}
+
+
+def _expected_rows(name: str, plan: HourPlan) -> int:
+    """Rows of the hour that ``bronze.<name>`` holds when it is exactly what the log says (damaged files aside)."""
+    if name == bs.INGEST_LOG_TABLE:
+        return len(plan.logged)
+    if name == bs.QUARANTINE_TABLE:
+        return sum(e.quarantined for e in plan.logged.values())
+    entry = plan.logged.get(name)
+    return entry.rows if entry is not None else 0
+
+
+def _damaged_file_rows(quarantine: Table, plan: HourPlan) -> int | None:
+    """The hour's ``corrupt_file`` quarantine rows when each names a logged file of its topic, else None.
+
+    Read only when the quarantine holds more rows than the logged lines (an hour with a damaged file): a small,
+    filtered read of that hour's quarantine files.
+    """
+    rows = (
+        quarantine.scan(
+            row_filter=And(EqualTo("_arrival_hour", plan.hour.isoformat()), EqualTo("reason", bs.REASON_CORRUPT_FILE)),
+            selected_fields=("_topic", "_source_file"),
+        )
+        .to_arrow()
+        .to_pylist()
+    )
+    logged = {(e.topic, rel) for e in plan.logged.values() for rel, _ in e.files}
+    if any((r["_topic"], r["_source_file"]) not in logged for r in rows):
+        return None
+    return len(rows)
