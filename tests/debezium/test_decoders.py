@@ -19,14 +19,9 @@ from pyiceberg.io.pyarrow import schema_to_pyarrow
 
 from logistics_platform.lib.bronze import schema as bs
 from logistics_platform.lib.bronze.blocks import BlockResult, BlockTask
-from logistics_platform.lib.bronze.envelope import (
-    DECIMAL_MODE_SETTING,
-    LineParser,
-    Rejected,
-    connect_decimal_unscaled,
-    decode_decimal,
-)
+from logistics_platform.lib.bronze.envelope import LineParser, Rejected
 from logistics_platform.lib.bronze.pool import run_block
+from logistics_platform.lib.bronze.values import DECIMAL_MODE_SETTING, connect_decimal_unscaled, decode_decimal
 
 FIXTURES = Path(__file__).parent / "fixtures"
 JSON_CONFIGS = ("string-json", "string-json-schemas", "precise-json", "precise-json-schemas")

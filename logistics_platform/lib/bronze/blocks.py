@@ -18,9 +18,10 @@ import numpy as np
 import pyarrow as pa
 from pyiceberg.types import IcebergType
 
-from logistics_platform.lib.bronze.envelope import DECIMAL_PRECISE, TOMBSTONE, LineParser, Rejected, raw_line_text
+from logistics_platform.lib.bronze.envelope import TOMBSTONE, LineParser, Rejected, raw_line_text
 from logistics_platform.lib.bronze.fastpath import fast_block, fast_rows, newline_positions
 from logistics_platform.lib.bronze.landing import CorruptFileError, LandingFile
+from logistics_platform.lib.bronze.values import DECIMAL_PRECISE
 from logistics_platform.lib.bronze.writer import rows_to_arrow
 
 BLOCK_BYTES = 8 * 1024 * 1024  # lines are parsed in blocks of at most this size: the unit of parallel work

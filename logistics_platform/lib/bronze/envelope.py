@@ -19,25 +19,18 @@ Hot path: this runs once per landed line, so it avoids per-line allocations beyo
 from __future__ import annotations
 
 import base64
-import binascii
 import hashlib
 import json
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from math import isfinite
 from typing import Any
 
 from pyiceberg.types import (
-    BooleanType,
     DecimalType,
-    DoubleType,
     IcebergType,
-    IntegerType,
-    LongType,
-    StringType,
-    TimestampType,
 )
 
 from logistics_platform.lib.bronze.schema import (
@@ -49,41 +42,32 @@ from logistics_platform.lib.bronze.schema import (
     TopicSpec,
     metadata_columns,
 )
-from logistics_platform.lib.timekeys import epoch_micros
-
-# Column kinds: how a JSON value becomes a column value.
-K_STRING, K_LONG, K_DOUBLE, K_BOOL, K_DECIMAL, K_TIMESTAMP, K_TEXT_OR_JSON = (
-    "string",
-    "long",
-    "double",
-    "bool",
-    "decimal",
-    "timestamp",
-    "text_or_json",
+from logistics_platform.lib.bronze.values import (
+    DECIMAL_MODE_SETTING,
+    DECIMAL_MODES,
+    DECIMAL_PRECISE,
+    I64,
+    K_DECIMAL,
+    K_DOUBLE,
+    K_LONG,
+    K_STRING,
+    K_TEXT_OR_JSON,
+    K_TIMESTAMP,
+    BadValue,
+    convert,
+    decode_decimal,
+    kind_of,
+    parse_timestamp_micros,
+    schema_encodings,
 )
+
 CDC_OPS = frozenset(("c", "u", "d", "r"))
 _EPOCH_AWARE = datetime(1970, 1, 1, tzinfo=UTC)
 _EPOCH_NAIVE = datetime(1970, 1, 1)
-_CENT = Decimal("0.01")
-_MAX_MONEY = Decimal(10) ** 10  # DECIMAL(12,2): at most 10 integer digits
-_I64 = 2**63
 IDENTITY_SEPARATOR = "\x1f"  # joins the parts of an event identity before hashing (see event_id)
 _fromiso = datetime.fromisoformat
 _money_match = re.compile(r"-?[0-9]{1,10}\.[0-9]{2}").fullmatch  # the canonical decimal.handling.mode=string form
 PLAIN_EVENT_TIME_COLUMN = "recorded_at"  # the event time of the non-CDC topic (pings: device clock)
-# Debezium's decimal.handling.mode of the deployment's connector (setting DEBEZIUM_DECIMAL_HANDLING_MODE).
-DECIMAL_PRECISE, DECIMAL_STRING, DECIMAL_DOUBLE = "precise", "string", "double"
-DECIMAL_MODES = (DECIMAL_PRECISE, DECIMAL_STRING, DECIMAL_DOUBLE)
-DECIMAL_MODE_SETTING = "DEBEZIUM_DECIMAL_HANDLING_MODE"
-CONNECT_DECIMAL = "org.apache.kafka.connect.data.Decimal"
-VARIABLE_SCALE_DECIMAL = "io.debezium.data.VariableScaleDecimal"
-# Integer timestamps of the JsonConverter schema's semantic types, in microseconds per unit (default: micros).
-TIMESTAMP_UNITS = {
-    "io.debezium.time.Timestamp": 1000,
-    "io.debezium.time.MicroTimestamp": 1,
-    "org.apache.kafka.connect.data.Timestamp": 1000,
-}
-_NANO_TIMESTAMP = "io.debezium.time.NanoTimestamp"
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,181 +89,6 @@ TOMBSTONE = _Tombstone()
 """Result for a Kafka tombstone line: counted, never stored."""
 
 ParseResult = list[Any] | Rejected | _Tombstone
-
-
-class _BadValue(Exception):
-    def __init__(self, detail: str) -> None:
-        self.detail = detail
-
-
-def kind_of(iceberg_type: IcebergType, *, evolved: bool = False) -> str:
-    """The converter kind for a column type (evolved string columns also take non-strings as JSON text)."""
-    if isinstance(iceberg_type, StringType):
-        return K_TEXT_OR_JSON if evolved else K_STRING
-    if isinstance(iceberg_type, LongType | IntegerType):
-        return K_LONG
-    if isinstance(iceberg_type, DoubleType):
-        return K_DOUBLE
-    if isinstance(iceberg_type, BooleanType):
-        return K_BOOL
-    if isinstance(iceberg_type, DecimalType):
-        return K_DECIMAL
-    if isinstance(iceberg_type, TimestampType):
-        return K_TIMESTAMP
-    raise TypeError(f"no converter for column type {iceberg_type}")
-
-
-def infer_iceberg_type(values: list[Any]) -> IcebergType:
-    """Type of a newly seen column from its non-null JSON values: bool, long, double, else string."""
-    kinds = {type(v) for v in values if v is not None}
-    if not kinds:
-        return StringType()
-    if kinds == {bool}:
-        return BooleanType()
-    if kinds == {int}:
-        return LongType()
-    if kinds <= {int, float}:
-        return DoubleType()
-    return StringType()
-
-
-def to_json_text(value: Any) -> str:
-    """Compact JSON text of a value (used for columns whose values are not scalars)."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-
-
-def parse_timestamp_micros(value: Any) -> int:
-    """Epoch microseconds (UTC) of an ISO-8601 string or an integer of epoch microseconds."""
-    t = type(value)
-    if t is str:
-        try:
-            dt = datetime.fromisoformat(value)
-        except ValueError:
-            raise _BadValue(f"{value!r} is not an ISO-8601 timestamp") from None
-        return epoch_micros(dt)
-    if t is int:
-        if -_I64 <= value < _I64:
-            return value
-        raise _BadValue(f"{value} is out of range for epoch microseconds")
-    raise _BadValue(f"expected an ISO-8601 string or epoch microseconds, got {type(value).__name__}")
-
-
-def connect_decimal_unscaled(text: str) -> int | None:
-    """The unscaled integer of a Kafka Connect ``Decimal`` (base64, two's-complement big-endian); None if not base64."""
-    try:
-        raw = binascii.a2b_base64(text, strict_mode=True)
-    except (binascii.Error, ValueError):
-        return None
-    return int.from_bytes(raw, "big", signed=True) if raw else None
-
-
-def _money(d: Decimal, value: Any) -> Decimal:
-    """``d`` as DECIMAL(12,2), or _BadValue naming what does not fit."""
-    try:
-        if not d.is_finite():
-            raise _BadValue(f"{value!r} is not a finite number")
-        q = d.quantize(_CENT)
-    except InvalidOperation:
-        raise _BadValue(f"{value!r} is not a decimal number") from None
-    if q != d:
-        raise _BadValue(f"{value!r} has more than 2 decimal places")
-    if abs(q) >= _MAX_MONEY:
-        raise _BadValue(f"{value!r} does not fit DECIMAL(12,2)")
-    return q
-
-
-def decode_decimal(value: Any, mode: str = DECIMAL_PRECISE, scale: int | None = 2) -> Decimal:
-    """A decimal column value as Debezium writes it: a JSON number, a decimal string, or a Connect ``Decimal``.
-
-    ``scale`` is that of the line's schema block when it has one (None: the schema says the column is a string, so
-    no base64), else the contract's. A string is read as a Connect ``Decimal`` when the connector's mode is
-    ``precise`` (or the schema says bytes) and it is valid base64 without a dot; a decimal string is always read.
-    """
-    t = type(value)
-    if t is str:
-        if scale is not None and mode == DECIMAL_PRECISE and "." not in value:
-            unscaled = connect_decimal_unscaled(value)
-            if unscaled is not None:
-                return _money(Decimal(unscaled).scaleb(-scale), value)
-        try:
-            d = Decimal(value)
-        except InvalidOperation:
-            hint = (
-                "a decimal string or a Connect Decimal (base64)"
-                if mode == DECIMAL_PRECISE
-                else f"a decimal string (a Connect Decimal is read with {DECIMAL_MODE_SETTING}=precise)"
-            )
-            raise _BadValue(f"{value!r} is not {hint}; check {DECIMAL_MODE_SETTING} (now {mode})") from None
-        return _money(d, value)
-    if t is int:
-        return _money(Decimal(value), value)
-    if t is float:
-        return _money(Decimal(repr(value)), value)
-    if t is dict and type(value.get("scale")) is int and type(value.get("value")) is str:
-        # io.debezium.data.VariableScaleDecimal: a numeric column without a declared scale.
-        unscaled = connect_decimal_unscaled(value["value"])
-        if unscaled is not None:
-            return _money(Decimal(unscaled).scaleb(-value["scale"]), value)
-    raise _BadValue(f"expected a decimal string, a number or a Connect Decimal, got {type(value).__name__}")
-
-
-def convert(kind: str, value: Any) -> Any:
-    """A non-null JSON value as a column value of ``kind``; raises _BadValue when it does not parse."""
-    t = type(value)
-    if kind == K_STRING:
-        if t is str:
-            return value
-        raise _BadValue(f"expected a string, got {t.__name__}")
-    if kind == K_LONG:
-        if t is int and -_I64 <= value < _I64:
-            return value
-        raise _BadValue(f"expected a 64-bit integer, got {value!r}")
-    if kind == K_DOUBLE:
-        if t is float:
-            if isfinite(value):
-                return value
-            raise _BadValue(f"{value!r} is not a finite number")
-        if t is int:
-            try:
-                return float(value)
-            except OverflowError:
-                raise _BadValue(f"{value} is out of range for a double") from None
-        raise _BadValue(f"expected a number, got {t.__name__}")
-    if kind == K_TIMESTAMP:
-        return parse_timestamp_micros(value)
-    if kind == K_DECIMAL:
-        return decode_decimal(value, DECIMAL_STRING)
-    if kind == K_BOOL:
-        if t is bool:
-            return value
-        raise _BadValue(f"expected true or false, got {value!r}")
-    if kind == K_TEXT_OR_JSON:
-        return value if t is str else to_json_text(value)
-    raise ValueError(f"unknown column kind {kind!r}")
-
-
-def schema_encodings(schema: Any) -> dict[str, tuple[str, int | None]] | None:
-    """Per row column, what a JsonConverter schema block says of its encoding; None when it says nothing usable.
-
-    ``("decimal", scale)`` for a Connect ``Decimal`` (bytes), ``("decimal", None)`` for a column sent as a string
-    or number, ``("timestamp", micros per unit)`` for an integer timestamp type (0: nanoseconds).
-    """
-    try:
-        row = next(f for f in schema["fields"] if f.get("field") == "after")
-        out: dict[str, tuple[str, int | None]] = {}
-        for f in row["fields"]:
-            name = f.get("name")
-            if name == CONNECT_DECIMAL:
-                out[f["field"]] = ("decimal", int(f["parameters"]["scale"]))
-            elif name in TIMESTAMP_UNITS:
-                out[f["field"]] = ("timestamp", TIMESTAMP_UNITS[name])
-            elif name == _NANO_TIMESTAMP:
-                out[f["field"]] = ("timestamp", 0)
-            elif f.get("type") != "bytes" and name != VARIABLE_SCALE_DECIMAL:
-                out[f["field"]] = ("decimal", None)
-        return out
-    except (KeyError, TypeError, ValueError, AttributeError, StopIteration):
-        return None  # a schema block we cannot read: the contract and the setting decide
 
 
 def _reject_constant(name: str) -> Any:
@@ -449,7 +258,7 @@ class LineParser:
                         append((d.days * 86400 + d.seconds) * 1_000_000 + d.microseconds)
                         continue
             elif t is int:
-                if kind is K_LONG and -_I64 <= v < _I64:
+                if kind is K_LONG and -I64 <= v < I64:
                     append(v)
                     continue
             elif t is float and kind is K_DOUBLE and isfinite(v):
@@ -462,7 +271,7 @@ class LineParser:
                     append(self._int_timestamp(v, self._line_schema[name]))
                 else:
                     append(convert(kind, v))
-            except _BadValue as e:
+            except BadValue as e:
                 return Rejected(f"{REASON_INVALID_VALUE}:{name}", f"{name}: {e.detail}")
         return None
 
@@ -483,16 +292,16 @@ class LineParser:
 
     def _key(self, data: Any) -> Any:
         if type(data) is not dict:
-            raise _BadValue(f"no {self.key}: row image is {type(data).__name__}")
+            raise BadValue(f"no {self.key}: row image is {type(data).__name__}")
         k = data.get(self.key)
         if k is None:
-            raise _BadValue(f"{self.key} is missing or null")
+            raise BadValue(f"{self.key} is missing or null")
         t = type(k)
         if self.key_kind == K_LONG:
-            if t is not int or not -_I64 <= k < _I64:
-                raise _BadValue(f"{self.key} must be a 64-bit integer, got {k!r}")
+            if t is not int or not -I64 <= k < I64:
+                raise BadValue(f"{self.key} must be a 64-bit integer, got {k!r}")
         elif t is not str or not k:
-            raise _BadValue(f"{self.key} must be a non-empty string, got {k!r}")
+            raise BadValue(f"{self.key} must be a non-empty string, got {k!r}")
         return k
 
     def _extras(self, data: dict[str, Any]) -> dict[str, Any] | Rejected | None:
@@ -523,14 +332,14 @@ class LineParser:
             return Rejected(REASON_INVALID_ENVELOPE, f"source.lsn must be an integer, got {lsn!r}")
         if type(ts_ms) is not int:
             return Rejected(REASON_INVALID_ENVELOPE, f"source.ts_ms must be an integer, got {ts_ms!r}")
-        if not (-_I64 <= lsn < _I64 and -(2**53) <= ts_ms < 2**53):
+        if not (-I64 <= lsn < I64 and -(2**53) <= ts_ms < 2**53):
             return Rejected(REASON_INVALID_ENVELOPE, f"source.lsn {lsn} or source.ts_ms {ts_ms} out of range")
         out: list[Any] = []
         extras = None
         if op == "d":
             try:
                 key = self._key(env.get("before"))
-            except _BadValue as e:
+            except BadValue as e:
                 return Rejected(REASON_MISSING_KEY, f"delete: {e.detail}")
             out.append(key)
             out += [None] * len(self.value_columns)
@@ -540,7 +349,7 @@ class LineParser:
                 return Rejected(REASON_INVALID_ENVELOPE, f"after is missing for op {op!r}")
             try:
                 key = self._key(after)
-            except _BadValue as e:
+            except BadValue as e:
                 return Rejected(REASON_MISSING_KEY, e.detail)
             out.append(key)  # the key is the first column of every topic
             bad = self._values(after, out, self.value_columns)
@@ -565,7 +374,7 @@ class LineParser:
             lateness,
             op,
             lsn,
-            tx_id if type(tx_id) is int and -_I64 <= tx_id < _I64 else None,
+            tx_id if type(tx_id) is int and -I64 <= tx_id < I64 else None,
             conn_ts * 1000 if type(conn_ts) is int and -(2**53) <= conn_ts < 2**53 else None,
         )
         if self._n_evolved:
@@ -581,7 +390,7 @@ class LineParser:
     def _plain(self, obj: dict[str, Any], kafka_partition: int, offset: int, source_file: str) -> ParseResult:
         try:
             key = self._key(obj)
-        except _BadValue as e:
+        except BadValue as e:
             return Rejected(REASON_MISSING_KEY, e.detail)
         out: list[Any] = [key]
         bad = self._values(obj, out, self.value_columns)

@@ -22,8 +22,13 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 
 from logistics_platform.lib.bronze.envelope import (
-    DECIMAL_PRECISE,
     IDENTITY_SEPARATOR,
+    PLAIN_EVENT_TIME_COLUMN,
+    LineParser,
+    identity_hasher,
+)
+from logistics_platform.lib.bronze.values import (
+    DECIMAL_PRECISE,
     K_BOOL,
     K_DECIMAL,
     K_DOUBLE,
@@ -31,10 +36,7 @@ from logistics_platform.lib.bronze.envelope import (
     K_STRING,
     K_TEXT_OR_JSON,
     K_TIMESTAMP,
-    PLAIN_EVENT_TIME_COLUMN,
-    LineParser,
     connect_decimal_unscaled,
-    identity_hasher,
 )
 
 # An evolved string column (K_TEXT_OR_JSON) also takes other JSON values as text per line: read strictly as a

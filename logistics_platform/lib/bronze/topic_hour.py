@@ -27,11 +27,12 @@ from logistics_platform.lib.bronze.blocks import (
     CorruptRead,
     iter_counted_blocks,
 )
-from logistics_platform.lib.bronze.envelope import infer_iceberg_type, raw_line_text
+from logistics_platform.lib.bronze.envelope import raw_line_text
 from logistics_platform.lib.bronze.landing import LandingFile
 from logistics_platform.lib.bronze.pool import BlockPool, run_block
 from logistics_platform.lib.bronze.reports import TopicReport
 from logistics_platform.lib.bronze.tables import add_columns, evolved_columns
+from logistics_platform.lib.bronze.values import infer_iceberg_type
 from logistics_platform.lib.bronze.writer import BatchWriter
 from logistics_platform.lib.timekeys import epoch_micros
 from logistics_platform.settings import Settings
