@@ -77,7 +77,7 @@ def build_operations_checks(settings: Settings) -> list[dg.AssetChecksDefinition
         if breaches:
             # Sent from the run, not left to the check-alert sensor: that is one sensor tick less between a landed
             # breach and the alert. The sensor skips an evaluation marked delivered, and sends one that is not.
-            metadata[alerts.DELIVERED_KEY] = _deliver_breach(context, settings, description, _scope(first, last))
+            metadata[alerts.DELIVERED_KEY] = _deliver_breach(context, settings, description or "", _scope(first, last))
         return dg.AssetCheckResult(
             passed=not breaches,
             severity=dg.AssetCheckSeverity.WARN,
