@@ -79,6 +79,18 @@ def newest(instance: dg.DagsterInstance, key: dg.AssetKey) -> tuple[int, float]:
     return (records[0].storage_id, records[0].timestamp) if records else (0, 0.0)
 
 
+def built_after(instance: dg.DagsterInstance, after_id: int, after: float) -> float | None:
+    """Timestamp of the first ``marts/fct_region_sla`` materialization past ``after_id`` by a run created after the
+    epoch seconds ``after`` (the batch's ingest: a run created before it read bronze without the batch)."""
+    for record in reversed(instance.fetch_materializations(SLA_MART, limit=10).records):
+        if record.storage_id <= after_id:
+            continue
+        run = instance.get_run_record_by_id(record.run_id)
+        if run is not None and run.create_timestamp.timestamp() > after:
+            return record.timestamp
+    return None
+
+
 def land(landing: Path, hour: datetime, offset: int, lines: list[bytes]) -> float:
     """Write one sink file into ``hour`` (temporary name, then rename); the epoch seconds of the rename."""
     folder = landing / "topics" / ORDERS / f"dt={hour:%Y-%m-%d}" / f"hr={hour:%H}"
@@ -114,11 +126,13 @@ def hops(instance: dg.DagsterInstance, landed: float) -> dict[str, float]:
             (r for r in records if r.dagster_run.tags.get("logistics/trigger") == trigger),
             key=lambda r: r.create_timestamp,
         )
-        if runs and runs[0].start_time and runs[0].end_time:
+        if runs:
             r = runs[0]
             out[f"{kind}_created"] = r.create_timestamp.timestamp() - landed
-            out[f"{kind}_started"] = r.start_time - landed
-            out[f"{kind}_ended"] = r.end_time - landed
+            if r.start_time:
+                out[f"{kind}_started"] = r.start_time - landed
+            if r.end_time:
+                out[f"{kind}_ended"] = r.end_time - landed
     return out
 
 
@@ -212,9 +226,11 @@ def main() -> int:
             got = wait_for(lambda b=bronze_before: (s := newest(instance, INGEST_LOG))[0] > b and s, args.timeout)
             if got:
                 row["bronze"] = got[1] - landed
-            got = wait_for(lambda b=sla_before: (s := newest(instance, SLA_MART))[0] > b and s, args.timeout)
-            if got:
-                row["sla"] = got[1] - landed
+            if "bronze" in row:
+                after = landed + row["bronze"]
+                got = wait_for(lambda b=sla_before, a=after: built_after(instance, b, a), args.timeout)
+                if got:
+                    row["sla"] = got - landed
             if breach:
                 needle = f"north {window:%Y-%m-%d %H:%M}"
                 got = wait_for(
@@ -225,7 +241,8 @@ def main() -> int:
                 )
                 if got:
                     row["alert"] = got - landed
-            time.sleep(3)
+            # The runs' end times are written just after their last event.
+            time.sleep(5)
             row.update(hops(instance, landed))
             rows.append(row)
             shown = "  ".join(f"{k}={v:.1f}" for k, v in row.items())

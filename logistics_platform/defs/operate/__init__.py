@@ -26,7 +26,7 @@ def build_defs(settings: Settings) -> dg.Definitions:
         build_jobs(settings, freshness_checks),
         build_landing_triggers(settings),
         dg.Definitions(sensors=[build_transform_sensor(settings)]),
-        dg.Definitions(sensors=[build_live_sensor(settings, [k for c in freshness_checks for k in c.check_keys])]),
+        dg.Definitions(sensors=[build_live_sensor(settings)]),
         build_freshness(settings, freshness_checks),
         build_alert_sensors(settings),
         build_backlog(settings),

@@ -1,27 +1,28 @@
 """The live SLA path: a sensor that launches, for the hours just ingested, a transform run of only the models the SLA
-mart needs, with their checks; the SLA check in that run posts its alert itself (``defs/transform``).
+mart needs and its SLA check, which posts its alert itself (``defs/transform``).
 
 What it decides is :mod:`logistics_platform.lib.operate.live_batch`. The run is a subset of the transform job, so it
 carries no ingest watermark and the transform sensor still builds every model of those hours in its next batch.
 """
 
-import json
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 import dagster as dg
 
-from logistics_platform.defs.constants import HEALTH_CHECK, TRANSFORM_GROUPS, TRANSFORM_JOB, TRIGGER_TAG
+from logistics_platform.defs.constants import TRANSFORM_GROUPS, TRANSFORM_JOB, TRIGGER_TAG
 from logistics_platform.defs.operate.common import sensor_status
 from logistics_platform.defs.operate.transform_sensor import ingested_hours
 from logistics_platform.lib.operate.live_batch import live_batch, load_cursor
-from logistics_platform.lib.transform.arrival_window import ArrivalWindow
-from logistics_platform.lib.transform.operations import SLA_MART
-from logistics_platform.lib.transform.project import dbt_project
+from logistics_platform.lib.transform.arrival_window import ArrivalWindow, tagged_window
+from logistics_platform.lib.transform.operations import SLA_CHECK, SLA_MART
 from logistics_platform.settings import Settings
 
 SLA_KEY = dg.AssetKey(["marts", SLA_MART])
+SLA_CHECK_KEY = dg.AssetCheckKey(SLA_KEY, SLA_CHECK)
+# A run in these states has not started its dbt step, so it reads every ingest committed so far.
+NOT_YET_READING = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING]
 LIVE_SENSOR = "sla_after_ingest"
 # The run tag that marks a live SLA run (the UI's filter, and what the backlog leaves out: it builds one mart).
 LIVE_TAG = "logistics/live"
@@ -29,45 +30,23 @@ LIVE_TAG = "logistics/live"
 LIVE_INTERVAL_SECONDS = 5
 
 
-def foreign_tests(manifest: Mapping[str, Any], models: Collection[str]) -> set[str]:
-    """Names of the dbt tests that read a model outside ``models`` (e.g. a relationship to a dimension the live run
-    does not build: it would compare fresh rows with a stale table)."""
-    names = set()
-    for node in manifest.get("nodes", {}).values():
-        if node.get("resource_type") != "test":
-            continue
-        read = {dep.split(".")[-1] for dep in node.get("depends_on", {}).get("nodes", []) if dep.startswith("model.")}
-        if read - set(models):
-            names.add(node["name"])
-    return names
-
-
-def sla_selection(
-    graph: Any, skipped_checks: Sequence[dg.AssetCheckKey], manifest: Mapping[str, Any]
-) -> tuple[list[dg.AssetKey], list[dg.AssetCheckKey]]:
-    """The dbt models the SLA mart is built from (itself included), and their checks that the transform job runs and
-    that read only those models.
-
-    ``graph`` is the repository's asset graph (its type is not exported by ``dagster``).
-    """
-    assets = [
+def sla_assets(graph: Any) -> list[dg.AssetKey]:
+    """The dbt models the SLA mart is built from, itself included (``graph``: the repository's asset graph, whose type
+    ``dagster`` does not export)."""
+    return sorted(
         key
         for key in graph.get_ancestor_asset_keys(SLA_KEY) | {SLA_KEY}
         if key in graph.materializable_asset_keys and graph.get(key).group_name in TRANSFORM_GROUPS
-    ]
-    skipped = set(skipped_checks)
-    foreign = foreign_tests(manifest, [key.path[-1] for key in assets])
-    checks = [
-        key
-        for key in graph.asset_check_keys
-        if key.asset_key in assets and key not in skipped and key.name != HEALTH_CHECK and key.name not in foreign
-    ]
-    return sorted(assets), sorted(checks)
+    )
 
 
-def build_live_sensor(settings: Settings, skipped_checks: Sequence[dg.AssetCheckKey] = ()) -> dg.SensorDefinition:
+def _covers(tags: Mapping[str, str], window: ArrivalWindow) -> bool:
+    run = tagged_window(tags)
+    return run is not None and run.first <= window.first and window.last <= run.last
+
+
+def build_live_sensor(settings: Settings) -> dg.SensorDefinition:
     """Launches an SLA-only transform run over the live hours ingested since its last tick."""
-    manifest = json.loads(dbt_project(settings).manifest_path.read_text())
 
     @dg.sensor(
         name=LIVE_SENSOR,
@@ -89,12 +68,19 @@ def build_live_sensor(settings: Settings, skipped_checks: Sequence[dg.AssetCheck
         if batch is None:
             context.update_cursor(str(cursor))
             return dg.SkipReason("no live hour ingested since the last tick")
-        assets, checks = sla_selection(graph, skipped_checks, manifest)
         window = ArrivalWindow.of_hours(batch.hours[0], batch.hours[-1])
+        waiting = context.instance.get_runs(
+            dg.RunsFilter(job_name=TRANSFORM_JOB, statuses=NOT_YET_READING, tags={LIVE_TAG: "sla"}), limit=5
+        )
+        if any(_covers(run.tags, window) for run in waiting):
+            # That run has not read bronze yet: it builds this ingest too, one dbt run instead of a queue of them.
+            context.update_cursor(str(cursor))
+            return dg.SkipReason(f"a live SLA run not started yet covers {window.label}")
         request = dg.RunRequest(
             run_key=batch.run_key,
-            asset_selection=assets,
-            asset_check_keys=checks,
+            asset_selection=sla_assets(graph),
+            # Only the SLA check: the dbt tests of these models run with the full batch (they would double the run).
+            asset_check_keys=[SLA_CHECK_KEY],
             tags={**window.run_tags(), TRIGGER_TAG: LIVE_SENSOR, LIVE_TAG: "sla"},
         )
         return dg.SensorResult(run_requests=[request], cursor=str(cursor))
