@@ -79,10 +79,10 @@ def newest(instance: dg.DagsterInstance, key: dg.AssetKey) -> tuple[int, float]:
     return (records[0].storage_id, records[0].timestamp) if records else (0, 0.0)
 
 
-def built_after(instance: dg.DagsterInstance, after_id: int, after: float) -> float | None:
-    """Timestamp of the first ``marts/fct_region_sla`` materialization past ``after_id`` by a run created after the
-    epoch seconds ``after`` (the batch's ingest: a run created before it read bronze without the batch)."""
-    for record in reversed(instance.fetch_materializations(SLA_MART, limit=10).records):
+def built_after(instance: dg.DagsterInstance, key: dg.AssetKey, after_id: int, after: float) -> float | None:
+    """Timestamp of the first materialization of ``key`` past ``after_id`` by a run created after the epoch seconds
+    ``after`` (a run created before the landing, or before the batch's ingest, read the data without the batch)."""
+    for record in reversed(instance.fetch_materializations(key, limit=10).records):
         if record.storage_id <= after_id:
             continue
         run = instance.get_run_record_by_id(record.run_id)
@@ -115,6 +115,15 @@ def wait_for(check: Any, timeout: float, step: float = 0.5) -> Any:
 def quiet(instance: dg.DagsterInstance) -> bool:
     active = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED]
     return not instance.get_runs(dg.RunsFilter(statuses=[*active, dg.DagsterRunStatus.NOT_STARTED]), limit=1)
+
+
+def settled(instance: dg.DagsterInstance) -> bool:
+    """No run queued or in flight, three times 5 s apart."""
+    for _ in range(3):
+        if not quiet(instance):
+            return False
+        time.sleep(5)
+    return True
 
 
 def hops(instance: dg.DagsterInstance, landed: float) -> dict[str, float]:
@@ -201,9 +210,7 @@ def main() -> int:
         instance = dg.DagsterInstance.get()
         # Steady state: the sensors have had their first ticks and what they launched has finished.
         time.sleep(30)
-        wait_for(lambda: quiet(instance), 240, 2)
-        time.sleep(5)
-        wait_for(lambda: quiet(instance), 240, 2)
+        wait_for(lambda: settled(instance), 420, 2)
         sampler_stop = threading.Event()
 
         def sample() -> None:
@@ -223,12 +230,12 @@ def main() -> int:
             bronze_before, sla_before = newest(instance, INGEST_LOG)[0], newest(instance, SLA_MART)[0]
             landed = land(Path(env["LANDING_DIR"]), open_hour.replace(tzinfo=None), 10**6 + 100 * b, lines)
             row: dict[str, float] = {}
-            got = wait_for(lambda b=bronze_before: (s := newest(instance, INGEST_LOG))[0] > b and s, args.timeout)
+            got = wait_for(lambda b=bronze_before, a=landed: built_after(instance, INGEST_LOG, b, a), args.timeout)
             if got:
-                row["bronze"] = got[1] - landed
+                row["bronze"] = got - landed
             if "bronze" in row:
                 after = landed + row["bronze"]
-                got = wait_for(lambda b=sla_before, a=after: built_after(instance, b, a), args.timeout)
+                got = wait_for(lambda b=sla_before, a=after: built_after(instance, SLA_MART, b, a), args.timeout)
                 if got:
                     row["sla"] = got - landed
             if breach:
