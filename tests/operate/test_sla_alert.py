@@ -1,5 +1,6 @@
-"""The SLA alert end to end: a breach in the landed data -> the run's sla_within_target check fails -> the check-alert
-sensor's delivery writes it to the alerts log and posts it to a local webhook, naming region, window and share.
+"""The SLA alert end to end: a breach in the landed data -> the run's sla_within_target check fails and itself writes it
+to the alerts log and posts it to a local webhook, naming region, window and share (the check-alert sensor then skips
+it; it sends the anomaly check's failure).
 Also the anomaly check, and that a later run does not report windows it did not build."""
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from logistics_platform.definitions import build_definitions
 from logistics_platform.defs.constants import TRANSFORM_JOB
 from logistics_platform.defs.operate.alert_sensors import deliver_check_alerts
 from logistics_platform.lib.bronze.ingest import ingest_hour
-from logistics_platform.lib.operate.alerts import read_log
+from logistics_platform.lib.operate.alerts import DELIVERED_KEY, read_log
 from logistics_platform.lib.transform.arrival_window import ArrivalWindow
 from logistics_platform.lib.transform.operations import ANOMALY_CHECK, SLA_CHECK
 from logistics_platform.pipeline import QUIET
@@ -69,11 +70,14 @@ def test_breach_fails_the_check_and_reaches_log_and_webhook(
     evaluation = breach[SLA_CHECK]
     assert not evaluation.passed and evaluation.severity == dg.AssetCheckSeverity.WARN
     assert "north 2026-11-04 10:30-10:35 UTC: 18/24 late, share 0.7500" in (evaluation.description or "")
+    # The check posted it from its run (it says so in its metadata); the check-alert sensor does not send it again.
+    assert evaluation.metadata[DELIVERED_KEY].value is True
     sent, cursor = deliver_check_alerts(instance, check_keys, cursor, settings)
-    assert sent == 1
+    assert sent == 0
     logged = read_log(settings.alerts_log)
     assert [a["check_name"] for a in logged] == [SLA_CHECK]
     assert "north 2026-11-04 10:30-10:35" in logged[0]["error"] and "0.7500" in logged[0]["error"]
+    assert len(webhook.received) == 1
     posted = webhook.received[0]["body"]["text"]
     assert "sla_within_target" in posted and "north 2026-11-04 10:30-10:35" in posted and "0.7500" in posted
 

@@ -158,6 +158,9 @@ def _alert_for_check(
     pages = evaluation.check_name in ALERTING_WARN_CHECKS
     if not (evaluation.blocking or evaluation.severity == dg.AssetCheckSeverity.ERROR or is_freshness or pages):
         return False
+    done = evaluation.metadata.get(alerts.DELIVERED_KEY)
+    if done is not None and done.value is True:
+        return False  # its run delivered it (the SLA check)
     run = instance.get_run_by_id(record.run_id) if record.run_id else None
     alert = alerts.Alert(
         kind=alerts.KIND_FRESHNESS if is_freshness else alerts.KIND_CHECK_FAILURE,

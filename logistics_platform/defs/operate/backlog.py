@@ -31,7 +31,12 @@ def _latest_built_hour(instance: dg.DagsterInstance) -> str | None:
     runs = instance.get_runs(
         dg.RunsFilter(job_name=TRANSFORM_JOB, statuses=[dg.DagsterRunStatus.SUCCESS]), limit=RECENT_TRANSFORM_RUNS
     )
-    ends = [window.last_key for run in runs if (window := run_window(run.tags)) is not None]
+    # A live SLA run (tagged logistics/live) builds one mart, not the layer.
+    ends = [
+        window.last_key
+        for run in runs
+        if "logistics/live" not in run.tags and (window := run_window(run.tags)) is not None
+    ]
     return max(ends) if ends else None
 
 

@@ -41,7 +41,9 @@ def build_landing_sensor(settings: Settings) -> dg.SensorDefinition:
     @dg.sensor(
         name="landing_sensor",
         job_name=INGEST_JOB,
-        minimum_interval_seconds=60,
+        # The daemon's floor: a live file waits at most this long for its ingest; a tick lists the landing folders of
+        # the lookback window and compares fingerprints (no file is read).
+        minimum_interval_seconds=5,
         default_status=sensor_status(settings),
         description=(
             "Requests an ingest of an arrival hour when its files appear in LANDING_DIR, the hour in progress "

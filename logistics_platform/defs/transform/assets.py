@@ -138,7 +138,9 @@ def build_dbt_assets(settings: Settings) -> dg.AssetsDefinition:
         # Which arrival hours the run covered, in the UI's run tags (a backfill of days names only its days), and the
         # watermark the transform sensor counts, for a run that builds every model (a subset leaves others behind).
         tags = window.window_tags()
-        if set(context.selected_asset_keys) >= set(context.assets_def.keys):
+        # Against every model of the project: in a subset run (the live SLA path) ``context.assets_def`` is the
+        # subsetted definition, whose keys are only the selected ones.
+        if set(context.selected_asset_keys) >= set(dbt_models.keys):
             tags[WATERMARK_TAG] = str(watermark)
         context.instance.add_run_tags(context.run_id, tags)
         built: dict[str, Any] = {"arrival_hours": window.label, "ingest_watermark": watermark}

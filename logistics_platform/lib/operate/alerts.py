@@ -125,6 +125,15 @@ def deliver(alert: Alert, alerts_log: Path, webhook_url: str | None) -> Delivery
     return DeliveryResult(logged=logged, posted=True)
 
 
+# Metadata key of a check evaluation whose alert its own run already delivered (the check-alert sensor skips it).
+DELIVERED_KEY = "alert_delivered"
+
+
+def delivered(result: DeliveryResult, webhook_url: str | None) -> bool:
+    """Whether an alert reached every place it goes: the log, and the webhook when one is configured."""
+    return result.logged and (result.posted or not webhook_url)
+
+
 def read_log(path: Path) -> list[dict[str, Any]]:
     """All alerts recorded in the local log (tests and the runbook)."""
     if not path.exists():
