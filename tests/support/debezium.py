@@ -35,6 +35,8 @@ MARKER_TABLE = "public.dbz_harness_marker"
 # Upper bounds of waits on the JVM and the engines, not measurements: past them the harness fails with the log.
 START_DEADLINE_S = 180
 END_DEADLINE_S = 300
+START_ATTEMPTS = 3
+SLOTS = "replication slots"
 JVM_OPTS = ["-Xmx512m"]  # a few hundred events; several engineers share the machine
 
 
@@ -105,6 +107,10 @@ class EngineError(RuntimeError):
     """The engine process failed or did not finish; the message carries the end of its log."""
 
 
+class EngineStartCrash(EngineError):
+    """The engine's JVM died of a signal before it created its replication slots (nothing was captured yet)."""
+
+
 def _engines(configs: Iterable[ConverterConfig]) -> list[dict[str, Any]]:
     """One engine per decimal mode (a connector setting), with every converter of that mode as an output."""
     by_mode: dict[str, list[ConverterConfig]] = {}
@@ -140,9 +146,8 @@ class _Engine:
         deadline = time.monotonic() + deadline_s
         while not done():
             if self.process.poll() is not None:
-                raise EngineError(
-                    f"the Debezium engine exited ({self.process.returncode}) before {what}:\n{self.tail()}"
-                )
+                kind = EngineStartCrash if self.process.returncode < 0 and what == SLOTS else EngineError
+                raise kind(f"the Debezium engine exited ({self.process.returncode}) before {what}:\n{self.tail()}")
             if time.monotonic() > deadline:
                 raise EngineError(f"no {what} after {deadline_s} s:\n{self.tail()}")
             time.sleep(0.2)
@@ -166,6 +171,25 @@ def _mark(conn: Any, label: str) -> None:
 
 
 def capture(
+    db: Database, configs: Iterable[ConverterConfig], workload: Callable[[Any], None]
+) -> dict[ConverterConfig, Captured]:
+    """:func:`capture_once`, started again when the JVM dies of a signal before it created its slots.
+
+    JPype's native bridge has been seen to crash (SIGSEGV in ``JPConversionObject::matches``) while the engine is
+    being configured, on a loaded machine; nothing had reached the database then, so a new process starts clean. A
+    crash once the slots exist, or any other failure, is not retried.
+    """
+    configs = list(configs)
+    for attempt in range(1, START_ATTEMPTS + 1):
+        try:
+            return capture_once(db, configs, workload)
+        except EngineStartCrash:
+            if attempt == START_ATTEMPTS:
+                raise
+    raise AssertionError("unreachable")
+
+
+def capture_once(
     db: Database, configs: Iterable[ConverterConfig], workload: Callable[[Any], None]
 ) -> dict[ConverterConfig, Captured]:
     """Run ``workload(conn)`` on ``db`` under the real connector and return each config's records.
@@ -207,7 +231,7 @@ def capture(
             try:
                 # From the slot's creation on, every change is kept for the engine; the start row then arrives
                 # streamed, after the snapshot.
-                engine.wait_until("replication slots", lambda: _slots_exist(conn, names), START_DEADLINE_S)
+                engine.wait_until(SLOTS, lambda: _slots_exist(conn, names), START_DEADLINE_S)
                 _mark(conn, "start")
                 ready = [work / f"{n}.ready" for n in names]
                 engine.wait_until("streaming", lambda: all(p.exists() for p in ready), START_DEADLINE_S)
