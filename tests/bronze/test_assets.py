@@ -9,7 +9,7 @@ from logistics_platform.defs.bronze.assets import build_bronze_assets
 from logistics_platform.defs.bronze.checks import CHECK_ACCOUNTING, CHECK_QUARANTINE_RATE, CHECK_SCHEMA_STABLE
 from logistics_platform.defs.bronze.keys import BRONZE_ASSET_KEYS, LANDING_KEYS, QUARANTINE_KEY, TOPIC_KEYS
 from logistics_platform.defs.constants import INGEST_LOG_KEY
-from logistics_platform.lib.bronze.landing import hour_partition_key
+from logistics_platform.lib.timekeys import hour_key
 from logistics_platform.settings import local_settings
 from tests.support.bronze import HOUR, contract_hour
 
@@ -35,7 +35,7 @@ def test_materialize_partition_with_checks(tmp_path):
     settings = local_settings(tmp_path)
     contract_hour(settings.landing_dir)
     assets = build_bronze_assets(settings)
-    result = dg.materialize([assets], partition_key=hour_partition_key(HOUR), resources={"settings": settings})
+    result = dg.materialize([assets], partition_key=hour_key(HOUR), resources={"settings": settings})
     assert result.success
 
     mats = {m.asset_key: m for m in result.get_asset_materialization_events()}
@@ -59,7 +59,7 @@ def test_materialize_partition_with_checks(tmp_path):
     assert not grew.passed and grew.severity == dg.AssetCheckSeverity.WARN
     assert checks[(TOPIC_KEYS["payments"], CHECK_SCHEMA_STABLE)].passed
 
-    again = dg.materialize([assets], partition_key=hour_partition_key(HOUR), resources={"settings": settings})
+    again = dg.materialize([assets], partition_key=hour_key(HOUR), resources={"settings": settings})
     checks = {(c.asset_key, c.check_name): c for c in again.get_asset_check_evaluations()}
     assert checks[(TOPIC_KEYS["orders"], CHECK_SCHEMA_STABLE)].passed  # nothing new the second time
     assert all(checks[(k, CHECK_ACCOUNTING)].passed for k in TOPIC_KEYS.values())

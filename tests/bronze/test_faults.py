@@ -25,7 +25,6 @@ from logistics_platform.lib.bronze.errors import is_transient
 from logistics_platform.lib.bronze.ingest import ingest_hour
 from logistics_platform.lib.bronze.landing import (
     CorruptFileError,
-    hour_partition_key,
     iter_lines,
     list_hour_files,
     scan_file,
@@ -33,10 +32,11 @@ from logistics_platform.lib.bronze.landing import (
 from logistics_platform.lib.connections import load_catalog
 from logistics_platform.lib.operate.landing_watch import scan_landing
 from logistics_platform.lib.operate.progress import compare, read_corrupt_files, read_ingest_log
+from logistics_platform.lib.timekeys import hour_key
 from logistics_platform.settings import Settings, local_settings
 from tests.support.bronze import HOUR, cdc, contract_hour, dump, order, ping, write_file
 
-KEY = hour_partition_key(HOUR)
+KEY = hour_key(HOUR)
 ORDERS = "oltp.public.orders"
 
 

@@ -20,9 +20,10 @@ from logistics_platform.generator import GeneratorConfig, generate
 from logistics_platform.lib.bronze import schema as bs
 from logistics_platform.lib.bronze.accounting import account_hours
 from logistics_platform.lib.bronze.ingest import ingest_hour, ingest_hours
-from logistics_platform.lib.bronze.landing import hour_partition_key, list_arrival_hours
+from logistics_platform.lib.bronze.landing import list_arrival_hours
 from logistics_platform.lib.bronze.reports import PROP_FINGERPRINT, PROP_PARTITION_KEY
 from logistics_platform.lib.connections import load_catalog
+from logistics_platform.lib.timekeys import hour_key
 from logistics_platform.settings import Settings, local_settings
 from tests.support.bronze import cdc, dump, order, write_file
 
@@ -118,7 +119,7 @@ def test_range_equals_hour_by_hour_with_one_commit_per_table(tmp_path, landing, 
     assert snapshots(settings) == {name: 1 for name in TABLES}
 
     catalog = load_catalog(settings)
-    first, last = hour_partition_key(hours[0]), hour_partition_key(hours[-1])
+    first, last = hour_key(hours[0]), hour_key(hours[-1])
     orders = catalog.load_table("bronze.orders").current_snapshot()
     props = orders.summary.additional_properties
     assert props[PROP_PARTITION_KEY] == f"{first}..{last}"
@@ -185,7 +186,7 @@ def test_crash_mid_range_leaves_the_tables_as_they_were(tmp_path, landing, hour_
 def test_dagster_range_run_records_every_hour(tmp_path, landing, hour_by_hour):
     settings = local_settings(tmp_path, landing_dir=landing)
     hours = list_arrival_hours(landing)
-    keys = [hour_partition_key(h) for h in hours]
+    keys = [hour_key(h) for h in hours]
     instance = dg.DagsterInstance.ephemeral()
     result = dg.materialize(
         [build_bronze_assets(settings)],
@@ -216,7 +217,7 @@ def test_range_of_one_hour_is_ingest_hour(tmp_path, landing):
     hour = list_arrival_hours(landing)[0]
     (report,) = ingest_hours(settings, [hour + timedelta(minutes=30)])
     props = load_catalog(settings).load_table("bronze.orders").current_snapshot().summary.additional_properties
-    assert props[PROP_PARTITION_KEY] == hour_partition_key(hour)
+    assert props[PROP_PARTITION_KEY] == hour_key(hour)
     assert props[PROP_FINGERPRINT] == report.topics["orders"].fingerprint
     with pytest.raises(ValueError, match="no arrival hours"):
         ingest_hours(settings, [])

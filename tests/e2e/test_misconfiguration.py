@@ -17,8 +17,8 @@ from sqlalchemy.engine import make_url
 
 from logistics_platform.cli import main
 from logistics_platform.defs.bronze import build_defs
-from logistics_platform.lib.bronze.landing import hour_partition_key
 from logistics_platform.lib.connections import MisconfiguredError, preflight
+from logistics_platform.lib.timekeys import hour_key
 from logistics_platform.settings import Settings, load_settings
 from tests.capture.cluster import logical_cluster
 from tests.conftest import S3Warehouse
@@ -159,7 +159,7 @@ def test_inside_dagster_a_misconfigured_catalog_fails_the_step_once_without_retr
             assets,
             instance=instance,
             resources={"settings": settings},
-            partition_key=hour_partition_key(HOUR),
+            partition_key=hour_key(HOUR),
             raise_on_error=False,
         )
         events = instance.all_logs(result.run_id)

@@ -19,9 +19,9 @@ from sqlalchemy.engine import make_url
 from logistics_platform.cli import main
 from logistics_platform.defs.bronze import build_defs
 from logistics_platform.defs.operate.alert_sensors import run_failure_alert
-from logistics_platform.lib.bronze.landing import hour_partition_key
 from logistics_platform.lib.connections import load_catalog
 from logistics_platform.lib.operate import alerts
+from logistics_platform.lib.timekeys import hour_key
 from logistics_platform.settings import Settings
 from tests.conftest import Webhook
 from tests.support.bronze import HOUR, contract_hour
@@ -89,7 +89,7 @@ def test_no_credential_in_logs_events_runs_snapshots_errors_or_alerts(
     settings = prod_settings(tmp_path / "prod", landing, catalog_uri, ALERT_WEBHOOK_URL=webhook.url)
     wrong = settings.with_overrides(catalog_uri=_with_password(pg_database, username=WRONG_ROLE))
     assets = list(build_defs(settings).assets or [])
-    key = hour_partition_key(HOUR)
+    key = hour_key(HOUR)
 
     with prod_instance(tmp_path / "dagster_home", pg_database, monkeypatch, password=DAGSTER_PASSWORD) as instance:
         ok = dg.materialize(assets, instance=instance, resources={"settings": settings}, partition_key=key)

@@ -24,9 +24,6 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import IO, cast
 
-# lib/bronze/ingest.py (being rewritten) imports `hour_partition_key` and `hour_start` from here: the names stay until
-# it imports them from lib/timekeys.py, where they are written (`hour_partition_key` is timekeys.hour_key).
-from logistics_platform.lib.timekeys import hour_key as hour_partition_key  # noqa: F401
 from logistics_platform.lib.timekeys import hour_start
 
 TOPICS_DIR = "topics"
