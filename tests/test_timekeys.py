@@ -8,10 +8,12 @@ import pytest
 
 from logistics_platform.lib.timekeys import (
     HOUR_KEY_FORMAT,
+    day_key,
     epoch_micros,
     from_epoch_micros,
     hour_key,
     hour_start,
+    parse_day_key,
     parse_hour_key,
     utc_naive,
 )
@@ -57,3 +59,11 @@ def test_from_epoch_micros_inverts_epoch_micros() -> None:
     for moment in (datetime(1970, 1, 1), datetime(2026, 11, 2, 10, 15, 30, 123456), datetime(1969, 7, 20, 20, 17)):
         assert from_epoch_micros(epoch_micros(moment)) == moment
     assert from_epoch_micros(-1) == datetime(1969, 12, 31, 23, 59, 59, 999999)
+
+
+def test_day_keys() -> None:
+    assert day_key(datetime(2026, 11, 2, 23, 59)) == "2026-11-02"
+    assert day_key(datetime(2026, 11, 2, 23, 30, tzinfo=UTC)) == "2026-11-02"
+    assert parse_day_key("2026-11-02") == datetime(2026, 11, 2)
+    with pytest.raises(ValueError, match="expected YYYY-MM-DD"):
+        parse_day_key("2026-11-02-00:00")

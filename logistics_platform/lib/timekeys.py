@@ -1,8 +1,9 @@
-"""The platform's two time encodings, written once: the arrival-hour key and epoch microseconds.
+"""The platform's time encodings, written once: the arrival-hour and arrival-day keys and epoch microseconds.
 
 The hour key is Dagster's hourly partition key (``YYYY-MM-DD-HH:MM``, UTC); it names arrival hours in partitions,
-run tags, snapshot summaries and the ingest log. Epoch microseconds are how Iceberg stores ``timestamp`` values.
-Everything here is a pure function of its argument and imports nothing from the package, so any layer may use it.
+run tags, snapshot summaries and the ingest log. The day key (``YYYY-MM-DD``) names the dbt layer's daily
+partitions. Epoch microseconds are how Iceberg stores ``timestamp`` values. Everything here is a pure function of
+its argument and imports nothing from the package, so any layer may use it.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 HOUR_KEY_FORMAT = "%Y-%m-%d-%H:%M"
+DAY_KEY_FORMAT = "%Y-%m-%d"
 _EPOCH = datetime(1970, 1, 1)
 _EPOCH_UTC = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -35,6 +37,19 @@ def parse_hour_key(key: str) -> datetime:
         return datetime.strptime(key, HOUR_KEY_FORMAT)
     except ValueError:
         raise ValueError(f"partition key {key!r}: expected YYYY-MM-DD-HH:MM, e.g. 2026-11-01-05:00") from None
+
+
+def day_key(moment: datetime) -> str:
+    """Dagster daily partition key (``YYYY-MM-DD``, UTC) of the day ``moment`` falls in."""
+    return f"{utc_naive(moment):%Y-%m-%d}"
+
+
+def parse_day_key(key: str) -> datetime:
+    """Start (naive UTC) of the day a daily partition key names; a one-line ``ValueError`` names the expected form."""
+    try:
+        return datetime.strptime(key, DAY_KEY_FORMAT)
+    except ValueError:
+        raise ValueError(f"day partition key {key!r}: expected YYYY-MM-DD, e.g. 2026-11-01") from None
 
 
 def epoch_micros(moment: datetime) -> int:

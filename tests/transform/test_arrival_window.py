@@ -10,8 +10,6 @@ from logistics_platform.lib.transform.arrival_window import (
     WINDOW_END_TAG,
     WINDOW_START_TAG,
     ArrivalWindow,
-    day_key,
-    parse_day_key,
     run_window,
     window_within_days,
 )
@@ -58,11 +56,3 @@ def test_the_tagged_window_must_lie_in_the_runs_days() -> None:
     outside = ArrivalWindow.of_hours("2026-11-02-23:00", "2026-11-03-00:00").window_tags()
     with pytest.raises(ValueError, match=r"outside the run's day partitions 2026-11-02\.\.2026-11-02"):
         window_within_days(outside, start, end)
-
-
-def test_day_keys() -> None:
-    assert day_key(datetime(2026, 11, 2, 23, 59)) == "2026-11-02"
-    assert day_key(datetime(2026, 11, 2, 23, 30, tzinfo=UTC)) == "2026-11-02"
-    assert parse_day_key("2026-11-02") == datetime(2026, 11, 2)
-    with pytest.raises(ValueError, match="expected YYYY-MM-DD"):
-        parse_day_key("2026-11-02-00:00")

@@ -4,8 +4,8 @@ The dbt layer is partitioned by arrival day (UTC) while bronze is partitioned by
 builds one window of arrival hours inside its days: a run launched for some hours (the transform sensor,
 `logistics-platform run`, `rebuild`) names them in :data:`WINDOW_START_TAG` / :data:`WINDOW_END_TAG`, beside
 Dagster's own range tags of the days; a run of day partitions without them (a UI materialization, a backfill of
-days) builds every hour of its days. Hour keys are :mod:`logistics_platform.lib.timekeys` hour keys; day keys are
-Dagster's daily keys (``YYYY-MM-DD``).
+days) builds every hour of its days. Hour and day keys are :mod:`logistics_platform.lib.timekeys` keys
+(Dagster's hourly and daily keys).
 """
 
 from __future__ import annotations
@@ -15,27 +15,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from logistics_platform.lib.operate.landing_watch import RANGE_END_TAG, RANGE_START_TAG, run_partition_bounds
-from logistics_platform.lib.timekeys import hour_key, hour_start, parse_hour_key, utc_naive
+from logistics_platform.lib.timekeys import day_key, hour_key, hour_start, parse_day_key, parse_hour_key
 
 # The first and last arrival hour (hour keys, inclusive) a transform run builds.
 WINDOW_START_TAG = "logistics/arrival_hours_start"
 WINDOW_END_TAG = "logistics/arrival_hours_end"
-DAY_KEY_FORMAT = "%Y-%m-%d"
 HOUR = timedelta(hours=1)
 DAY = timedelta(days=1)
-
-
-def day_key(moment: datetime) -> str:
-    """Dagster daily partition key (``YYYY-MM-DD``, UTC) of the day ``moment`` falls in."""
-    return f"{utc_naive(moment):%Y-%m-%d}"
-
-
-def parse_day_key(key: str) -> datetime:
-    """Start (naive UTC) of the day a daily partition key names; a one-line ``ValueError`` names the expected form."""
-    try:
-        return datetime.strptime(key, DAY_KEY_FORMAT)
-    except ValueError:
-        raise ValueError(f"day partition key {key!r}: expected YYYY-MM-DD, e.g. 2026-11-01") from None
 
 
 @dataclass(frozen=True)
