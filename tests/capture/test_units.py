@@ -13,9 +13,16 @@ import pytest
 from logistics_platform.lib.bronze.envelope import TOMBSTONE, LineParser, Rejected
 from logistics_platform.lib.bronze.schema import TOPICS
 from logistics_platform.lib.capture import pgoutput as pg
-from logistics_platform.lib.capture.envelope import change_event, from_text, lines_of, row_from_tuple, to_json_value
+from logistics_platform.lib.capture.envelope import (
+    UNAVAILABLE_VALUE,
+    change_event,
+    from_text,
+    lines_of,
+    row_from_tuple,
+    to_json_value,
+)
 from logistics_platform.lib.capture.lag import Lag, lag_from, lag_problems, retention_alert
-from logistics_platform.lib.capture.replication import capture_logical
+from logistics_platform.lib.capture.replication import capture_logical, snapshot_flags
 from logistics_platform.lib.capture.schema import TABLES
 from logistics_platform.lib.capture.slot import (
     CaptureError,
@@ -88,7 +95,7 @@ def test_decoder_rejects_damaged_messages() -> None:
         pg.decode(b"")
 
 
-def test_text_values_become_typed_and_unchanged_toast_is_refused() -> None:
+def test_text_values_become_typed_and_unchanged_toast_becomes_the_placeholder() -> None:
     assert from_text(20, "42") == 42 and from_text(1700, "129.90") == Decimal("129.90")
     assert from_text(16, "t") is True and from_text(16, "f") is False
     assert from_text(1184, "2026-11-02 10:15:30.5+00") == "2026-11-02T10:15:30.500000Z"
@@ -96,8 +103,9 @@ def test_text_values_become_typed_and_unchanged_toast_is_refused() -> None:
     assert from_text(1184, "2026-11-02 12:15:30+02") == datetime(2026, 11, 2, 10, 15, 30, tzinfo=UTC)
     assert to_json_value(from_text(1184, "2026-11-02 12:15:30+02")) == "2026-11-02T10:15:30.000000Z"
     assert from_text(25, None) is None
-    with pytest.raises(ValueError, match="REPLICA IDENTITY FULL"):
-        row_from_tuple(["k", "v"], [25, 25], ["a", pg.UNCHANGED_TOAST])
+    # As the real connector writes it (docs/contract/sources.md, "Unchanged TOASTed columns").
+    assert row_from_tuple(["k", "v"], [25, 25], ["a", pg.UNCHANGED_TOAST]) == {"k": "a", "v": UNAVAILABLE_VALUE}
+    assert UNAVAILABLE_VALUE == "__debezium_unavailable_value"
 
 
 def _order_row() -> dict[str, object]:
@@ -242,3 +250,11 @@ def test_an_invalidated_slot_is_refused_in_one_line(oltp_dsn: str, tmp_path: Pat
         capture_logical(oltp_dsn, tmp_path, "cap_lost", "cap_lost")
     assert "\n" not in str(err.value)
     conn.close()
+
+
+def test_snapshot_flags_are_debezium_s() -> None:
+    """As the real connector flags its snapshot rows (tests/debezium/test_capture_vs_connector.py compares them)."""
+    first_in, last_in = "first_in_data_collection", "last_in_data_collection"
+    assert snapshot_flags([3, 0, 0, 2]) == [["first", "true", last_in], [], [], [first_in, "last"]]
+    assert snapshot_flags([0, 2, 1, 3, 0]) == [[], ["first", last_in], [first_in], [first_in, "true", "last"], []]
+    assert snapshot_flags([1]) == [["last"]] and snapshot_flags([0, 0]) == [[], []]

@@ -38,8 +38,9 @@ class IsoUtc(str):
     __slots__ = ()
 
 
-class UnchangedToastError(ValueError):
-    """An update left a TOASTed column out of the row image; the contract's rows are complete."""
+# What the real connector sends for a TOASTed value an update left unchanged (its default
+# ``unavailable.value.placeholder``); downstream keeps the column's previous value (docs/contract/sources.md).
+UNAVAILABLE_VALUE = "__debezium_unavailable_value"
 
 
 def topic_of(table: str) -> str:
@@ -69,14 +70,14 @@ def from_text(type_oid: int, text: str | None) -> Any:
 
 
 def row_from_tuple(names: Sequence[str], oids: Sequence[int], values: Sequence[Value]) -> dict[str, Any]:
-    """Column name -> Python value of one decoded tuple."""
+    """Column name -> Python value of one decoded tuple; an unchanged TOASTed value becomes the connector's placeholder.
+
+    Only varlena values are TOASTed; of the contract's column types only text (and numeric, far too short to be
+    moved out of line) are, and the connector writes the placeholder string for every string-encoded column.
+    """
     out: dict[str, Any] = {}
     for name, oid, v in zip(names, oids, values, strict=True):
-        if v is UNCHANGED_TOAST:
-            raise UnchangedToastError(
-                f"column {name} arrived as unchanged TOAST: set REPLICA IDENTITY FULL on its table to capture it"
-            )
-        out[name] = from_text(oid, v)  # type: ignore[arg-type]  # the sentinel is excluded above
+        out[name] = UNAVAILABLE_VALUE if v is UNCHANGED_TOAST else from_text(oid, v)  # type: ignore[arg-type]
     return out
 
 

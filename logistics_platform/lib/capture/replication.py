@@ -109,6 +109,26 @@ class _Batch:
         self.commit_ms: int | None = None
 
 
+def snapshot_flags(table_rows: list[int]) -> list[list[str]]:
+    """``source.snapshot`` of every row of a snapshot of tables with these row counts, as Debezium 3.6 writes it.
+
+    The snapshot's first row ``first``, its last ``last`` (empty tables hold none), a table's first and last rows
+    ``first_in_data_collection`` / ``last_in_data_collection``, every other row ``true``.
+    """
+    out = []
+    for n in table_rows:
+        flags = ["true"] * n
+        if n:
+            flags[0] = "first_in_data_collection"
+            flags[-1] = "last_in_data_collection" if n > 1 else flags[0]
+        out.append(flags)
+    nonempty = [flags for flags in out if flags]
+    if nonempty:
+        nonempty[0][0] = "first"
+        nonempty[-1][-1] = "last"
+    return out
+
+
 def _snapshot(
     conn: Any,
     writer: LandingWriter,
@@ -127,35 +147,37 @@ def _snapshot(
     with conn.cursor() as cur:
         cur.execute("begin isolation level repeatable read read only")
         cur.execute("set transaction snapshot %s", (snapshot_name,))
-        cur.execute("select (extract(epoch from now()) * 1000)::bigint")
-        ts_ms = int(cur.fetchone()[0])
-        batch: dict[str, list[str]] = {}
-        for table, columns in TABLES.items():
-            cols = ", ".join(columns)
-            cur.execute(f"select {cols} from public.{table} order by {KEYS[table]}")
-            lines = []
-            rows = cur.fetchall()
-            for i, values in enumerate(rows):
-                row = dict(zip(columns, values, strict=True))
-                last = i == len(rows) - 1 and table == list(TABLES)[-1]
-                lines.append(
-                    change_event(
-                        table,
-                        "r",
-                        None,
-                        row,
-                        lsn=lsn,
-                        commit_lsn=lsn,
-                        commit_ms=ts_ms,
-                        tx_id=None,
-                        processed_ms=_now_ms(),
-                        db=db,
-                        snapshot="last" if last else "true",
-                    )
-                )
-            batch[topic_of(table)] = lines
-            result.snapshot_rows += len(lines)
+        # The connector's snapshot rows carry its snapshot transaction's id as txId, and its start time as ts_ms.
+        cur.execute("select (extract(epoch from now()) * 1000)::bigint, txid_current()")
+        ts_ms, tx_id = (int(v) for v in cur.fetchone())
+        # The connector's table order (by name) and rows, so that its snapshot flags fall on the same rows.
+        tables = sorted(TABLES)
+        rows_of: dict[str, list[dict[str, Any]]] = {}
+        for table in tables:
+            columns = TABLES[table]
+            cur.execute(f"select {', '.join(columns)} from public.{table} order by {KEYS[table]}")
+            rows_of[table] = [dict(zip(columns, values, strict=True)) for values in cur.fetchall()]
         cur.execute("commit")
+    flags = snapshot_flags([len(rows_of[t]) for t in tables])
+    batch: dict[str, list[str]] = {}
+    for table, table_flags in zip(tables, flags, strict=True):
+        batch[topic_of(table)] = [
+            change_event(
+                table,
+                "r",
+                None,
+                row,
+                lsn=lsn,
+                commit_lsn=lsn,
+                commit_ms=ts_ms,
+                tx_id=tx_id,
+                processed_ms=_now_ms(),
+                db=db,
+                snapshot=flag,
+            )
+            for row, flag in zip(rows_of[table], table_flags, strict=True)
+        ]
+        result.snapshot_rows += len(rows_of[table])
     conn.autocommit = False
     result.files += writer.commit(batch, clock(), lsn=position, commit_ms=ts_ms, state={"snapshot": "done"})
 
