@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import struct
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -129,15 +130,27 @@ def test_envelopes_are_what_bronze_parses() -> None:
     parser = LineParser(TOPICS["orders"], datetime(2026, 11, 2, 10), 7200)
     row = _order_row()
     line = change_event(
-        "orders", "c", None, row, lsn=900, commit_lsn=950, commit_ms=1_793_614_530_123, tx_id=77, processed_ms=1, db="x"
+        "orders",
+        "c",
+        None,
+        row,
+        lsn=900,
+        sequence_lsn=850,
+        commit_us=1_793_614_530_123_456,
+        tx_id=77,
+        processed_us=1_793_614_531_000_000,
+        db="x",
     )
+    source = json.loads(line)["source"]
+    assert source["sequence"] == '["850","900"]' and source["ts_ms"] == 1_793_614_530_123
+    assert source["ts_us"] == 1_793_614_530_123_456 and source["ts_ns"] == 1_793_614_530_123_456_000
     parsed = parser.parse(line.encode(), 0, 0, "f.json")
     assert not isinstance(parsed, Rejected) and parsed is not TOMBSTONE
     out = parser.row_dict(parsed)  # type: ignore[arg-type]
     assert out["order_id"] == 7 and out["total_amount"] == Decimal("129.90") and out["_lsn"] == 900
     assert out["_tx_id"] == 77 and out["_op"] == "c" and out["courier_id"] is None
     delete = change_event(
-        "orders", "d", {"order_id": 7}, None, lsn=901, commit_lsn=950, commit_ms=1, tx_id=78, processed_ms=1, db="x"
+        "orders", "d", {"order_id": 7}, None, lsn=901, sequence_lsn=None, commit_us=1, tx_id=78, processed_us=1, db="x"
     )
     first, tomb = lines_of("orders", "d", delete)
     assert parser.row_dict(parser.parse(first.encode(), 0, 1, "f.json"))["_op"] == "d"  # type: ignore[arg-type]

@@ -90,8 +90,8 @@ def connect(dsn: str, replication: bool = False) -> Any:
         raise CaptureError(f"capture: cannot connect to OLTP_DSN ({first}); check the setting and the server") from None
 
 
-def _now_ms() -> int:
-    return int(time.time() * 1000)
+def _now_us() -> int:
+    return time.time_ns() // 1000
 
 
 def _database(conn: Any) -> str:
@@ -148,8 +148,8 @@ def _snapshot(
         cur.execute("begin isolation level repeatable read read only")
         cur.execute("set transaction snapshot %s", (snapshot_name,))
         # The connector's snapshot rows carry its snapshot transaction's id as txId, and its start time as ts_ms.
-        cur.execute("select (extract(epoch from now()) * 1000)::bigint, txid_current()")
-        ts_ms, tx_id = (int(v) for v in cur.fetchone())
+        cur.execute("select (extract(epoch from now()) * 1000000)::bigint, txid_current()")
+        ts_us, tx_id = (int(v) for v in cur.fetchone())
         # The connector's table order (by name) and rows, so that its snapshot flags fall on the same rows.
         tables = sorted(TABLES)
         rows_of: dict[str, list[dict[str, Any]]] = {}
@@ -168,10 +168,10 @@ def _snapshot(
                 None,
                 row,
                 lsn=lsn,
-                commit_lsn=lsn,
-                commit_ms=ts_ms,
+                sequence_lsn=None,
+                commit_us=ts_us,
                 tx_id=tx_id,
-                processed_ms=_now_ms(),
+                processed_us=_now_us(),
                 db=db,
                 snapshot=flag,
             )
@@ -179,7 +179,7 @@ def _snapshot(
         ]
         result.snapshot_rows += len(rows_of[table])
     conn.autocommit = False
-    result.files += writer.commit(batch, clock(), lsn=position, commit_ms=ts_ms, state={"snapshot": "done"})
+    result.files += writer.commit(batch, clock(), lsn=position, commit_ms=ts_us // 1000, state={"snapshot": "done"})
 
 
 def _create_slot(conn: Any, dsn: str, slot: str, writer: LandingWriter, result: CaptureResult, clock: Clock) -> int:
@@ -283,6 +283,8 @@ def _stream(
         batch = _Batch()
         txn: list[tuple[str, str, int, Any, Any]] | None = None
         begin: pg.Begin | None = None
+        # The connector's source.sequence starts with the end LSN of the last commit it streamed before.
+        last_commit_end = landed
         last_message = time.monotonic()
 
         def flush() -> None:
@@ -336,7 +338,7 @@ def _stream(
                     result.skipped_transactions += 1
                 else:
                     commit_ms = m.commit_us // 1000
-                    now_ms = _now_ms()
+                    now_us = _now_us()
                     for table, op, lsn, before, after in txn:
                         if table not in TABLES:
                             continue
@@ -346,10 +348,10 @@ def _stream(
                             before,
                             after,
                             lsn=lsn,
-                            commit_lsn=m.commit_lsn,
-                            commit_ms=commit_ms,
+                            sequence_lsn=last_commit_end,
+                            commit_us=m.commit_us,
                             tx_id=begin.xid,
-                            processed_ms=now_ms,
+                            processed_us=now_us,
                             db=db,
                         )
                         batch.lines[topic_of(table)] += lines_of(table, op, event)
@@ -359,6 +361,7 @@ def _stream(
                     batch.commit_ms = commit_ms
                     if batch.changes >= max_batch_changes:
                         flush()
+                last_commit_end = m.end_lsn
                 txn, begin = None, None
                 if m.end_lsn >= target:
                     break  # drained what was committed when the capture started; later commits are the next run's
