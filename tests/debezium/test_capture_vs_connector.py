@@ -3,15 +3,15 @@ by both (each with its own slot and publication), compared per table field for f
 
 Compared, per topic in offset order: the sequence of records (tombstones included), ``op``, the key, ``before``'s
 key on ``u``/``d`` (``before`` is null on ``c``, ``r`` and, with ``REPLICA IDENTITY DEFAULT``, on ``u``), every
-contract column of ``after`` decoded to Python values (Decimal, datetime; the unchanged-TOAST placeholder as is),
-``source.lsn``, ``source.txId``, ``source.ts_ms``/``ts_us``/``ts_ns``, ``source.sequence``, ``source.snapshot``,
-the presence of the envelope's ``ts_ms``/``ts_us``/``ts_ns``, and the names and order of the envelope's and
-``source``'s fields. Snapshot rows are compared by key, ``op``, ``after``, flag and the null head of ``sequence``;
-their ``lsn``, ``ts_ms`` and ``txId`` are each snapshot's own (two slots, two snapshot transactions) and are
-checked for their shape: one value per snapshot, below every streamed change. Not compared: the values of the
-envelope's ``ts_ms``/``ts_us``/``ts_ns`` (when each engine processed the change), ``before``'s non-key columns on a
-delete (the connector fills them with type placeholders, capture writes the key only; the contract reads only the
-key), and ``source.version`` (``3.6.3.Final`` against capture's own). docs/capture.md records the differences.
+contract column of ``after`` as written and decoded to Python values (Decimal, datetime; the unchanged-TOAST
+placeholder as is), ``source.lsn``, ``source.txId``, ``source.ts_ms``/``ts_us``/``ts_ns``, ``source.sequence``,
+``source.snapshot``, the presence of the envelope's ``ts_ms``/``ts_us``/``ts_ns``, and the names and order of the
+envelope's and ``source``'s fields. Snapshot rows are compared by key, ``op``, ``after``, flag and the null head of
+``sequence``; their ``lsn``, ``ts_ms`` and ``txId`` are each snapshot's own (two slots, two snapshot transactions)
+and are checked for their shape: one value per snapshot, below every streamed change. Not compared: the values of
+the envelope's ``ts_ms``/``ts_us``/``ts_ns`` (when each engine processed the change), ``before``'s non-key columns
+on a delete (the connector fills them with type placeholders, capture writes the key only; the contract reads only
+the key), and ``source.version`` (``3.6.3.Final`` against capture's own). docs/capture.md records the differences.
 """
 
 from __future__ import annotations
@@ -121,6 +121,7 @@ def compared(e: Envelope, table: str, first_tx: int | None = None) -> dict[str, 
         "key": (e["after"] or before)[key],
         "before_key": None if before is None else before[key],
         "after": decoded(e["after"], table),
+        "after_text": e["after"],  # and as written: the same text, not only the same values
         "snapshot": e["source"]["snapshot"],
         "ts_present": all(isinstance(e.get(f), int) for f in ("ts_ms", "ts_us", "ts_ns")),
         "fields": (tuple(e), tuple(e["source"])),  # which fields, in which order
