@@ -286,3 +286,15 @@ def test_extra_columns_that_cannot_be_added_are_quarantined():
     assert reason(pings(), dump(ping("a", T, tip=1, TIP=2))) == "invalid_envelope"
     dotted = parse(orders(), dump(cdc("c", "orders", order(1, T, **{"a.b": 1}), lsn=1, ts=T)))
     assert dotted[-1] == {"a.b": 1}
+
+
+def test_the_unchanged_toast_placeholder_is_kept_in_text_columns_and_quarantined_elsewhere():
+    """docs/contract/sources.md, "Unchanged TOASTed columns": only a text column can carry it in this contract."""
+    placeholder = "__debezium_unavailable_value"
+    row = parse(orders(), dump(cdc("u", "orders", order(1, T, region=placeholder, status=placeholder), lsn=1, ts=T)))
+    assert not isinstance(row, Rejected)
+    named = orders().row_dict(row)
+    assert named["region"] == named["status"] == placeholder  # staging nulls and flags it
+    for column in ("total_amount", "created_at", "courier_id"):
+        line = dump(cdc("u", "orders", order(1, T, **{column: placeholder}), lsn=1, ts=T))
+        assert reason(orders(), line) == f"invalid_value:{column}"

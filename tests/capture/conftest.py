@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from logistics_platform.lib.capture.slot import released_slot_info
 from tests.capture.cluster import Cluster, ClusterError, logical_cluster
 
 
@@ -35,6 +36,10 @@ def oltp_dsn(pg_cluster: Cluster) -> Iterator[str]:
         yield pg_cluster.dsn(name)
     finally:
         with admin.cursor() as cur:
+            # A capture that just returned may hold its slot a moment longer (its walsender is still exiting).
+            cur.execute("select slot_name from pg_replication_slots where database = %s", (name,))
+            for (slot,) in cur.fetchall():
+                released_slot_info(admin, slot)
             cur.execute(
                 "select pg_drop_replication_slot(slot_name) from pg_replication_slots where database = %s", (name,)
             )

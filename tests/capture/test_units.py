@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import struct
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -13,9 +14,16 @@ import pytest
 from logistics_platform.lib.bronze.envelope import TOMBSTONE, LineParser, Rejected
 from logistics_platform.lib.bronze.schema import TOPICS
 from logistics_platform.lib.capture import pgoutput as pg
-from logistics_platform.lib.capture.envelope import change_event, from_text, lines_of, row_from_tuple, to_json_value
+from logistics_platform.lib.capture.envelope import (
+    UNAVAILABLE_VALUE,
+    change_event,
+    from_text,
+    lines_of,
+    row_from_tuple,
+    to_json_value,
+)
 from logistics_platform.lib.capture.lag import Lag, lag_from, lag_problems, retention_alert
-from logistics_platform.lib.capture.replication import capture_logical
+from logistics_platform.lib.capture.replication import capture_logical, snapshot_flags
 from logistics_platform.lib.capture.schema import TABLES
 from logistics_platform.lib.capture.slot import (
     CaptureError,
@@ -88,7 +96,7 @@ def test_decoder_rejects_damaged_messages() -> None:
         pg.decode(b"")
 
 
-def test_text_values_become_typed_and_unchanged_toast_is_refused() -> None:
+def test_text_values_become_typed_and_unchanged_toast_becomes_the_placeholder() -> None:
     assert from_text(20, "42") == 42 and from_text(1700, "129.90") == Decimal("129.90")
     assert from_text(16, "t") is True and from_text(16, "f") is False
     assert from_text(1184, "2026-11-02 10:15:30.5+00") == "2026-11-02T10:15:30.500000Z"
@@ -96,8 +104,9 @@ def test_text_values_become_typed_and_unchanged_toast_is_refused() -> None:
     assert from_text(1184, "2026-11-02 12:15:30+02") == datetime(2026, 11, 2, 10, 15, 30, tzinfo=UTC)
     assert to_json_value(from_text(1184, "2026-11-02 12:15:30+02")) == "2026-11-02T10:15:30.000000Z"
     assert from_text(25, None) is None
-    with pytest.raises(ValueError, match="REPLICA IDENTITY FULL"):
-        row_from_tuple(["k", "v"], [25, 25], ["a", pg.UNCHANGED_TOAST])
+    # As the real connector writes it (docs/contract/sources.md, "Unchanged TOASTed columns").
+    assert row_from_tuple(["k", "v"], [25, 25], ["a", pg.UNCHANGED_TOAST]) == {"k": "a", "v": UNAVAILABLE_VALUE}
+    assert UNAVAILABLE_VALUE == "__debezium_unavailable_value"
 
 
 def _order_row() -> dict[str, object]:
@@ -121,15 +130,27 @@ def test_envelopes_are_what_bronze_parses() -> None:
     parser = LineParser(TOPICS["orders"], datetime(2026, 11, 2, 10), 7200)
     row = _order_row()
     line = change_event(
-        "orders", "c", None, row, lsn=900, commit_lsn=950, commit_ms=1_793_614_530_123, tx_id=77, processed_ms=1, db="x"
+        "orders",
+        "c",
+        None,
+        row,
+        lsn=900,
+        sequence_lsn=850,
+        commit_us=1_793_614_530_123_456,
+        tx_id=77,
+        processed_us=1_793_614_531_000_000,
+        db="x",
     )
+    source = json.loads(line)["source"]
+    assert source["sequence"] == '["850","900"]' and source["ts_ms"] == 1_793_614_530_123
+    assert source["ts_us"] == 1_793_614_530_123_456 and source["ts_ns"] == 1_793_614_530_123_456_000
     parsed = parser.parse(line.encode(), 0, 0, "f.json")
     assert not isinstance(parsed, Rejected) and parsed is not TOMBSTONE
     out = parser.row_dict(parsed)  # type: ignore[arg-type]
     assert out["order_id"] == 7 and out["total_amount"] == Decimal("129.90") and out["_lsn"] == 900
     assert out["_tx_id"] == 77 and out["_op"] == "c" and out["courier_id"] is None
     delete = change_event(
-        "orders", "d", {"order_id": 7}, None, lsn=901, commit_lsn=950, commit_ms=1, tx_id=78, processed_ms=1, db="x"
+        "orders", "d", {"order_id": 7}, None, lsn=901, sequence_lsn=None, commit_us=1, tx_id=78, processed_us=1, db="x"
     )
     first, tomb = lines_of("orders", "d", delete)
     assert parser.row_dict(parser.parse(first.encode(), 0, 1, "f.json"))["_op"] == "d"  # type: ignore[arg-type]
@@ -242,3 +263,11 @@ def test_an_invalidated_slot_is_refused_in_one_line(oltp_dsn: str, tmp_path: Pat
         capture_logical(oltp_dsn, tmp_path, "cap_lost", "cap_lost")
     assert "\n" not in str(err.value)
     conn.close()
+
+
+def test_snapshot_flags_are_debezium_s() -> None:
+    """As the real connector flags its snapshot rows (tests/debezium/test_capture_vs_connector.py compares them)."""
+    first_in, last_in = "first_in_data_collection", "last_in_data_collection"
+    assert snapshot_flags([3, 0, 0, 2]) == [["first", "true", last_in], [], [], [first_in, "last"]]
+    assert snapshot_flags([0, 2, 1, 3, 0]) == [[], ["first", last_in], [first_in], [first_in, "true", "last"], []]
+    assert snapshot_flags([1]) == [["last"]] and snapshot_flags([0, 0]) == [[], []]

@@ -26,7 +26,7 @@ from logistics_platform.lib.connections import connect
 from logistics_platform.lib.timekeys import parse_hour_key
 from logistics_platform.pipeline import PipelineError, Summary, run_pipeline
 from logistics_platform.settings import Settings, local_settings
-from tests.debezium.workload import TOAST_TENANT, oltp_database, table_rows, workload
+from tests.debezium.workload import TOAST_COURIER, TOAST_TENANT, oltp_database, table_rows, workload
 from tests.support.connect_sink import land
 from tests.support.debezium import Captured, ConverterConfig, capture, java_available
 
@@ -204,3 +204,32 @@ def test_an_unchanged_toasted_column_keeps_its_value(
         duck.close()
     expected = next(r[1] for r in world.tables["tenants"] if r[0] == TOAST_TENANT)
     assert name is not None and name[0] == expected, (name or ("",))[0][:40]
+
+
+def test_an_unchanged_toasted_courier_name_keeps_its_value(
+    world: World, platform: Callable[[ConverterConfig], PlatformRun]
+) -> None:
+    """The connector sent the courier's name as the placeholder on its update of active; dim_courier keeps it."""
+    placeholders = [
+        e["after"]["active"]
+        for topic, e in envelopes(world.captured[STRING_JSON])
+        if topic == "oltp.public.couriers"
+        and e["after"]
+        and e["after"]["courier_id"] == TOAST_COURIER
+        and e["after"]["name"] == "__debezium_unavailable_value"
+    ]
+    assert placeholders == [False]  # the update, and only it
+    run = platform(STRING_JSON)
+    duck = connect(run.settings.duckdb_path, read_only=True)
+    try:
+        courier = "select name, active from marts.dim_courier where courier_id = ?"
+        got = duck.execute(courier, [TOAST_COURIER]).fetchone()
+        flagged = duck.execute(
+            "select count(*) from staging.stg_couriers where courier_id = ? and name_unavailable and name is null",
+            [TOAST_COURIER],
+        ).fetchone()
+    finally:
+        duck.close()
+    expected = next(r for r in world.tables["couriers"] if r[0] == TOAST_COURIER)
+    assert got is not None and got == (expected[1], expected[4]), (got or ("",))[0][:40]
+    assert flagged == (1,)

@@ -22,6 +22,7 @@ PASSWORD = "dbz-test"  # the cluster then listens on 127.0.0.1, which the JDBC d
 CHANGES = 400  # row changes of the simulated stream
 TOAST_TENANT = "t900"  # its name is stored out of line (TOAST) and left unchanged by its tier update
 DELETED_TENANT = "t901"
+TOAST_COURIER = 900_001  # the same for a courier's name, left unchanged by an update of active
 # Amounts at the edges of numeric(12,2) and of the byte length of Kafka Connect's Decimal.
 EDGE_ORDERS = (("0.01", "0.00"), ("1.28", "0.99"), ("99999999.99", "12.50"), ("9999999999.99", "0.01"))
 EDGE_ORDER_ID = 900_001  # the first of them; the simulated orders count up from 1
@@ -49,7 +50,7 @@ def oltp_database() -> Iterator[Database]:
 
 
 def workload(conn: Any) -> None:
-    """Inserts, updates and deletes of all four tables, edge amounts, an unchanged TOASTed column."""
+    """Inserts, updates and deletes of all four tables, edge amounts, unchanged TOASTed columns."""
     simulate(conn, CHANGES, seed=2)
     rng = random.Random(3)
     # Random letters compress too little to stay inline: the name is TOASTed, and a tier update leaves it as is.
@@ -69,10 +70,22 @@ def workload(conn: Any) -> None:
             "update tenants set tier = 'gold', updated_at = clock_timestamp() where tenant_id = %s", (TOAST_TENANT,)
         )
         conn.commit()
+        courier_name = "".join(rng.choice(string.ascii_letters) for _ in range(3_000))
+        cur.execute(
+            "insert into couriers values (%s, %s, 'north', 'bike', true, clock_timestamp())",
+            (TOAST_COURIER, courier_name),
+        )
+        conn.commit()
+        time.sleep(0.005)
+        cur.execute(
+            "update couriers set active = false, updated_at = clock_timestamp() where courier_id = %s", (TOAST_COURIER,)
+        )
+        conn.commit()
+        # One transaction of several rows; a null courier_id; a promised_at on a whole second (no fraction digits).
         for i, (total, fee) in enumerate(EDGE_ORDERS):
             cur.execute(
                 "insert into orders values (%s, 't001', null, 'north', 'created', %s, %s, clock_timestamp(),"
-                " clock_timestamp() + interval '45 minutes', null, clock_timestamp())",
+                " date_trunc('second', clock_timestamp()) + interval '45 minutes', null, clock_timestamp())",
                 (EDGE_ORDER_ID + i, total, fee),
             )
         conn.commit()

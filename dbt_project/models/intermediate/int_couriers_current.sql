@@ -12,9 +12,44 @@ with courier_changes as (
     {%- endif %}
 ),
 
+-- A column the connector sent as the unchanged-TOAST placeholder keeps its value from the courier's last earlier
+-- event that had one (in lsn order; wrapped in a struct so that a real null is carried as a value too).
+courier_states as (
+    select
+        courier_id,
+        case
+            when name_unavailable
+                then struct_extract(
+                    last_value(case when not name_unavailable then {'v': name} end ignore nulls) over earlier, 'v'
+                )
+            else name
+        end as name,
+        case
+            when region_unavailable
+                then struct_extract(
+                    last_value(case when not region_unavailable then {'v': region} end ignore nulls) over earlier, 'v'
+                )
+            else region
+        end as region,
+        case
+            when vehicle_unavailable
+                then struct_extract(
+                    last_value(case when not vehicle_unavailable then {'v': vehicle} end ignore nulls) over earlier, 'v'
+                )
+            else vehicle
+        end as vehicle,
+        active,
+        updated_at,
+        _op,
+        _lsn,
+        _event_time
+    from courier_changes
+    window earlier as (partition by courier_id order by _lsn rows between unbounded preceding and 1 preceding)
+),
+
 latest_change_per_courier as (
     select *
-    from courier_changes
+    from courier_states
     qualify row_number() over (partition by courier_id order by _lsn desc) = 1
 )
 

@@ -12,11 +12,42 @@ with order_changes as (
     {%- endif %}
 ),
 
+-- A region or status the connector sent as the unchanged-TOAST placeholder keeps its value from the order's last
+-- earlier event that had one (in lsn order), as in int_orders_current.
+order_states as (
+    select
+        _event_id,
+        _topic,
+        order_id,
+        _lsn,
+        _op,
+        _event_time,
+        case
+            when region_unavailable
+                then struct_extract(
+                    last_value(case when not region_unavailable then {'v': region} end ignore nulls) over earlier, 'v'
+                )
+            else region
+        end as region,
+        case
+            when status_unavailable
+                then struct_extract(
+                    last_value(case when not status_unavailable then {'v': status} end ignore nulls) over earlier, 'v'
+                )
+            else status
+        end as status,
+        _is_late,
+        _arrival_hour,
+        _lateness_seconds
+    from order_changes
+    window earlier as (partition by order_id order by _lsn rows between unbounded preceding and 1 preceding)
+),
+
 changes_with_previous_status as (
     select
         *,
         lag(status) over (partition by order_id order by _lsn) as previous_status
-    from order_changes
+    from order_states
 )
 
 select

@@ -12,9 +12,49 @@ with order_changes as (
     {%- endif %}
 ),
 
+-- A column the connector sent as the unchanged-TOAST placeholder keeps its value from the order's last earlier
+-- event that had one (in lsn order; wrapped in a struct so that a real null is carried as a value too).
+order_states as (
+    select
+        order_id,
+        case
+            when tenant_id_unavailable
+                then struct_extract(
+                    last_value(case when not tenant_id_unavailable then {'v': tenant_id} end ignore nulls) over earlier, 'v'
+                )
+            else tenant_id
+        end as tenant_id,
+        case
+            when region_unavailable
+                then struct_extract(
+                    last_value(case when not region_unavailable then {'v': region} end ignore nulls) over earlier, 'v'
+                )
+            else region
+        end as region,
+        case
+            when status_unavailable
+                then struct_extract(
+                    last_value(case when not status_unavailable then {'v': status} end ignore nulls) over earlier, 'v'
+                )
+            else status
+        end as status,
+        courier_id,
+        total_amount,
+        delivery_fee,
+        created_at,
+        promised_at,
+        delivered_at,
+        updated_at,
+        _op,
+        _lsn,
+        _event_time
+    from order_changes
+    window earlier as (partition by order_id order by _lsn rows between unbounded preceding and 1 preceding)
+),
+
 latest_change_per_order as (
     select *
-    from order_changes
+    from order_states
     qualify row_number() over (partition by order_id order by _lsn desc) = 1
 )
 

@@ -12,9 +12,39 @@ with payment_changes as (
     {%- endif %}
 ),
 
+-- A column the connector sent as the unchanged-TOAST placeholder keeps its value from the payment's last earlier
+-- event that had one (in lsn order; wrapped in a struct so that a real null is carried as a value too).
+payment_states as (
+    select
+        payment_id,
+        case
+            when method_unavailable
+                then struct_extract(
+                    last_value(case when not method_unavailable then {'v': method} end ignore nulls) over earlier, 'v'
+                )
+            else method
+        end as method,
+        case
+            when status_unavailable
+                then struct_extract(
+                    last_value(case when not status_unavailable then {'v': status} end ignore nulls) over earlier, 'v'
+                )
+            else status
+        end as status,
+        order_id,
+        amount,
+        created_at,
+        updated_at,
+        _op,
+        _lsn,
+        _event_time
+    from payment_changes
+    window earlier as (partition by payment_id order by _lsn rows between unbounded preceding and 1 preceding)
+),
+
 latest_change_per_payment as (
     select *
-    from payment_changes
+    from payment_states
     qualify row_number() over (partition by payment_id order by _lsn desc) = 1
 )
 

@@ -27,10 +27,15 @@ with source as (
 renamed as (
     select
         cast(order_id as bigint) as order_id,
-        cast(tenant_id as varchar) as tenant_id,
+        -- Debezium sends an unchanged TOASTed value as this placeholder: null here, flagged, and the value is
+        -- carried forward from the order's previous event in the intermediate models (docs/contract/sources.md).
+        cast(nullif(tenant_id, '__debezium_unavailable_value') as varchar) as tenant_id,
         cast(courier_id as bigint) as courier_id,
-        cast(region as varchar) as region,
-        cast(status as varchar) as status,
+        cast(nullif(region, '__debezium_unavailable_value') as varchar) as region,
+        cast(nullif(status, '__debezium_unavailable_value') as varchar) as status,
+        coalesce(tenant_id = '__debezium_unavailable_value', false) as tenant_id_unavailable,
+        coalesce(region = '__debezium_unavailable_value', false) as region_unavailable,
+        coalesce(status = '__debezium_unavailable_value', false) as status_unavailable,
         cast(total_amount as decimal(12, 2)) as total_amount,
         cast(delivery_fee as decimal(12, 2)) as delivery_fee,
         cast(created_at as timestamp) as created_at,

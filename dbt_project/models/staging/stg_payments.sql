@@ -13,8 +13,12 @@ renamed as (
         cast(payment_id as bigint) as payment_id,
         cast(order_id as bigint) as order_id,
         cast(amount as decimal(12, 2)) as amount,
-        cast(method as varchar) as method,
-        cast(status as varchar) as status,
+        -- Debezium sends an unchanged TOASTed value as this placeholder: null here, flagged, and the value is
+        -- carried forward from the payment's previous event in the intermediate models (docs/contract/sources.md).
+        cast(nullif(method, '__debezium_unavailable_value') as varchar) as method,
+        cast(nullif(status, '__debezium_unavailable_value') as varchar) as status,
+        coalesce(method = '__debezium_unavailable_value', false) as method_unavailable,
+        coalesce(status = '__debezium_unavailable_value', false) as status_unavailable,
         cast(created_at as timestamp) as created_at,
         cast(updated_at as timestamp) as updated_at,
         _topic,

@@ -38,8 +38,9 @@ class IsoUtc(str):
     __slots__ = ()
 
 
-class UnchangedToastError(ValueError):
-    """An update left a TOASTed column out of the row image; the contract's rows are complete."""
+# What the real connector sends for a TOASTed value an update left unchanged (its default
+# ``unavailable.value.placeholder``); downstream keeps the column's previous value (docs/contract/sources.md).
+UNAVAILABLE_VALUE = "__debezium_unavailable_value"
 
 
 def topic_of(table: str) -> str:
@@ -69,14 +70,14 @@ def from_text(type_oid: int, text: str | None) -> Any:
 
 
 def row_from_tuple(names: Sequence[str], oids: Sequence[int], values: Sequence[Value]) -> dict[str, Any]:
-    """Column name -> Python value of one decoded tuple."""
+    """Column name -> Python value of one decoded tuple; an unchanged TOASTed value becomes the connector's placeholder.
+
+    Only varlena values are TOASTed; of the contract's column types only text (and numeric, far too short to be
+    moved out of line) are, and the connector writes the placeholder string for every string-encoded column.
+    """
     out: dict[str, Any] = {}
     for name, oid, v in zip(names, oids, values, strict=True):
-        if v is UNCHANGED_TOAST:
-            raise UnchangedToastError(
-                f"column {name} arrived as unchanged TOAST: set REPLICA IDENTITY FULL on its table to capture it"
-            )
-        out[name] = from_text(oid, v)  # type: ignore[arg-type]  # the sentinel is excluded above
+        out[name] = UNAVAILABLE_VALUE if v is UNCHANGED_TOAST else from_text(oid, v)  # type: ignore[arg-type]
     return out
 
 
@@ -99,6 +100,9 @@ def encode_row(row: Mapping[str, Any] | None) -> dict[str, Any] | None:
     return None if row is None else {k: to_json_value(v) for k, v in row.items()}
 
 
+SEP = (",", ":")
+
+
 def change_event(
     table: str,
     op: str,
@@ -106,14 +110,19 @@ def change_event(
     after: Mapping[str, Any] | None,
     *,
     lsn: int,
-    commit_lsn: int,
-    commit_ms: int,
+    sequence_lsn: int | None,
+    commit_us: int,
     tx_id: int | None,
-    processed_ms: int,
+    processed_us: int,
     db: str,
     snapshot: str = "false",
 ) -> str:
-    """One Debezium envelope (``schemas.enable=false``) as a compact JSON line."""
+    """One Debezium envelope (``schemas.enable=false``) as a compact JSON line, its fields in the connector's order.
+
+    ``sequence_lsn`` is the first element of ``source.sequence``: the connector writes the LSN of the transaction's
+    Begin message there when streaming and null in a snapshot. ``commit_us`` is the commit (or snapshot) time in
+    microseconds, ``processed_us`` when the event was made (the envelope's ``ts_ms``/``ts_us``/``ts_ns``).
+    """
     event = {
         "before": encode_row(before),
         "after": encode_row(after),
@@ -121,21 +130,27 @@ def change_event(
             "version": CONNECTOR_VERSION,
             "connector": "postgresql",
             "name": SERVER_NAME,
-            "ts_ms": commit_ms,
+            "ts_ms": commit_us // 1000,
             "snapshot": snapshot,
             "db": db,
-            "sequence": f'["{commit_lsn}","{lsn}"]',
+            "sequence": json.dumps([None if sequence_lsn is None else str(sequence_lsn), str(lsn)], separators=SEP),
+            "ts_us": commit_us,
+            "ts_ns": commit_us * 1000,
             "schema": "public",
             "table": table,
             "txId": tx_id,
             "lsn": lsn,
             "xmin": None,
+            "origin": None,
+            "origin_lsn": None,
         },
-        "op": op,
-        "ts_ms": processed_ms,
         "transaction": None,
+        "op": op,
+        "ts_ms": processed_us // 1000,
+        "ts_us": processed_us,
+        "ts_ns": processed_us * 1000,
     }
-    return json.dumps(event, separators=(",", ":"), ensure_ascii=False)
+    return json.dumps(event, separators=SEP, ensure_ascii=False)
 
 
 TOMBSTONE = "null"

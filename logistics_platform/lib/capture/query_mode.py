@@ -95,7 +95,7 @@ def capture_query(
                         )
                     rows = [dict(zip(columns, r, strict=True)) for r in cur.fetchall()]
                     planned, tables_state[table] = plan_table(table, rows, st, overlap_us)
-                    now_ms = int(time.time() * 1000)
+                    now_us = time.time_ns() // 1000
                     lines[topic_of(table)] = [
                         change_event(
                             table,
@@ -103,10 +103,10 @@ def capture_query(
                             None,
                             row,
                             lsn=version,
-                            commit_lsn=version,
-                            commit_ms=version // 1000,
+                            sequence_lsn=None if op == "r" else version,
+                            commit_us=version,
                             tx_id=None,
-                            processed_ms=now_ms,
+                            processed_us=now_us,
                             db=db,
                             snapshot="true" if op == "r" else "false",
                         )

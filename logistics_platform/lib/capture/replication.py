@@ -90,8 +90,8 @@ def connect(dsn: str, replication: bool = False) -> Any:
         raise CaptureError(f"capture: cannot connect to OLTP_DSN ({first}); check the setting and the server") from None
 
 
-def _now_ms() -> int:
-    return int(time.time() * 1000)
+def _now_us() -> int:
+    return time.time_ns() // 1000
 
 
 def _database(conn: Any) -> str:
@@ -107,6 +107,26 @@ class _Batch:
         self.transactions = 0
         self.end_lsn = 0
         self.commit_ms: int | None = None
+
+
+def snapshot_flags(table_rows: list[int]) -> list[list[str]]:
+    """``source.snapshot`` of every row of a snapshot of tables with these row counts, as Debezium 3.6 writes it.
+
+    The snapshot's first row ``first``, its last ``last`` (empty tables hold none), a table's first and last rows
+    ``first_in_data_collection`` / ``last_in_data_collection``, every other row ``true``.
+    """
+    out = []
+    for n in table_rows:
+        flags = ["true"] * n
+        if n:
+            flags[0] = "first_in_data_collection"
+            flags[-1] = "last_in_data_collection" if n > 1 else flags[0]
+        out.append(flags)
+    nonempty = [flags for flags in out if flags]
+    if nonempty:
+        nonempty[0][0] = "first"
+        nonempty[-1][-1] = "last"
+    return out
 
 
 def _snapshot(
@@ -127,37 +147,39 @@ def _snapshot(
     with conn.cursor() as cur:
         cur.execute("begin isolation level repeatable read read only")
         cur.execute("set transaction snapshot %s", (snapshot_name,))
-        cur.execute("select (extract(epoch from now()) * 1000)::bigint")
-        ts_ms = int(cur.fetchone()[0])
-        batch: dict[str, list[str]] = {}
-        for table, columns in TABLES.items():
-            cols = ", ".join(columns)
-            cur.execute(f"select {cols} from public.{table} order by {KEYS[table]}")
-            lines = []
-            rows = cur.fetchall()
-            for i, values in enumerate(rows):
-                row = dict(zip(columns, values, strict=True))
-                last = i == len(rows) - 1 and table == list(TABLES)[-1]
-                lines.append(
-                    change_event(
-                        table,
-                        "r",
-                        None,
-                        row,
-                        lsn=lsn,
-                        commit_lsn=lsn,
-                        commit_ms=ts_ms,
-                        tx_id=None,
-                        processed_ms=_now_ms(),
-                        db=db,
-                        snapshot="last" if last else "true",
-                    )
-                )
-            batch[topic_of(table)] = lines
-            result.snapshot_rows += len(lines)
+        # The connector's snapshot rows carry its snapshot transaction's id as txId, and its start time as ts_ms.
+        cur.execute("select (extract(epoch from now()) * 1000000)::bigint, txid_current()")
+        ts_us, tx_id = (int(v) for v in cur.fetchone())
+        # The connector's table order (by name) and rows, so that its snapshot flags fall on the same rows.
+        tables = sorted(TABLES)
+        rows_of: dict[str, list[dict[str, Any]]] = {}
+        for table in tables:
+            columns = TABLES[table]
+            cur.execute(f"select {', '.join(columns)} from public.{table} order by {KEYS[table]}")
+            rows_of[table] = [dict(zip(columns, values, strict=True)) for values in cur.fetchall()]
         cur.execute("commit")
+    flags = snapshot_flags([len(rows_of[t]) for t in tables])
+    batch: dict[str, list[str]] = {}
+    for table, table_flags in zip(tables, flags, strict=True):
+        batch[topic_of(table)] = [
+            change_event(
+                table,
+                "r",
+                None,
+                row,
+                lsn=lsn,
+                sequence_lsn=None,
+                commit_us=ts_us,
+                tx_id=tx_id,
+                processed_us=_now_us(),
+                db=db,
+                snapshot=flag,
+            )
+            for row, flag in zip(rows_of[table], table_flags, strict=True)
+        ]
+        result.snapshot_rows += len(rows_of[table])
     conn.autocommit = False
-    result.files += writer.commit(batch, clock(), lsn=position, commit_ms=ts_ms, state={"snapshot": "done"})
+    result.files += writer.commit(batch, clock(), lsn=position, commit_ms=ts_us // 1000, state={"snapshot": "done"})
 
 
 def _create_slot(conn: Any, dsn: str, slot: str, writer: LandingWriter, result: CaptureResult, clock: Clock) -> int:
@@ -261,6 +283,8 @@ def _stream(
         batch = _Batch()
         txn: list[tuple[str, str, int, Any, Any]] | None = None
         begin: pg.Begin | None = None
+        # The connector's source.sequence starts with the end LSN of the last commit it streamed before.
+        last_commit_end = landed
         last_message = time.monotonic()
 
         def flush() -> None:
@@ -314,7 +338,7 @@ def _stream(
                     result.skipped_transactions += 1
                 else:
                     commit_ms = m.commit_us // 1000
-                    now_ms = _now_ms()
+                    now_us = _now_us()
                     for table, op, lsn, before, after in txn:
                         if table not in TABLES:
                             continue
@@ -324,10 +348,10 @@ def _stream(
                             before,
                             after,
                             lsn=lsn,
-                            commit_lsn=m.commit_lsn,
-                            commit_ms=commit_ms,
+                            sequence_lsn=last_commit_end,
+                            commit_us=m.commit_us,
                             tx_id=begin.xid,
-                            processed_ms=now_ms,
+                            processed_us=now_us,
                             db=db,
                         )
                         batch.lines[topic_of(table)] += lines_of(table, op, event)
@@ -337,6 +361,7 @@ def _stream(
                     batch.commit_ms = commit_ms
                     if batch.changes >= max_batch_changes:
                         flush()
+                last_commit_end = m.end_lsn
                 txn, begin = None, None
                 if m.end_lsn >= target:
                     break  # drained what was committed when the capture started; later commits are the next run's
