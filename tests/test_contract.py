@@ -55,6 +55,11 @@ def test_every_topic_has_its_key_first_and_its_allowed_values_in_its_doc() -> No
                 assert value in c.doc, f"{table}.{c.name}: its doc does not name the allowed value {value!r}"
             if c.references:
                 assert SOURCES[c.references].cdc and c.type == SOURCES[c.references].columns[0].type
+    types: dict[str, set[str]] = defaultdict(set)
+    for source in SOURCES.values():
+        for c in source.columns + source.added_columns:
+            types[c.name].add(str(c.type))
+    assert {n: t for n, t in types.items() if len(t) > 1} == {}, "a column name with two types (tests read by name)"
     assert contract.SOURCE_BY_TOPIC["oltp.public.orders"] is SOURCES["orders"]
     assert contract.CDC_TABLES == ("tenants", "couriers", "orders", "payments")
 
