@@ -7,7 +7,9 @@ from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from typing import Any
 
-TABLES = ("tenants", "couriers", "orders", "payments", "tracking_pings")
+from logistics_platform.lib import contract
+
+TABLES = tuple(contract.SOURCES)
 DEFAULT_PARTITIONS = {"tenants": 1, "couriers": 1, "orders": 3, "payments": 3, "tracking_pings": 4}
 
 # Rates that make data "dirty" (not valid per the contract, or unusual encodings); zero in clean mode.

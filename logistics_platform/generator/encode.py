@@ -15,6 +15,7 @@ from array import array
 from collections.abc import Callable
 from typing import Any
 
+from logistics_platform.lib import contract
 from logistics_platform.lib.timekeys import from_epoch_micros
 
 HOUR_US = 3_600_000_000
@@ -252,52 +253,25 @@ def wrap_with_schema(schema_json: str, payload: str) -> str:
 
 
 _TS_SCHEMA = {"type": "string", "optional": True, "name": "io.debezium.time.ZonedTimestamp", "version": 1}
-# Connect schema type of each contract column (decimal.handling.mode=string -> string).
-_COLUMN_TYPES: dict[str, list[tuple[str, Any]]] = {
-    "tenants": [
-        ("tenant_id", "string"),
-        ("name", "string"),
-        ("tier", "string"),
-        ("region", "string"),
-        ("updated_at", _TS_SCHEMA),
-    ],
-    "couriers": [
-        ("courier_id", "int64"),
-        ("name", "string"),
-        ("region", "string"),
-        ("vehicle", "string"),
-        ("active", "boolean"),
-        ("updated_at", _TS_SCHEMA),
-    ],
-    "orders": [
-        ("order_id", "int64"),
-        ("tenant_id", "string"),
-        ("courier_id", "int64"),
-        ("region", "string"),
-        ("status", "string"),
-        ("total_amount", "string"),
-        ("delivery_fee", "string"),
-        ("created_at", _TS_SCHEMA),
-        ("promised_at", _TS_SCHEMA),
-        ("delivered_at", _TS_SCHEMA),
-        ("updated_at", _TS_SCHEMA),
-    ],
-    "payments": [
-        ("payment_id", "int64"),
-        ("order_id", "int64"),
-        ("amount", "string"),
-        ("method", "string"),
-        ("status", "string"),
-        ("created_at", _TS_SCHEMA),
-        ("updated_at", _TS_SCHEMA),
-    ],
+# Connect schema type of each contract type (decimal.handling.mode=string -> string).
+_CONNECT_TYPES: dict[str, Any] = {
+    contract.TEXT_NAME: "string",
+    contract.BIGINT_NAME: "int64",
+    contract.BOOLEAN_NAME: "boolean",
+    contract.DOUBLE_NAME: "double",
+    contract.NUMERIC_NAME: "string",
+    contract.TIMESTAMPTZ_NAME: _TS_SCHEMA,
 }
-KEYS = {"tenants": "tenant_id", "couriers": "courier_id", "orders": "order_id", "payments": "payment_id"}
+_COLUMN_TYPES: dict[str, list[tuple[str, Any]]] = {
+    t: [(c.name, _CONNECT_TYPES[c.type.name]) for c in contract.SOURCES[t].columns] for t in contract.CDC_TABLES
+}
+KEYS = {t: contract.SOURCES[t].key for t in contract.CDC_TABLES}
 
 
 def connect_schema(table: str, extra_columns: tuple[str, ...] = ()) -> str:
     """The JsonConverter ``schema`` of a Debezium envelope for one table (compact JSON text)."""
-    columns = list(_COLUMN_TYPES[table]) + [(c, "string") for c in extra_columns]
+    source = contract.SOURCES[table]
+    columns = list(_COLUMN_TYPES[table]) + [(c, _CONNECT_TYPES[source.column(c).type.name]) for c in extra_columns]
     key = KEYS[table]
     fields = []
     for name, typ in columns:

@@ -8,21 +8,16 @@ from typing import Any
 
 from logistics_platform.generator import encode as E
 from logistics_platform.generator.config import GeneratorConfig
+from logistics_platform.lib import contract
 from logistics_platform.lib.timekeys import epoch_micros
 
 SECOND = 1_000_000
 MINUTE = 60 * SECOND
 HOUR_US = E.HOUR_US
-TOPICS = {
-    "tenants": "oltp.public.tenants",
-    "couriers": "oltp.public.couriers",
-    "orders": "oltp.public.orders",
-    "payments": "oltp.public.payments",
-    "tracking_pings": "logistics.tracking_pings",
-}
+TOPICS = {table: source.topic for table, source in contract.SOURCES.items()}
 # Topic indices, in the order of config.TABLES (lists indexed by them are cheaper than dicts in the hot loops).
 T_TENANTS, T_COURIERS, T_ORDERS, T_PAYMENTS, T_PINGS = range(5)
-KEYS = ("tenant_id", "courier_id", "order_id", "payment_id", "ping_id")
+KEYS = tuple(source.key for source in contract.SOURCES.values())
 
 # A change is a list, built by the million and completed later: the commit time of its row's next change goes into
 # slot NEXT_COMMIT once that change is planned (out-of-order delivery needs it).

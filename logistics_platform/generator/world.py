@@ -1,6 +1,9 @@
-"""Reference data of the simulated OLTP world: regions, tenants, courier names, business constants."""
+"""Reference data of the simulated OLTP world: regions, tenants, courier names, business constants (the allowed
+values of the contract's columns come from lib/contract.py)."""
 
 from __future__ import annotations
+
+from logistics_platform.lib import contract
 
 # (region, latitude, longitude of its centre)
 REGIONS: tuple[tuple[str, float, float], ...] = (
@@ -33,8 +36,8 @@ TENANT_NAMES = (
     "Adega São Jorge",
     "Papelaria Lápis",
 )
-TIERS = ("bronze", "silver", "gold")
-VEHICLES = ("bike", "motorbike", "car", "van")
+TIERS = contract.TIERS
+VEHICLES = contract.VEHICLES
 VEHICLE_WEIGHTS = (3, 5, 2, 1)
 VEHICLE_SPEED_KMH = {"bike": 15.0, "motorbike": 32.0, "car": 26.0, "van": 22.0}
 FIRST_NAMES = (
@@ -76,7 +79,7 @@ LAST_NAMES = (
     "Araújo",
     "Rocha",
 )
-PAYMENT_METHODS = ("card", "pix", "boleto", "cash")
+PAYMENT_METHODS = contract.PAYMENT_METHODS
 PAYMENT_METHOD_WEIGHTS = (55, 30, 5, 10)
 TIP_CENTS = (0, 0, 0, 200, 300, 500, 800, 1000)
 

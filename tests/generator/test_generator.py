@@ -26,6 +26,7 @@ import pytest
 from logistics_platform.cli import main as cli_main
 from logistics_platform.generator import GENERATION_FILE, GeneratorConfig, GeneratorConfigError, generate
 from logistics_platform.generator import encode as E
+from logistics_platform.lib import contract
 from logistics_platform.lib.timekeys import epoch_micros, from_epoch_micros
 
 START = datetime(2026, 11, 1)
@@ -42,11 +43,18 @@ CDC = {
     "oltp.public.payments": ("payment_id", int),
 }
 PINGS = "logistics.tracking_pings"
-DECIMALS = {"total_amount", "delivery_fee", "amount", "tip_amount"}
-TIMESTAMPS = {"updated_at", "created_at", "promised_at", "delivered_at", "recorded_at"}
-INTS = {"courier_id", "order_id", "payment_id"}
-FLOATS = {"lat", "lon", "speed_kmh"}
-BOOLS = {"active"}
+
+
+def _named(type_name: str) -> set[str]:
+    """Names of the contract's columns of one logical type (a name has one type in every table)."""
+    return {c.name for s in contract.SOURCES.values() for c in s.columns + s.added_columns if c.type.name == type_name}
+
+
+DECIMALS = _named(contract.NUMERIC_NAME)
+TIMESTAMPS = _named(contract.TIMESTAMPTZ_NAME)
+INTS = _named(contract.BIGINT_NAME)
+FLOATS = _named(contract.DOUBLE_NAME)
+BOOLS = _named(contract.BOOLEAN_NAME)
 
 # Raised rates so that every anomaly occurs often enough in a small data set to measure its rate.
 RATES = {

@@ -18,6 +18,7 @@ from logistics_platform.defs.bronze.keys import LANDING_KEYS, QUARANTINE_KEY, TO
 from logistics_platform.defs.constants import BRONZE_GROUP, INGEST_LOG_KEY, LANDING_GROUP, OWNERS
 from logistics_platform.defs.partitions import arrival_hour_partitions
 from logistics_platform.defs.preflight import require_usable_lakehouse
+from logistics_platform.lib import contract
 from logistics_platform.lib.bronze import schema as bs
 from logistics_platform.settings import Settings
 
@@ -31,11 +32,7 @@ INGEST_MODE_TAG = "logistics/ingest-mode"
 BACKFILL_TAG = "dagster/backfill"
 
 _DESCRIPTIONS = {
-    "tenants": "Tenant change events (Debezium CDC), typed, one row per valid landed line.",
-    "couriers": "Courier change events (Debezium CDC), typed, one row per valid landed line.",
-    "orders": "Order change events (Debezium CDC), typed, one row per valid landed line.",
-    "payments": "Payment change events (Debezium CDC), typed, one row per valid landed line.",
-    "tracking_pings": "Courier GPS pings, typed, one row per valid landed line.",
+    **{t: f"{source.description}, typed, one row per valid landed line." for t, source in contract.SOURCES.items()},
     bs.QUARANTINE_TABLE: "Every invalid landed line with its reason, record address and raw text.",
     bs.INGEST_LOG_TABLE: "One row per topic and arrival hour ingested: input files, fingerprint and counts.",
 }

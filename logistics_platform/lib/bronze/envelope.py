@@ -60,13 +60,14 @@ from logistics_platform.lib.bronze.values import (
     parse_timestamp_micros,
     schema_encodings,
 )
+from logistics_platform.lib.contract import MONEY_TEXT_RE
 
 CDC_OPS = frozenset(("c", "u", "d", "r"))
 _EPOCH_AWARE = datetime(1970, 1, 1, tzinfo=UTC)
 _EPOCH_NAIVE = datetime(1970, 1, 1)
 IDENTITY_SEPARATOR = "\x1f"  # joins the parts of an event identity before hashing (see event_id)
 _fromiso = datetime.fromisoformat
-_money_match = re.compile(r"-?[0-9]{1,10}\.[0-9]{2}").fullmatch  # the canonical decimal.handling.mode=string form
+_money_match = re.compile(MONEY_TEXT_RE).fullmatch  # the canonical decimal.handling.mode=string form
 PLAIN_EVENT_TIME_COLUMN = "recorded_at"  # the event time of the non-CDC topic (pings: device clock)
 
 

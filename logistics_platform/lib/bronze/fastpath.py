@@ -38,6 +38,7 @@ from logistics_platform.lib.bronze.values import (
     K_TIMESTAMP,
     connect_decimal_unscaled,
 )
+from logistics_platform.lib.contract import MONEY_PRECISION, MONEY_SCALE, MONEY_TEXT_RE
 
 # An evolved string column (K_TEXT_OR_JSON) also takes other JSON values as text per line: read strictly as a
 # string here, any other value makes Arrow fail and the run go line by line.
@@ -50,7 +51,7 @@ _JSON_TYPE = {
 }
 # Read as text, then checked against the canonical form before any cast (the per-line path accepts more).
 _TEXT_KINDS = (K_DECIMAL, K_TIMESTAMP)
-MONEY_RE = r"^-?[0-9]{1,10}\.[0-9]{2}$"
+MONEY_RE = f"^{MONEY_TEXT_RE}$"
 TIMESTAMP_RE = (
     r"^[1-9][0-9]{3}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])"
     r"T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]{6})?Z$"
@@ -194,9 +195,9 @@ def canonical_money(valid: pa.Array) -> bool:
     return int(np.count_nonzero((text - _ZERO) > 9)) == n + int(np.count_nonzero(negative))
 
 
-_MONEY_TYPE = pa.decimal128(12, 2)
+_MONEY_TYPE = pa.decimal128(MONEY_PRECISION, MONEY_SCALE)
 _money_fullmatch = re.compile(MONEY_RE[1:-1]).fullmatch
-_MAX_UNSCALED = 10**12  # DECIMAL(12,2): the unscaled value has at most 12 digits
+_MAX_UNSCALED = 10**MONEY_PRECISION  # DECIMAL(12,2): the unscaled value has at most 12 digits
 
 
 def connect_decimals(values: pa.Array, scale: int) -> pa.Array:
@@ -206,7 +207,7 @@ def connect_decimals(values: pa.Array, scale: int) -> pa.Array:
     with a dot must be canonical (``MONEY_RE``), any other must be base64 of an unscaled value that fits; anything
     else declines. One Python step per value, still far cheaper than parsing the line.
     """
-    if scale != 2:
+    if scale != MONEY_SCALE:
         raise _Decline
     unscaled = np.zeros(len(values), np.int64)
     for i, v in enumerate(values.to_pylist()):

@@ -1,6 +1,8 @@
-"""The bronze contract: topics, their typed columns, metadata columns and partitioning.
+"""The bronze side of the source contract: topics with their Iceberg-typed columns, metadata columns, quarantine
+reasons and partitioning.
 
-Everything that reads or writes bronze (ingest, dbt sources, maintenance, verify) takes names and types
+The topics and their columns are those of :mod:`logistics_platform.lib.contract` (declared there once), typed for
+Iceberg here. Everything that reads or writes bronze (ingest, dbt sources, maintenance, verify) takes names and types
 from here, so the layers cannot drift apart.
 """
 
@@ -24,6 +26,8 @@ from pyiceberg.types import (
     TimestampType,
 )
 
+from logistics_platform.lib import contract
+
 NAMESPACE = "bronze"
 QUARANTINE_TABLE = "quarantine"
 INGEST_LOG_TABLE = "ingest_log"
@@ -44,8 +48,6 @@ QUARANTINE_REASONS = (
     REASON_INVALID_ENVELOPE,
     REASON_CORRUPT_FILE,
 )
-
-MONEY = DecimalType(12, 2)
 
 
 @dataclass(frozen=True)
@@ -75,88 +77,37 @@ class TopicSpec:
         return tuple(c.name for c in self.columns)
 
 
-def _ts(name: str, doc: str) -> Column:
-    return Column(name, TimestampType(), doc)
-
-
-TOPICS: dict[str, TopicSpec] = {
-    spec.table: spec
-    for spec in (
-        TopicSpec(
-            table="tenants",
-            topic="oltp.public.tenants",
-            key="tenant_id",
-            columns=(
-                Column("tenant_id", StringType(), "Tenant key."),
-                Column("name", StringType(), "Tenant display name."),
-                Column("tier", StringType(), "Pricing tier: bronze, silver or gold."),
-                Column("region", StringType(), "Home region of the tenant."),
-                _ts("updated_at", "Row update time in the OLTP database (UTC)."),
-            ),
-        ),
-        TopicSpec(
-            table="couriers",
-            topic="oltp.public.couriers",
-            key="courier_id",
-            columns=(
-                Column("courier_id", LongType(), "Courier key."),
-                Column("name", StringType(), "Courier name."),
-                Column("region", StringType(), "Region the courier works in."),
-                Column("vehicle", StringType(), "bike, motorbike, car or van."),
-                Column("active", BooleanType(), "Whether the courier takes orders."),
-                _ts("updated_at", "Row update time in the OLTP database (UTC)."),
-            ),
-        ),
-        TopicSpec(
-            table="orders",
-            topic="oltp.public.orders",
-            key="order_id",
-            columns=(
-                Column("order_id", LongType(), "Order key."),
-                Column("tenant_id", StringType(), "Tenant that placed the order."),
-                Column("courier_id", LongType(), "Assigned courier; null until assigned."),
-                Column("region", StringType(), "Delivery region."),
-                Column("status", StringType(), "created, assigned, picked_up, in_transit, delivered, cancelled."),
-                Column("total_amount", MONEY, "Order total charged to the customer."),
-                Column("delivery_fee", MONEY, "Part of the total paid to the courier."),
-                _ts("created_at", "Order creation time (UTC)."),
-                _ts("promised_at", "Promised delivery time (UTC)."),
-                _ts("delivered_at", "Actual delivery time (UTC); null until delivered."),
-                _ts("updated_at", "Row update time in the OLTP database (UTC)."),
-            ),
-        ),
-        TopicSpec(
-            table="payments",
-            topic="oltp.public.payments",
-            key="payment_id",
-            columns=(
-                Column("payment_id", LongType(), "Payment key."),
-                Column("order_id", LongType(), "Order the payment belongs to."),
-                Column("amount", MONEY, "Payment amount."),
-                Column("method", StringType(), "card, pix, boleto or cash."),
-                Column("status", StringType(), "authorized, captured, refunded or failed."),
-                _ts("created_at", "Payment creation time (UTC)."),
-                _ts("updated_at", "Row update time in the OLTP database (UTC)."),
-            ),
-        ),
-        TopicSpec(
-            table="tracking_pings",
-            topic="logistics.tracking_pings",
-            key="ping_id",
-            cdc=False,
-            columns=(
-                Column("ping_id", StringType(), "Ping id (uuid): the event identity of a ping."),
-                Column("courier_id", LongType(), "Courier whose device sent the ping."),
-                Column("order_id", LongType(), "Order being carried, if any."),
-                Column("lat", DoubleType(), "Latitude (WGS84)."),
-                Column("lon", DoubleType(), "Longitude (WGS84)."),
-                Column("speed_kmh", DoubleType(), "Speed reported by the device."),
-                _ts("recorded_at", "Device clock time of the ping (UTC): its event time."),
-            ),
-        ),
-    )
+_ICEBERG_TYPES: dict[str, IcebergType] = {
+    contract.TEXT_NAME: StringType(),
+    contract.BIGINT_NAME: LongType(),
+    contract.BOOLEAN_NAME: BooleanType(),
+    contract.DOUBLE_NAME: DoubleType(),
+    # Bronze keeps instants as UTC timestamps without a zone (what DuckDB and dbt read as TIMESTAMP).
+    contract.TIMESTAMPTZ_NAME: TimestampType(),
 }
 
+
+def iceberg_type(t: contract.ColumnType) -> IcebergType:
+    """The bronze Iceberg type of a contract type."""
+    if t.is_decimal:
+        assert t.precision is not None and t.scale is not None  # numeric() always sets both
+        return DecimalType(t.precision, t.scale)
+    return _ICEBERG_TYPES[t.name]
+
+
+def topic_spec(source: contract.SourceTopic) -> TopicSpec:
+    """The bronze side of a contract topic: its columns with their Iceberg types and docs (all optional: a delete
+    carries only the key)."""
+    return TopicSpec(
+        table=source.table,
+        topic=source.topic,
+        key=source.key,
+        columns=tuple(Column(c.name, iceberg_type(c.type), c.doc) for c in source.columns),
+        cdc=source.cdc,
+    )
+
+
+TOPICS: dict[str, TopicSpec] = {table: topic_spec(source) for table, source in contract.SOURCES.items()}
 TOPIC_BY_NAME: dict[str, TopicSpec] = {spec.topic: spec for spec in TOPICS.values()}
 
 # Metadata columns, in table order after the row columns. All are pure functions of the landing files.

@@ -25,11 +25,13 @@ from pyiceberg.types import (
     TimestampType,
 )
 
+from logistics_platform.lib.contract import MONEY_PRECISION, MONEY_SCALE
 from logistics_platform.lib.timekeys import epoch_micros
 
 I64 = 2**63
-_CENT = Decimal("0.01")
-_MAX_MONEY = Decimal(10) ** 10  # DECIMAL(12,2): at most 10 integer digits
+_CENT = Decimal(1).scaleb(-MONEY_SCALE)  # 0.01
+_MAX_MONEY = Decimal(10) ** (MONEY_PRECISION - MONEY_SCALE)  # DECIMAL(12,2): at most 10 integer digits
+_MONEY_SQL = f"DECIMAL({MONEY_PRECISION},{MONEY_SCALE})"
 
 # Column kinds: how a JSON value becomes a column value.
 K_STRING, K_LONG, K_DOUBLE, K_BOOL, K_DECIMAL, K_TIMESTAMP, K_TEXT_OR_JSON = (
@@ -126,7 +128,7 @@ def connect_decimal_unscaled(text: str) -> int | None:
 
 
 def money(d: Decimal, value: Any) -> Decimal:
-    """``d`` as DECIMAL(12,2), or BadValue naming what does not fit."""
+    """``d`` as the contract's money type (DECIMAL(12,2)), or BadValue naming what does not fit."""
     try:
         if not d.is_finite():
             raise BadValue(f"{value!r} is not a finite number")
@@ -134,13 +136,13 @@ def money(d: Decimal, value: Any) -> Decimal:
     except InvalidOperation:
         raise BadValue(f"{value!r} is not a decimal number") from None
     if q != d:
-        raise BadValue(f"{value!r} has more than 2 decimal places")
+        raise BadValue(f"{value!r} has more than {MONEY_SCALE} decimal places")
     if abs(q) >= _MAX_MONEY:
-        raise BadValue(f"{value!r} does not fit DECIMAL(12,2)")
+        raise BadValue(f"{value!r} does not fit {_MONEY_SQL}")
     return q
 
 
-def decode_decimal(value: Any, mode: str = DECIMAL_PRECISE, scale: int | None = 2) -> Decimal:
+def decode_decimal(value: Any, mode: str = DECIMAL_PRECISE, scale: int | None = MONEY_SCALE) -> Decimal:
     """A decimal column value as Debezium writes it: a JSON number, a decimal string, or a Connect ``Decimal``.
 
     ``scale`` is that of the line's schema block when it has one (None: the schema says the column is a string, so

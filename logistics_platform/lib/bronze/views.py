@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 import duckdb
 
+from logistics_platform.lib.contract import SOURCES
 from logistics_platform.settings import Settings
 
 if TYPE_CHECKING:
@@ -25,7 +26,7 @@ BRONZE_SCHEMA = "bronze"
 OPS_SCHEMA = "ops"
 FOLDED_WINDOWS_TABLE = f"{OPS_SCHEMA}.folded_windows"
 # The bronze tables dbt reads, by name (bronze_tables() has their schemas; a test keeps the two equal).
-BRONZE_TABLE_NAMES = ("tenants", "couriers", "orders", "payments", "tracking_pings", "quarantine", "ingest_log")
+BRONZE_TABLE_NAMES = (*SOURCES, "quarantine", "ingest_log")
 SQLITE_PREFIX = "sqlite:///"
 
 

@@ -1,5 +1,8 @@
 """The OLTP database of the source contract: tables, keys, replica identity, and the publication.
 
+Tables, columns, types, keys, allowed values and defaults are those of :mod:`logistics_platform.lib.contract`; the
+DDL is rendered from it.
+
 REPLICA IDENTITY DEFAULT (the primary key) on every table: deletes carry the key in ``before``, which is all the
 contract needs (docs/contract/sources.md: "for u/d it may hold only the key"); FULL would write every old column into
 the WAL on each update and delete for images nothing downstream reads.
@@ -9,77 +12,65 @@ from __future__ import annotations
 
 from typing import Any
 
-# Contract order of columns per table (docs/contract/sources.md); the key is first.
-TABLES: dict[str, tuple[str, ...]] = {
-    "tenants": ("tenant_id", "name", "tier", "region", "updated_at"),
-    "couriers": ("courier_id", "name", "region", "vehicle", "active", "updated_at"),
-    "orders": (
-        "order_id",
-        "tenant_id",
-        "courier_id",
-        "region",
-        "status",
-        "total_amount",
-        "delivery_fee",
-        "created_at",
-        "promised_at",
-        "delivered_at",
-        "updated_at",
-    ),
-    "payments": ("payment_id", "order_id", "amount", "method", "status", "created_at", "updated_at"),
-}
-KEYS = {"tenants": "tenant_id", "couriers": "courier_id", "orders": "order_id", "payments": "payment_id"}
-SCHEMA = "public"
+from logistics_platform.lib import contract
 
-DDL = """
-create table if not exists tenants (
-    tenant_id text primary key,
-    name text not null,
-    tier text not null check (tier in ('bronze', 'silver', 'gold')),
-    region text not null,
-    updated_at timestamptz not null default clock_timestamp()
-);
-create table if not exists couriers (
-    courier_id bigint primary key,
-    name text not null,
-    region text not null,
-    vehicle text not null check (vehicle in ('bike', 'motorbike', 'car', 'van')),
-    active boolean not null,
-    updated_at timestamptz not null default clock_timestamp()
-);
-create table if not exists orders (
-    order_id bigint primary key,
-    tenant_id text not null references tenants (tenant_id),
-    courier_id bigint,
-    region text not null,
-    status text not null
-        check (status in ('created', 'assigned', 'picked_up', 'in_transit', 'delivered', 'cancelled')),
-    total_amount numeric(12, 2) not null,
-    delivery_fee numeric(12, 2) not null,
-    created_at timestamptz not null,
-    promised_at timestamptz not null,
-    delivered_at timestamptz,
-    updated_at timestamptz not null default clock_timestamp()
-);
-create table if not exists payments (
-    payment_id bigint primary key,
-    order_id bigint not null,
-    amount numeric(12, 2) not null,
-    method text not null check (method in ('card', 'pix', 'boleto', 'cash')),
-    status text not null check (status in ('authorized', 'captured', 'refunded', 'failed')),
-    created_at timestamptz not null,
-    updated_at timestamptz not null default clock_timestamp()
-);
--- The query-based capture polls by updated_at: without these it scans every table on every poll.
-create index if not exists orders_updated_at on orders (updated_at);
-create index if not exists payments_updated_at on payments (updated_at);
-create index if not exists tenants_updated_at on tenants (updated_at);
-create index if not exists couriers_updated_at on couriers (updated_at);
-alter table tenants replica identity default;
-alter table couriers replica identity default;
-alter table orders replica identity default;
-alter table payments replica identity default;
-"""
+SCHEMA = "public"
+# The column the query-based capture polls by.
+UPDATED_AT = "updated_at"
+# Contract order of columns per table (lib/contract.py); the key is first.
+TABLES: dict[str, tuple[str, ...]] = {t: contract.SOURCES[t].column_names for t in contract.CDC_TABLES}
+KEYS: dict[str, str] = {t: contract.SOURCES[t].key for t in contract.CDC_TABLES}
+
+_PG_TYPES = {contract.DOUBLE_NAME: "double precision"}
+
+
+def sql_literal(text: str) -> str:
+    """``text`` as a SQL string literal."""
+    return "'" + text.replace("'", "''") + "'"
+
+
+def pg_type(t: contract.ColumnType) -> str:
+    """The PostgreSQL type of a contract type."""
+    return f"numeric({t.precision}, {t.scale})" if t.is_decimal else _PG_TYPES.get(t.name, t.name)
+
+
+def column_ddl(source: contract.SourceTopic, c: contract.SourceColumn) -> str:
+    """One column of a ``create table``: type, key or not null, foreign key, allowed values, default."""
+    parts = [c.name, pg_type(c.type)]
+    if c.name == source.key:
+        parts.append("primary key")
+    elif not c.nullable:
+        parts.append("not null")
+    if c.references:
+        parts.append(f"references {c.references} ({contract.SOURCES[c.references].key})")
+    if c.values:
+        parts.append(f"check ({c.name} in ({', '.join(sql_literal(v) for v in c.values)}))")
+    if c.default:
+        parts.append(f"default {c.default}")
+    return " ".join(parts)
+
+
+def table_ddl(table: str) -> str:
+    """``create table if not exists`` of one contract table."""
+    source = contract.SOURCES[table]
+    columns = ",\n".join(f"    {column_ddl(source, c)}" for c in source.columns)
+    return f"create table if not exists {table} (\n{columns}\n);\n"
+
+
+def schema_ddl() -> str:
+    """The OLTP database of the contract: its tables, the capture's indexes and the replica identity."""
+    tables = "".join(table_ddl(t) for t in TABLES)
+    # The query-based capture polls by updated_at: without these it scans every table on every poll.
+    indexes = "".join(
+        f"create index if not exists {t}_{UPDATED_AT} on {t} ({UPDATED_AT});\n"
+        for t, cols in TABLES.items()
+        if UPDATED_AT in cols
+    )
+    identity = "".join(f"alter table {t} replica identity default;\n" for t in TABLES)
+    return tables + indexes + identity
+
+
+DDL = schema_ddl()
 
 
 def create_schema(conn: Any) -> None:

@@ -14,12 +14,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from logistics_platform.lib import contract
 from logistics_platform.lib.capture.schema import create_schema
 
 REGIONS = ("north", "south", "east", "west", "central")
-TIERS = ("bronze", "silver", "gold")
-VEHICLES = ("bike", "motorbike", "car", "van")
-METHODS = ("card", "pix", "boleto", "cash")
+TIERS = contract.TIERS
+VEHICLES = contract.VEHICLES
+METHODS = contract.PAYMENT_METHODS
 NEXT_STATUS = {"created": "assigned", "assigned": "picked_up", "picked_up": "in_transit", "in_transit": "delivered"}
 INITIAL_TENANTS = 8
 INITIAL_COURIERS = 20
