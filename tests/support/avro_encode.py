@@ -114,7 +114,13 @@ def envelope_schema(spec: bs.TopicSpec, extra: tuple[bs.Column, ...] = ()) -> di
     for f in fields:
         if not isinstance(f["type"], list):
             del f["default"]
-    value = {"type": "record", "name": "Value", "namespace": prefix, "fields": fields, "connect.name": f"{prefix}.Value"}
+    value = {
+        "type": "record",
+        "name": "Value",
+        "namespace": prefix,
+        "fields": fields,
+        "connect.name": f"{prefix}.Value",
+    }
     source = {
         "type": "record",
         "name": "Source",
