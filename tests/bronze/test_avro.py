@@ -8,12 +8,16 @@ envelopes the JSON files hold.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from logistics_platform.cli import main
+from logistics_platform.defs.bronze.checks import CHECK_ACCOUNTING, bronze_check_results
+from logistics_platform.defs.bronze.keys import TOPIC_KEYS
 from logistics_platform.lib.bronze import schema as bs
 from logistics_platform.lib.bronze.accounting import account_hour, account_ingest
 from logistics_platform.lib.bronze.avro_container import count_records, walk_blocks
@@ -22,6 +26,7 @@ from logistics_platform.lib.bronze.landing import hour_dir, list_arrival_hours, 
 from logistics_platform.lib.bronze.unread import unread_files, unread_in_hour
 from logistics_platform.lib.connections import connect, load_catalog
 from logistics_platform.lib.timekeys import hour_start
+from logistics_platform.pipeline import landed_partitions
 from logistics_platform.settings import Settings, local_settings
 from tests.support.avro_encode import envelope_datum, envelope_schema, plain_schema, schema_text
 from tests.support.bronze import cdc, dump, iso, order, ping, write_file
@@ -247,7 +252,9 @@ def test_open_hour_append_of_new_avro_files_exactly_once(tmp_path: Path) -> None
     assert count(s, "orders", "_offset between 0 and 4") == 5
 
 
-def test_files_the_platform_does_not_read_are_reported_with_their_paths(tmp_path: Path) -> None:
+def test_files_the_platform_does_not_read_are_reported_with_their_paths(
+    tmp_path: Path, cli_env: Callable[[Settings], None], capsys: pytest.CaptureFixture[str]
+) -> None:
     hour = open_hour()
     t = hour + timedelta(minutes=5)
     s = local_settings(tmp_path)
@@ -269,9 +276,46 @@ def test_files_the_platform_does_not_read_are_reported_with_their_paths(tmp_path
     assert sorted(every) == sorted([*(f"{hour_dir(ORDERS, hour)}/{n}" for n in strays), "topics/stray.txt"])
     for name, word in strays.items():
         assert word in every[f"{hour_dir(ORDERS, hour)}/{name}"]
-    assert sorted(unread_in_hour(s.landing_dir, ORDERS, hour)) == sorted(f"{hour_dir(ORDERS, hour)}/{n}" for n in strays)
+    in_hour = sorted(unread_in_hour(s.landing_dir, ORDERS, hour))
+    assert in_hour == sorted(f"{hour_dir(ORDERS, hour)}/{n}" for n in strays)
     # A double that JSON cannot carry, but Avro can: refused by the column's check.
     write_avro(s.landing_dir, PINGS, hour, 0, 0, [ping("p1", t), ping("p-nan", t, speed_kmh=float("nan"))])
     r = ingest_hour(s, hour)
     assert r.topics["orders"].rows == 1
     assert r.topics["tracking_pings"].quarantined_by_reason == {"invalid_value:speed_kmh": 1}
+    # verify, the accounting check's account and run's summary name every one of them
+    cli_env(s)
+    main(["verify"])
+    out = capsys.readouterr().out
+    assert f"files not read: {len(every)}" in out and all(f"    {p}: " in out for p in every)
+    account = account_hour(s, hour)["orders"]
+    assert account.balanced and dict(account.unread_files) == {p: every[p] for p in in_hour}
+    assert "unread_files" in account.as_dict()
+    _, skipped = landed_partitions(s, datetime.now(UTC))
+    assert set(every) <= set(skipped)
+    results = bronze_check_results([r], {hour: account_hour(s, hour)})
+    check = next(c for c in results if c.asset_key == TOPIC_KEYS["orders"] and c.check_name == CHECK_ACCOUNTING)
+    assert not check.passed and all(p in (check.description or "") for p in in_hour)
+
+
+@pytest.mark.parametrize("codec", ["null", "snappy"])
+def test_the_vectorised_path_gives_the_line_parsers_rows(tmp_path: Path, codec: str) -> None:
+    """Every record read vectorised equals the same record through the line parser (the source of truth)."""
+    from pyiceberg.io.pyarrow import schema_to_pyarrow
+
+    from logistics_platform.lib.bronze.avro import read_file
+    from logistics_platform.lib.bronze.envelope import LineParser
+
+    hour = open_hour()
+    land_avro(tmp_path, hour, events(hour), codec)
+    for (spec, path) in [(bs.TOPIC_BY_NAME[t], p) for t in (ORDERS, TENANTS, PINGS) for p in
+                         (tmp_path / hour_dir(t, hour)).iterdir()]:  # fmt: skip
+        f = next(x for x in list_hour_files(tmp_path, spec.topic, hour) if x.path == path)
+        parser = LineParser(spec, hour, 7200)
+        schema = schema_to_pyarrow(bs.table_schema(spec))
+        fast, _ = read_file(parser, f, schema)
+        slow, _ = read_file(parser, f, schema, vectorised=False)
+        rows = sorted(fast.rows.to_pylist(), key=lambda r: r["_offset"])
+        assert rows == sorted(slow.rows.to_pylist(), key=lambda r: r["_offset"])
+        assert sorted(fast.quarantine) == sorted(slow.quarantine)
+        assert fast.late == slow.late and fast.lines == slow.lines

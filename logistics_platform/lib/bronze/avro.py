@@ -277,18 +277,18 @@ def _typed(kind: str, values: pa.Array, field: AvroField | None) -> tuple[pa.Arr
     if kind == K_DOUBLE:
         if pa.types.is_floating(t) or pa.types.is_integer(t):
             v = values.cast(pa.float64())
-            return v, _mask(pc.or_(pc.is_null(v), pc.is_finite(v)))
+            return v, _mask(pc.or_kleene(pc.is_null(v), pc.is_finite(v)))
         raise _Decline
     if kind == K_DECIMAL:
         if (pa.types.is_binary(t) or pa.types.is_large_binary(t)) and field is not None and field.logical == "decimal":
             return _bytes_decimal(values, field.scale or 0)
         if pa.types.is_string(t):
-            good = _mask(pc.or_(pc.is_null(values), pc.match_substring_regex(values, MONEY_RE)))
+            good = _mask(pc.or_kleene(pc.is_null(values), pc.match_substring_regex(values, MONEY_RE)))
             return pc.if_else(good, values, pa.nulls(n, t)).cast(_MONEY), good
         raise _Decline
     if kind == K_TIMESTAMP:
         if pa.types.is_string(t):
-            good = _mask(pc.or_(pc.is_null(values), pc.match_substring_regex(values, TIMESTAMP_RE)))
+            good = _mask(pc.or_kleene(pc.is_null(values), pc.match_substring_regex(values, TIMESTAMP_RE)))
             try:
                 micros = pc.if_else(good, values, pa.nulls(n, t)).cast(_TS_UTC).cast(pa.int64())
             except pa.ArrowInvalid:  # a canonical-looking impossible date (2026-02-30): the parser says so
@@ -351,10 +351,10 @@ def vector_rows(
         conn = conn.cast(pa.int64())
         before, after = _column(tbl, "before"), _column(tbl, "after")
         ok = _mask(pc.is_in(op, value_set=pa.array(["c", "u", "d", "r"])))
-        ok = pc.and_(ok, _mask(pc.and_(pc.greater_equal(ts_ms, -_I53), pc.less(ts_ms, _I53))))
-        ok = pc.and_(ok, pc.is_valid(lsn))
+        ok = pc.and_kleene(ok, _mask(pc.and_kleene(pc.greater_equal(ts_ms, -_I53), pc.less(ts_ms, _I53))))
+        ok = pc.and_kleene(ok, pc.is_valid(lsn))
         is_delete = _mask(pc.equal(op, "d"))
-        ok = pc.and_(ok, pc.if_else(is_delete, pc.is_valid(before), pc.is_valid(after)))
+        ok = pc.and_kleene(ok, pc.if_else(is_delete, pc.is_valid(before), pc.is_valid(after)))
         key_before, key_after = _field(before, key_name, n), _field(after, key_name, n)
         key_kind = K_STRING if string_key else K_LONG
         key_b, _ = _typed(key_kind, key_before, None)
@@ -365,12 +365,12 @@ def vector_rows(
             if name == key_name:
                 continue
             values, good = _typed(kind, _field(after, name, n), fields.get(name))
-            ok = pc.and_(ok, pc.or_(is_delete, good))
+            ok = pc.and_kleene(ok, pc.or_kleene(is_delete, good))
             cols[name] = pc.if_else(is_delete, pa.nulls(n, values.type), values)
         for name in fields:
             if name not in parser.known:  # a column the table lacks: the parser evolves the table with it
-                ok = pc.and_(ok, pc.or_(is_delete, pc.is_null(_field(after, name, n))))
-        conn_ok = _mask(pc.and_(pc.greater_equal(conn, -_I53), pc.less(conn, _I53)))
+                ok = pc.and_kleene(ok, pc.or_kleene(is_delete, pc.is_null(_field(after, name, n))))
+        conn_ok = _mask(pc.and_kleene(pc.greater_equal(conn, -_I53), pc.less(conn, _I53)))
         connector_us = pc.if_else(conn_ok, pc.multiply(pc.if_else(conn_ok, conn, 0), 1000), pa.nulls(n, pa.int64()))
         event_us = pc.multiply(pc.fill_null(ts_ms, 0), 1000)
     else:
@@ -378,16 +378,16 @@ def vector_rows(
         for name, kind in parser.columns:
             values, good = _typed(kind, _column(tbl, name), fields.get(name))
             cols[name] = values
-            ok = pc.and_(ok, good)
+            ok = pc.and_kleene(ok, good)
         key = cols[key_name].cast(pa.string() if string_key else pa.int64())
         for name in fields:
             if name not in parser.known:
-                ok = pc.and_(ok, pc.is_null(_column(tbl, name)))
+                ok = pc.and_kleene(ok, pc.is_null(_column(tbl, name)))
         event_us = cols[PLAIN_EVENT_TIME_COLUMN]
-        ok = pc.and_(ok, pc.is_valid(event_us))
-    ok = pc.and_(ok, pc.is_valid(key))
+        ok = pc.and_kleene(ok, pc.is_valid(event_us))
+    ok = pc.and_kleene(ok, pc.is_valid(key))
     if string_key:
-        ok = pc.and_(ok, _mask(pc.greater(pc.binary_length(key), 0)))
+        ok = pc.and_kleene(ok, _mask(pc.greater(pc.binary_length(key), 0)))
     ok_np = np.asarray(_mask(ok), bool)
     keep = pa.array(ok_np)
     m = int(ok_np.sum())
@@ -446,10 +446,13 @@ class AvroCorruptRead(CorruptRead):
         return f"{self.error.error}; {where}); file size {self.file.size} bytes"
 
 
-def read_file(parser: LineParser, f: LandingFile, schema: pa.Schema) -> tuple[BlockResult, AvroCorruptRead | None]:
+def read_file(
+    parser: LineParser, f: LandingFile, schema: pa.Schema, vectorised: bool = True
+) -> tuple[BlockResult, AvroCorruptRead | None]:
     """One Avro landing file -> its rows (of ``schema``), quarantine records and counts, and where it is damaged.
 
     The result's ``unknown`` is set (nothing else) when a record holds columns the table lacks, as for a block.
+    ``vectorised=False`` sends every record through the line parser (the source of truth: same result, slower).
     """
     decoded = decode(f.path)
     walk = decoded.walk
@@ -464,6 +467,8 @@ def read_file(parser: LineParser, f: LandingFile, schema: pa.Schema) -> tuple[Bl
     tables: list[pa.Table] = []
     late = 0
     try:
+        if not vectorised:
+            raise _Decline
         rows, ok, late = vector_rows(parser, tbl, fields, f, schema)
         tables.append(rows)
         rest = np.flatnonzero(~ok)

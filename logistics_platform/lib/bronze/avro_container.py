@@ -216,7 +216,9 @@ def _container(data: bytes, header: Header, blocks: list[Block]) -> bytes:
 
 
 def _query(path: Path | str, select: str) -> pa.Table:
-    return duck().execute(f"select {select} from read_avro(?)", [str(path)]).fetch_arrow_table()
+    # hive_partitioning off: read_avro would add the dt=/hr= folders of the landing layout as columns.
+    sql = f"select {select} from read_avro(?, hive_partitioning = false)"
+    return duck().execute(sql, [str(path)]).fetch_arrow_table()
 
 
 @dataclass
