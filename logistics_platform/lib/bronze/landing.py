@@ -1,9 +1,10 @@
 """Discovery of Kafka Connect landing files (pure functions over a directory tree).
 
-Layout (docs/contract/sources.md): ``topics/<topic>/dt=YYYY-MM-DD/hr=HH/<topic>+<partition>+<start_offset>.json[.gz]``.
+Layout (docs/contract/sources.md): ``topics/<topic>/dt=YYYY-MM-DD/hr=HH/<topic>+<partition>+<start_offset>.json[.gz]``
+or ``.avro`` (Avro container files: read by :mod:`~logistics_platform.lib.bronze.avro`, counted here).
 The ``dt=/hr=`` folder is the arrival hour. Files never change once written, so a file set is identified by
 its relative names and sizes (:func:`fingerprint`). Names that do not follow the pattern (uploads in flight,
-``.tmp`` files, stray objects) are skipped by discovery and can be listed with :func:`unexpected_files`.
+``.tmp`` files, stray objects) are skipped by discovery and reported (:mod:`~logistics_platform.lib.bronze.unread`).
 
 Content is read with :class:`ContentReader` / :func:`iter_lines`: a UTF-8 byte-order mark at the start of a file
 is not part of its first line, and a file that cannot be read to its end (a truncated or damaged gzip, an
