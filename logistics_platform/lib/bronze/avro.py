@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from logistics_platform.lib.bronze.avro_container import decode
+from logistics_platform.lib.bronze.avro_container import AvroFormatError, decode, read_header
 from logistics_platform.lib.bronze.blocks import BlockResult, CorruptRead
 from logistics_platform.lib.bronze.envelope import (
     IDENTITY_SEPARATOR,
@@ -432,6 +432,37 @@ def _event_ids(texts: pa.Array) -> list[str]:
     return out
 
 
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def projection(schema: dict[str, Any], parser: LineParser) -> str:
+    """What of a CDC file's records the vectorised path reads: ``after``, the key of ``before``, ``op``, ``ts_ms`` and
+    ``source``'s lsn, ts_ms and txId (DuckDB then converts half as much); ``*`` for any other shape."""
+    if not parser.cdc:
+        return "*"
+    named = _named(schema, {})
+    top = {f.get("name"): _resolve(f.get("type"), named) for f in schema.get("fields", [])}
+    source, before = top.get("source"), top.get("before")
+    if not {"after", "op", "source"} <= top.keys() or not isinstance(source, dict) or not isinstance(before, dict):
+        return "*"
+    source_fields = {f.get("name") for f in source.get("fields", [])}
+    before_fields = {f.get("name") for f in before.get("fields", [])}
+    picked = [n for n in ("lsn", "ts_ms", "txId") if n in source_fields]
+    if not picked or parser.key not in before_fields:
+        return "*"
+    key = _quote(parser.key)
+    cols = [
+        f"struct_pack({key} := before.{key}) as before",
+        "after",
+        "op",
+        "struct_pack(" + ", ".join(f"{_quote(n)} := source.{_quote(n)}" for n in picked) + ") as source",
+    ]
+    if "ts_ms" in top:
+        cols.append("ts_ms")
+    return ", ".join(cols)
+
+
 # -- one file -------------------------------------------------------------------------------------------------
 class AvroCorruptRead(CorruptRead):
     """Where reading a damaged container stopped: after the records of its complete, decodable blocks."""
@@ -454,7 +485,11 @@ def read_file(
     The result's ``unknown`` is set (nothing else) when a record holds columns the table lacks, as for a block.
     ``vectorised=False`` sends every record through the line parser (the source of truth: same result, slower).
     """
-    decoded = decode(f.path)
+    try:
+        select = projection(read_header(f.path).schema, parser)
+    except (AvroFormatError, OSError):
+        select = "*"  # what is wrong with the file, decode says
+    decoded = decode(f.path, select)
     walk = decoded.walk
     corrupt = None if walk.error is None else AvroCorruptRead(f, walk.error, walk.records, walk.error_at)
     tbl = decoded.table
@@ -480,6 +515,9 @@ def read_file(
         block = {"fields": [{"field": "after", "fields": [fl.json_schema() for fl in fields.values()]}]}
         slow: list[Any] = []
         hour_us = parser.arrival_us
+        if select != "*":  # the records to render in full: read again with every field (few files have any)
+            full = decode(f.path).table
+            tbl = full if full is not None and full.num_rows == n else tbl
         records = tbl.take(pa.array(rest)).to_pylist()
         for i, record in zip(rest.tolist(), records, strict=True):
             offset = f.start_offset + i

@@ -218,7 +218,7 @@ def _container(data: bytes, header: Header, blocks: list[Block]) -> bytes:
 def _query(path: Path | str, select: str) -> pa.Table:
     # hive_partitioning off: read_avro would add the dt=/hr= folders of the landing layout as columns.
     sql = f"select {select} from read_avro(?, hive_partitioning = false)"
-    return duck().execute(sql, [str(path)]).fetch_arrow_table()
+    return duck().execute(sql, [str(path)]).to_arrow_table()
 
 
 @dataclass
