@@ -12,7 +12,11 @@ reader can read them) in one run, on this machine, and the ratios are printed at
 - the limit: the faster of pyarrow's JSON reader and DuckDB's ``read_json`` -> ``COPY TO`` Parquet, no
   validation, no Iceberg;
 - the peer: dlt (filesystem source ``read_jsonl`` -> filesystem destination, ``table_format="iceberg"``),
-  installed in its own venv under benchmarks/.work/dlt-venv because its pins differ from ours.
+  installed in its own venv under benchmarks/.work/dlt-venv because its pins differ from ours;
+- Avro beside JSON: the same events converted (once, cached) into Avro container files as the Confluent sink's
+  AvroFormat writes them (Debezium envelope schema, decimals as ``bytes``/``decimal``, codec null, same names and
+  start offsets), ingested per hour in-process like ``ours_1``; printed as lines per CPU-second of each and their
+  ratio (``--avro-only`` runs just that pair; ``--skip-avro`` leaves it out).
 """
 
 from __future__ import annotations
@@ -64,6 +68,38 @@ def generate_data(lines: int) -> tuple[Path, dict]:
     if summary["totals"]["lines"] < lines:
         raise SystemExit(f"generated only {summary['totals']['lines']:,} lines; raise the volumes in generate_data()")
     return landing, summary
+
+
+def avro_landing(landing: Path) -> Path:
+    """The landing zone's events as Avro container files (same layout, names and offsets; cached between runs)."""
+    sys.path.insert(0, str(ROOT))
+    import gzip
+
+    from logistics_platform.lib.bronze import schema as bs
+    from tests.support.avro_encode import envelope_datum, envelope_schema, plain_schema, schema_text
+    from tests.support.connect_sink import avro_container, sync_marker
+
+    out = landing.with_name(landing.name + "-avro")
+    marker = out / "_generation.json"
+    if marker.exists() and marker.read_bytes() == (landing / "_generation.json").read_bytes():
+        return out
+    log(f"converting {landing} into Avro container files in {out} ...")
+    t = time.perf_counter()
+    shutil.rmtree(out, ignore_errors=True)
+    for p in sorted((landing / "topics").rglob("*.json*")):
+        spec = bs.TOPIC_BY_NAME[p.relative_to(landing / "topics").parts[0]]
+        schema = envelope_schema(spec) if spec.cdc else plain_schema(spec)
+        raw = gzip.decompress(p.read_bytes()) if p.name.endswith(".gz") else p.read_bytes()
+        values = [json.loads(line) for line in raw.splitlines() if line.strip() not in (b"", b"null")]
+        values = [v["payload"] if isinstance(v, dict) and "payload" in v else v for v in values]
+        target = out / p.relative_to(landing).with_name(p.name.split(".json")[0] + ".avro")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        datums = [envelope_datum(schema, v) for v in values]
+        # The Java writer's default sync interval (64 KiB) gives blocks of a few hundred records.
+        target.write_bytes(avro_container(schema_text(schema), datums, sync_marker(target.name), "null", 500))
+    shutil.copyfile(landing / "_generation.json", marker)
+    log(f"  in {time.perf_counter() - t:.0f}s")
+    return out
 
 
 def landing_files(landing: Path) -> dict[str, list[Path]]:
@@ -295,6 +331,27 @@ def log_ours(r: dict) -> None:
     )
 
 
+def compare_avro(landing: Path, json_run: dict) -> dict:
+    """Ours on the same events as Avro files, in-process per hour like ``json_run``; prints both and the ratio."""
+    avro = avro_landing(landing)
+    log("ours, per hour, in-process (INGEST_WORKERS=1), Avro container files of the same events ...")
+    r = run_ours(avro, 1)
+    if r["rows"] != json_run["rows"]:
+        raise SystemExit(f"Avro ingest wrote {r['rows']:,} rows, the JSON ingest {json_run['rows']:,}")
+    loop_json = {**json_run, "cpu": json_run["cpu"] - json_run["start_cpu"]}
+    loop_avro = {**r, "cpu": r["cpu"] - r["start_cpu"]}
+    log(f"  same rows as JSON: {r['rows']:,}; peak RSS {r['peak_rss'] / 2**20:,.0f} MiB")
+    log("| files | records | lines per CPU-second (whole child) | ingest loop only | lines/s (wall) |")
+    log("|---|---:|---:|---:|---:|")
+    for name, x, loop in (("JSON", json_run, loop_json), ("Avro", r, loop_avro)):
+        log(f"| {name} | {x['lines']:,} | {cpu_rate(x):,.0f} | {cpu_rate(loop):,.0f} | {rate(x):,.0f} |")
+    log(
+        f"Avro / JSON per CPU-second: {cpu_rate(r) / cpu_rate(json_run):.2f}x whole child, "
+        f"{cpu_rate(loop_avro) / cpu_rate(loop_json):.2f}x ingest loop only"
+    )
+    return r
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--lines", type=int, default=2_000_000, help="at least this many landed lines (default 2M)")
@@ -303,6 +360,8 @@ def main() -> int:
     ap.add_argument(
         "--per-line", action="store_true", help="also run ours with the vectorised clean path off (fast_run_lines=0)"
     )
+    ap.add_argument("--skip-avro", action="store_true", help="do not run ours on the same events as Avro files")
+    ap.add_argument("--avro-only", action="store_true", help="only ours on JSON vs ours on Avro (INGEST_WORKERS=1)")
     args = ap.parse_args()
 
     WORK.mkdir(parents=True, exist_ok=True)
@@ -317,6 +376,13 @@ def main() -> int:
     log(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start")
 
     results: dict[str, dict] = {}
+    if args.avro_only:
+        log("ours, per hour, in-process (INGEST_WORKERS=1), JSON files ...")
+        results["ours_1"] = run_ours(landing, 1)
+        log(f"  {cpu_rate(results['ours_1']):,.0f} lines per CPU-second")
+        compare_avro(landing, results["ours_1"])
+        log(f"load average at end {os.getloadavg()[0]:.1f}")
+        return 0
     log(f"ours, per hour (ingest_hour for each arrival hour, INGEST_WORKERS={args.workers}) ...")
     results["ours"] = run_ours(landing, args.workers)
     log_ours(results["ours"])
@@ -395,6 +461,9 @@ def main() -> int:
                 "   (target >= 3x)"
             )
     log(f"target >= 0.7x of the limit per CPU-second (whole child): {', '.join(verdicts)}")
+    if not args.skip_avro:
+        base = results.get("ours_1") or results["ours"]
+        compare_avro(landing, base)
     cpu = resource.getrusage(resource.RUSAGE_SELF).ru_utime
     log(f"load average at end {os.getloadavg()[0]:.1f}; own CPU {cpu:.0f}s")
     (WORK / "last_results.json").write_text(json.dumps(results, indent=2))

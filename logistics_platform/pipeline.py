@@ -3,7 +3,8 @@
 Landed hours, the one in progress included, are ingested in ranges of consecutive hours (one Dagster run and one
 Iceberg commit per table each), then the transform job builds the window of them once (one run over their days).
 A landed hour that is not a partition (before PARTITIONS_START, ahead of the clock) or a folder that is not an
-arrival hour is left out and reported in the summary; the rest runs.
+arrival hour, or a file the ingest does not read (lib/bronze/unread.py), is left out and reported in the summary;
+the rest runs.
 
 Runs go through Dagster jobs on the configured instance (``$DAGSTER_HOME``), so they show in the UI's run
 history exactly like runs launched there.
@@ -75,7 +76,7 @@ class Summary:
     bronze: dict[str, int] = field(default_factory=dict)
     marts: dict[str, int] = field(default_factory=dict)
     counts_error: str = ""  # why the row counts could not be read (the summary is printed anyway)
-    skipped: dict[str, str] = field(default_factory=dict)  # landed hour or folder left out -> why
+    skipped: dict[str, str] = field(default_factory=dict)  # landed hour, folder or file left out -> why
 
     @property
     def ok(self) -> bool:
@@ -118,6 +119,7 @@ def batched_events(instance: dg.DagsterInstance, settings: Settings) -> Iterator
 def landed_partitions(settings: Settings, now: datetime) -> tuple[list[str], dict[str, str]]:
     """Every landed arrival hour that is a partition at ``now``, the open one included; what was left out, and why."""
     from logistics_platform.lib.bronze.landing import list_arrival_hours
+    from logistics_platform.lib.bronze.unread import unread_files
     from logistics_platform.lib.operate.landing_watch import malformed_folders, partition_hours
 
     if not settings.landing_dir.exists():
@@ -127,6 +129,7 @@ def landed_partitions(settings: Settings, now: datetime) -> tuple[list[str], dic
     landed = [hour_key(h) for h in list_arrival_hours(settings.landing_dir)]
     keys, skipped = partition_hours(landed, settings.partitions_start, now)
     skipped.update(malformed_folders(settings.landing_dir))
+    skipped.update(unread_files(settings.landing_dir))  # files the ingest does not read, each with its path
     if not keys:
         reasons = "; ".join(f"{what}: {why}" for what, why in list(skipped.items())[:SKIPPED_SHOWN])
         raise PipelineError(

@@ -2,7 +2,9 @@
 
 Reports hours never ingested, hours whose files changed since their ingest (a delayed upload), hours with a
 file that cannot be read to its end (corrupt), and each ingested hour's accounting (landed lines = rows +
-quarantined + tombstones, per topic). The current hour is open (files still arriving): it is shown with how many
+quarantined + tombstones, per topic), and every file under the landing root that is not read (an unknown
+extension, a sink's key or header file, a name or folder not the sink's), with its path and why: a warning, it does
+not change the exit code. The current hour is open (files still arriving): it is shown with how many
 of its files are ingested and how many are new, and fails only when a logged file changed. Exit code 0 when
 everything is ingested and balanced, 1 otherwise (usable from scripts and cron).
 """
@@ -28,6 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from logistics_platform.cli.errors import USAGE, CommandError, require_landing_dir
+    from logistics_platform.lib.bronze.unread import unread_files
     from logistics_platform.lib.operate.landing_watch import scan_landing
     from logistics_platform.lib.operate.progress import compare, read_corrupt_files, read_ingest_log
     from logistics_platform.lib.timekeys import parse_hour_key
@@ -50,8 +53,14 @@ def run(args: argparse.Namespace) -> int:
         now=datetime.now(UTC),
     )
     problems = [r for r in reports if not r.ok]
+    unread = unread_files(settings.landing_dir)
+    if hours is not None:
+        unread = {p: why for p, why in unread.items() if _hour_of(p) in hours}
     if args.json:
-        print(json.dumps([_as_dict(r) for r in reports], indent=2))
+        by_hour: dict[str | None, dict[str, str]] = {}
+        for path, why in unread.items():
+            by_hour.setdefault(_hour_of(path), {})[path] = why
+        print(json.dumps([{**_as_dict(r), "unread_files": by_hour.get(r.hour, {})} for r in reports], indent=2))
         return 1 if problems else 0
 
     shown = reports if args.all else [r for r in reports if not r.ok or r.status == "open"]
@@ -74,6 +83,10 @@ def run(args: argparse.Namespace) -> int:
                 f"    {e.topic:<28} lines {e.lines:>8} = rows {e.rows:>8} + quarantined {e.quarantined:>6} "
                 f"+ tombstones {e.tombstones:>6}  {mark}"
             )
+    if unread:
+        print(f"files not read: {len(unread)} (not landing files of the contract; nothing counts them)")
+        for path, why in unread.items():
+            print(f"    {path}: {why}")
     counts: dict[str, int] = {}
     for r in reports:
         counts[r.status] = counts.get(r.status, 0) + 1
@@ -94,6 +107,19 @@ def run(args: argparse.Namespace) -> int:
         if any(r.status == "unbalanced" for r in problems):
             print("unbalanced hours: lines are missing from bronze; re-run the hour, then check bronze.quarantine")
     return 1 if problems else 0
+
+
+def _hour_of(relpath: str) -> str | None:
+    """The arrival-hour key of a path inside an hour folder (``topics/<topic>/dt=../hr=../..``), else None."""
+    from logistics_platform.lib.timekeys import hour_key
+
+    parts = relpath.split("/")
+    if len(parts) < 5 or not parts[2].startswith("dt=") or not parts[3].startswith("hr="):
+        return None
+    try:
+        return hour_key(datetime.strptime(f"{parts[2][3:]} {parts[3][3:]}", "%Y-%m-%d %H"))
+    except ValueError:
+        return None
 
 
 def _as_dict(r: object) -> dict[str, object]:

@@ -2,8 +2,8 @@
 sink writes it, through the whole platform, against the PostgreSQL tables it captured.
 
 One cluster and one engine process for the module (tests/support/debezium.py); each converter config is then
-landed and run through the pipeline on its own. Configs the platform cannot read yet (Avro) are strict xfails: they run,
-show the gap, and fail the suite as soon as the decoder lands, so their mark must then go.
+landed and run through the pipeline on its own: JSON Lines for the JsonConverter configs, Avro container files for
+the AvroConverter one.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from logistics_platform.defs.partitions import arrival_hour_partitions
 from logistics_platform.lib.capture.schema import KEYS, TABLES
 from logistics_platform.lib.connections import connect
 from logistics_platform.lib.timekeys import parse_hour_key
-from logistics_platform.pipeline import PipelineError, Summary, run_pipeline
+from logistics_platform.pipeline import Summary, run_pipeline
 from logistics_platform.settings import Settings, local_settings
 from tests.debezium.workload import TOAST_COURIER, TOAST_TENANT, oltp_database, table_rows, workload
 from tests.support.connect_sink import land
@@ -43,7 +43,6 @@ PRECISE_JSON = ConverterConfig("precise", "json", schemas_enable=False)
 PRECISE_JSON_SCHEMAS = ConverterConfig("precise", "json", schemas_enable=True)
 PRECISE_AVRO = ConverterConfig("precise", "avro")
 CONFIGS = (STRING_JSON, STRING_JSON_SCHEMAS, PRECISE_JSON, PRECISE_JSON_SCHEMAS, PRECISE_AVRO)
-GAP = "#27: Avro landing files not read yet"
 
 
 @dataclass
@@ -171,8 +170,7 @@ def platform(
         STRING_JSON_SCHEMAS,
         PRECISE_JSON,
         PRECISE_JSON_SCHEMAS,
-        # .avro files are not landing files today: `run` finds no arrival hour to ingest.
-        pytest.param(PRECISE_AVRO, marks=pytest.mark.xfail(strict=True, raises=PipelineError, reason=GAP)),
+        PRECISE_AVRO,
     ],
     ids=lambda c: c.name,
 )

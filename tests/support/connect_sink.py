@@ -15,6 +15,7 @@ starts past every offset of the one before.
 from __future__ import annotations
 
 import hashlib
+import zlib
 from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -104,13 +105,40 @@ def _avro_bytes(b: bytes) -> bytes:
     return _zigzag(len(b)) + b
 
 
-def avro_container(schema: str, datums: list[bytes], sync: bytes) -> bytes:
-    """An Avro object container file (codec null, one block) holding ``datums`` already in Avro binary encoding."""
-    meta = {"avro.schema": schema.encode("utf-8"), "avro.codec": b"null"}
+AVRO_CODECS = ("null", "deflate", "snappy")
+
+
+def _compress(codec: str, body: bytes) -> bytes:
+    """A block's data as the codec stores it: raw deflate (no zlib header), or snappy + CRC32 of the raw data."""
+    if codec == "null":
+        return body
+    if codec == "deflate":
+        c = zlib.compressobj(6, zlib.DEFLATED, -15)
+        return c.compress(body) + c.flush()
+    if codec == "snappy":
+        import cramjam  # a dev dependency: only the tests write snappy containers
+
+        return bytes(cramjam.snappy.compress_raw(body)) + zlib.crc32(body).to_bytes(4, "big")
+    raise ValueError(f"codec {codec!r}: expected one of {', '.join(AVRO_CODECS)}")
+
+
+def avro_container(
+    schema: str, datums: list[bytes], sync: bytes, codec: str = "null", block_records: int | None = None
+) -> bytes:
+    """An Avro object container file holding ``datums`` already in Avro binary encoding.
+
+    ``codec``: null, deflate or snappy; ``block_records``: records per block (default: all in one block).
+    """
+    meta = {"avro.schema": schema.encode("utf-8"), "avro.codec": codec.encode()}
     header = AVRO_MAGIC + _zigzag(len(meta))
     header += b"".join(_avro_bytes(k.encode("utf-8")) + _avro_bytes(v) for k, v in meta.items()) + _zigzag(0) + sync
-    body = b"".join(datums)
-    return header + _zigzag(len(datums)) + _zigzag(len(body)) + body + sync
+    step = block_records or max(1, len(datums))
+    blocks = []
+    for at in range(0, len(datums), step):
+        part = datums[at : at + step]
+        data = _compress(codec, b"".join(part))
+        blocks.append(_zigzag(len(part)) + _zigzag(len(data)) + data + sync)
+    return header + b"".join(blocks)
 
 
 def land_avro(

@@ -39,7 +39,7 @@ def bronze_check_specs() -> list[dg.AssetCheckSpec]:
                 blocking=True,
                 description=f"Landed lines of {bs.TOPICS[t].topic} in the hour = bronze rows + quarantine rows + "
                 "tombstones (files recounted, tables re-read with DuckDB); a run that appended to the hour accounts "
-                "for the files it added (metadata: scope).",
+                "for the files it added (metadata: scope). Warns naming the files of the hour it does not read.",
             )
         )
         checks.append(
@@ -91,6 +91,10 @@ def bronze_check_results(
                 "are accounted for (bronze.quarantine, reason corrupt_file, says where reading stopped). Have the "
                 "producer re-deliver it: the hour is re-ingested when the file changes"
             )
+        unread = [f"{path} ({why})" for acc in per_hour.values() for path, why in acc.unread_files]
+        if unread:  # a WARN too: nothing is skipped silently, but the files are not the contract's to read
+            note = f"files not read (not landing files of the contract): {', '.join(unread)}"
+            description = note if description is None else f"{description}; {note}"
         if single:
             metadata: dict[str, Any] = dict(next(iter(per_hour.values())).as_dict())
         else:
@@ -104,6 +108,8 @@ def bronze_check_results(
                 "tombstones": sum(a.tombstones for a in per_hour.values()),
                 "by_hour": dg.MetadataValue.json({k: a.as_dict() for k, a in per_hour.items()}),
             }
+            if unread:
+                metadata["unread_files"] = dg.MetadataValue.json(unread)
         yield dg.AssetCheckResult(
             asset_key=TOPIC_KEYS[t],
             check_name=CHECK_ACCOUNTING,

@@ -4,6 +4,9 @@ landed lines = bronze rows + quarantine rows + tombstones, per topic. The left s
 landing files' bytes (:func:`landing.count_lines`), the right side is read back from the committed Iceberg
 tables with DuckDB's ``iceberg_scan`` (a reader other than the pyiceberg that wrote them).
 
+An Avro container's records are its lines (:func:`landing.scan_file` counts them from the blocks' framing); files
+in an hour folder that the ingest does not read are listed with each account (``unread_files``), never counted.
+
 A file that cannot be read to its end counts with its complete lines before the damage; the quarantine row
 that records the file itself (reason ``corrupt_file``) is not a line and is matched against the damaged files.
 
@@ -27,6 +30,7 @@ from logistics_platform.lib.bronze.commit import hour_files
 from logistics_platform.lib.bronze.increment import APPEND, UNCHANGED
 from logistics_platform.lib.bronze.landing import list_hour_files, scan_file
 from logistics_platform.lib.bronze.reports import IngestReport
+from logistics_platform.lib.bronze.unread import unread_in_hour
 from logistics_platform.lib.connections import connect, load_catalog
 from logistics_platform.lib.timekeys import hour_start
 from logistics_platform.settings import Settings
@@ -48,6 +52,8 @@ class TopicAccount:
     corrupt_files: tuple[str, ...] = ()  # landed files that cannot be read to their end (relative paths)
     corrupt_rows: int = 0  # quarantine rows of reason corrupt_file
     scope: str = SCOPE_HOUR  # what was accounted: the whole hour, the files an append added, or nothing new
+    # files in the hour's folder that are not read (unknown extension, a sink's key or header file): path -> why
+    unread_files: tuple[tuple[str, str], ...] = ()
 
     @property
     def balanced(self) -> bool:
@@ -56,11 +62,13 @@ class TopicAccount:
 
     def as_dict(self) -> dict[str, int | str | bool]:
         d: dict[str, int | str | bool] = {
-            k: v for k, v in asdict(self).items() if k not in ("corrupt_files", "corrupt_rows")
+            k: v for k, v in asdict(self).items() if k not in ("corrupt_files", "corrupt_rows", "unread_files")
         }
         if self.corrupt_files or self.corrupt_rows:
             d["corrupt_files"] = ", ".join(self.corrupt_files)
             d["corrupt_rows"] = self.corrupt_rows
+        if self.unread_files:
+            d["unread_files"] = "; ".join(f"{path}: {why}" for path, why in self.unread_files)
         return {**d, "balanced": self.balanced}
 
 
@@ -125,6 +133,7 @@ def account_hours(settings: Settings, arrival_hours: Sequence[datetime]) -> dict
                     quarantined.get((hour, spec.topic), 0),
                     tuple(corrupt),
                     corrupt_rows.get((hour, spec.topic), 0),
+                    unread_files=tuple(unread_in_hour(settings.landing_dir, spec.topic, hour).items()),
                 )
         return out
     finally:
@@ -194,6 +203,7 @@ def _account_increment(settings: Settings, catalog: Catalog, report: IngestRepor
                 tuple(corrupt),
                 quarantined.get((tr.topic, True), 0),
                 scope=SCOPE_INCREMENT,
+                unread_files=tuple(unread_in_hour(settings.landing_dir, tr.topic, hour).items()),
             )
         return out
     finally:

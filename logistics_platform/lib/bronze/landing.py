@@ -1,9 +1,10 @@
 """Discovery of Kafka Connect landing files (pure functions over a directory tree).
 
-Layout (docs/contract/sources.md): ``topics/<topic>/dt=YYYY-MM-DD/hr=HH/<topic>+<partition>+<start_offset>.json[.gz]``.
+Layout (docs/contract/sources.md): ``topics/<topic>/dt=YYYY-MM-DD/hr=HH/<topic>+<partition>+<start_offset>.json[.gz]``
+or ``.avro`` (Avro container files: read by :mod:`~logistics_platform.lib.bronze.avro`, counted here).
 The ``dt=/hr=`` folder is the arrival hour. Files never change once written, so a file set is identified by
 its relative names and sizes (:func:`fingerprint`). Names that do not follow the pattern (uploads in flight,
-``.tmp`` files, stray objects) are skipped by discovery and can be listed with :func:`unexpected_files`.
+``.tmp`` files, stray objects) are skipped by discovery and reported (:mod:`~logistics_platform.lib.bronze.unread`).
 
 Content is read with :class:`ContentReader` / :func:`iter_lines`: a UTF-8 byte-order mark at the start of a file
 is not part of its first line, and a file that cannot be read to its end (a truncated or damaged gzip, an
@@ -24,10 +25,14 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import IO, cast
 
+from logistics_platform.lib.bronze.avro_container import count_records
 from logistics_platform.lib.timekeys import hour_start
 
 TOPICS_DIR = "topics"
-_FILE_RE = re.compile(r"^(?P<topic>[A-Za-z0-9._-]+)\+(?P<partition>\d+)\+(?P<offset>\d{10,})\.json(?P<gz>\.gz)?$")
+_FILE_RE = re.compile(
+    r"^(?P<topic>[A-Za-z0-9._-]+)\+(?P<partition>\d+)\+(?P<offset>\d{10,})\.(?:json(?P<gz>\.gz)?|(?P<avro>avro))$"
+)
+LANDING_EXTENSIONS = (".json", ".json.gz", ".avro")
 _DT_RE = re.compile(r"^dt=(\d{4}-\d{2}-\d{2})$")
 _HR_RE = re.compile(r"^hr=(\d{2})$")
 
@@ -47,6 +52,11 @@ class LandingFile:
     @property
     def gzipped(self) -> bool:
         return self.relpath.endswith(".gz")
+
+    @property
+    def avro(self) -> bool:
+        """An Avro object container file (records, not lines: :mod:`~logistics_platform.lib.bronze.avro`)."""
+        return self.relpath.endswith(".avro")
 
     def open(self) -> IO[bytes]:
         """Binary stream of the file's content, decompressed when gzipped (raw: no BOM handling, no salvage)."""
@@ -81,7 +91,9 @@ def parse_landing_path(relpath: str) -> tuple[str, datetime, int, int]:
     if not dt_m or not hr_m:
         raise LandingPathError(f"{relpath!r}: folder must be dt=YYYY-MM-DD/hr=HH")
     if not file_m:
-        raise LandingPathError(f"{relpath!r}: file name must be <topic>+<partition>+<10-digit offset>.json[.gz]")
+        raise LandingPathError(
+            f"{relpath!r}: file name must be <topic>+<partition>+<10-digit offset>.json, .json.gz or .avro"
+        )
     if file_m["topic"] != topic:
         raise LandingPathError(f"{relpath!r}: file topic {file_m['topic']!r} differs from folder topic {topic!r}")
     try:
@@ -390,7 +402,18 @@ class FileCount:
 
 
 def scan_file(f: LandingFile) -> FileCount:
-    """Count one file's lines and tombstones straight from its bytes, noting whether it is damaged."""
+    """Count one file's lines and tombstones straight from its bytes, noting whether it is damaged.
+
+    An Avro container's records are its lines (it holds no tombstones), counted from its blocks' framing.
+    """
+    if f.avro:
+        try:
+            records, error = count_records(f.path)
+        except OSError as e:
+            if is_transient_os_error(e):
+                raise
+            return FileCount(0, 0, f"{type(e).__name__}: {e}")
+        return FileCount(records, 0, error)
     lines = tombstones = 0
     try:
         for raw in iter_lines(f):

@@ -10,24 +10,27 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
 
 from logistics_platform.lib.bronze import schema as bs
+from logistics_platform.lib.bronze.avro import read_file as read_avro_file
 from logistics_platform.lib.bronze.blocks import (
     BLOCK_BYTES,
     FAST_RUN_LINES,
     MIN_BLOCK_BYTES,
+    BlockResult,
     BlockTask,
     CorruptRead,
     iter_counted_blocks,
 )
-from logistics_platform.lib.bronze.envelope import raw_line_text
+from logistics_platform.lib.bronze.envelope import LineParser, raw_line_text
 from logistics_platform.lib.bronze.landing import LandingFile
 from logistics_platform.lib.bronze.pool import BlockPool, run_block
 from logistics_platform.lib.bronze.reports import TopicReport
@@ -65,6 +68,8 @@ def write_topic_hour(
 
     def tasks() -> Iterator[BlockTask]:
         for f in files:
+            if f.avro:
+                continue  # read below, a file at a time
             try:
                 for block, first, newlines in iter_counted_blocks(f, block_bytes):
                     yield BlockTask(
@@ -84,10 +89,26 @@ def write_topic_hour(
             except CorruptRead as e:  # its readable lines are in the tasks above; the file gets one row
                 corrupt.append(e)
 
+    parsers: dict[tuple[Any, ...], LineParser] = {}
+
+    def read_avro(f: LandingFile) -> tuple[BlockResult, CorruptRead | None]:
+        evolved = state["evolved"]
+        parser = parsers.get(evolved)
+        if parser is None:
+            mode = settings.debezium_decimal_handling_mode
+            parser = parsers[evolved] = LineParser(spec, hour, lateness, dict(evolved), mode)
+        return read_avro_file(parser, f, state["schema"])
+
+    def rerun_block(task: BlockTask) -> BlockResult:
+        return run_block(replace(task, evolved=state["evolved"], arrow_schema=state["schema"]))
+
+    def reread_avro(f: LandingFile) -> BlockResult:
+        return read_avro(f)[0]
+
     reasons: Counter[str] = Counter()
-    # A block's rows are in memory at once: keep blocks near the batch size (assuming ~256 bytes a line).
-    block_bytes = min(BLOCK_BYTES, max(MIN_BLOCK_BYTES, settings.ingest_batch_rows * 256))
-    for task, result in pool.map(tasks()):
+
+    def take(result: BlockResult, again: Callable[[], BlockResult]) -> None:
+        nonlocal table
         res = result
         while res.unknown is not None:
             # Columns the table does not have: add them (types from this first line), then parse the block again.
@@ -97,7 +118,7 @@ def write_topic_hour(
             table = catalog.load_table(spec.identifier)
             writer.reset(table)
             state["evolved"], state["schema"] = tuple(evolved_columns(table, spec).items()), writer.arrow_schema
-            res = run_block(replace(task, evolved=state["evolved"], arrow_schema=state["schema"]))
+            res = again()
         writer.add_table(res.rows)
         for q in res.quarantine:
             quarantine.add(q)
@@ -106,6 +127,18 @@ def write_topic_hour(
         report.tombstones += res.tombstones
         report.late_events += res.late
         reasons.update(res.reasons)
+
+    # A block's rows are in memory at once: keep blocks near the batch size (assuming ~256 bytes a line).
+    block_bytes = min(BLOCK_BYTES, max(MIN_BLOCK_BYTES, settings.ingest_batch_rows * 256))
+    for task, result in pool.map(tasks()):
+        take(result, partial(rerun_block, task))
+    for f in files:
+        if f.avro:
+            # Each container has its own writer schema: read alone (read_avro has no union_by_name).
+            result, damaged = read_avro(f)
+            take(result, partial(reread_avro, f))
+            if damaged is not None:
+                corrupt.append(damaged)
     writer.flush()
     hour_us = epoch_micros(hour)
     for c in corrupt:

@@ -1,0 +1,71 @@
+"""The files of the landing zone that the platform does not read, each with why: nothing is skipped silently.
+
+Read are ``topics/<topic>/dt=YYYY-MM-DD/hr=HH/<topic>+<partition>+<start_offset>.json|.json.gz|.avro`` of the
+contract's topics (:mod:`~logistics_platform.lib.bronze.landing`). Everything else under the landing root is
+reported by ``verify``, the accounting check and ``run``'s summary: an unknown extension (``.bin``,
+``.json.bz2``), the record keys or headers a sink can write beside the values (the Confluent sink's
+``store.kafka.keys`` / ``store.kafka.headers``: ``<topic>+<partition>+<offset>.keys.avro``, ``.headers.avro``),
+a name that is not the sink's, a file outside an hour folder or of a topic the contract does not have. Folders
+whose names start with ``.``, ``_`` or ``+`` are a sink's temporary folders (uploads in flight): not reported,
+as for folders (:func:`~logistics_platform.lib.operate.landing_watch.malformed_folders`); so are files with such
+names at the landing root itself (the generator's ``_generation.json``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from datetime import datetime
+from pathlib import Path
+
+from logistics_platform.lib.bronze.landing import TOPICS_DIR, LandingPathError, hour_dir, parse_landing_path
+from logistics_platform.lib.bronze.schema import TOPIC_BY_NAME
+
+_TEMPORARY = (".", "_", "+")
+_SIDECAR_RE = re.compile(r"\+\d+\+\d{10,}\.(keys|headers)\.(avro|json|json\.gz|bin|parquet)$")
+
+
+def why_unread(relpath: str) -> str | None:
+    """Why the file at ``relpath`` (relative to the landing root) is not read; None when it is a landing file."""
+    parts = relpath.split("/")
+    name = parts[-1]
+    side = _SIDECAR_RE.search(name)
+    if side:
+        return f"the sink's record {side[1]} file (store.kafka.{side[1]}): not part of the contract, not read"
+    if len(parts) != 5 or parts[0] != TOPICS_DIR:
+        return "not in a topics/<topic>/dt=YYYY-MM-DD/hr=HH folder"
+    if parts[1] not in TOPIC_BY_NAME:
+        return f"topic {parts[1]!r} is not in the source contract"
+    try:
+        parse_landing_path(relpath)
+    except LandingPathError as e:
+        text = str(e)
+        return text.split(": ", 1)[1] if ": " in text else text
+    return None
+
+
+def _report(root: Path, base: Path) -> dict[str, str]:
+    out: dict[str, str] = {}
+    if not base.is_dir():
+        return out
+    for folder, dirs, files in os.walk(base):
+        dirs[:] = sorted(d for d in dirs if not d.startswith(_TEMPORARY))
+        for name in sorted(files):
+            if folder == str(root) and name.startswith(_TEMPORARY):
+                continue  # the landing root's own notes (the generator's _generation.json), not landed data
+            rel = Path(folder, name).relative_to(root).as_posix()
+            why = why_unread(rel)
+            if why is not None:
+                out[rel] = why
+    return out
+
+
+def unread_files(landing_dir: Path) -> dict[str, str]:
+    """Relative path -> why it is not read, for every file under the landing root that the ingest does not read."""
+    return _report(Path(landing_dir), Path(landing_dir))
+
+
+def unread_in_hour(landing_dir: Path, topic: str, arrival_hour: datetime) -> dict[str, str]:
+    """:func:`unread_files` of one topic's arrival-hour folder."""
+    root = Path(landing_dir)
+    return _report(root, root / hour_dir(topic, arrival_hour))
