@@ -25,6 +25,7 @@ from logistics_platform.lib.bronze.ingest import ingest_hour
 from logistics_platform.lib.bronze.landing import hour_dir, list_arrival_hours, list_hour_files
 from logistics_platform.lib.bronze.unread import unread_files, unread_in_hour
 from logistics_platform.lib.connections import connect, load_catalog
+from logistics_platform.lib.contract import MONEY
 from logistics_platform.lib.timekeys import hour_start
 from logistics_platform.pipeline import landed_partitions
 from logistics_platform.settings import Settings, local_settings
@@ -188,7 +189,7 @@ def test_a_schema_change_between_files_and_json_in_the_same_hour(tmp_path: Path)
     t = hour + timedelta(minutes=2)
     s = local_settings(tmp_path)
     spec = bs.TOPIC_BY_NAME[ORDERS]
-    tip = bs.Column("tip_amount", bs.MONEY, "tip")
+    tip = bs.Column("tip_amount", bs.iceberg_type(MONEY), "tip")
     write_avro(s.landing_dir, ORDERS, hour, 0, 0, [cdc("c", "orders", order(i, t), lsn=i, ts=t) for i in range(1, 4)])
     later = [cdc("c", "orders", order(i, t, tip_amount="2.50"), lsn=i, ts=t) for i in range(4, 8)]
     write_avro(s.landing_dir, ORDERS, hour, 0, 3, later, schema=envelope_schema(spec, (tip,)), codec="deflate")
