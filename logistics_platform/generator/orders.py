@@ -19,6 +19,7 @@ from logistics_platform.generator.model import (
     HOUR_US,
     MINUTE,
     NEXT_COMMIT,
+    PRECISE,
     SECOND,
     T_ORDERS,
     T_PAYMENTS,
@@ -83,7 +84,7 @@ class _Order:
         """The order's change committed at ``t`` (its row as it is now; ``updated`` overrides updated_at)."""
         o = self.row
         o[10] = t if updated is None else updated
-        flags = self.faults.encoding_flags()
+        flags = self.faults.encoding_flags(decimals=True)
         with_tip = self.tip_from is not None and t >= self.tip_from
         if flags:
             ts, dec = encoders(flags)
@@ -107,7 +108,7 @@ class _Order:
 
     def _payment_after(self, p: list[Any]) -> tuple[str, int]:
         """Row image of payment ``p`` and its encoding flags."""
-        flags = self.faults.encoding_flags()
+        flags = self.faults.encoding_flags(decimals=True)
         if flags:
             ts, dec = encoders(flags)
             return E.payment_row(*p[:7], ts=ts, dec=dec), flags
@@ -139,7 +140,9 @@ class _Order:
 
     def delete(self, t: int) -> list[Change]:
         """The order and its payments deleted at ``t`` (before images: the order's last row, the payments' keys)."""
-        chs = [[T_ORDERS, "d", self.row[0], self.prev_after, "null", None, 0]]
+        # the before image is the last row as rendered: its decimals keep their encoding (and the schema says so)
+        precise = self.latest[6] & PRECISE if self.latest is not None else 0
+        chs = [[T_ORDERS, "d", self.row[0], self.prev_after, "null", None, precise]]
         if self.latest is not None:
             self.latest[NEXT_COMMIT] = t
         for p in self.payments:
