@@ -103,6 +103,7 @@ class Faults:
         self._epoch_rate = cfg.epoch_micros_rate
         self._number_rate = cfg.decimal_number_rate
         self._precise_rate = cfg.precise_decimal_rate
+        self.precise_on = cfg.precise_decimal_rate > 0
         # A stream of its own for the precise-decimal dice: the shared stream's draws (and so every other byte of
         # the output) stay those of a config without precise decimals.
         self._precise_rng = Random(f"{cfg.seed}:precise-decimals")

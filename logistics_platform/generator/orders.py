@@ -52,7 +52,10 @@ class _Order:
         "method",
         "payment_ids",
         "payments",
+        "precise_on",
         "prev_after",
+        "prev_flags",
+        "prev_values",
         "row",
         "tip",
         "tip_from",
@@ -79,6 +82,10 @@ class _Order:
         self.tip_text = f',"tip_amount":{E.dec_str(tip)}}}'
         self.prev_after = "null"
         self.latest: Change | None = None
+        # the last change's row values and encoding flags, kept only when precise decimals are on (see change())
+        self.precise_on = faults.precise_on
+        self.prev_flags = 0
+        self.prev_values: list[Any] = []
 
     def change(self, op: str, t: int, updated: int | None = None) -> Change:
         """The order's change committed at ``t`` (its row as it is now; ``updated`` overrides updated_at)."""
@@ -99,6 +106,14 @@ class _Order:
         if with_tip:
             flags |= WITH_TIP
         before = self.prev_after if op != "c" and op != "r" else "null"
+        if (flags ^ self.prev_flags) & PRECISE and before != "null":
+            # one decimal encoding per line (its schema block says which): the before image in this change's
+            # (the previous change rendered it in its own; only with precise decimals on, so other bytes stay)
+            ts, dec = encoders((self.prev_flags & ~PRECISE) | (flags & PRECISE))
+            before = E.order_row(*self.prev_values, ts=ts, dec=dec)
+        if self.precise_on:
+            self.prev_flags = flags
+            self.prev_values = [*o, self.tip if with_tip else None]
         self.prev_after = after
         ch = [T_ORDERS, op, o[0], before, after, None, flags]
         if self.latest is not None:
