@@ -60,6 +60,8 @@ class Layout:
         # per CDC topic and arrival hour: which partitions land as Avro files (drawn when the hour is first used)
         self._avro: list[dict[int, list[bool]]] = [{} for _ in TABLES[:T_PINGS]]
         self._avro_rate = cfg.avro_file_rate
+        # per CDC topic and partition: the added columns of the sink's current Avro writer schema
+        self._avro_schema: list[list[tuple[str, ...]]] = [[()] * n for n in self._nparts[:T_PINGS]]
         self._pings: dict[int, list[pa.Table]] = {}
         self._ping_extras: dict[int, list[tuple[int, int, str]]] = {}  # corrupted ping lines per arrival hour
         self._flushed = -1  # last arrival hour written
@@ -168,10 +170,9 @@ class Layout:
             def render(p: int, i: int, j: int, parts: list[list[Record]] = parts) -> tuple[Any, int, int]:
                 return cdc_file(parts[p][i:j])
 
-            def render_avro(
-                p: int, i: int, j: int, parts: list[list[Record]] = parts, table: str = TABLES[ti]
-            ) -> list[AvroPiece]:
-                return avro_pieces(table, parts[p][i:j])
+            def render_avro(p: int, i: int, j: int, parts: list[list[Record]] = parts, ti: int = ti) -> list[AvroPiece]:
+                pieces, self._avro_schema[ti][p] = avro_pieces(TABLES[ti], parts[p][i:j], self._avro_schema[ti][p])
+                return pieces
 
             self._write_files(ti, a, [len(x) for x in parts], render, render_avro, avro_parts)
         self._flush_pings(a)

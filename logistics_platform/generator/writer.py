@@ -83,24 +83,32 @@ def cdc_file(records: list[Record]) -> tuple[bytes, int, int]:
     return raw, sum([rec[4] for rec in records]), records[-1][0]
 
 
-def avro_pieces(table: str, records: list[Record]) -> list[AvroPiece]:
+def avro_pieces(table: str, records: list[Record], current: tuple[str, ...]) -> tuple[list[AvroPiece], tuple[str, ...]]:
     """The records of one CDC file as Avro datums, cut where the writer schema changes (orders gaining
-    ``tip_amount``: the registry's next schema version), as a sink with AvroFormat rotates its file.
+    ``tip_amount``: the registry's next schema version), as a sink with AvroFormat rotates its file; and the
+    partition's schema after them.
 
-    Each record is the envelope of its JSON line (unwrapped from ``schema``/``payload``); the tombstone after a
-    delete is not written (the sink skips null values), so a delete is one record.
+    ``current`` is the partition's schema so far (the sink's state): with ``schema.compatibility=BACKWARD`` a record
+    of an older version (a late or redelivered change from before ``tip_amount``) is projected to the current one
+    (``tip_amount`` null) rather than starting a file. Each record is the envelope of its JSON line (unwrapped from
+    ``schema``/``payload``); the tombstone after a delete is not written (the sink skips null values).
     """
     pieces: list[AvroPiece] = []
     datums: list[bytes] = []
-    current: tuple[str, ...] | None = None
     schema, cols = "", list[tuple[str, str, bool]]()
+    started = False
     last = 0
     for arrival, text, _key, _lsn, nlines in records:
         obj = json.loads(text[:-5] if nlines == 2 else text)  # "\nnull": the tombstone
         env = obj.get("payload", obj) if "schema" in obj else obj
         images = (env.get("before"), env.get("after"))
-        extra = _TIP if table == "orders" and any(i is not None and "tip_amount" in i for i in images) else ()
-        if extra != current:
+        extra: tuple[str, ...] = (
+            _TIP if table == "orders" and any(i is not None and "tip_amount" in i for i in images) else ()
+        )
+        if len(extra) < len(current):
+            extra = current  # projected to the newer schema
+        if extra != current or not started:
+            started = True
             if datums:
                 pieces.append((datums, schema, len(datums), last))
                 datums = []
@@ -113,7 +121,7 @@ def avro_pieces(table: str, records: list[Record]) -> list[AvroPiece]:
         last = arrival
     if datums:
         pieces.append((datums, schema, len(datums), last))
-    return pieces
+    return pieces, current
 
 
 class PingText:
