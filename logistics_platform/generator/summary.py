@@ -119,8 +119,8 @@ def build_summary(
 ) -> dict[str, Any]:
     """The ``_generation.json`` content: config, period, totals, per-topic and per-hour counts, ground truth.
 
-    ``files`` holds one ``{"topic", "gz", "bytes"}`` record per landed file, ``delayed_files`` the files uploaded
-    late, ``truth`` the world's counts (tenants, couriers, orders).
+    ``files`` holds one ``{"topic", "gz", "bytes"}`` record per landed file (and ``"avro": codec`` for an Avro
+    file), ``delayed_files`` the files uploaded late, ``truth`` the world's counts (tenants, couriers, orders).
     """
     topics: dict[str, Any] = {}
     per_hour: dict[str, Any] = {}
