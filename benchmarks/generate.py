@@ -57,7 +57,7 @@ def io_baseline(src: Path, dst: Path) -> tuple[float, int]:
     spent = 0.0
     total = 0
     made: set[Path] = set()
-    for path in sorted((src / "topics").rglob("*.json*")):
+    for path in sorted(p for p in (src / "topics").rglob("*") if p.is_file()):  # JSON Lines and Avro files
         blob = path.read_bytes()
         target = dst / path.relative_to(src)
         t0 = time.perf_counter()
@@ -101,7 +101,7 @@ def parse_seconds(root: Path, summary: dict, sample: int = 200_000) -> tuple[flo
     for topic, t in summary["topics"].items():
         want = max(1, sample * t["lines"] // summary["totals"]["lines"])
         raws: list[bytes] = []
-        for path in sorted((root / "topics" / topic).rglob("*.json*")):
+        for path in sorted((root / "topics" / topic).rglob("*.json*")):  # JSON lines: the line parser's input
             data = gzip.decompress(path.read_bytes()) if path.name.endswith(".gz") else path.read_bytes()
             raws.extend(data.split(b"\n")[:-1])
             if len(raws) >= want:

@@ -15,6 +15,7 @@ from logistics_platform.generator.model import (
     DECIMAL_NUMBERS,
     EPOCH_MICROS,
     HOUR_US,
+    PRECISE,
     WITH_TIP,
     Change,
     Period,
@@ -99,7 +100,7 @@ class ChangeStream:
         getbits = rng.getrandbits
         faults, layout, stats = self.faults, self.layout, self.stats
         arrival_of, add = faults.arrival, layout.add
-        schemas, schema_tip = faults.schemas, faults.schema_tip
+        schemas = faults.schemas
         end_us = self.period.end_us
         schema_rate, dup_rate, bad_total = faults.schema_rate, faults.dup_rate, faults.bad_total
         wrap = E.wrap_with_schema
@@ -146,26 +147,31 @@ class ChangeStream:
                 line = env
                 wrapped = ((bits >> 20) & 0xFFFFF) * INV20 < schema_rate
                 if wrapped:
-                    line = wrap(schema_tip if flags & WITH_TIP else schemas[table], env)
-                    st.schema_envelopes += 1
+                    line = wrap(schemas[table][(flags >> 2) & 3], env)  # model.schema_variant(flags), inlined
                 nlines = 1
                 if op == "d":
                     line += "\nnull"
                     nlines = 2
-                add(ti, arrival, line, key, lsn, nlines, commit_us)
+                # True when the line lands in an Avro file: then its JSON encoding choices do not show
+                avro = add(ti, arrival, line, key, lsn, nlines, commit_us)
                 op_counts[ti][op] += 1
+                if wrapped and not avro:
+                    st.schema_envelopes += 1
                 if flags:
-                    if flags & EPOCH_MICROS:
-                        st.epoch_micros += 1
-                    if flags & DECIMAL_NUMBERS:
-                        st.decimal_numbers += 1
+                    if not avro:
+                        if flags & EPOCH_MICROS:
+                            st.epoch_micros += 1
+                        if flags & DECIMAL_NUMBERS:
+                            st.decimal_numbers += 1
+                        if flags & PRECISE:
+                            st.precise_decimals += 1
                     if flags & WITH_TIP:
                         st.tip_amount_events += 1
                 x = rnd()
                 if x < dup_rate:
                     faults.redeliver(ti, arrival, line, key, lsn, nlines, commit_us, wrapped)
                 elif op != "d" and x < dup_rate + bad_total:
-                    faults.corrupt(ti, env, arrival, key, x - dup_rate)
+                    faults.corrupt(ti, env, arrival, key, x - dup_rate, flags)
         self.lsn, self.tx_id = lsn, tx_id
         for st, counted in zip(stats, op_counts, strict=False):
             for op, n in counted.items():

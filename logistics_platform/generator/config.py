@@ -23,6 +23,8 @@ DIRTY_RATES = (
     "gzip_rate",
     "decimal_number_rate",
     "epoch_micros_rate",
+    "precise_decimal_rate",
+    "avro_file_rate",
 )
 
 
@@ -66,6 +68,10 @@ class GeneratorConfig:
     gzip_rate: float = 0.3  # files written gzipped
     decimal_number_rate: float = 0.02  # CDC lines whose decimals are JSON numbers
     epoch_micros_rate: float = 0.02  # CDC lines whose timestamps are epoch microseconds
+    # CDC lines (orders, payments) whose decimals are Connect Decimal base64 (decimal.handling.mode=precise)
+    precise_decimal_rate: float = 0.15
+    # CDC files written as Avro container files (per topic, arrival hour and partition; deflate at gzip_rate)
+    avro_file_rate: float = 0.15
     delayed_files: int = 1  # files dropped into an already past hour folder
     delayed_file_hours: int = 3  # how long after their hour such a file shows up (mtime)
     tip_amount_from: float | None = 0.5  # fraction of the period after which orders carry tip_amount

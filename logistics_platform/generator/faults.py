@@ -21,11 +21,13 @@ from logistics_platform.generator.model import (
     HOUR_US,
     KEYS,
     MINUTE,
+    PRECISE,
     SECOND,
     T_ORDERS,
     T_PAYMENTS,
     T_PINGS,
     Period,
+    schema_variant,
 )
 from logistics_platform.generator.summary import TopicStats
 
@@ -67,7 +69,7 @@ def encoders(flags: int) -> tuple[E.TsFn, E.DecFn]:
     """The timestamp and decimal encoders of a change's encoding flags."""
     return (
         E.ts_epoch if flags & EPOCH_MICROS else E.ts_iso,
-        E.dec_num if flags & DECIMAL_NUMBERS else E.dec_str,
+        E.dec_num if flags & DECIMAL_NUMBERS else (E.dec_b64 if flags & PRECISE else E.dec_str),
     )
 
 
@@ -100,6 +102,11 @@ class Faults:
         self.dup_rate = cfg.duplicate_rate
         self._epoch_rate = cfg.epoch_micros_rate
         self._number_rate = cfg.decimal_number_rate
+        self._precise_rate = cfg.precise_decimal_rate
+        self.precise_on = cfg.precise_decimal_rate > 0
+        # A stream of its own for the precise-decimal dice: the shared stream's draws (and so every other byte of
+        # the output) stay those of a config without precise decimals.
+        self._precise_rng = Random(f"{cfg.seed}:precise-decimals")
         self._malformed_kinds = [
             ("malformed_json", cfg.malformed_json_rate),
             ("invalid_op", cfg.invalid_op_rate),
@@ -109,17 +116,33 @@ class Faults:
         ]
         self.bad_total = cfg.malformed_total
         self._ping_malformed = [(k, r) for k, r in self._malformed_kinds if k in E.PLAIN_REASONS]
-        # JsonConverter schemas of the schema/payload envelope form, per CDC table (orders also with tip_amount)
-        self.schemas = {t: E.connect_schema(t) for t in TABLES[:T_PINGS]}
-        self.schema_tip = E.connect_schema("orders", ("tip_amount",))
+        # JsonConverter schemas of the schema/payload envelope form, per CDC table, indexed by schema_variant(flags):
+        # with or without tip_amount (orders only), decimals as strings or Connect Decimal
+        self.schemas = {
+            t: [
+                E.connect_schema(t, ("tip_amount",) if v & 1 and t == "orders" else (), precise=bool(v & 2))
+                for v in range(4)
+            ]
+            for t in TABLES[:T_PINGS]
+        }
 
     # ------------------------------------------------------------------------------------------------ encodings
-    def encoding_flags(self) -> int:
-        """Encoding flags of one change: EPOCH_MICROS at ``epoch_micros_rate``, DECIMAL_NUMBERS at its rate."""
+    def encoding_flags(self, decimals: bool = False) -> int:
+        """Encoding flags of one change: EPOCH_MICROS at ``epoch_micros_rate``, DECIMAL_NUMBERS at its rate, and for
+        a row with ``decimals`` whose decimals are not numbers, PRECISE at ``precise_decimal_rate``."""
         bits = self.rng.getrandbits(40)
-        return (EPOCH_MICROS if (bits & 0xFFFFF) * INV20 < self._epoch_rate else 0) | (
+        flags = (EPOCH_MICROS if (bits & 0xFFFFF) * INV20 < self._epoch_rate else 0) | (
             DECIMAL_NUMBERS if (bits >> 20) * INV20 < self._number_rate else 0
         )
+        # the precise dice is rolled first, so its stream does not depend on the shared one
+        if (
+            decimals
+            and self._precise_rate
+            and self._precise_rng.random() < self._precise_rate
+            and not flags & DECIMAL_NUMBERS
+        ):
+            flags |= PRECISE
+        return flags
 
     # ------------------------------------------------------------------------------------------------ lateness
     def _late_arrival(self, st: TopicStats, commit_us: int, r: float) -> int | None:
@@ -200,20 +223,24 @@ class Faults:
         """A redelivered copy of a CDC line, landing seconds to hours after the original."""
         delay = self._redelivery_delay(arrival)
         if delay is not None:
-            self.layout.add(ti, arrival + delay, line, key, lsn, nlines, event_us)
+            avro = self.layout.add(ti, arrival + delay, line, key, lsn, nlines, event_us)
             st = self.stats[ti]
             st.duplicates += 1
-            if wrapped:
+            if wrapped and not avro:
                 st.schema_envelopes += 1
 
-    def corrupt(self, ti: int, envelope: str, arrival: int, key: Any, x: float) -> None:
-        """File a corrupted copy of a CDC change of row ``key``; ``x`` in [0, bad_total) picks the defect."""
-        bad, reason, arrival = self._corrupted(ti, envelope, arrival, x, self._malformed_kinds)
+    def corrupt(self, ti: int, envelope: str, arrival: int, key: Any, x: float, flags: int) -> None:
+        """File a corrupted copy of a CDC change of row ``key``; ``x`` in [0, bad_total) picks the defect.
+
+        A copy that would land in an Avro file is not written (an AvroConverter serialises only valid records).
+        """
+        bad, reason, arrival = self._corrupted(ti, envelope, arrival, x, self._malformed_kinds, flags)
         a = self.layout.add_corrupted(ti, arrival, bad, key)
-        self.stats[ti].quarantined(a, reason)
+        if a is not None:
+            self.stats[ti].quarantined(a, reason)
 
     def _corrupted(
-        self, ti: int, line: str, arrival: int, x: float, kinds: list[tuple[str, float]]
+        self, ti: int, line: str, arrival: int, x: float, kinds: list[tuple[str, float]], flags: int = 0
     ) -> tuple[str, str, int]:
         """A broken copy of a valid line (envelope or ping), its quarantine reason and its arrival time."""
         kind = kinds[-1][0]
@@ -225,7 +252,7 @@ class Faults:
         rng = self.rng
         schema = None
         if ti != T_PINGS and rng.random() < self.schema_rate:
-            schema = self.schema_tip if ti == T_ORDERS and '"tip_amount"' in line else self.schemas[TABLES[ti]]
+            schema = self.schemas[TABLES[ti]][schema_variant(flags)]
         bad, reason = E.corrupt(line, TABLES[ti], KEYS[ti], kind, rng, schema)
         return bad, reason, min(arrival + rng.randrange(1000, SECOND), self.period.end_us - 1)
 

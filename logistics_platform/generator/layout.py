@@ -1,9 +1,11 @@
 """The layout of the landing zone: lines waiting per arrival hour and Kafka partition, then, hour by hour, split into
 files of at most ``flush_size`` lines with continuous offsets, Kafka Connect's names and the upload time as mtime
-(one file per planned hour uploaded hours late into its old folder)."""
+(one file per planned hour uploaded hours late into its old folder). A share of the CDC topic-partition-hours is
+written as Avro container files instead of JSON Lines, as a sink with AvroFormat would."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from functools import partial
 from itertools import pairwise
@@ -15,11 +17,12 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from logistics_platform.generator import avro as A
 from logistics_platform.generator import encode as E
 from logistics_platform.generator.config import TABLES, GeneratorConfig
 from logistics_platform.generator.model import HOUR_US, SECOND, T_PINGS, TOPICS, Period
 from logistics_platform.generator.summary import FILES, LATE, LINES, TOMBSTONES, TopicStats
-from logistics_platform.generator.writer import FileWriter, PingText, Record, cdc_file
+from logistics_platform.generator.writer import AvroPiece, FileWriter, PingText, Record, avro_pieces, cdc_file
 from logistics_platform.lib.timekeys import from_epoch_micros
 
 _ARRIVAL = itemgetter(0)
@@ -54,6 +57,11 @@ class Layout:
         self._delayed_plan = set(delayed)
         self._nparts = [cfg.partitions[t] for t in TABLES]
         self._cdc: list[dict[int, list[list[Record]]]] = [{} for _ in TABLES[:T_PINGS]]
+        # per CDC topic and arrival hour: which partitions land as Avro files (drawn when the hour is first used)
+        self._avro: list[dict[int, list[bool]]] = [{} for _ in TABLES[:T_PINGS]]
+        self._avro_rate = cfg.avro_file_rate
+        # per CDC topic and partition: the added columns of the sink's current Avro writer schema
+        self._avro_schema: list[list[tuple[str, ...]]] = [[()] * n for n in self._nparts[:T_PINGS]]
         self._pings: dict[int, list[pa.Table]] = {}
         self._ping_extras: dict[int, list[tuple[int, int, str]]] = {}  # corrupted ping lines per arrival hour
         self._flushed = -1  # last arrival hour written
@@ -70,11 +78,22 @@ class Layout:
             if a <= self._flushed:
                 raise RuntimeError(f"generator bug: a line for arrival hour {a} after that hour was written")
             bucket = self._cdc[ti][a] = [[] for _ in range(self._nparts[ti])]
+            self._avro[ti][a] = [self._lands_avro(ti, a, p) for p in range(self._nparts[ti])]
         return bucket
 
-    def add(self, ti: int, arrival: int, line: str, key: Any, lsn: int, nlines: int, event_us: int) -> None:
+    def _lands_avro(self, ti: int, a: int, p: int) -> bool:
+        """Whether partition ``p`` of topic ``ti`` lands as Avro files in arrival hour ``a``: a hash of the seed and
+        the place, not a draw from the shared random source, so the rest of the output is that of a JSON-only run."""
+        if self._avro_rate <= 0:
+            return False
+        digest = hashlib.blake2b(f"{self.cfg.seed}:avro:{ti}:{a}:{p}".encode(), digest_size=8).digest()
+        return int.from_bytes(digest, "big") / 2**64 < self._avro_rate
+
+    def add(self, ti: int, arrival: int, line: str, key: Any, lsn: int, nlines: int, event_us: int) -> bool:
         """File one CDC line of row ``key`` (or its delete + tombstone, ``nlines`` 2) for its arrival time, in the
-        key's partition; counts it late when ``event_us`` is more than L before its arrival hour."""
+        key's partition; counts it late when ``event_us`` is more than L before its arrival hour.
+
+        Returns whether it lands in an Avro file (where the sink writes no tombstone)."""
         period, nparts = self.period, self._nparts[ti]
         a = (arrival - period.start_us) // HOUR_US
         # E.partition_of with its integer case first: this runs for every change
@@ -83,18 +102,25 @@ class Layout:
         if bucket is None:
             bucket = self._bucket(ti, a)
         bucket[part].append((arrival, line, key, lsn, nlines))
+        avro = self._avro_rate > 0 and self._avro[ti][a][part]
         if event_us < period.start_us + a * HOUR_US - period.late_us:
             self.stats[ti].hour(a)[LATE] += 1
-        if nlines == 2:
+        if nlines == 2 and not avro:
             self.stats[ti].hour(a)[TOMBSTONES] += 1
+        return avro
 
-    def add_corrupted(self, ti: int, arrival: int, line: str, key: Any) -> int:
-        """File a corrupted copy of a CDC line of row ``key`` in the key's partition; returns its arrival hour.
+    def add_corrupted(self, ti: int, arrival: int, line: str, key: Any) -> int | None:
+        """File a corrupted copy of a CDC line of row ``key`` in the key's partition; returns its arrival hour, or
+        None when that partition-hour lands as Avro (an AvroConverter writes only valid records: not filed).
 
         Filed without its key (it is no row, so never counted out of order), never counted late.
         """
         a = (arrival - self.period.start_us) // HOUR_US
-        self._bucket(ti, a)[E.partition_of(key, self._nparts[ti])].append((arrival, line, None, 0, 1))
+        bucket = self._bucket(ti, a)
+        part = E.partition_of(key, self._nparts[ti])
+        if self._avro[ti][a][part]:
+            return None
+        bucket[part].append((arrival, line, None, 0, 1))
         return a
 
     def add_pings(self, rows: pa.Table) -> None:
@@ -131,6 +157,7 @@ class Layout:
         """Write arrival hour ``a``: per topic and partition, in arrival order, ``flush_size`` lines a file."""
         for ti in range(T_PINGS):
             pending = self._cdc[ti].pop(a, None)
+            avro_parts = self._avro[ti].pop(a, None)
             if not pending:
                 continue
             parts: list[list[Record]] = pending
@@ -143,7 +170,11 @@ class Layout:
             def render(p: int, i: int, j: int, parts: list[list[Record]] = parts) -> tuple[Any, int, int]:
                 return cdc_file(parts[p][i:j])
 
-            self._write_files(ti, a, [len(x) for x in parts], render)
+            def render_avro(p: int, i: int, j: int, parts: list[list[Record]] = parts, ti: int = ti) -> list[AvroPiece]:
+                pieces, self._avro_schema[ti][p] = avro_pieces(TABLES[ti], parts[p][i:j], self._avro_schema[ti][p])
+                return pieces
+
+            self._write_files(ti, a, [len(x) for x in parts], render, render_avro, avro_parts)
         self._flush_pings(a)
         self._flushed = a
 
@@ -200,8 +231,20 @@ class Layout:
 
         self._write_files(T_PINGS, a, counts, render)
 
-    def _write_files(self, ti: int, a: int, counts: list[int], render: Render) -> None:
-        """Split each partition's lines into files and write them (gzip, delayed upload, offsets, mtimes)."""
+    def _write_files(
+        self,
+        ti: int,
+        a: int,
+        counts: list[int],
+        render: Render,
+        render_avro: Callable[[int, int, int], list[AvroPiece]] | None = None,
+        avro_parts: list[bool] | None = None,
+    ) -> None:
+        """Split each partition's lines into files and write them (gzip, delayed upload, offsets, mtimes).
+
+        A partition in ``avro_parts`` lands as Avro container files (deflate where a JSON file would be gzipped):
+        one per chunk, and a new one whenever the writer schema changes inside it; offsets count records.
+        """
         cfg, rng = self.cfg, self.rng
         hour_us = self.period.hour_start(a)
         topic = TOPICS[TABLES[ti]]
@@ -225,27 +268,45 @@ class Layout:
                     chunks.append((i, j))
                 delayed_at = len(chunks) - 1
                 self._delayed_plan.discard((ti, a))
+            as_avro = avro_parts is not None and render_avro is not None and avro_parts[p]
             for ci, (i, j) in enumerate(chunks):
-                raw, nlines, last_arrival = render(p, i, j)
                 gz = rng.random() < cfg.gzip_rate
-                start_offset = self._next_offset[ti][p]
-                self._next_offset[ti][p] = start_offset + nlines
-                rel = E.landing_relpath(topic, hour_us, p, start_offset, gz)
-                written_at = last_arrival // SECOND
-                if ci == delayed_at:
-                    written_at = (hour_us + cfg.delayed_file_hours * HOUR_US) // SECOND + rng.randrange(3000)
-                    self.delayed.append(
-                        {
-                            "path": rel,
-                            "topic": topic,
-                            "arrival_hour": from_epoch_micros(hour_us).isoformat(),
-                            "appears_at": from_epoch_micros(written_at * SECOND).isoformat(),
-                            "lines": nlines,
-                        }
-                    )
-                record = {"topic": ti, "gz": gz, "bytes": 0}
-                self.writer.put(self.out / rel, raw, gz, written_at, record)
-                ph[LINES] += nlines
-                ph[FILES] += 1
-                self.lines_written += nlines
-                self.files.append(record)
+                if as_avro:
+                    pieces: list[tuple[Any, int, int, str | None]] = [
+                        (datums, nrec, last, schema)
+                        for datums, schema, nrec, last in render_avro(p, i, j)  # type: ignore[misc]
+                    ]
+                else:
+                    raw, nlines, last_arrival = render(p, i, j)
+                    pieces = [(raw, nlines, last_arrival, None)]
+                for k, (raw, nlines, last_arrival, schema) in enumerate(pieces):
+                    start_offset = self._next_offset[ti][p]
+                    self._next_offset[ti][p] = start_offset + nlines
+                    written_at = last_arrival // SECOND
+                    if schema is None:
+                        rel = E.landing_relpath(topic, hour_us, p, start_offset, gz)
+                        record: dict[str, Any] = {"topic": ti, "gz": gz, "bytes": 0}
+                        content, compress = raw, gz
+                    else:
+                        rel = E.landing_relpath(topic, hour_us, p, start_offset, False).removesuffix(".json")
+                        rel += ".avro"
+                        codec = "deflate" if gz else "null"
+                        sync = A.sync_marker(f"{cfg.seed}:{rel}")
+                        record = {"topic": ti, "gz": False, "avro": codec, "bytes": 0}
+                        content, compress = partial(A.container, schema, raw, codec, sync), False
+                    if ci == delayed_at and k == len(pieces) - 1:
+                        written_at = (hour_us + cfg.delayed_file_hours * HOUR_US) // SECOND + rng.randrange(3000)
+                        self.delayed.append(
+                            {
+                                "path": rel,
+                                "topic": topic,
+                                "arrival_hour": from_epoch_micros(hour_us).isoformat(),
+                                "appears_at": from_epoch_micros(written_at * SECOND).isoformat(),
+                                "lines": nlines,
+                            }
+                        )
+                    self.writer.put(self.out / rel, content, compress, written_at, record)
+                    ph[LINES] += nlines
+                    ph[FILES] += 1
+                    self.lines_written += nlines
+                    self.files.append(record)

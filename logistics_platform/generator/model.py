@@ -24,8 +24,16 @@ KEYS = tuple(source.key for source in contract.SOURCES.values())
 #   [topic index, op, key, before (JSON text), after (JSON text), next commit (us) or None, encoding flags]
 Change = list[Any]
 NEXT_COMMIT = 5
-# Encoding flags of a change: timestamps as epoch microseconds, decimals as JSON numbers, orders row with tip_amount.
-EPOCH_MICROS, DECIMAL_NUMBERS, WITH_TIP = 1, 2, 4
+# Encoding flags of a change: timestamps as epoch microseconds, decimals as JSON numbers, orders row with tip_amount,
+# decimals as Connect Decimal base64 (Debezium's default decimal.handling.mode=precise).
+EPOCH_MICROS, DECIMAL_NUMBERS, WITH_TIP, PRECISE = 1, 2, 4, 8
+
+
+def schema_variant(flags: int) -> int:
+    """Index of the JsonConverter schema a change's flags need: bit 0 with tip_amount, bit 1 precise decimals."""
+    return (flags >> 2) & 3
+
+
 # (commit time, changes, read by the connector's snapshot)
 Transaction = tuple[int, list[Change], bool]
 

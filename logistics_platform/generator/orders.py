@@ -19,6 +19,7 @@ from logistics_platform.generator.model import (
     HOUR_US,
     MINUTE,
     NEXT_COMMIT,
+    PRECISE,
     SECOND,
     T_ORDERS,
     T_PAYMENTS,
@@ -51,7 +52,10 @@ class _Order:
         "method",
         "payment_ids",
         "payments",
+        "precise_on",
         "prev_after",
+        "prev_flags",
+        "prev_values",
         "row",
         "tip",
         "tip_from",
@@ -78,12 +82,16 @@ class _Order:
         self.tip_text = f',"tip_amount":{E.dec_str(tip)}}}'
         self.prev_after = "null"
         self.latest: Change | None = None
+        # the last change's row values and encoding flags, kept only when precise decimals are on (see change())
+        self.precise_on = faults.precise_on
+        self.prev_flags = 0
+        self.prev_values: list[Any] = []
 
     def change(self, op: str, t: int, updated: int | None = None) -> Change:
         """The order's change committed at ``t`` (its row as it is now; ``updated`` overrides updated_at)."""
         o = self.row
         o[10] = t if updated is None else updated
-        flags = self.faults.encoding_flags()
+        flags = self.faults.encoding_flags(decimals=True)
         with_tip = self.tip_from is not None and t >= self.tip_from
         if flags:
             ts, dec = encoders(flags)
@@ -98,6 +106,14 @@ class _Order:
         if with_tip:
             flags |= WITH_TIP
         before = self.prev_after if op != "c" and op != "r" else "null"
+        if (flags ^ self.prev_flags) & PRECISE and before != "null":
+            # one decimal encoding per line (its schema block says which): the before image in this change's
+            # (the previous change rendered it in its own; only with precise decimals on, so other bytes stay)
+            ts, dec = encoders((self.prev_flags & ~PRECISE) | (flags & PRECISE))
+            before = E.order_row(*self.prev_values, ts=ts, dec=dec)
+        if self.precise_on:
+            self.prev_flags = flags
+            self.prev_values = [*o, self.tip if with_tip else None]
         self.prev_after = after
         ch = [T_ORDERS, op, o[0], before, after, None, flags]
         if self.latest is not None:
@@ -107,7 +123,7 @@ class _Order:
 
     def _payment_after(self, p: list[Any]) -> tuple[str, int]:
         """Row image of payment ``p`` and its encoding flags."""
-        flags = self.faults.encoding_flags()
+        flags = self.faults.encoding_flags(decimals=True)
         if flags:
             ts, dec = encoders(flags)
             return E.payment_row(*p[:7], ts=ts, dec=dec), flags
@@ -139,7 +155,9 @@ class _Order:
 
     def delete(self, t: int) -> list[Change]:
         """The order and its payments deleted at ``t`` (before images: the order's last row, the payments' keys)."""
-        chs = [[T_ORDERS, "d", self.row[0], self.prev_after, "null", None, 0]]
+        # the before image is the last row as rendered: its decimals keep their encoding (and the schema says so)
+        precise = self.latest[6] & PRECISE if self.latest is not None else 0
+        chs = [[T_ORDERS, "d", self.row[0], self.prev_after, "null", None, precise]]
         if self.latest is not None:
             self.latest[NEXT_COMMIT] = t
         for p in self.payments:

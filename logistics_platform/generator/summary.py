@@ -28,6 +28,7 @@ class TopicStats:
         self.schema_envelopes = 0
         self.decimal_numbers = 0
         self.epoch_micros = 0
+        self.precise_decimals = 0  # lines with Connect Decimal base64 decimals (in JSON files)
         self.tip_amount_events = 0
         self.quarantine: dict[str, int] = {}
         # arrival hour index -> [lines, quarantined, tombstones, late lines, files] (slots LINES ... FILES)
@@ -72,6 +73,7 @@ def _topic_summary(st: TopicStats, ti: int, files: list[dict[str, Any]], partiti
         "rows": lines - quarantined - tombstones,
         "files": len(mine),
         "gzip_files": sum(1 for f in mine if f["gz"]),
+        "avro_files": sum(1 for f in mine if f.get("avro")),
         "bytes": sum(f["bytes"] for f in mine),
         "partitions": partitions,
         "events": st.events,
@@ -86,6 +88,7 @@ def _topic_summary(st: TopicStats, ti: int, files: list[dict[str, Any]], partiti
         "schema_envelopes": st.schema_envelopes,
         "decimal_numbers": st.decimal_numbers,
         "epoch_micros": st.epoch_micros,
+        "precise_decimals": st.precise_decimals,
         "tip_amount_events": st.tip_amount_events,
         "quarantined": quarantined,
         "quarantine": dict(sorted(st.quarantine.items())),
@@ -116,8 +119,8 @@ def build_summary(
 ) -> dict[str, Any]:
     """The ``_generation.json`` content: config, period, totals, per-topic and per-hour counts, ground truth.
 
-    ``files`` holds one ``{"topic", "gz", "bytes"}`` record per landed file, ``delayed_files`` the files uploaded
-    late, ``truth`` the world's counts (tenants, couriers, orders).
+    ``files`` holds one ``{"topic", "gz", "bytes"}`` record per landed file (and ``"avro": codec`` for an Avro
+    file), ``delayed_files`` the files uploaded late, ``truth`` the world's counts (tenants, couriers, orders).
     """
     topics: dict[str, Any] = {}
     per_hour: dict[str, Any] = {}
@@ -145,6 +148,7 @@ def build_summary(
             "lines": sum(t["lines"] for t in topics.values()),
             "files": len(files),
             "gzip_files": sum(1 for f in files if f["gz"]),
+            "avro_files": sum(1 for f in files if f.get("avro")),
             "bytes": sum(f["bytes"] for f in files),
             "tombstones": sum(t["tombstones"] for t in topics.values()),
             "quarantined": sum(t["quarantined"] for t in topics.values()),

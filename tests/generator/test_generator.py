@@ -72,6 +72,9 @@ RATES = {
     "gzip_rate": 0.4,
     "decimal_number_rate": 0.05,
     "epoch_micros_rate": 0.05,
+    # JSON Lines only, decimals as strings or numbers: Connect Decimal lines and Avro files are test_encodings.py's
+    "precise_decimal_rate": 0.0,
+    "avro_file_rate": 0.0,
 }
 
 

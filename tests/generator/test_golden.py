@@ -5,6 +5,10 @@
 A change that alters any landed byte, file name, file split or mtime fails here; when the change is meant to
 alter the output, re-record with ``python -m tests.generator.test_golden`` and say so in the commit.
 The digests depend on the pinned pyarrow (its seeded random kernels) and zlib (gzip bytes).
+
+``CONFIG`` has the Connect Decimal and Avro rates at 0: its landed files are those recorded before those encodings
+existed (only ``_generation.json`` changed: the config and counters it holds gained fields). ``MIXED`` is the same
+config with both on (``golden_digests_mixed.json``).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from typing import Any
 from logistics_platform.generator import GENERATION_FILE, GeneratorConfig, generate
 
 FIXTURE = Path(__file__).with_name("golden_digests.json")
+FIXTURE_MIXED = Path(__file__).with_name("golden_digests_mixed.json")
 
 # Every anomaly and business case at a rate high enough to occur in a few thousand lines, on a period long
 # enough for courier deletes (12 h), delayed files and a fractional allowed lateness (L = 1.5 h).
@@ -57,7 +62,10 @@ CONFIG = GeneratorConfig(
     failed_payment_rate=0.05,
     tier_changes=3,
     noop_updates=2,
+    precise_decimal_rate=0.0,
+    avro_file_rate=0.0,
 )
+MIXED = CONFIG.with_changes(precise_decimal_rate=0.2, avro_file_rate=0.2)
 
 
 def digests(root: Path) -> dict[str, Any]:
@@ -93,10 +101,17 @@ def test_output_is_byte_identical_to_the_recorded_digests(tmp_path: Path) -> Non
     assert digests(tmp_path) == json.loads(FIXTURE.read_text(encoding="utf-8"))
 
 
+def test_mixed_encodings_output_is_byte_identical_to_the_recorded_digests(tmp_path: Path) -> None:
+    summary = generate(tmp_path, MIXED)
+    assert summary["totals"]["avro_files"] and sum(t["precise_decimals"] for t in summary["topics"].values())
+    assert digests(tmp_path) == json.loads(FIXTURE_MIXED.read_text(encoding="utf-8"))
+
+
 if __name__ == "__main__":
     import tempfile
 
-    with tempfile.TemporaryDirectory() as tmp:
-        generate(tmp, CONFIG)
-        FIXTURE.write_text(json.dumps(digests(Path(tmp)), indent=2) + "\n", encoding="utf-8")
-    print(f"recorded {FIXTURE}")
+    for cfg, fixture in ((CONFIG, FIXTURE), (MIXED, FIXTURE_MIXED)):
+        with tempfile.TemporaryDirectory() as tmp:
+            generate(tmp, cfg)
+            fixture.write_text(json.dumps(digests(Path(tmp)), indent=2) + "\n", encoding="utf-8")
+        print(f"recorded {fixture}")
