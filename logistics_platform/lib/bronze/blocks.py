@@ -2,8 +2,9 @@
 
 A block is the unit of parallel work: :class:`BlockTask` holds everything :func:`parse_block` needs (it is
 pickled to worker processes), :class:`BlockResult` is what comes back. Parsing first tries the vectorised clean
-path (:mod:`~logistics_platform.lib.bronze.fastpath`), which declines what it cannot prove identical to the
-per-line parser (:class:`~logistics_platform.lib.bronze.envelope.LineParser`, the source of truth).
+path (:mod:`~logistics_platform.lib.bronze.isolate`, :mod:`~logistics_platform.lib.bronze.fastpath`), which sets
+apart the lines it cannot prove identical to the per-line parser
+(:class:`~logistics_platform.lib.bronze.envelope.LineParser`, the source of truth) and parses only those line by line.
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ a value of another JSON type than the column's, duplicate keys, NaN/Infinity, mi
 missing ``source.lsn``/``source.ts_ms`` or values out of range, and any timestamp or decimal that is not in
 the canonical form the connector writes (ISO-8601 with ``Z``, ``-?d{1,10}.dd``). Columns added by schema
 evolution are read like contract columns (evolved string columns only when every value is a JSON string).
+:mod:`~logistics_platform.lib.bronze.isolate` uses these parts to take a block but for its odd lines.
 """
 
 from __future__ import annotations

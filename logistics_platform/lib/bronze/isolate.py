@@ -47,6 +47,7 @@ from logistics_platform.lib.bronze.values import K_STRING, K_TEXT_OR_JSON
 _PART_ROWS = 1024  # after a failed read of a whole block, its rows are read in parts of about this many
 _WRAPPED = b'"schema":'
 _WRAPPED_BYTES = np.frombuffer(_WRAPPED, np.uint8)
+_TYPE_CHANGE = ") changed from "  # the reader's error for a value of another JSON type than the schema's
 _ERROR_ROW = re.compile(r" in row (\d+)$")
 _INFER: dict[tuple[Any, ...], pj.ParseOptions] = {}
 
@@ -147,6 +148,7 @@ class _Reader:
         self.buffer, self.starts, self.stops, self.opts = buffer, starts, stops, opts
         self.budget = budget  # reads left: a block with many bad lines goes the old way
         self.failed: list[int] = []  # rows set apart
+        self.error = ""  # the reader's last error
 
     def _gather(self, rows: np.ndarray) -> Any:
         if rows[-1] - rows[0] == len(rows) - 1:  # consecutive: a slice, no copy
@@ -169,7 +171,8 @@ class _Reader:
             try:
                 tbl = pj.read_json(pa.BufferReader(data), read_options=_READ, parse_options=self.opts)
             except pa.ArrowInvalid as e:
-                m = _ERROR_ROW.search(str(e))
+                self.error = str(e)
+                m = _ERROR_ROW.search(self.error)
                 # One read block (the reader numbers rows per block): the row is the line.
                 row = int(m.group(1)) if m and len(data) <= _READ.block_size else -1
                 if 0 <= row < len(rows) and not whole:
@@ -247,9 +250,13 @@ def fast_block_isolating(
         try:
             pieces = reader.read(np.arange(len(lines)), whole=True)
             if pieces is None:
-                # The lines the reader would fail on for their values' JSON types, found in one pass and set apart;
-                # the rest read in parts, so that a bad line found by reading costs a re-read of its part only.
-                suspect = _suspects(parser, buffer, row_starts, row_stops)
+                # A value of another JSON type than its column's: the lines holding one are found in one pass and
+                # set apart. The rest is read in parts, so that a bad line found by reading costs a re-read of its
+                # part only.
+                if _TYPE_CHANGE in reader.error:
+                    suspect = _suspects(parser, buffer, row_starts, row_stops)
+                else:
+                    suspect = np.zeros(len(lines), bool)
                 if suspect.any():
                     apart.update(lines[suspect].tolist())
                     lines = lines[~suspect]
