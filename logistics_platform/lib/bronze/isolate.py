@@ -227,15 +227,14 @@ def fast_block_isolating(
         heads = np.frombuffer(block, np.uint8)[starts[:, None] + np.arange(1, len(_WRAPPED) + 1)]
         apart.update(np.flatnonzero((heads == _WRAPPED_BYTES).all(axis=1)).tolist())
     if not block.isascii():
-        at = 0  # Arrow does not validate UTF-8 in strings: the line of each decoding error is set apart
-        while at < end:
+        # Arrow does not validate UTF-8 in strings: each line with a byte above 0x7F is decoded on its own.
+        high = np.flatnonzero(np.frombuffer(block, np.uint8) >= 0x80)
+        view = memoryview(block)
+        for line in np.unique(np.searchsorted(newlines, high)).tolist():
             try:
-                str(memoryview(block)[at:end], "utf-8")
-                break
-            except UnicodeDecodeError as e:
-                line = int(np.searchsorted(newlines, at + e.start))
+                str(view[starts[line] : stops[line]], "utf-8")
+            except UnicodeDecodeError:
                 apart.add(line)
-                at = int(starts[line + 1]) if line + 1 < n_lines else end
     keep[list(apart)] = False
     lines = np.flatnonzero(keep)
     if len(lines) == n_lines:
