@@ -17,6 +17,13 @@ reader can read them) in one run, on this machine, and the ratios are printed at
   AvroFormat writes them (Debezium envelope schema, decimals as ``bytes``/``decimal``, codec null, same names and
   start offsets), ingested per hour in-process like ``ours_1``; printed as lines per CPU-second of each and their
   ratio (``--avro-only`` runs just that pair; ``--skip-avro`` leaves it out).
+
+Then ours on three feeds of the same volumes (per hour, INGEST_WORKERS=1), as lines per CPU-second and against
+clean: the clean data; the generator's default anomaly mix (invalid lines of every quarantine reason, schema/payload
+envelopes, decimals as numbers, epoch-micros timestamps, redeliveries, late and out-of-order events, deletes and
+tombstones, gzip, tip_amount added); and "rare bad lines": the clean data with one line in ``--bad-every`` (10,000)
+made malformed or undecodable (cut short, a Latin-1 byte, Python's repr), target >= 0.7x of clean.
+``--feeds-only`` runs just those three.
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ ROOT = HERE.parent
 WORK = HERE / ".work" / "ingest"
 DLT_VENV = HERE / ".work" / "dlt-venv"
 START = datetime(2026, 11, 1)
+VOLUMES = dict(orders_per_day=24 * 60_000, pings_per_day=24 * 400_000, couriers=2000, flush_size=50_000)
 
 
 def log(msg: str) -> None:
@@ -50,7 +58,7 @@ def generate_data(lines: int) -> tuple[Path, dict]:
 
     # About 270k lines per hour on average at these volumes (the first hour also holds the snapshot reads).
     hours = max(2, -(-lines // 260_000))
-    volumes = dict(orders_per_day=24 * 60_000, pings_per_day=24 * 400_000, couriers=2000, flush_size=50_000)
+    volumes = VOLUMES
     landing = WORK / f"landing-{hours}h"
     marker = landing / "_generation.json"
     if marker.exists():
@@ -102,6 +110,60 @@ def avro_landing(landing: Path) -> Path:
     return out
 
 
+def default_mix_data(hours: int) -> tuple[Path, dict]:
+    """The generator's default anomaly mix at the volumes of :func:`generate_data` (cached between runs)."""
+    from logistics_platform.generator import GeneratorConfig, generate
+
+    landing = WORK / f"landing-default-{hours}h"
+    marker = landing / "_generation.json"
+    if marker.exists():
+        return landing, json.loads(marker.read_text())
+    log(f"generating {hours} hours of default-anomaly-mix landing data into {landing} ...")
+    shutil.rmtree(landing, ignore_errors=True)
+    summary = generate(landing, GeneratorConfig(START, hours=hours, seed=7, **VOLUMES))
+    return landing, summary
+
+
+def rare_bad_data(clean: Path, every: int) -> tuple[Path, int]:
+    """The clean landing with every ``every``-th line (counted over all files) malformed or not UTF-8 (cached).
+
+    The bad lines take turns: cut short (the sink stopped mid-line), a Latin-1 byte in a string, Python's repr.
+    Returns the landing and how many lines were made bad.
+    """
+    landing = WORK / f"{clean.name}-bad{every}"
+    marker = landing / "_bad_lines.json"
+    if marker.exists():
+        return landing, json.loads(marker.read_text())["bad"]
+    log(f"writing {landing}: the clean landing with one line in {every:,} bad ...")
+    shutil.rmtree(landing, ignore_errors=True)
+    seen = bad = 0
+    for src in sorted(clean.rglob("*")):
+        dst = landing / src.relative_to(clean)
+        if src.is_dir():
+            continue
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        if src.relative_to(clean).parts[0] != "topics" or not src.name.endswith(".json"):
+            shutil.copy2(src, dst)
+            continue
+        lines = src.read_bytes().split(b"\n")
+        for i in range(-seen % every, len(lines) - 1, every):
+            line, kind = lines[i], bad % 3
+            if kind == 0:
+                lines[i] = line[: len(line) // 2]
+            elif kind == 1:
+                at = line.find(b'":"') + 3
+                lines[i] = line[:at] + b"\xe9" + line[at:]
+            else:
+                lines[i] = line.replace(b'"', b"'")
+            bad += 1
+        seen += len(lines) - 1
+        dst.write_bytes(b"\n".join(lines))
+        st = src.stat()
+        os.utime(dst, ns=(st.st_atime_ns, st.st_mtime_ns))
+    marker.write_text(json.dumps({"bad": bad, "every": every}))
+    return landing, bad
+
+
 def landing_files(landing: Path) -> dict[str, list[Path]]:
     out: dict[str, list[Path]] = {}
     for p in sorted((landing / "topics").rglob("*.json*")):
@@ -150,6 +212,8 @@ def main():
         table_rows[identifier] = int(snapshot.summary["total-records"]) if snapshot else 0
     print(json.dumps({
         "lines": sum(r.lines for r in reports), "rows": sum(r.rows for r in reports), "seconds": seconds,
+        "quarantined": sum(r.quarantined for r in reports),
+        "fast_lines": sum(t.read_fast_lines for r in reports for t in r.topics.values()),
         "hours": len(hours), "per_hour": per_hour, "table_rows": table_rows,
         "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
         "worker_peak_rss": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024,
@@ -352,6 +416,42 @@ def compare_avro(landing: Path, json_run: dict) -> dict:
     return r
 
 
+def run_feeds(clean: Path, bad_every: int, clean_result: dict | None = None) -> None:
+    """Ours (per hour, INGEST_WORKERS=1) on the clean, default-mix and rare-bad feeds; rates against clean."""
+    hours = int(clean.name.split("-")[-1].rstrip("h"))
+    default, default_summary = default_mix_data(hours)
+    rare, bad = rare_bad_data(clean, bad_every)
+    log(f"feeds: default mix {default_summary['totals']['lines']:,} lines; rare bad lines: {bad:,} bad lines")
+    feeds: dict[str, dict] = {}
+    for name, landing in (("clean", clean), ("default mix", default), (f"rare bad (1 in {bad_every:,})", rare)):
+        if name == "clean" and clean_result is not None:
+            feeds[name] = clean_result
+            continue
+        log(f"ours on the {name} feed (per hour, INGEST_WORKERS=1) ...")
+        feeds[name] = run_ours(landing, 1)
+        log(f"  {cpu_rate(feeds[name]):,.0f} lines per CPU-second")
+    quarantined = feeds[f"rare bad (1 in {bad_every:,})"]["quarantined"]
+    if quarantined != bad:
+        log(f"warning: the rare-bad feed quarantined {quarantined:,} lines, {bad:,} were made bad")
+    log("")
+    log(f"load average {os.getloadavg()[0]:.1f}")
+    log("| feed | lines | quarantined | lines on the fast path | CPU s | lines per CPU-second | / clean |")
+    log("|---|---:|---:|---:|---:|---:|---:|")
+    base = cpu_rate(feeds["clean"])
+    for name, r in feeds.items():
+        fast = f"{r['fast_lines'] / r['lines']:.2%}" if "fast_lines" in r else "-"
+        log(
+            f"| {name} | {r['lines']:,} | {r.get('quarantined', 0):,} | {fast} | {r['cpu']:,.1f} | "
+            f"{cpu_rate(r):,.0f} | {cpu_rate(r) / base:.2f}x |"
+        )
+    ratios = {name: cpu_rate(r) / base for name, r in feeds.items() if name != "clean"}
+    log(
+        "per CPU-second against clean: "
+        + ", ".join(f"{name} {ratio:.3f}x" for name, ratio in ratios.items())
+        + f"; target >= 0.7x for rare bad lines: {'met' if list(ratios.values())[-1] >= 0.7 else 'missed'}"
+    )
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--lines", type=int, default=2_000_000, help="at least this many landed lines (default 2M)")
@@ -362,6 +462,8 @@ def main() -> int:
     )
     ap.add_argument("--skip-avro", action="store_true", help="do not run ours on the same events as Avro files")
     ap.add_argument("--avro-only", action="store_true", help="only ours on JSON vs ours on Avro (INGEST_WORKERS=1)")
+    ap.add_argument("--bad-every", type=int, default=10_000, help="rare bad lines feed: one bad line in N (10,000)")
+    ap.add_argument("--feeds-only", action="store_true", help="only ours on the clean, default-mix and rare-bad feeds")
     args = ap.parse_args()
 
     WORK.mkdir(parents=True, exist_ok=True)
@@ -375,6 +477,9 @@ def main() -> int:
     )
     log(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start")
 
+    if args.feeds_only:
+        run_feeds(landing, args.bad_every)
+        return 0
     results: dict[str, dict] = {}
     if args.avro_only:
         log("ours, per hour, in-process (INGEST_WORKERS=1), JSON files ...")
@@ -464,6 +569,7 @@ def main() -> int:
     if not args.skip_avro:
         base = results.get("ours_1") or results["ours"]
         compare_avro(landing, base)
+    run_feeds(landing, args.bad_every, results.get("ours_1"))
     cpu = resource.getrusage(resource.RUSAGE_SELF).ru_utime
     log(f"load average at end {os.getloadavg()[0]:.1f}; own CPU {cpu:.0f}s")
     (WORK / "last_results.json").write_text(json.dumps(results, indent=2))

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import itertools
 import json
+import shutil
 from datetime import datetime
 from pathlib import Path
 
+import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
@@ -200,6 +202,87 @@ def test_an_odd_line_gives_what_the_per_line_parser_gives(table, base, odd):
         slow.unknown,
     )
     assert fast_rows(LineParser(spec, hour, 7200), [base], 3, 100, "f.json", schema) is not None
+
+
+def _except_all_both_ways(a: pa.Table | None, b: pa.Table | None) -> tuple[int, int]:
+    """Rows of a not in b and of b not in a (duplicates counted), by DuckDB's EXCEPT ALL."""
+    if a is None or b is None:
+        return (0 if a is None else a.num_rows), (0 if b is None else b.num_rows)
+    con = duckdb.connect()
+    con.register("a", a)
+    con.register("b", b)
+    counts = tuple(
+        con.execute(f"select count(*) from (from {x} except all from {y})").fetchone()[0] for x, y in ("ab", "ba")
+    )
+    con.close()
+    return counts  # type: ignore[return-value]
+
+
+_PRECISE_ORDER = ORDER.replace(b'"10.50"', b'"BBo="')  # a Connect Decimal (base64 of 1050): valid in precise mode
+ISOLATED = (
+    [("tracking_pings", PING, v) for v in ODD_PINGS]
+    + [("orders", ORDER, v) for v in ODD_ORDERS]
+    + [
+        ("orders", ORDER, _PRECISE_ORDER),
+        ("orders", ORDER, b'{"schema":{"type":"struct","fields":[]},"payload":' + ORDER + b"}"),
+        ("orders", ORDER, ORDER[: len(ORDER) // 2]),  # cut short by the sink
+        ("orders", ORDER, b"{'before': None}"),  # Python's repr, not JSON
+        ("orders", ORDER, ORDER.replace(b'"t-1"', b'"t-\xe9"')),  # Latin-1, not UTF-8
+        ("orders", ORDER, ORDER.replace(b'"lsn":77,', b"")),
+        ("orders", ORDER, ORDER.replace(b'"order_id":1,', b"", 1)),
+        (
+            "orders",
+            ORDER,
+            ORDER.replace(b'"created_at":"2026-11-01T00:00:00.000000Z"', b'"created_at":1793491200000000'),
+        ),
+        ("orders", ORDER, ORDER.replace(b'"10.50"', b"10.5")),
+    ]
+)
+
+
+@pytest.mark.parametrize(("table", "base", "odd"), ISOLATED)
+def test_one_odd_line_in_a_block_is_parsed_alone_and_the_rest_stays_on_the_fast_path(table, base, odd):
+    # A block of 60 lines (a tombstone among them) with one odd line: the block gives the bronze rows and
+    # quarantine of the per-line parser, and only the odd line leaves the vectorised clean path.
+    spec = bs.TOPICS[table]
+    schema = schema_to_pyarrow(bs.table_schema(spec), include_field_ids=True)
+    lines = [base] * 60
+    lines[7] = b"null"
+    lines[31] = odd
+    block = b"\n".join(lines) + b"\n"
+    hour = datetime(2026, 11, 1)
+    fast, slow = (run_block(BlockTask(table, hour, 7200, (), schema, block, 3, 100, "f.json", n)) for n in (8192, 0))
+    assert (fast.unknown, fast.unknown_at) == (slow.unknown, slow.unknown_at)
+    if slow.unknown is not None:  # a column the table lacks: the block is parsed again once it has it
+        return
+    assert _except_all_both_ways(fast.rows, slow.rows) == (0, 0)
+    assert fast.rows is not None and slow.rows is not None and fast.rows.equals(slow.rows)  # in the same order
+    assert (fast.quarantine, fast.lines, fast.tombstones, fast.late, fast.reasons) == (
+        slow.quarantine,
+        slow.lines,
+        slow.tombstones,
+        slow.late,
+        slow.reasons,
+    )
+    assert fast.whole_block is True and fast.fast_lines >= 59, fast.fast_lines
+    assert slow.fast_lines == 0
+
+
+def test_a_rare_bad_line_leaves_only_itself_off_the_fast_path_in_an_ingest(landings, tmp_path):
+    # A clean landing with one line of a ping file cut short: the ingest reports every other line as taken by the
+    # vectorised clean path, and bronze, quarantine and ingest log are those of the per-line ingest.
+    _, _, clean = landings
+    landing = tmp_path / "landing"
+    shutil.copytree(clean, landing)
+    hour = list_arrival_hours(landing)[0]
+    f = list_hour_files(landing, bs.TOPICS["tracking_pings"].topic, hour)[0]
+    lines = f.path.read_bytes().split(b"\n")
+    lines[len(lines) // 2] = lines[len(lines) // 2][:40]
+    f.path.write_bytes(b"\n".join(lines))
+    _assert_same(_ingest_all(tmp_path / "slow", landing, 0), _ingest_all(tmp_path / "fast", landing, FAST_RUN_LINES))
+    report = ingest_hour(local_settings(tmp_path / "again", landing_dir=landing), hour).topics["tracking_pings"]
+    assert report.read_quarantined == 1 and report.quarantined_by_reason == {"malformed_json": 1}
+    assert report.read_fast_lines == report.read_lines - 1
 
 
 def _layout_by_lines(block: bytes) -> tuple[int, list[tuple[int, int]] | None]:

@@ -2,13 +2,13 @@
 
 A block is the unit of parallel work: :class:`BlockTask` holds everything :func:`parse_block` needs (it is
 pickled to worker processes), :class:`BlockResult` is what comes back. Parsing first tries the vectorised clean
-path (:mod:`~logistics_platform.lib.bronze.fastpath`), which declines what it cannot prove identical to the
-per-line parser (:class:`~logistics_platform.lib.bronze.envelope.LineParser`, the source of truth).
+path (:mod:`~logistics_platform.lib.bronze.isolate`, :mod:`~logistics_platform.lib.bronze.fastpath`), which sets
+apart the lines it cannot prove identical to the per-line parser
+(:class:`~logistics_platform.lib.bronze.envelope.LineParser`, the source of truth) and parses only those line by line.
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -19,7 +19,8 @@ import pyarrow as pa
 from pyiceberg.types import IcebergType
 
 from logistics_platform.lib.bronze.envelope import TOMBSTONE, LineParser, Rejected, raw_line_text
-from logistics_platform.lib.bronze.fastpath import fast_block, fast_rows, newline_positions
+from logistics_platform.lib.bronze.fastpath import fast_rows, newline_positions
+from logistics_platform.lib.bronze.isolate import Isolated, fast_block_isolating
 from logistics_platform.lib.bronze.landing import CorruptFileError, LandingFile
 from logistics_platform.lib.bronze.values import DECIMAL_PRECISE
 from logistics_platform.lib.bronze.writer import rows_to_arrow
@@ -43,6 +44,7 @@ class BlockResult:
     unknown: dict[str, Any] | None = None  # extras of the first line with columns the table lacks (nothing else set)
     unknown_at: str = ""
     whole_block: bool | None = None  # the clean path took the block whole (True), declined it (False), not tried
+    fast_lines: int = 0  # lines the vectorised clean path took (the others went through LineParser)
 
 
 @dataclass(frozen=True)
@@ -125,18 +127,66 @@ def iter_counted_blocks(f: LandingFile, block_bytes: int = BLOCK_BYTES) -> Itera
         done += len(block)
 
 
+def _parse_lines(
+    parser: LineParser, lines: Iterator[tuple[int, bytes]], task: BlockTask, out: BlockResult, rows: list[Any]
+) -> bool:
+    """Parse (offset, line) pairs line by line into ``rows`` and ``out``; False at a line with columns the table lacks
+    (``out.unknown`` then says which)."""
+    late_index = parser.column_names.index("_is_late")
+    parse, part, rel, topic, hour_us = parser.parse, task.kafka_partition, task.relpath, parser.topic, parser.arrival_us
+    add = rows.append
+    for offset, raw in lines:
+        res = parse(raw, part, offset, rel)
+        if type(res) is list:
+            if res[-1] is not None:
+                out.unknown, out.unknown_at = res[-1], f"{rel}@{offset}"
+                return False
+            if res[late_index]:
+                out.late += 1
+            add(res)
+        elif res is TOMBSTONE:
+            out.tombstones += 1
+        else:
+            assert isinstance(res, Rejected)
+            out.reasons[res.reason] = out.reasons.get(res.reason, 0) + 1
+            text, enc = raw_line_text(raw)
+            out.quarantine.append((topic, part, offset, rel, hour_us, res.reason, res.detail, text, enc))
+    return True
+
+
+def _with_isolated(task: BlockTask, parser: LineParser, iso: Isolated, n_lines: int) -> BlockResult:
+    """The block's result from the clean path's rows and the lines it set apart, parsed line by line."""
+    out = BlockResult(lines=n_lines, tombstones=iso.tombstones, late=iso.late, whole_block=True)
+    out.fast_lines = n_lines - len(iso.lines)
+    rows: list[Any] = []
+    first = task.first_offset
+    if not _parse_lines(parser, ((first + i, raw) for i, raw in iso.lines), task, out, rows):
+        return BlockResult(unknown=out.unknown, unknown_at=out.unknown_at, whole_block=True)
+    if not rows:
+        out.rows = iso.rows
+    elif iso.rows is None:
+        out.rows = rows_to_arrow(rows, task.arrow_schema)
+    else:
+        # The rows in block order (by offset: the lines parsed one by one among the clean path's rows).
+        both = pa.concat_tables([iso.rows, rows_to_arrow(rows, task.arrow_schema)])
+        order = np.argsort(both.column("_offset").to_numpy(), kind="stable")
+        out.rows = both.take(pa.array(order))
+    return out
+
+
 def parse_block(task: BlockTask, parser: LineParser, whole_first: bool = True) -> BlockResult:
     """Parse and validate one block of lines with ``parser``: typed rows as Arrow, quarantine records, counts.
 
-    Unless ``task.fast_run_lines`` is 0, the whole block (if ``whole_first``), then runs of ``task.fast_run_lines``
-    lines, are first tried on the vectorised clean path; a run it declines is parsed line by line.
+    Unless ``task.fast_run_lines`` is 0, the whole block (if ``whole_first``) is first tried on the vectorised
+    clean path, which sets apart the lines it cannot take (parsed line by line, the rest stays vectorised); if it
+    declines the block, runs of ``task.fast_run_lines`` lines are tried, and a run it declines is parsed line by line.
     """
     fast_on = task.fast_run_lines > 0
     whole_tried = fast_on and whole_first
     if whole_tried:
         newlines = newline_positions(task.block) if task.newlines is None else task.newlines
         n_lines = len(newlines) + 1
-        whole = fast_block(
+        iso = fast_block_isolating(
             parser,
             task.block,
             n_lines,
@@ -146,59 +196,34 @@ def parse_block(task: BlockTask, parser: LineParser, whole_first: bool = True) -
             task.arrow_schema,
             newlines,
         )
-        if whole is not None:
-            return BlockResult(rows=whole[0], lines=n_lines, tombstones=whole[2], late=whole[1], whole_block=True)
+        if iso is not None:
+            return _with_isolated(task, parser, iso, n_lines)
     declined = False if whole_tried else None
     lines = task.block.split(b"\n")
     if task.block.endswith(b"\n"):
         lines.pop()
-    late_index = parser.column_names.index("_is_late")
-    parse, part, rel, topic, hour_us = parser.parse, task.kafka_partition, task.relpath, parser.topic, parser.arrival_us
+    out = BlockResult(lines=len(lines), whole_block=declined)
     tables: list[pa.Table] = []
     rows: list[Any] = []
-    add = rows.append
-    quarantine: list[tuple[Any, ...]] = []
-    reasons: Counter[str] = Counter()
-    tombstones = late = 0
     step = task.fast_run_lines if fast_on else len(lines) or 1
     # A block of one run was just declined whole: the same lines as a run would be declined again.
     runs_on = fast_on and not (whole_tried and len(lines) <= step)
     for start in range(0, len(lines), step):
         run = lines[start : start + step]
         first = task.first_offset + start
-        fast = fast_rows(parser, run, part, first, rel, task.arrow_schema) if runs_on else None
+        fast = fast_rows(parser, run, task.kafka_partition, first, task.relpath, task.arrow_schema) if runs_on else None
         if fast is not None:
             if rows:
                 tables.append(rows_to_arrow(rows, task.arrow_schema))
                 rows = []
-                add = rows.append
             tables.append(fast[0])
-            late += fast[1]
-            tombstones += fast[2]
+            out.late += fast[1]
+            out.tombstones += fast[2]
+            out.fast_lines += len(run)
             continue
-        for offset, raw in enumerate(run, start=first):
-            res = parse(raw, part, offset, rel)
-            if type(res) is list:
-                if res[-1] is not None:
-                    return BlockResult(unknown=res[-1], unknown_at=f"{rel}@{offset}", whole_block=declined)
-                if res[late_index]:
-                    late += 1
-                add(res)
-            elif res is TOMBSTONE:
-                tombstones += 1
-            else:
-                assert isinstance(res, Rejected)
-                reasons[res.reason] += 1
-                text, enc = raw_line_text(raw)
-                quarantine.append((topic, part, offset, rel, hour_us, res.reason, res.detail, text, enc))
+        if not _parse_lines(parser, enumerate(run, start=first), task, out, rows):
+            return BlockResult(unknown=out.unknown, unknown_at=out.unknown_at, whole_block=declined)
     if rows:
         tables.append(rows_to_arrow(rows, task.arrow_schema))
-    return BlockResult(
-        rows=(tables[0] if len(tables) == 1 else pa.concat_tables(tables)) if tables else None,
-        quarantine=quarantine,
-        lines=len(lines),
-        tombstones=tombstones,
-        late=late,
-        reasons=dict(reasons),
-        whole_block=declined,
-    )
+    out.rows = (tables[0] if len(tables) == 1 else pa.concat_tables(tables)) if tables else None
+    return out

@@ -9,6 +9,7 @@ a value of another JSON type than the column's, duplicate keys, NaN/Infinity, mi
 missing ``source.lsn``/``source.ts_ms`` or values out of range, and any timestamp or decimal that is not in
 the canonical form the connector writes (ISO-8601 with ``Z``, ``-?d{1,10}.dd``). Columns added by schema
 evolution are read like contract columns (evolved string columns only when every value is a JSON string).
+:mod:`~logistics_platform.lib.bronze.isolate` uses these parts to take a block but for its odd lines.
 """
 
 from __future__ import annotations
@@ -290,6 +291,17 @@ def object_lines(block: bytes, n_lines: int, newlines: np.ndarray | None = None)
     line without one counts); ``newlines``: its :func:`newline_positions`, when the reader found them already.
     The answer lists (line index, byte position) of each line that is exactly ``null`` (a Kafka tombstone), and
     is empty when every line starts with ``{`` and ends with ``}``.
+    """
+    layout = odd_lines(block, n_lines, newlines)
+    return None if layout is None or layout[1] else layout[0]
+
+
+def odd_lines(
+    block: bytes, n_lines: int, newlines: np.ndarray | None = None
+) -> tuple[list[tuple[int, int]], list[int]] | None:
+    """:func:`object_lines`, and the indices of the other lines that are not one ``{...}`` instead of None.
+
+    None only when the block is not as described, or its first or last line is empty.
 
     Vectorised over the block's newlines (CPython's bytes.count, and a scan line by line, cost several times
     more): a line is proven ``{...}`` by the byte after the newline in front of it and the byte before the
@@ -316,13 +328,15 @@ def object_lines(block: bytes, n_lines: int, newlines: np.ndarray | None = None)
     if data[end - 1] != _CLOSE and (not odd or odd[-1] != n_lines - 1):
         odd.append(n_lines - 1)
     tombstones: list[tuple[int, int]] = []
+    others: list[int] = []
     for i in odd:
         start = int(newlines[i - 1]) + 1 if i else 0
         stop = int(newlines[i]) if i < n_lines - 1 else end
         if stop - start != 4 or not block.startswith(b"null", start):
-            return None
-        tombstones.append((i, start))
-    return tombstones
+            others.append(i)
+        else:
+            tombstones.append((i, start))
+    return tombstones, others
 
 
 def _offsets(first_offset: int, n_lines: int, dropped: list[int] | None = None) -> pa.Array:
@@ -473,3 +487,88 @@ def _build(
     arrays = [cols[f.name].cast(f.type) for f in schema]
     late = pc.sum(is_late).as_py() or 0
     return pa.Table.from_arrays(arrays, schema=schema), late
+
+
+def _ok(mask: Any) -> np.ndarray:
+    """A boolean Arrow mask as numpy, nulls false."""
+    return np.asarray(pc.fill_null(mask, False).to_numpy(zero_copy_only=False), bool)
+
+
+def _cast_failures(values: pa.Array, start: int = 0) -> list[int]:
+    """Indices (from ``start``) of the canonical timestamps that do not cast (2026-02-30), found by halves."""
+    try:
+        values.cast(_TS_UTC)
+        return []
+    except pa.ArrowInvalid:
+        if len(values) == 1:
+            return [start]
+    half = len(values) // 2
+    return _cast_failures(values.slice(0, half), start) + _cast_failures(values.slice(half), start + half)
+
+
+def _typed_ok(kind: str, values: pa.Array, decimal_mode: str, scale: int) -> np.ndarray | None:
+    """Per value, whether :func:`_typed` would take it (nulls are taken); None: every value."""
+    if kind == K_DOUBLE:
+        return _ok(pc.or_kleene(pc.is_null(values), pc.is_finite(values)))
+    if kind not in _TEXT_KINDS:
+        return None
+    valid = values.drop_null() if values.null_count else values
+    if kind == K_DECIMAL:
+        if canonical_money(valid):
+            return None
+        ok = _ok(pc.or_kleene(pc.is_null(values), pc.match_substring_regex(values, MONEY_RE)))
+        if decimal_mode == DECIMAL_PRECISE and scale == 2:
+            # A Connect Decimal (base64) is taken when it fits, as connect_decimals reads it.
+            for i in np.flatnonzero(~ok).tolist():
+                v = values[i].as_py()
+                u = None if "." in v else connect_decimal_unscaled(v)
+                ok[i] = u is not None and -_MAX_UNSCALED < u < _MAX_UNSCALED
+        return ok
+    if canonical_timestamps(valid):
+        ok = np.ones(len(values), bool)
+    else:
+        ok = _ok(pc.or_kleene(pc.is_null(values), pc.match_substring_regex(values, TIMESTAMP_RE)))
+    canonical = np.flatnonzero(ok & _ok(pc.is_valid(values)))
+    for i in _cast_failures(values.take(pa.array(canonical))) if len(canonical) else []:
+        ok[canonical[i]] = False
+    return ok
+
+
+def row_ok(parser: LineParser, tbl: pa.Table) -> np.ndarray:
+    """Per row of a table read by the clean path's JSON reader, whether the checks of :func:`_build` take it.
+
+    The row-by-row form of the checks ``_build`` makes of whole columns (op, source, key, canonical values), so
+    that the rows it would decline on can be parsed line by line and the others still built at once. It may
+    refuse more than ``_build`` would (a delete's row image is checked too): refused rows only cost time.
+    """
+    tbl = tbl.combine_chunks()
+    n = tbl.num_rows
+    ok = np.ones(n, bool)
+    if not n:
+        return ok
+    col = {name: tbl.column(name).chunk(0) for name in tbl.column_names}
+    if parser.cdc:
+        op = col["op"]
+        ok &= _ok(pc.is_in(op, value_set=pa.array(["c", "u", "d", "r"])))
+        lsn, ts_ms = _field(col["source"], "lsn"), _field(col["source"], "ts_ms")
+        ok &= _ok(pc.is_valid(lsn))
+        ok &= _ok(pc.and_(pc.greater_equal(ts_ms, -_I53), pc.less(ts_ms, _I53)))
+        conn = col["ts_ms"]
+        ok &= _ok(pc.or_kleene(pc.is_null(conn), pc.and_(pc.greater_equal(conn, -_I53), pc.less(conn, _I53))))
+        before, after = col["before"], col["after"]
+        is_delete = pc.fill_null(pc.equal(op, "d"), False)
+        ok &= _ok(pc.if_else(is_delete, pc.is_valid(before), pc.is_valid(after)))
+        key = pc.if_else(is_delete, _field(before, parser.key), _field(after, parser.key))
+        values = {name: _field(after, name) for name, _ in parser.columns}
+    else:
+        values = {name: col[name] for name, _ in parser.columns}
+        key = values[parser.key]
+        ok &= _ok(pc.is_valid(values[PLAIN_EVENT_TIME_COLUMN]))
+    ok &= _ok(pc.is_valid(key))
+    if parser.key_kind == K_STRING:
+        ok &= _ok(pc.greater(pc.binary_length(key), 0))
+    for name, kind in parser.columns:
+        typed = _typed_ok(kind, values[name], parser.decimal_mode, parser.scales.get(name, 2))
+        if typed is not None:
+            ok &= typed
+    return ok

@@ -61,6 +61,7 @@ class TopicReport:
     read_rows: int = 0
     read_quarantined: int = 0
     read_tombstones: int = 0
+    read_fast_lines: int = 0  # of the lines read, those the vectorised clean path took (the rest went line by line)
     data_files: int = 0
     written: list[str] = field(default_factory=list)  # paths of the data files written
     added_columns: dict[str, str] = field(default_factory=dict)

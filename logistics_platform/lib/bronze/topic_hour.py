@@ -125,6 +125,7 @@ def write_topic_hour(
         report.lines += res.lines
         report.rows += res.rows.num_rows if res.rows is not None else 0
         report.tombstones += res.tombstones
+        report.read_fast_lines += res.fast_lines
         report.late_events += res.late
         reasons.update(res.reasons)
 
