@@ -128,8 +128,14 @@ def landed_partitions(settings: Settings, now: datetime) -> tuple[list[str], dic
         )
     landed = [hour_key(h) for h in list_arrival_hours(settings.landing_dir)]
     keys, skipped = partition_hours(landed, settings.partitions_start, now)
-    skipped.update(malformed_folders(settings.landing_dir))
-    skipped.update(unread_files(settings.landing_dir))  # files the ingest does not read, each with its path
+    folders = malformed_folders(settings.landing_dir)
+    skipped.update(folders)
+    # Files the ingest does not read, each with its path; those inside a folder left out above go with the folder.
+    skipped.update(
+        (path, why)
+        for path, why in unread_files(settings.landing_dir).items()
+        if not any(path.startswith(f"{folder}/") for folder in folders)
+    )
     if not keys:
         reasons = "; ".join(f"{what}: {why}" for what, why in list(skipped.items())[:SKIPPED_SHOWN])
         raise PipelineError(

@@ -347,3 +347,21 @@ def test_walker_finds_private_pyiceberg_imports(tmp_path: Path) -> None:
         ("pkg.b", "pyiceberg.table.update._impl", 2),
         ("pkg.c", "pyiceberg.table._x", 4),
     }
+
+
+def test_no_private_name_crosses_a_module_boundary(
+    package_graph: tuple[dict[str, set[str]], dict[str, list[Import]]],
+) -> None:
+    """A ``_name`` is its module's own: a module that needs it from another wants a public name there."""
+    found = sorted(
+        f"{m}:{imp.line} imports {imp.module}.{imp.name}"
+        for m, imports in package_graph[1].items()
+        for imp in imports
+        if imp.module.startswith(f"{PACKAGE}.")
+        and imp.name is not None
+        and imp.name.startswith("_")
+        and not imp.name.startswith("__")
+    )
+    assert not found, "private names imported across modules (make them public where they are defined): " + "; ".join(
+        found
+    )

@@ -51,7 +51,7 @@ _JSON_TYPE = {
     K_BOOL: pa.bool_(),
 }
 # Read as text, then checked against the canonical form before any cast (the per-line path accepts more).
-_TEXT_KINDS = (K_DECIMAL, K_TIMESTAMP)
+TEXT_KINDS = (K_DECIMAL, K_TIMESTAMP)
 MONEY_RE = f"^{MONEY_TEXT_RE}$"
 TIMESTAMP_RE = (
     r"^[1-9][0-9]{3}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])"
@@ -94,19 +94,19 @@ _SOURCE_FIELDS = (
 # The envelope's transaction block (Debezium's provide.transaction.metadata), null nearly always.
 _TRANSACTION = pa.struct([("id", pa.string()), ("total_order", pa.int64()), ("data_collection_order", pa.int64())])
 _NL, _OPEN, _CLOSE, _MINUS, _DOT, _ZERO = 0x0A, 0x7B, 0x7D, 0x2D, 0x2E, 0x30
-_READ = pj.ReadOptions(use_threads=False, block_size=1 << 26)
+READ_OPTIONS = pj.ReadOptions(use_threads=False, block_size=1 << 26)
 _OPTIONS: dict[tuple[Any, ...], pj.ParseOptions] = {}
 
 
-class _Decline(Exception):
+class Decline(Exception):
     """The run is not provably identical to the per-line result: parse it line by line."""
 
 
 def _row_struct(parser: LineParser) -> pa.StructType:
-    return pa.struct([(n, pa.string() if k in _TEXT_KINDS else _JSON_TYPE[k]) for n, k in parser.columns])
+    return pa.struct([(n, pa.string() if k in TEXT_KINDS else _JSON_TYPE[k]) for n, k in parser.columns])
 
 
-def _parse_options(parser: LineParser) -> pj.ParseOptions:
+def parse_options(parser: LineParser) -> pj.ParseOptions:
     key = (parser.spec.table, tuple(parser.columns))  # the decimal mode does not change what Arrow reads
     opts = _OPTIONS.get(key)
     if opts is None:
@@ -134,9 +134,9 @@ def _require(ok: Any) -> None:
     """Decline unless a boolean array/scalar is true everywhere (nulls count as false)."""
     if isinstance(ok, pa.ChunkedArray | pa.Array):
         if ok.null_count or not pc.all(ok, min_count=0).as_py():  # empty: nothing to refuse
-            raise _Decline
+            raise Decline
     elif not ok:
-        raise _Decline
+        raise Decline
 
 
 def _field(arr: Any, name: str) -> pa.Array:
@@ -209,19 +209,19 @@ def connect_decimals(values: pa.Array, scale: int) -> pa.Array:
     else declines. One Python step per value, still far cheaper than parsing the line.
     """
     if scale != MONEY_SCALE:
-        raise _Decline
+        raise Decline
     unscaled = np.zeros(len(values), np.int64)
     for i, v in enumerate(values.to_pylist()):
         if v is None:
             continue
         if "." in v:
             if _money_fullmatch(v) is None:
-                raise _Decline
+                raise Decline
             u = int(v.replace(".", ""))
         else:
             u = connect_decimal_unscaled(v)  # type: ignore[assignment]
             if u is None or not -_MAX_UNSCALED < u < _MAX_UNSCALED:
-                raise _Decline
+                raise Decline
         unscaled[i] = u
     # decimal128: 16-byte little-endian two's complement, the high half the sign of the low half.
     words = np.empty((len(values), 2), np.int64)
@@ -241,7 +241,7 @@ def _typed(kind: str, values: pa.Array, decimal_mode: str = "", scale: int = 2) 
         if canonical_money(valid):
             return values.cast(_MONEY_TYPE)
         if decimal_mode != DECIMAL_PRECISE:
-            raise _Decline
+            raise Decline
         return connect_decimals(values, scale)
     if kind == K_TIMESTAMP:
         _require(canonical_timestamps(valid))
@@ -250,7 +250,7 @@ def _typed(kind: str, values: pa.Array, decimal_mode: str = "", scale: int = 2) 
             # without first copying each string but its Z.
             return values.cast(_TS_UTC).cast(pa.int64())
         except pa.ArrowInvalid:  # e.g. 2026-02-30
-            raise _Decline from None
+            raise Decline from None
     return values
 
 
@@ -396,17 +396,17 @@ def fast_block(
         except UnicodeDecodeError:
             return None
     try:
-        tbl = pj.read_json(pa.BufferReader(block), read_options=_READ, parse_options=_parse_options(parser))
+        tbl = pj.read_json(pa.BufferReader(block), read_options=READ_OPTIONS, parse_options=parse_options(parser))
         if tbl.num_rows != n:
             return None
         tbl = tbl.combine_chunks()
-        rows, late = _build(parser, tbl, n, kafka_partition, first_offset, offsets, source_file, schema)
-    except (_Decline, pa.ArrowInvalid):
+        rows, late = build_rows(parser, tbl, n, kafka_partition, first_offset, offsets, source_file, schema)
+    except (Decline, pa.ArrowInvalid):
         return None
     return rows, late, len(tombstones)
 
 
-def _build(
+def build_rows(
     parser: LineParser,
     tbl: pa.Table,
     n: int,
@@ -510,7 +510,7 @@ def _typed_ok(kind: str, values: pa.Array, decimal_mode: str, scale: int) -> np.
     """Per value, whether :func:`_typed` would take it (nulls are taken); None: every value."""
     if kind == K_DOUBLE:
         return _ok(pc.or_kleene(pc.is_null(values), pc.is_finite(values)))
-    if kind not in _TEXT_KINDS:
+    if kind not in TEXT_KINDS:
         return None
     valid = values.drop_null() if values.null_count else values
     if kind == K_DECIMAL:
@@ -535,11 +535,11 @@ def _typed_ok(kind: str, values: pa.Array, decimal_mode: str, scale: int) -> np.
 
 
 def row_ok(parser: LineParser, tbl: pa.Table) -> np.ndarray:
-    """Per row of a table read by the clean path's JSON reader, whether the checks of :func:`_build` take it.
+    """Per row of a table read by the clean path's JSON reader, whether the checks of :func:`build_rows` take it.
 
-    The row-by-row form of the checks ``_build`` makes of whole columns (op, source, key, canonical values), so
+    The row-by-row form of the checks ``build_rows`` makes of whole columns (op, source, key, canonical values), so
     that the rows it would decline on can be parsed line by line and the others still built at once. It may
-    refuse more than ``_build`` would (a delete's row image is checked too): refused rows only cost time.
+    refuse more than ``build_rows`` would (a delete's row image is checked too): refused rows only cost time.
     """
     tbl = tbl.combine_chunks()
     n = tbl.num_rows

@@ -13,7 +13,7 @@ truth for them. A line is set apart when:
   by halving the lines read, down to single lines;
 - it has a non-null value in a field the explicit schema does not declare (a schema/payload envelope, a column
   the table lacks, a field Debezium added): read as inferred columns and looked up per row;
-- a check of ``fastpath._build`` fails for its row (op, source, key, canonical values: ``fastpath.row_ok``).
+- a check of ``fastpath.build_rows`` fails for its row (op, source, key, canonical values: ``fastpath.row_ok``).
 
 The lines of the block not set apart go to one JSON read; a bad line costs at most one more read of the lines
 in front of it. Offsets are those of the lines in the file, so bronze and quarantine rows are the same as the
@@ -33,13 +33,13 @@ import pyarrow.json as pj
 
 from logistics_platform.lib.bronze.envelope import LineParser
 from logistics_platform.lib.bronze.fastpath import (
-    _READ,
-    _TEXT_KINDS,
-    _build,
-    _Decline,
-    _parse_options,
+    READ_OPTIONS,
+    TEXT_KINDS,
+    Decline,
+    build_rows,
     newline_positions,
     odd_lines,
+    parse_options,
     row_ok,
 )
 from logistics_platform.lib.bronze.values import K_STRING, K_TEXT_OR_JSON
@@ -67,7 +67,7 @@ def _infer_options(parser: LineParser) -> pj.ParseOptions:
     key = (parser.spec.table, tuple(parser.columns))
     opts = _INFER.get(key)
     if opts is None:
-        schema = _parse_options(parser).explicit_schema
+        schema = parse_options(parser).explicit_schema
         opts = _INFER[key] = pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="infer")
     return opts
 
@@ -123,7 +123,7 @@ def _join_runs(data: bytes, starts: np.ndarray, stops: np.ndarray, lines: np.nda
 def _suspect_pattern(parser: LineParser) -> str:
     """RE2 for a line holding a row column's value of another JSON type than the reader's (a decimal as a number,
     a timestamp as epoch micros, a number as text): the reader would fail on it."""
-    text = [n for n, k in parser.columns if k in (K_STRING, K_TEXT_OR_JSON, *_TEXT_KINDS)]
+    text = [n for n, k in parser.columns if k in (K_STRING, K_TEXT_OR_JSON, *TEXT_KINDS)]
     other = [n for n, k in parser.columns if n not in text]
     parts = []
     if text:
@@ -165,16 +165,16 @@ class _Reader:
         while len(rows):
             self.budget -= 1
             if self.budget < 0:
-                raise _Decline
+                raise Decline
             data = self._gather(rows)
             tbl = None
             try:
-                tbl = pj.read_json(pa.BufferReader(data), read_options=_READ, parse_options=self.opts)
+                tbl = pj.read_json(pa.BufferReader(data), read_options=READ_OPTIONS, parse_options=self.opts)
             except pa.ArrowInvalid as e:
                 self.error = str(e)
                 m = _ERROR_ROW.search(self.error)
                 # One read block (the reader numbers rows per block): the row is the line.
-                row = int(m.group(1)) if m and len(data) <= _READ.block_size else -1
+                row = int(m.group(1)) if m and len(data) <= READ_OPTIONS.block_size else -1
                 if 0 <= row < len(rows) and not whole:
                     self.failed.append(int(rows[row]))
                     if row:
@@ -241,7 +241,7 @@ def fast_block_isolating(
         buffer, row_starts, row_stops = block, starts, stops
     elif len(lines):
         buffer, row_starts, row_stops = _joined(block, starts, stops, lines)
-    declared = _parse_options(parser).explicit_schema
+    declared = parse_options(parser).explicit_schema
     rows_table: pa.Table | None = None
     late = 0
     if len(lines):
@@ -265,7 +265,7 @@ def fast_block_isolating(
                 pieces = []
                 for part in np.array_split(np.arange(len(lines)), max(1, len(lines) // _PART_ROWS)):
                     pieces += reader.read(part) if len(part) else []
-        except _Decline:
+        except Decline:
             return None
         apart.update(lines[np.asarray(reader.failed, np.int64)].tolist())
         tables, kept = [], []
@@ -298,16 +298,18 @@ def _build_some(
     source_file: str,
     schema: pa.Schema,
 ) -> tuple[pa.Table | None, int, list[int]] | None:
-    """(rows, late count, lines refused) of the lines read: the rows ``_build`` would decline on are refused."""
+    """(rows, late count, lines refused) of the lines read: the rows ``build_rows`` would decline on are refused."""
     refused: list[int] = []
     for attempt in range(2):
         if not tbl.num_rows:
             return None, 0, refused
         offsets = pa.array(lines.astype(np.int64) + first_offset)
         try:
-            rows, late = _build(parser, tbl, tbl.num_rows, kafka_partition, first_offset, offsets, source_file, schema)
+            rows, late = build_rows(
+                parser, tbl, tbl.num_rows, kafka_partition, first_offset, offsets, source_file, schema
+            )
             return rows, late, refused
-        except (_Decline, pa.ArrowInvalid):
+        except (Decline, pa.ArrowInvalid):
             if attempt:
                 return None
         ok = row_ok(parser, tbl)
