@@ -24,12 +24,14 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from importlib.metadata import version
 from pathlib import Path
-from typing import Any
-
-from dagster_dbt import DbtCliResource, DbtProject
+from typing import TYPE_CHECKING, Any
 
 from logistics_platform.settings import DBT_PROJECT_DIR, Settings, dbt_environment
+
+if TYPE_CHECKING:  # imported where used: `setup` checks the manifest without loading dagster-dbt and dbt (seconds)
+    from dagster_dbt import DbtCliResource, DbtProject
 
 HOUR = timedelta(hours=1)
 VAR_TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
@@ -84,6 +86,8 @@ def dbt_executable() -> str:
 
 def dbt_resource(settings: Settings) -> DbtCliResource:
     """dagster-dbt's dbt CLI resource on this project and the settings' target."""
+    from dagster_dbt import DbtCliResource
+
     return DbtCliResource(
         project_dir=str(DBT_PROJECT_DIR),
         profiles_dir=str(DBT_PROJECT_DIR),
@@ -111,31 +115,37 @@ def project_target(settings: Settings) -> Path:
 
 def project_fingerprint(settings: Settings, project_dir: Path = DBT_PROJECT_DIR) -> str:
     """Hash of what a parse of the project for ``settings`` reads: dbt's version, the key, every project file."""
-    from dbt.version import __version__ as dbt_version
-
-    digest = hashlib.sha256(f"{dbt_version}\0{manifest_key(settings)}".encode())
+    # The installed distribution's version (what dbt.version reports), without importing dbt.
+    digest = hashlib.sha256(f"{version('dbt-core')}\0{manifest_key(settings)}".encode())
     files = sorted({p for pattern in PROJECT_GLOBS for p in project_dir.glob(pattern) if p.is_file()})
     for path in files:
         digest.update(b"\0" + str(path.relative_to(project_dir)).encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()
 
 
-def dbt_project(settings: Settings) -> DbtProject:
-    """The dbt project with the manifest of this checkout for ``settings``, parsed first if missing or stale."""
+def ensure_manifest(settings: Settings) -> Path:
+    """The manifest of this checkout for ``settings``, parsed first if missing or stale (dbt is loaded only then)."""
     target = project_target(settings)
-    project = DbtProject(
-        project_dir=DBT_PROJECT_DIR,
-        profiles_dir=DBT_PROJECT_DIR,
-        target=settings.dbt_target,
-        target_path=target.relative_to(DBT_PROJECT_DIR),
-    )
-    # Not prepare_if_dev(): it parses only under `dagster dev`, with the `dbt` on PATH, into one target for every
-    # settings. Definitions must find their own manifest in any process that loads them.
     fingerprint = project_fingerprint(settings)
     recorded = target / FINGERPRINT_FILE
     if not (target / MANIFEST_FILE).exists() or not recorded.exists() or recorded.read_text() != fingerprint:
         parse_manifest(settings, target, fingerprint)
-    return project
+    return target / MANIFEST_FILE
+
+
+def dbt_project(settings: Settings) -> DbtProject:
+    """The dbt project with the manifest of this checkout for ``settings``, parsed first if missing or stale."""
+    from dagster_dbt import DbtProject
+
+    # Not prepare_if_dev(): it parses only under `dagster dev`, with the `dbt` on PATH, into one target for every
+    # settings. Definitions must find their own manifest in any process that loads them.
+    ensure_manifest(settings)
+    return DbtProject(
+        project_dir=DBT_PROJECT_DIR,
+        profiles_dir=DBT_PROJECT_DIR,
+        target=settings.dbt_target,
+        target_path=project_target(settings).relative_to(DBT_PROJECT_DIR),
+    )
 
 
 def parse_manifest(settings: Settings, target: Path, fingerprint: str) -> None:
