@@ -14,8 +14,11 @@ with courier_changes as (
 
 latest_change_per_courier as (
     select *
-    from courier_changes
-    qualify row_number() over (partition by courier_id order by _lsn desc) = 1
+    from (
+        select *, row_number() over (partition by courier_id order by _lsn desc) as change_rank
+        from courier_changes
+    ) as ranked_changes
+    where change_rank = 1
 )
 
 select

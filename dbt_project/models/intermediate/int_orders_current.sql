@@ -14,8 +14,11 @@ with order_changes as (
 
 latest_change_per_order as (
     select *
-    from order_changes
-    qualify row_number() over (partition by order_id order by _lsn desc) = 1
+    from (
+        select *, row_number() over (partition by order_id order by _lsn desc) as change_rank
+        from order_changes
+    ) as ranked_changes
+    where change_rank = 1
 )
 
 select

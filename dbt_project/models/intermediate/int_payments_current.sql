@@ -14,8 +14,11 @@ with payment_changes as (
 
 latest_change_per_payment as (
     select *
-    from payment_changes
-    qualify row_number() over (partition by payment_id order by _lsn desc) = 1
+    from (
+        select *, row_number() over (partition by payment_id order by _lsn desc) as change_rank
+        from payment_changes
+    ) as ranked_changes
+    where change_rank = 1
 )
 
 select

@@ -30,6 +30,7 @@ _ICEBERG_TYPES = {
     "integer": "int",
     "int": "int",
     "varchar": "string",
+    "string": "string",
     "text": "string",
     "boolean": "boolean",
     "double": "double",
