@@ -59,3 +59,16 @@
 {%- endmacro %}
 {% macro duckdb__ordered_stddev_samp(value, order) -%}stddev_samp({{ value }} order by {{ order }}){%- endmacro %}
 {% macro spark__ordered_stddev_samp(value, order) -%}stddev_samp({{ value }}){%- endmacro %}
+
+{#- Delete from `target` the rows matching a row of the select `affected` on `condition` (aliases `target` and
+    `affected`). Spark: an Iceberg MERGE ... WHEN MATCHED THEN DELETE (its DELETE with a correlated EXISTS and a
+    range condition fails to plan). -#}
+{% macro delete_matching(target, affected, condition) -%}
+    {{ return(adapter.dispatch('delete_matching')(target, affected, condition)) }}
+{%- endmacro %}
+{% macro duckdb__delete_matching(target, affected, condition) -%}
+    delete from {{ target }} as target using ({{ affected }}) as affected where {{ condition }}
+{%- endmacro %}
+{% macro spark__delete_matching(target, affected, condition) -%}
+    merge into {{ target }} as target using ({{ affected }}) as affected on {{ condition }} when matched then delete
+{%- endmacro %}

@@ -3,11 +3,8 @@
     incremental_strategy='append',
     pre_hook="
         {% if is_incremental() %}
-        delete from {{ this }}
-        where exists (
-            select 1 from ({{ affected_ping_bounds() }}) as affected
-            where {{ this }}.courier_id = affected.courier_id and {{ this }}.recorded_at >= affected.changed_from
-        )
+        {{ delete_matching(this, affected_ping_bounds(),
+            'target.courier_id = affected.courier_id and target.recorded_at >= affected.changed_from') }}
         {% else %}select 1{% endif %}",
 ) }}
 

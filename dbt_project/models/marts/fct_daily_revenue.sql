@@ -3,11 +3,8 @@
     incremental_strategy='append',
     pre_hook="
         {% if is_incremental() %}
-        delete from {{ this }}
-        where exists (
-            select 1 from ({{ affected_revenue_keys() }}) as affected
-            where {{ this }}.revenue_date = affected.revenue_date and {{ this }}.tenant_id = affected.tenant_id
-        )
+        {{ delete_matching(this, affected_revenue_keys(),
+            'target.revenue_date = affected.revenue_date and target.tenant_id = affected.tenant_id') }}
         {% else %}select 1{% endif %}",
 ) }}
 -- depends_on: {{ ref('stg_orders') }} {{ ref('stg_tenants') }}
