@@ -112,6 +112,18 @@ class Settings:
     dbt_threads: int = setting(
         "DBT_THREADS", "4", "dbt threads of the `prod` target (the `local` target uses 2).", threads, dbt=True
     )
+    spark_master: str = setting(
+        "SPARK_MASTER",
+        "local[*]",
+        "Spark master of dbt's `spark` target (`local[*]`, `spark://host:7077`, `k8s://https://...`).",
+        text,
+    )
+    spark_venv: Path = setting(
+        "SPARK_VENV",
+        ".venv-spark",
+        "The venv scripts/spark_env.sh builds (PySpark, dbt-spark, Iceberg's jars) that runs dbt's `spark` target.",
+        path,
+    )
     duckdb_memory_limit: str = setting(
         "DUCKDB_MEMORY_LIMIT", "8GB", "DuckDB memory limit of dbt's `prod` target (DuckDB's syntax).", text, dbt=True
     )

@@ -12,12 +12,15 @@ PYTHON="${PYTHON:-python3}"
 PYSPARK_VERSION=3.5.9
 PY4J_VERSION=0.10.9.7 # the py4j that pyspark 3.5.9 requires, its one runtime dependency
 ICEBERG_DEPS_VERSION=1.0.3
+# dbt's `spark` target (docs/spark.md): dbt-spark's session mode runs PySpark inside dbt. Its dependencies (dbt-core,
+# dbt-adapters, ...) are held to the project's pins by constraints.txt, so both venvs run the same dbt-core 1.11.
+DBT_SPARK_VERSION=1.11.0
 ICEBERG_RUNTIME=iceberg-spark-runtime-3.5_2.12-1.10.2.jar
 APT_PACKAGES=(libjarjar-java libpostgresql-jdbc-java libxerial-sqlite-jdbc-java)
 SHADE_PREFIX=org.apache.iceberg.shaded.com.fasterxml.jackson
 
 STAMP="$VENV/.spark-env"
-WANT="pyspark=$PYSPARK_VERSION py4j=$PY4J_VERSION snowpark-connect-deps-iceberg=$ICEBERG_DEPS_VERSION"
+WANT="pyspark=$PYSPARK_VERSION py4j=$PY4J_VERSION snowpark-connect-deps-iceberg=$ICEBERG_DEPS_VERSION dbt-spark=$DBT_SPARK_VERSION"
 JARS="$VENV/jars"
 
 if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$WANT" && -s "$JARS/$ICEBERG_RUNTIME" ]]; then
@@ -25,7 +28,7 @@ if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$WANT" && -s "$JARS/$ICEBERG_RUNTIME"
     exit 0
 fi
 
-STEPS=5
+STEPS=6
 step() { echo "spark-env [$1/$STEPS] $2 (at ${SECONDS}s)"; }
 
 step 1 "Debian packages: ${APT_PACKAGES[*]}"
@@ -53,10 +56,15 @@ step 3 "pip: pyspark==$PYSPARK_VERSION py4j==$PY4J_VERSION snowpark-connect-deps
 # --no-deps: the three are all we need (snowpark's wheel only carries jars); pins are exact, so no resolver walk.
 "$VENV/bin/python" -m pip install --quiet --no-deps --progress-bar off \
     "pyspark==$PYSPARK_VERSION" "py4j==$PY4J_VERSION" "snowpark-connect-deps-iceberg==$ICEBERG_DEPS_VERSION"
+step 4 "pip: dbt-spark[session]==$DBT_SPARK_VERSION (constrained by constraints.txt)"
+# With dependencies this time (dbt-core and its tree); pyspark is already there at its pin and satisfies [session].
+"$VENV/bin/python" -m pip install --quiet --progress-bar off -c "$ROOT/constraints.txt" \
+    "dbt-spark[session]==$DBT_SPARK_VERSION" "pyspark==$PYSPARK_VERSION"
+"$VENV/bin/dbt" --version | grep -q "installed: 1.11" || { echo "spark-env: dbt-core in $VENV is not 1.11" >&2; exit 1; }
 SITE="$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
 SPARK_JARS="$SITE/pyspark/jars"
 
-step 4 "re-shading Spark's Jackson to $SHADE_PREFIX (jarjar)"
+step 5 "re-shading Spark's Jackson to $SHADE_PREFIX (jarjar)"
 # The runtime jar in this wheel refers to Jackson under Iceberg's relocated package but lacks those classes;
 # Spark's own Jackson of the same line, relocated the same way, supplies them.
 rm -rf "$JARS" && mkdir -p "$JARS"
@@ -81,7 +89,7 @@ EOF
     echo "  $base -> $(basename "$JARS/$base-iceberg-shaded.jar")"
 done
 
-step 5 "collecting jars into $JARS"
+step 6 "collecting jars into $JARS"
 cp "$SITE/snowpark_connect_deps_iceberg/jars/$ICEBERG_RUNTIME" "$JARS/"
 cp -L /usr/share/java/postgresql.jar "$JARS/postgresql-jdbc.jar"
 cp -L /usr/share/java/sqlite-jdbc.jar "$JARS/sqlite-jdbc.jar"

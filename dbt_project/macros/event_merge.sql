@@ -10,7 +10,7 @@
 {% macro event_time_bounds(relation, where='true') -%}
     {%- if not execute -%}{{ return(none) }}{%- endif -%}
     {%- set result = run_query(
-        'select cast(min(_event_time) as varchar), cast(max(_event_time) as varchar) from ' ~ relation
+        'select cast(min(_event_time) as string), cast(max(_event_time) as string) from ' ~ relation
         ~ ' where ' ~ where) -%}
     {%- set row = result.rows[0] -%}
     {%- if row[0] is none -%}{{ return(none) }}{%- endif -%}
@@ -50,4 +50,25 @@
 
     insert into {{ target }} ({{ columns }})
     select {{ columns }} from {{ source }} order by _event_time
+{%- endmacro %}
+
+{#- Spark: the same replacement as one Iceberg MERGE on _event_id, inside the event-time range of the new rows; rows
+    whose compared columns are all equal (null-safe) are left as they are. dbt-spark's new rows are a temporary view,
+    so they cannot be deleted from; the MERGE's matched condition skips them instead. -#}
+{% macro spark__get_incremental_event_merge_sql(arg_dict) -%}
+    {%- set target = arg_dict['target_relation'] -%}
+    {%- set source = arg_dict['temp_relation'] -%}
+    {%- set names = adapter.get_columns_in_relation(target) | map(attribute='name') | list -%}
+    {%- set compared = names | reject('equalto', '_staged_by') | list -%}
+    {%- set bounds = event_time_bounds(source) -%}
+    merge into {{ target }} as staged
+    using {{ source }} as merged
+    on staged._event_id = merged._event_id
+        and {% if bounds is none %}false{% else %}staged._event_time between {{ bounds[0] }} and {{ bounds[1] }}{% endif %}
+    when matched and not (
+        {%- for name in compared %}
+        staged.{{ name }} <=> merged.{{ name }}{{ ' and' if not loop.last }}
+        {%- endfor %}
+    ) then update set *
+    when not matched then insert *
 {%- endmacro %}

@@ -11,7 +11,7 @@
 {#- The SLA window holding `ts`: a UTC bucket of SLA_WINDOW_MINUTES aligned to the hour (the width divides 60,
     settings.py enforces it; DuckDB's default bucket origin is a midnight). -#}
 {% macro sla_window(ts) -%}
-    time_bucket(interval {{ sla_window_minutes() }} minute, {{ ts }})
+    {{ minute_bucket(sla_window_minutes(), ts) }}
 {%- endmacro %}
 
 {#- Predicate: SLA window `window_start` may have changed with the order changes of the processed arrival window.
@@ -34,12 +34,12 @@
 {#- Delivery dates whose rows of fct_region_delivery_daily may have changed: the dates any version of a touched
     order was delivered on, and the 7 dates after each (their baseline holds it). -#}
 {% macro affected_delivery_dates() -%}
-    select distinct cast(touched.delivery_date + to_days(shift.days) as date) as delivery_date
+    select distinct cast(touched.delivery_date + shift.days as date) as delivery_date
     from (
         select distinct cast(delivered_at as date) as delivery_date from {{ ref('stg_orders') }}
         where order_id in ({{ affected_order_ids() }}) and delivered_at is not null
     ) as touched
-    cross join range(0, 8) as shift(days)
+    cross join (values (0), (1), (2), (3), (4), (5), (6), (7)) as shift(days)
 {%- endmacro %}
 
 {#- Per courier with pings in the processed arrival window: the earliest recorded_at among them. Only pairs whose

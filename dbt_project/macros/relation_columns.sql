@@ -4,6 +4,16 @@
     Unlike adapter.get_columns_in_relation (a `describe`), this does not bind the relation: for the bronze views that
     would plan an Iceberg scan, reading the table's manifests, once more per model and run. -#}
 {% macro relation_column_names(relation) -%}
+    {{ return(adapter.dispatch('relation_column_names')(relation)) }}
+{%- endmacro %}
+
+{#- Spark: a describe of an Iceberg table reads its metadata file only. -#}
+{% macro spark__relation_column_names(relation) -%}
+    {%- if not execute -%}{{ return([]) }}{%- endif -%}
+    {{ return(adapter.get_columns_in_relation(relation) | map(attribute='name') | list) }}
+{%- endmacro %}
+
+{% macro duckdb__relation_column_names(relation) -%}
     {%- if not execute -%}{{ return([]) }}{%- endif -%}
     {%- set result = run_query(
         "select column_name from information_schema.columns"

@@ -13,11 +13,11 @@ with staged_identities as (
 ),
 
 current_state_keys as (
-    select 'fct_orders' as relation, cast(order_id as varchar) as identity from {{ ref('fct_orders') }}
+    select 'fct_orders' as relation, cast(order_id as string) as identity from {{ ref('fct_orders') }}
     union all
-    select 'dim_courier', cast(courier_id as varchar) from {{ ref('dim_courier') }}
+    select 'dim_courier', cast(courier_id as string) from {{ ref('dim_courier') }}
     union all
-    select 'fct_deliveries', cast(order_id as varchar) from {{ ref('fct_deliveries') }}
+    select 'fct_deliveries', cast(order_id as string) from {{ ref('fct_deliveries') }}
     union all
     select 'dim_tenant (current)', tenant_id from {{ ref('dim_tenant') }} where is_current
 ),

@@ -19,23 +19,17 @@ courier_states as (
         courier_id,
         case
             when name_unavailable
-                then struct_extract(
-                    last_value(case when not name_unavailable then {'v': name} end ignore nulls) over earlier, 'v'
-                )
+                then {{ last_value_where('name', 'not name_unavailable', 'earlier') }}
             else name
         end as name,
         case
             when region_unavailable
-                then struct_extract(
-                    last_value(case when not region_unavailable then {'v': region} end ignore nulls) over earlier, 'v'
-                )
+                then {{ last_value_where('region', 'not region_unavailable', 'earlier') }}
             else region
         end as region,
         case
             when vehicle_unavailable
-                then struct_extract(
-                    last_value(case when not vehicle_unavailable then {'v': vehicle} end ignore nulls) over earlier, 'v'
-                )
+                then {{ last_value_where('vehicle', 'not vehicle_unavailable', 'earlier') }}
             else vehicle
         end as vehicle,
         active,
@@ -49,8 +43,11 @@ courier_states as (
 
 latest_change_per_courier as (
     select *
-    from courier_states
-    qualify row_number() over (partition by courier_id order by _lsn desc) = 1
+    from (
+        select *, row_number() over (partition by courier_id order by _lsn desc) as change_rank
+        from courier_states
+    ) as ranked_changes
+    where change_rank = 1
 )
 
 select

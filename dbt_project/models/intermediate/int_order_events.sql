@@ -24,16 +24,12 @@ order_states as (
         _event_time,
         case
             when region_unavailable
-                then struct_extract(
-                    last_value(case when not region_unavailable then {'v': region} end ignore nulls) over earlier, 'v'
-                )
+                then {{ last_value_where('region', 'not region_unavailable', 'earlier') }}
             else region
         end as region,
         case
             when status_unavailable
-                then struct_extract(
-                    last_value(case when not status_unavailable then {'v': status} end ignore nulls) over earlier, 'v'
-                )
+                then {{ last_value_where('status', 'not status_unavailable', 'earlier') }}
             else status
         end as status,
         _is_late,

@@ -19,23 +19,17 @@ order_states as (
         order_id,
         case
             when tenant_id_unavailable
-                then struct_extract(
-                    last_value(case when not tenant_id_unavailable then {'v': tenant_id} end ignore nulls) over earlier, 'v'
-                )
+                then {{ last_value_where('tenant_id', 'not tenant_id_unavailable', 'earlier') }}
             else tenant_id
         end as tenant_id,
         case
             when region_unavailable
-                then struct_extract(
-                    last_value(case when not region_unavailable then {'v': region} end ignore nulls) over earlier, 'v'
-                )
+                then {{ last_value_where('region', 'not region_unavailable', 'earlier') }}
             else region
         end as region,
         case
             when status_unavailable
-                then struct_extract(
-                    last_value(case when not status_unavailable then {'v': status} end ignore nulls) over earlier, 'v'
-                )
+                then {{ last_value_where('status', 'not status_unavailable', 'earlier') }}
             else status
         end as status,
         courier_id,
@@ -54,8 +48,11 @@ order_states as (
 
 latest_change_per_order as (
     select *
-    from order_states
-    qualify row_number() over (partition by order_id order by _lsn desc) = 1
+    from (
+        select *, row_number() over (partition by order_id order by _lsn desc) as change_rank
+        from order_states
+    ) as ranked_changes
+    where change_rank = 1
 )
 
 select

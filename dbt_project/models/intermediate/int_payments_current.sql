@@ -19,16 +19,12 @@ payment_states as (
         payment_id,
         case
             when method_unavailable
-                then struct_extract(
-                    last_value(case when not method_unavailable then {'v': method} end ignore nulls) over earlier, 'v'
-                )
+                then {{ last_value_where('method', 'not method_unavailable', 'earlier') }}
             else method
         end as method,
         case
             when status_unavailable
-                then struct_extract(
-                    last_value(case when not status_unavailable then {'v': status} end ignore nulls) over earlier, 'v'
-                )
+                then {{ last_value_where('status', 'not status_unavailable', 'earlier') }}
             else status
         end as status,
         order_id,
@@ -44,8 +40,11 @@ payment_states as (
 
 latest_change_per_payment as (
     select *
-    from payment_states
-    qualify row_number() over (partition by payment_id order by _lsn desc) = 1
+    from (
+        select *, row_number() over (partition by payment_id order by _lsn desc) as change_rank
+        from payment_states
+    ) as ranked_changes
+    where change_rank = 1
 )
 
 select

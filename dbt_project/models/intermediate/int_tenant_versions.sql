@@ -20,23 +20,17 @@ tenant_changes as (
         tenant_id,
         case
             when name_unavailable
-                then struct_extract(
-                    last_value(case when not name_unavailable then {'v': name} end ignore nulls) over earlier, 'v'
-                )
+                then {{ last_value_where('name', 'not name_unavailable', 'earlier') }}
             else name
         end as name,
         case
             when tier_unavailable
-                then struct_extract(
-                    last_value(case when not tier_unavailable then {'v': tier} end ignore nulls) over earlier, 'v'
-                )
+                then {{ last_value_where('tier', 'not tier_unavailable', 'earlier') }}
             else tier
         end as tier,
         case
             when region_unavailable
-                then struct_extract(
-                    last_value(case when not region_unavailable then {'v': region} end ignore nulls) over earlier, 'v'
-                )
+                then {{ last_value_where('region', 'not region_unavailable', 'earlier') }}
             else region
         end as region,
         _op,

@@ -16,8 +16,8 @@ with current_couriers as (
 
 select
     cast(courier_id as bigint) as courier_id,
-    cast(name as varchar) as name,
-    cast(region as varchar) as region,
-    cast(vehicle as varchar) as vehicle,
+    cast(name as string) as name,
+    cast(region as string) as region,
+    cast(vehicle as string) as vehicle,
     cast(active as boolean) as active
 from current_couriers

@@ -14,10 +14,10 @@ with tenant_versions as (
 )
 
 select
-    cast(tenant_id as varchar) as tenant_id,
-    cast(name as varchar) as name,
-    cast(tier as varchar) as tier,
-    cast(region as varchar) as region,
+    cast(tenant_id as string) as tenant_id,
+    cast(name as string) as name,
+    cast(tier as string) as tier,
+    cast(region as string) as region,
     cast(valid_from as timestamp) as valid_from,
     cast(valid_to as timestamp) as valid_to,
     cast(is_current as boolean) as is_current

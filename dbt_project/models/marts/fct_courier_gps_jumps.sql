@@ -3,9 +3,8 @@
     incremental_strategy='append',
     pre_hook="
         {% if is_incremental() %}
-        delete from {{ this }} as target
-        using ({{ affected_ping_bounds() }}) as affected
-        where target.courier_id = affected.courier_id and target.recorded_at >= affected.changed_from
+        {{ delete_matching(this, affected_ping_bounds(),
+            'target.courier_id = affected.courier_id and target.recorded_at >= affected.changed_from') }}
         {% else %}select 1{% endif %}",
 ) }}
 
@@ -87,15 +86,15 @@ distances as (
             pow(sin((lat_rad - previous_lat_rad) / 2), 2)
             + cos(previous_lat_rad) * cos(lat_rad) * pow(sin((lon_rad - previous_lon_rad) / 2), 2)
         )) as distance_km,
-        (epoch_us(recorded_at) - epoch_us(previous_recorded_at)) / 3600000000.0 as hours
+        ({{ epoch_us('recorded_at') }} - {{ epoch_us('previous_recorded_at') }}) / cast(3600000000 as double) as hours
     from pairs
     where recorded_at > previous_recorded_at and recorded_at >= changed_from
 )
 
 select
     cast(courier_id as bigint) as courier_id,
-    cast(ping_id as varchar) as ping_id,
-    cast(previous_ping_id as varchar) as previous_ping_id,
+    cast(ping_id as string) as ping_id,
+    cast(previous_ping_id as string) as previous_ping_id,
     cast(recorded_at as timestamp) as recorded_at,
     cast(previous_recorded_at as timestamp) as previous_recorded_at,
     cast(distance_km as double) as distance_km,

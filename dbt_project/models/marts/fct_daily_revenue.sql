@@ -3,9 +3,8 @@
     incremental_strategy='append',
     pre_hook="
         {% if is_incremental() %}
-        delete from {{ this }} as target
-        using ({{ affected_revenue_keys() }}) as affected
-        where target.revenue_date = affected.revenue_date and target.tenant_id = affected.tenant_id
+        {{ delete_matching(this, affected_revenue_keys(),
+            'target.revenue_date = affected.revenue_date and target.tenant_id = affected.tenant_id') }}
         {% else %}select 1{% endif %}",
 ) }}
 -- depends_on: {{ ref('stg_orders') }} {{ ref('stg_tenants') }}
@@ -60,7 +59,7 @@ daily_totals as (
 
 select
     cast(revenue_date as date) as revenue_date,
-    cast(tenant_id as varchar) as tenant_id,
+    cast(tenant_id as string) as tenant_id,
     cast(orders_delivered as bigint) as orders_delivered,
     cast(gross_revenue as decimal(12, 2)) as gross_revenue,
     cast(courier_revenue as decimal(12, 2)) as courier_revenue,

@@ -16,13 +16,13 @@ with delivered_orders as (
 
 select
     cast(order_id as bigint) as order_id,
-    cast(tenant_id as varchar) as tenant_id,
+    cast(tenant_id as string) as tenant_id,
     cast(courier_id as bigint) as courier_id,
-    cast(region as varchar) as region,
+    cast(region as string) as region,
     cast(created_at as timestamp) as created_at,
     cast(promised_at as timestamp) as promised_at,
     cast(delivered_at as timestamp) as delivered_at,
-    cast(date_diff('second', created_at, delivered_at) / 60.0 as double) as delivery_minutes,
-    cast(greatest(0, date_diff('second', promised_at, delivered_at)) / 60.0 as double) as minutes_late,
+    cast({{ seconds_between('created_at', 'delivered_at') }} / cast(60 as double) as double) as delivery_minutes,
+    cast(greatest(0, {{ seconds_between('promised_at', 'delivered_at') }}) / cast(60 as double) as double) as minutes_late,
     cast(delivered_at <= promised_at as boolean) as is_on_time
 from delivered_orders

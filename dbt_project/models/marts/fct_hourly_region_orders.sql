@@ -32,7 +32,7 @@ window_counts as (
 
 select
     cast(window_start as timestamp) as window_start,
-    cast(region as varchar) as region,
+    cast(region as string) as region,
     cast(orders_created as bigint) as orders_created,
     cast(orders_delivered as bigint) as orders_delivered,
     cast(orders_cancelled as bigint) as orders_cancelled

@@ -16,10 +16,10 @@ with current_orders as (
 
 select
     cast(order_id as bigint) as order_id,
-    cast(tenant_id as varchar) as tenant_id,
+    cast(tenant_id as string) as tenant_id,
     cast(courier_id as bigint) as courier_id,
-    cast(region as varchar) as region,
-    cast(status as varchar) as status,
+    cast(region as string) as region,
+    cast(status as string) as status,
     cast(total_amount as decimal(12, 2)) as total_amount,
     cast(delivery_fee as decimal(12, 2)) as delivery_fee,
     cast(created_at as timestamp) as created_at,

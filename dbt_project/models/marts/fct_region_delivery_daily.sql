@@ -16,14 +16,14 @@ with rebuilt_dates as (
 with
 {%- endif %}
 
--- Exact: an integer sum of microseconds, then one division. A float sum depends on the order rows arrive in, and
+-- Exact: an integer sum of microseconds, then one division (in double precision on both engines: a decimal literal would make Spark divide in decimals). A float sum depends on the order rows arrive in, and
 -- the incremental build must equal the full refresh bit for bit.
 daily as (
     select
         cast(delivered_at as date) as delivery_date,
         region,
         count(*) as deliveries,
-        sum(epoch_us(delivered_at) - epoch_us(created_at)) / (count(*) * 60000000.0) as avg_delivery_minutes
+        sum({{ epoch_us('delivered_at') }} - {{ epoch_us('created_at') }}) / (count(*) * cast(60000000 as double)) as avg_delivery_minutes
     from {{ ref('fct_deliveries') }}
     {% if is_incremental() -%}
     -- The rebuilt dates and the 7 before each (their baselines).
@@ -38,8 +38,8 @@ baselines as (
         target.region,
         count(baseline.delivery_date) as baseline_days,
         -- Ordered aggregates: the same float operations in the same order on every build.
-        avg(baseline.avg_delivery_minutes order by baseline.delivery_date) as baseline_avg_minutes,
-        stddev_samp(baseline.avg_delivery_minutes order by baseline.delivery_date) as baseline_stddev_minutes
+        {{ ordered_avg('baseline.avg_delivery_minutes', 'baseline.delivery_date') }} as baseline_avg_minutes,
+        {{ ordered_stddev_samp('baseline.avg_delivery_minutes', 'baseline.delivery_date') }} as baseline_stddev_minutes
     from daily as target
     left join daily as baseline
         on target.region = baseline.region
@@ -66,7 +66,7 @@ scored as (
 
 select
     cast(delivery_date as date) as delivery_date,
-    cast(region as varchar) as region,
+    cast(region as string) as region,
     cast(deliveries as bigint) as deliveries,
     cast(avg_delivery_minutes as double) as avg_delivery_minutes,
     cast(baseline_days as integer) as baseline_days,

@@ -21,7 +21,7 @@ with window_range as (
 windows as (
     select window_start, window_start + interval {{ width }} minute as window_end
     from (
-        select unnest(generate_series(first_window, last_window, interval {{ width }} minute)) as window_start
+        select {{ unnest_timestamp_series('first_window', 'last_window', width, 'window_start') }}
         from window_range
     ) as all_windows
     {% if is_incremental() -%}
@@ -118,14 +118,14 @@ shares as (
         *,
         case
             when deliveries > 0
-                then cast((20000 * late_deliveries + deliveries) // (2 * deliveries) as decimal(9, 0)) * 0.0001
+                then cast({{ int_div('20000 * late_deliveries + deliveries', '2 * deliveries') }} as decimal(9, 0)) * 0.0001
         end as late_share
     from combined
 )
 
 select
     cast(window_start as timestamp) as window_start,
-    cast(region as varchar) as region,
+    cast(region as string) as region,
     cast(deliveries as bigint) as deliveries,
     cast(late_deliveries as bigint) as late_deliveries,
     cast(late_share as decimal(5, 4)) as late_share,

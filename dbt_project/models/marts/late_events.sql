@@ -4,7 +4,7 @@
     pre_hook="
         {% if is_incremental() %}
         delete from {{ this }}
-        where (topic = 'oltp.public.orders' and event_key in (select cast(order_id as varchar) from ({{ affected_order_ids() }})))
+        where (topic = 'oltp.public.orders' and event_key in (select cast(order_id as string) from ({{ affected_order_ids() }})))
             or (topic = 'logistics.tracking_pings' and event_id in ({{ affected_ping_event_ids() }}))
             or window_start in ({{ refresh_windows() }})
         {% else %}select 1{% endif %}",
@@ -43,7 +43,7 @@ late_order_events as (
     select
         _topic as topic,
         _event_id as event_id,
-        cast(order_id as varchar) as event_key,
+        cast(order_id as string) as event_key,
         _lsn as lsn,
         _op as op,
         _event_time as event_time,
@@ -62,7 +62,7 @@ late_pings as (
         _event_id as event_id,
         ping_id as event_key,
         cast(null as bigint) as lsn,
-        cast(null as varchar) as op,
+        cast(null as string) as op,
         _event_time as event_time,
         _arrival_hour as arrival_hour,
         _lateness_seconds as lateness_seconds,
@@ -89,15 +89,15 @@ still_left_out as (
 )
 
 select
-    cast(topic as varchar) as topic,
-    cast(event_id as varchar) as event_id,
-    cast(event_key as varchar) as event_key,
+    cast(topic as string) as topic,
+    cast(event_id as string) as event_id,
+    cast(event_key as string) as event_key,
     cast(lsn as bigint) as lsn,
-    cast(op as varchar) as op,
+    cast(op as string) as op,
     cast(event_time as timestamp) as event_time,
     cast(arrival_hour as timestamp) as arrival_hour,
     cast(lateness_seconds as bigint) as lateness_seconds,
     cast(window_start as timestamp) as window_start,
-    cast(window_mart as varchar) as window_mart,
+    cast(window_mart as string) as window_mart,
     'late_beyond_tolerance' as reason
 from still_left_out

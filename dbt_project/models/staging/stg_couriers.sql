@@ -13,9 +13,9 @@ renamed as (
         cast(courier_id as bigint) as courier_id,
         -- Debezium sends an unchanged TOASTed value as this placeholder: null here, flagged, and the value is
         -- carried forward from the courier's previous event in the intermediate models (docs/contract/sources.md).
-        cast(nullif(name, '__debezium_unavailable_value') as varchar) as name,
-        cast(nullif(region, '__debezium_unavailable_value') as varchar) as region,
-        cast(nullif(vehicle, '__debezium_unavailable_value') as varchar) as vehicle,
+        cast(nullif(name, '__debezium_unavailable_value') as string) as name,
+        cast(nullif(region, '__debezium_unavailable_value') as string) as region,
+        cast(nullif(vehicle, '__debezium_unavailable_value') as string) as vehicle,
         coalesce(name = '__debezium_unavailable_value', false) as name_unavailable,
         coalesce(region = '__debezium_unavailable_value', false) as region_unavailable,
         coalesce(vehicle = '__debezium_unavailable_value', false) as vehicle_unavailable,

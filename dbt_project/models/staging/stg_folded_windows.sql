@@ -7,10 +7,10 @@ with source as (
 
 renamed as (
     select
-        cast(topic as varchar) as topic,
+        cast(topic as string) as topic,
         cast(window_start as timestamp) as window_start,
         cast(folded_at as timestamp) as folded_at,
-        cast(folded_by as varchar) as folded_by
+        cast(folded_by as string) as folded_by
     from source
 )
 

@@ -29,10 +29,10 @@ renamed as (
         cast(order_id as bigint) as order_id,
         -- Debezium sends an unchanged TOASTed value as this placeholder: null here, flagged, and the value is
         -- carried forward from the order's previous event in the intermediate models (docs/contract/sources.md).
-        cast(nullif(tenant_id, '__debezium_unavailable_value') as varchar) as tenant_id,
+        cast(nullif(tenant_id, '__debezium_unavailable_value') as string) as tenant_id,
         cast(courier_id as bigint) as courier_id,
-        cast(nullif(region, '__debezium_unavailable_value') as varchar) as region,
-        cast(nullif(status, '__debezium_unavailable_value') as varchar) as status,
+        cast(nullif(region, '__debezium_unavailable_value') as string) as region,
+        cast(nullif(status, '__debezium_unavailable_value') as string) as status,
         coalesce(tenant_id = '__debezium_unavailable_value', false) as tenant_id_unavailable,
         coalesce(region = '__debezium_unavailable_value', false) as region_unavailable,
         coalesce(status = '__debezium_unavailable_value', false) as status_unavailable,

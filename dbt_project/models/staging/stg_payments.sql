@@ -15,8 +15,8 @@ renamed as (
         cast(amount as decimal(12, 2)) as amount,
         -- Debezium sends an unchanged TOASTed value as this placeholder: null here, flagged, and the value is
         -- carried forward from the payment's previous event in the intermediate models (docs/contract/sources.md).
-        cast(nullif(method, '__debezium_unavailable_value') as varchar) as method,
-        cast(nullif(status, '__debezium_unavailable_value') as varchar) as status,
+        cast(nullif(method, '__debezium_unavailable_value') as string) as method,
+        cast(nullif(status, '__debezium_unavailable_value') as string) as status,
         coalesce(method = '__debezium_unavailable_value', false) as method_unavailable,
         coalesce(status = '__debezium_unavailable_value', false) as status_unavailable,
         cast(created_at as timestamp) as created_at,

@@ -10,12 +10,12 @@ with source as (
 
 renamed as (
     select
-        cast(tenant_id as varchar) as tenant_id,
+        cast(tenant_id as string) as tenant_id,
         -- Debezium sends an unchanged TOASTed value as this placeholder: null here, flagged, and the value is
         -- carried forward from the tenant's previous event in int_tenant_versions (docs/contract/sources.md).
-        cast(nullif(name, '__debezium_unavailable_value') as varchar) as name,
-        cast(nullif(tier, '__debezium_unavailable_value') as varchar) as tier,
-        cast(nullif(region, '__debezium_unavailable_value') as varchar) as region,
+        cast(nullif(name, '__debezium_unavailable_value') as string) as name,
+        cast(nullif(tier, '__debezium_unavailable_value') as string) as tier,
+        cast(nullif(region, '__debezium_unavailable_value') as string) as region,
         coalesce(name = '__debezium_unavailable_value', false) as name_unavailable,
         coalesce(tier = '__debezium_unavailable_value', false) as tier_unavailable,
         coalesce(region = '__debezium_unavailable_value', false) as region_unavailable,

@@ -11,7 +11,7 @@ with source as (
 
 renamed as (
     select
-        cast(ping_id as varchar) as ping_id,
+        cast(ping_id as string) as ping_id,
         cast(courier_id as bigint) as courier_id,
         cast(order_id as bigint) as order_id,
         cast(lat as double) as lat,

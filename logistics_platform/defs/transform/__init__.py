@@ -12,11 +12,15 @@ from logistics_platform.defs.transform.assets import FOLDED_WINDOWS_SPEC, build_
 from logistics_platform.defs.transform.checks import build_publish_checks
 from logistics_platform.defs.transform.operations_checks import build_operations_checks
 from logistics_platform.defs.transform.publish import build_publish_assets
+from logistics_platform.lib.transform.spark import is_spark
 from logistics_platform.settings import Settings
 
 
 def build_defs(settings: Settings) -> dg.Definitions:
     """Assets, checks, jobs, sensors and schedules of this domain."""
+    if is_spark(settings):
+        # dbt on Spark writes the Iceberg marts itself: no DuckDB marts to publish, compare or check.
+        return dg.Definitions(assets=[build_dbt_assets(settings), FOLDED_WINDOWS_SPEC])
     return dg.Definitions(
         assets=[build_dbt_assets(settings), build_publish_assets(), FOLDED_WINDOWS_SPEC],
         asset_checks=[*build_publish_checks(), *build_operations_checks(settings)],

@@ -34,9 +34,11 @@ from logistics_platform.lib.transform.project import (
     dbt_project,
     keep_partial_parse,
     new_run_target,
+    target_environment,
     window_env,
     window_vars,
 )
+from logistics_platform.lib.transform.spark import is_spark
 from logistics_platform.lib.transform.window_plan import WindowPlan, plan_window, record_static_builds
 from logistics_platform.settings import Settings, dbt_environment
 
@@ -145,7 +147,8 @@ def build_dbt_assets(settings: Settings) -> dg.AssetsDefinition:
         context.instance.add_run_tags(context.run_id, tags)
         built: dict[str, Any] = {"arrival_hours": window.label, "ingest_watermark": watermark}
         dbt_vars = window_vars(window.first, window.last)
-        plan = None if config.full_refresh else window_plan(context, settings, manifest, window)
+        # The window plan reads what the DuckDB file holds; on Spark every model of the run is built.
+        plan = None if config.full_refresh or is_spark(settings) else window_plan(context, settings, manifest, window)
         # dbt's unit tests check model logic on fixed inputs, not the data: they belong to CI (`dbt build` and
         # `dbt test` there run them, as tests/transform does), not to every hourly run.
         args = [
@@ -175,7 +178,7 @@ def build_dbt_assets(settings: Settings) -> dg.AssetsDefinition:
         # The window goes to dbt as environment variables, read by macros/arrival_window.sql only at execution: a
         # changed --vars would make dbt parse the whole project again on every run.
         target = new_run_target(settings, context.run.run_id[:8])
-        with dbt_environment(settings, window_env(dbt_vars)):
+        with dbt_environment(settings, {**target_environment(settings), **window_env(dbt_vars)}):
             invocation = dbt.cli(args, context=context, target_path=target)
         # No fetch_column_metadata()/fetch_row_counts(): dagster-dbt runs them from this process on its own
         # connection to the DuckDB file, opened read-only, while the dbt process writes it (DuckDB: one writing
@@ -186,7 +189,9 @@ def build_dbt_assets(settings: Settings) -> dg.AssetsDefinition:
                 yield with_metadata(event, built)
         finally:
             keep_partial_parse(settings, target)
-        # So that the next runs skip the seeds and views this one built until they change.
+        # So that the next runs skip the seeds and views this one built until they change (DuckDB's file only).
+        if is_spark(settings):
+            return
         try:
             results = invocation.get_artifact("run_results.json").get("results", [])
             record_static_builds(settings.duckdb_path, manifest, results)

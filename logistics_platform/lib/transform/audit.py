@@ -30,6 +30,7 @@ _ICEBERG_TYPES = {
     "integer": "int",
     "int": "int",
     "varchar": "string",
+    "string": "string",
     "text": "string",
     "boolean": "boolean",
     "double": "double",
@@ -49,9 +50,14 @@ class Contract:
     key: tuple[str, ...]
 
 
+# Names of one type: the contracts say `string` (the name DuckDB and Spark SQL both accept), DuckDB reports VARCHAR.
+_TYPE_ALIASES = {"string": "varchar", "text": "varchar"}
+
+
 def normalize_type(data_type: str) -> str:
-    """A DuckDB or dbt type name in one comparable form (lower case, ``decimal(12,2)`` without spaces)."""
-    return re.sub(r"\s+", "", data_type.strip().lower())
+    """A DuckDB or dbt type name in one comparable form (lower case, ``decimal(12,2)`` without spaces, ``varchar``)."""
+    normal = re.sub(r"\s+", "", data_type.strip().lower())
+    return _TYPE_ALIASES.get(normal, normal)
 
 
 def iceberg_type(data_type: str) -> str:

@@ -28,6 +28,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from logistics_platform.lib.transform.spark import is_spark, spark_environment
 from logistics_platform.settings import DBT_PROJECT_DIR, Settings, dbt_environment
 
 if TYPE_CHECKING:  # imported where used: `setup` checks the manifest without loading dagster-dbt and dbt (seconds)
@@ -79,9 +80,16 @@ def window_env(dbt_vars: dict[str, str]) -> dict[str, str]:
     return {f"LOGISTICS_DBT_{name.upper()}": value for name, value in dbt_vars.items()}
 
 
-def dbt_executable() -> str:
-    """The dbt installed beside this interpreter, whether or not the venv is on PATH."""
+def dbt_executable(settings: Settings | None = None) -> str:
+    """The dbt of the settings' target: Spark's venv's for the `spark` target, else the one beside this interpreter."""
+    if settings is not None and is_spark(settings):
+        return str(settings.spark_venv / "bin" / "dbt")
     return str(Path(sys.executable).parent / "dbt")
+
+
+def target_environment(settings: Settings) -> dict[str, str]:
+    """Environment a dbt process of the settings' target needs beyond the settings (the Spark conf directory)."""
+    return spark_environment(settings) if is_spark(settings) else {}
 
 
 def dbt_resource(settings: Settings) -> DbtCliResource:
@@ -92,7 +100,7 @@ def dbt_resource(settings: Settings) -> DbtCliResource:
         project_dir=str(DBT_PROJECT_DIR),
         profiles_dir=str(DBT_PROJECT_DIR),
         target=settings.dbt_target,
-        dbt_executable=dbt_executable(),
+        dbt_executable=dbt_executable(settings),
     )
 
 
@@ -351,7 +359,7 @@ def run_dbt(
     lines = _Lines(echo)
     # dagster-dbt re-emits dbt's log lines on sys.stdout; they are this call's output.
     with contextlib.redirect_stdout(lines):
-        with dbt_environment(settings, window_env(window or {})):
+        with dbt_environment(settings, {**target_environment(settings), **window_env(window or {})}):
             invocation = dbt_resource(settings).cli(args, target_path=target, raise_on_error=False)
         for _event in invocation.stream_raw_events():
             pass
@@ -360,7 +368,7 @@ def run_dbt(
         keep_partial_parse(settings, target)
     results = node_results(target)
     run = DbtRun(
-        args=[dbt_executable(), *args],
+        args=[dbt_executable(settings), *args],
         returncode=returncode,
         seconds=time.perf_counter() - started,
         output="\n".join(lines.lines),

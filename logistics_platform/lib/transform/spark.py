@@ -1,0 +1,113 @@
+"""dbt's `spark` target: the Spark session settings that open our Iceberg catalog, and where the dbt of Spark lives.
+
+dbt-spark (``method: session``) starts PySpark in the dbt process; PySpark's launcher reads
+``$SPARK_CONF_DIR/spark-defaults.conf``. The catalog's Spark name must be the catalog name in the SQL catalog's rows
+(Iceberg's ``JdbcCatalog`` filters by it), a setting, and profiles.yml cannot put a setting into a key, so the
+session settings are written here, per settings, into a conf file under the DuckDB file's directory (Spark's work
+directory: Derby's ``metastore_db/`` and ``derby.log`` land there too, never in the dbt project).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sqlalchemy.engine import make_url
+
+from logistics_platform.settings import Settings
+
+SPARK_TARGET_TYPE = "spark"
+ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
+
+
+def is_spark(settings: Settings) -> bool:
+    """Whether the settings' dbt target runs on Spark (the `spark` target of profiles.yml)."""
+    return settings.dbt_target == SPARK_TARGET_TYPE
+
+
+def spark_work_dir(settings: Settings) -> Path:
+    """Spark's working directory for dbt: conf, Derby's metastore and log, the session warehouse."""
+    return settings.duckdb_path.parent / "spark"
+
+
+def jdbc_catalog(settings: Settings) -> dict[str, str]:
+    """The SQL catalog as Iceberg ``JdbcCatalog`` properties (``uri``, ``jdbc.user``, ``jdbc.password``)."""
+    url = make_url(settings.catalog_uri)
+    if url.drivername.startswith("sqlite"):
+        return {"uri": f"jdbc:sqlite:{url.database}"}
+    if not url.drivername.startswith("postgresql"):
+        raise ValueError(
+            f"ICEBERG_CATALOG_URI={settings.catalog_uri}: the spark target opens SQLite or PostgreSQL catalogs only; "
+            "use one of those, or DBT_TARGET=local|prod"
+        )
+    host = f"{url.host or 'localhost'}:{url.port or 5432}"
+    properties = {"uri": f"jdbc:postgresql://{host}/{url.database}"}
+    if url.username:
+        properties["jdbc.user"] = url.username
+    if url.password:
+        properties["jdbc.password"] = url.password
+    return properties
+
+
+def spark_jars(settings: Settings) -> list[Path]:
+    """The jars scripts/spark_env.sh collected (Iceberg's runtime, re-shaded Jackson, the JDBC drivers)."""
+    jars = sorted((settings.spark_venv / "jars").glob("*.jar"))
+    if not jars:
+        raise FileNotFoundError(
+            f"no jars in {settings.spark_venv / 'jars'}: DBT_TARGET=spark needs the Spark venv; run `make spark-env`"
+        )
+    return jars
+
+
+def spark_conf(settings: Settings) -> dict[str, str]:
+    """Spark session settings of dbt's `spark` target for ``settings`` (docs/spark.md explains each)."""
+    jars = [str(p) for p in spark_jars(settings)]
+    work = spark_work_dir(settings)
+    name = settings.catalog_name
+    catalog = f"spark.sql.catalog.{name}"
+    conf = {
+        "spark.master": settings.spark_master,
+        "spark.app.name": "logistics-dbt",
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.driver.host": "127.0.0.1",
+        "spark.driver.bindAddress": "127.0.0.1",
+        "spark.jars": ",".join(jars),
+        # JDBC drivers register with DriverManager, which only sees the application class path.
+        "spark.driver.extraClassPath": ":".join(jars),
+        # Derby (the session's Hive metastore, which dbt-spark enables and we never use) writes here.
+        "spark.driver.extraJavaOptions": f"-Dderby.system.home={work}",
+        "spark.sql.warehouse.dir": str(work / "spark-warehouse"),
+        "spark.sql.extensions": ICEBERG_EXTENSIONS,
+        # dbt-spark names relations schema.table: the Iceberg catalog is the default one.
+        "spark.sql.defaultCatalog": name,
+        catalog: "org.apache.iceberg.spark.SparkCatalog",
+        f"{catalog}.catalog-impl": "org.apache.iceberg.jdbc.JdbcCatalog",
+        f"{catalog}.warehouse": settings.warehouse,
+        # `timestamp` means what it means in DuckDB and in our Iceberg schemas: without time zone.
+        "spark.sql.timestampType": "TIMESTAMP_NTZ",
+        "spark.sql.session.timeZone": "UTC",
+        # `* exclude (...)` of DuckDB, as a quoted regular expression (staging's first_arrived_copies).
+        "spark.sql.parser.quotedRegexColumnNames": "true",
+        # Small hourly increments: a few shuffle partitions, not Spark's 200.
+        "spark.sql.shuffle.partitions": "4",
+    }
+    conf |= {f"{catalog}.{key}": value for key, value in jdbc_catalog(settings).items()}
+    return conf
+
+
+def write_spark_conf(settings: Settings) -> Path:
+    """Write ``spark-defaults.conf`` for ``settings`` under :func:`spark_work_dir`; return its directory."""
+    conf_dir = spark_work_dir(settings) / "conf"
+    conf_dir.mkdir(parents=True, exist_ok=True)
+    text = "".join(f"{key} {value}\n" for key, value in sorted(spark_conf(settings).items()))
+    path = conf_dir / "spark-defaults.conf"
+    if not path.exists() or path.read_text() != text:
+        staged = conf_dir / f".spark-defaults.conf.{id(text)}"
+        staged.write_text(text)
+        staged.replace(path)
+    return conf_dir
+
+
+def spark_environment(settings: Settings) -> dict[str, str]:
+    """What a dbt process of the `spark` target needs besides the settings: where its Spark conf is."""
+    return {"SPARK_CONF_DIR": str(write_spark_conf(settings))}
