@@ -278,13 +278,15 @@ def fast_block_isolating(
                 tbl = _conform(tbl, pa.struct(list(declared)))
             tables.append(tbl)
             kept.append(rows)
-        tbl = (tables[0] if len(tables) == 1 else pa.concat_tables(tables)).combine_chunks()
-        taken = lines[np.concatenate(kept)] if kept else lines[:0]
-        built = _build_some(parser, tbl, taken, kafka_partition, first_offset, source_file, schema)
-        if built is None:
-            return None
-        rows_table, late, refused = built
-        apart.update(refused)
+        if tables:  # none when every read part failed: all its lines are set apart
+            tbl = (tables[0] if len(tables) == 1 else pa.concat_tables(tables)).combine_chunks()
+            built = _build_some(
+                parser, tbl, lines[np.concatenate(kept)], kafka_partition, first_offset, source_file, schema
+            )
+            if built is None:
+                return None
+            rows_table, late, refused = built
+            apart.update(refused)
     out = [(i, bytes(memoryview(block)[starts[i] : stops[i]])) for i in sorted(apart)]
     return Isolated(rows_table, late, len(tombstones), out)
 
