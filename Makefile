@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 3000
-# pytest-xdist workers of `make test` (much of the suite waits on dbt, Dagster and server child processes).
+# pytest-xdist workers of `make test`; the 15 slowest tests are listed at the end (where CI time goes) (much of the suite waits on dbt, Dagster and server child processes).
 TEST_WORKERS ?= 2
 
 # Offline operation: no usage tracking, Dagster state kept inside the project.
@@ -47,7 +47,7 @@ browser:
 
 # Style and types first: a lint failure costs seconds, the suite minutes.
 test: lint services browser
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup tests
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=15 tests
 
 dev: setup
 	$(BIN)/dagster dev -w workspace.yaml -h $(HOST) -p $(PORT)
