@@ -6,7 +6,8 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 3000
-# pytest-xdist workers of `make test`; the 15 slowest tests are listed at the end (where CI time goes) (much of the suite waits on dbt, Dagster and server child processes).
+# pytest-xdist workers of `make test` (much of the suite waits on dbt, Dagster and server child processes); it lists
+# its 15 slowest tests at the end, to show where CI time goes.
 TEST_WORKERS ?= 2
 
 # Offline operation: no usage tracking, Dagster state kept inside the project.
