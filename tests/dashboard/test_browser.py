@@ -19,6 +19,6 @@ def test_every_page_renders_in_chromium(dashboard_world: DashboardWorld, tmp_pat
     assert [p.title for p in seen] == [title for _, _, title in PAGES]
     for page in seen:
         assert page.errors == 0, f"{page.name}: an error element; see {page.screenshot}"
-        assert page.charts >= 1, f"{page.name}: no chart drawn; see {page.screenshot}"
+        assert page.charts >= 1, f"{page.name}: no chart drawn; see {page.screenshot}: {page.text}"
         # A screenshot of a drawn page, not an empty one (PNG of a full page at least a few kB).
         assert page.screenshot.stat().st_size > 10_000, page.name

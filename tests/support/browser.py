@@ -42,6 +42,8 @@ PAGES = (
 START_ATTEMPTS = 240
 PAGE_WAIT_MS = 120_000
 # An exception in a page, or Streamlit's dialog for a URL that is no page.
+# A chart Vega has drawn into (a canvas or an svg, once its data arrived).
+DRAWN_CHART = '[data-testid="stVegaLiteChart"] canvas, [data-testid="stVegaLiteChart"] svg'
 ERROR_SELECTORS = ('[data-testid="stException"]', '[data-testid="stExceptionMessage"]', 'text="Page not found"')
 
 
@@ -86,12 +88,15 @@ class PageSeen:
     charts: int
     errors: int
     screenshot: Path
+    # The page's text when it drew no chart, to say why.
+    text: str = ""
 
 
 def look_at_pages(base: str, out_dir: Path, profile: Path, width: int = 1440, height: int = 2000) -> list[PageSeen]:
     """Open every page in a fresh Chromium profile, wait for its script to finish and its charts to draw, and
     screenshot it (``out_dir/dashboard-<name>.png``). Streamlit scrolls inside its own container, so a full-page
     screenshot is only the viewport: ``height`` is what the screenshot shows."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
     from playwright.sync_api import sync_playwright
 
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -110,18 +115,22 @@ def look_at_pages(base: str, out_dir: Path, profile: Path, width: int = 1440, he
                 page.goto(f"{base}/{path}", wait_until="domcontentloaded")
                 page.get_by_role("heading", name=title).first.wait_for(timeout=PAGE_WAIT_MS)
                 page.wait_for_selector('[data-test-script-state="notRunning"]', timeout=PAGE_WAIT_MS)
-                charts = page.locator('[data-testid="stVegaLiteChart"]')
-                if charts.count():
-                    # Vega draws into a canvas (or svg) once its data arrived.
-                    page.wait_for_selector(
-                        '[data-testid="stVegaLiteChart"] canvas, [data-testid="stVegaLiteChart"] svg',
-                        timeout=PAGE_WAIT_MS,
-                    )
+                errors = sum(page.locator(sel).count() for sel in ERROR_SELECTORS)
+                drawn = page.locator(DRAWN_CHART)
+                if not errors:
+                    # Every page draws a chart: wait for one rather than trust the script state alone, which a
+                    # page's first run can report as finished before its elements arrived.
+                    try:
+                        drawn.first.wait_for(timeout=PAGE_WAIT_MS)
+                    except PlaywrightTimeout:
+                        pass
                 page.wait_for_load_state("networkidle", timeout=PAGE_WAIT_MS)
                 errors = sum(page.locator(sel).count() for sel in ERROR_SELECTORS)
                 shot = out_dir / f"dashboard-{name}.png"
                 page.screenshot(path=str(shot))
-                seen.append(PageSeen(name, title, charts.count(), errors, shot))
+                charts = page.locator('[data-testid="stVegaLiteChart"]').count() if drawn.count() else 0
+                text = "" if charts else " ".join(page.inner_text("body").split())[:2000]
+                seen.append(PageSeen(name, title, charts, errors, shot, text))
         finally:
             context.close()
     return seen
