@@ -2,7 +2,8 @@
 
 Nothing else in the package reads ``os.environ``: everything receives a :class:`Settings`. Each setting is declared
 once, as a field of :class:`Settings` (variable, default, meaning, parser, whether dbt gets it; see
-``settings_schema.py``); ``load_settings``, the dbt environment and the README's settings table come from there.
+``settings_schema.py``); ``load_settings``, the dbt environment and the settings table of docs/settings.md come
+from there.
 """
 
 from __future__ import annotations
@@ -332,13 +333,13 @@ class Settings:
 
 
 def declarations() -> Iterator[tuple[str, Setting]]:
-    """(field, declaration) of every setting, in the order the fields are declared (the README table's order)."""
+    """(field, declaration) of every setting, in the order the fields are declared (the settings table's order)."""
     for f in fields(Settings):
         for declared in f.metadata.get(DECLARATIONS, ()):
             yield f.name, declared
 
 
-# name -> (default shown to people, meaning): the README's settings table.
+# name -> (default shown to people, meaning): the settings table of docs/settings.md.
 SETTINGS_DOC: dict[str, tuple[str, str]] = {s.name: (s.shown_default, s.doc) for _field, s in declarations()}
 _ENV_SETTING = next(s for name, s in declarations() if name == "env")
 

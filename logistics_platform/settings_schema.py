@@ -3,8 +3,8 @@
 A ``Settings`` field is declared once with :func:`setting` (or :func:`setting_map` for a group of variables that
 forms one mapping): variable name, default as it would be written in the environment, meaning, parser, and whether
 the dbt process gets it. Everything else (the field's typed default, ``load_settings``, the dbt environment, the
-README's table) is derived from that. Nothing here reads the environment: ``settings.py`` hands the parsers its
-strings.
+settings table of docs/settings.md) is derived from that. Nothing here reads the environment: ``settings.py``
+hands the parsers its strings.
 """
 
 from __future__ import annotations
@@ -52,12 +52,12 @@ class Setting:
     doc: str
     parse: Parser
     dbt: bool = False  # the dbt process gets it (profiles.yml, the macros and the dbt-duckdb plugin read it)
-    shown: str = ""  # the README's default when ``default`` does not say it (computed, or left to a library)
+    shown: str = ""  # docs/settings.md's default when ``default`` does not say it (computed, or by a library)
     key: str = ""  # its key in the mapping of a setting_map field
 
     @property
     def shown_default(self) -> str:
-        """The default as the README shows it."""
+        """The default as docs/settings.md shows it."""
         return self.shown or self.default or "(unset)"
 
     def read(self, raw: str | None, source: Source) -> Any:

@@ -152,15 +152,15 @@ def test_every_setting_is_documented() -> None:
     assert {"ALLOWED_LATENESS_HOURS", "ALERT_WEBHOOK_URL"} <= set(SETTINGS_DOC)
 
 
-# ---------------------------------------------------------------- the README's settings table
+# ---------------------------------------------------------------- the settings page's table
 
-README = PROJECT_ROOT / "README.md"
+SETTINGS_PAGE = PROJECT_ROOT / "docs" / "settings.md"
 TABLE_START = "<!-- settings table: generated from settings.SETTINGS_DOC by `python -m tests.test_settings` -->"
 TABLE_END = "<!-- end of settings table -->"
 
 
 def settings_table(doc: dict[str, tuple[str, str]] = SETTINGS_DOC) -> str:
-    """The README's settings table (variable, default, meaning) as ``SETTINGS_DOC`` says it should read."""
+    """The settings table of docs/settings.md (variable, default, meaning) as ``SETTINGS_DOC`` says it should read."""
     rows = ["| variable | default | meaning |", "|---|---|---|"]
     for name, (default, meaning) in doc.items():
         cell = meaning.replace("|", r"\|")
@@ -169,13 +169,13 @@ def settings_table(doc: dict[str, tuple[str, str]] = SETTINGS_DOC) -> str:
 
 
 def readme_settings_table(text: str) -> str:
-    """The table between the README's markers."""
+    """The table between the settings page's markers."""
     if text.count(TABLE_START) != 1 or text.count(TABLE_END) != 1:
-        raise AssertionError(f"README.md needs exactly one {TABLE_START!r} and one {TABLE_END!r} around the table")
+        raise AssertionError(f"docs/settings.md needs one {TABLE_START!r} and one {TABLE_END!r} around the table")
     return text.split(TABLE_START, 1)[1].split(TABLE_END, 1)[0].strip()
 
 
-def write_readme_settings_table(path: Path = README) -> None:
+def write_readme_settings_table(path: Path = SETTINGS_PAGE) -> None:
     """Rewrite the table between the markers from ``SETTINGS_DOC`` (what the test below compares)."""
     text = path.read_text()
     head, rest = text.split(TABLE_START, 1)
@@ -184,8 +184,8 @@ def write_readme_settings_table(path: Path = README) -> None:
 
 
 def test_readme_settings_table_matches_settings_doc() -> None:
-    assert readme_settings_table(README.read_text()) == settings_table(), (
-        "README.md's settings table differs from settings.SETTINGS_DOC: regenerate it with "
+    assert readme_settings_table(SETTINGS_PAGE.read_text()) == settings_table(), (
+        "docs/settings.md's settings table differs from settings.SETTINGS_DOC: regenerate it with "
         "`.venv/bin/python -m tests.test_settings`"
     )
 
@@ -205,4 +205,4 @@ def test_settings_table_follows_the_doc() -> None:
 
 if __name__ == "__main__":
     write_readme_settings_table()
-    print(f"rewrote the settings table in {README}")
+    print(f"rewrote the settings table in {SETTINGS_PAGE}")
