@@ -77,7 +77,8 @@ def test_spark_builds_every_mart_equal_to_duckdb_with_hours_shuffled_and_rerun(
     run_dbt(spark, ["build", *NO_TESTS], window=window_vars(hours[3]), target_path=target)
     first = refs(spark)
     assert all(set(heads) == {AUDIT_BRANCH} for heads in first.values()), first
-    # A mart as a table built before the gate existed has it: without the property; the next run's start restores it.
+    # One mart made to look like a table built before the gate existed (no property): the next run's start puts it
+    # back behind the gate.
     with load_catalog(spark).load_table(("marts", LEGACY_MART)).transaction() as transaction:
         transaction.remove_properties(WAP_PROPERTY)
 
