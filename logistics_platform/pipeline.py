@@ -35,6 +35,7 @@ from logistics_platform.defs.partitions import arrival_hour_partitions
 from logistics_platform.lib.operate.landing_watch import RANGE_END_TAG, RANGE_START_TAG
 from logistics_platform.lib.timekeys import hour_key, parse_hour_key
 from logistics_platform.lib.transform.arrival_window import ArrivalWindow
+from logistics_platform.lib.transform.spark import is_spark
 from logistics_platform.settings import Settings
 
 # The hourly jobs are the operate domain's (the same the sensors, schedules and UI backfills launch); only the
@@ -299,7 +300,9 @@ def _failure(result: dg.ExecuteInProcessResult) -> str:
 
 
 def table_counts(settings: Settings) -> tuple[dict[str, int], dict[str, int], str]:
-    """Row counts of the bronze Iceberg tables and of the DuckDB marts, and why some could not be read ("" if all).
+    """Row counts of the bronze Iceberg tables and of the marts, and why some could not be read ("" if all).
+
+    The marts are DuckDB's, or on the Spark target the Iceberg marts' ``main`` (what their audit gate published).
 
     Never raises: after a failed run the catalog may be unreachable, or the DuckDB file still open in this process
     by the failed dbt build (DuckDB then refuses a connection with another configuration); the summary says so.
@@ -315,6 +318,15 @@ def table_counts(settings: Settings) -> tuple[dict[str, int], dict[str, int], st
             bronze[name] = catalog.load_table(f"bronze.{name}").scan().count()
     except Exception as exc:
         errors.append(f"bronze: {type(exc).__name__}: {exc}")
+    if is_spark(settings):
+        try:
+            catalog = load_catalog(settings)
+            built = ("marts",) in catalog.list_namespaces()
+            for _ns, name in sorted(catalog.list_tables("marts") if built else []):
+                marts[name] = catalog.load_table(f"marts.{name}").scan().count()
+        except Exception as exc:
+            errors.append(f"marts: {type(exc).__name__}: {exc}")
+        return bronze, marts, " ".join("; ".join(errors).split())[:600]
     try:
         if settings.duckdb_path.exists():
             con = connect(settings.duckdb_path, read_only=True, settings=settings)

@@ -119,6 +119,13 @@ class Settings:
         "Spark master of dbt's `spark` target (`local[*]`, `spark://host:7077`, `k8s://https://...`).",
         text,
     )
+    spark_conf_file: Path | None = setting(
+        "SPARK_CONF_FILE",
+        "",
+        "Extra Spark settings of dbt's `spark` target (`key value` lines, over ours): a cluster's image, driver host, "
+        "S3 (docs/spark.md).",
+        optional_path,
+    )
     spark_venv: Path = setting(
         "SPARK_VENV",
         ".venv-spark",

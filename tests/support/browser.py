@@ -12,7 +12,7 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -120,10 +120,8 @@ def look_at_pages(base: str, out_dir: Path, profile: Path, width: int = 1440, he
                 if not errors:
                     # Every page draws a chart: wait for one rather than trust the script state alone, which a
                     # page's first run can report as finished before its elements arrived.
-                    try:
+                    with suppress(PlaywrightTimeout):
                         drawn.first.wait_for(timeout=PAGE_WAIT_MS)
-                    except PlaywrightTimeout:
-                        pass
                 page.wait_for_load_state("networkidle", timeout=PAGE_WAIT_MS)
                 errors = sum(page.locator(sel).count() for sel in ERROR_SELECTORS)
                 shot = out_dir / f"dashboard-{name}.png"

@@ -17,6 +17,8 @@ from logistics_platform.settings import Settings
 
 SPARK_TARGET_TYPE = "spark"
 ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
+# The Iceberg branch the marts are written on until their tests pass (dbt_project/macros/spark/audit_gate.sql).
+AUDIT_BRANCH = "audit"
 
 
 def is_spark(settings: Settings) -> bool:
@@ -69,8 +71,6 @@ def spark_conf(settings: Settings) -> dict[str, str]:
         "spark.app.name": "logistics-dbt",
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
-        "spark.driver.host": "127.0.0.1",
-        "spark.driver.bindAddress": "127.0.0.1",
         "spark.jars": ",".join(jars),
         # JDBC drivers register with DriverManager, which only sees the application class path.
         "spark.driver.extraClassPath": ":".join(jars),
@@ -88,10 +88,34 @@ def spark_conf(settings: Settings) -> dict[str, str]:
         "spark.sql.session.timeZone": "UTC",
         # `* exclude (...)` of DuckDB, as a quoted regular expression (staging's first_arrived_copies).
         "spark.sql.parser.quotedRegexColumnNames": "true",
+        # Write-audit-publish: writes to tables with write.wap.enabled (the marts) go to this branch, and the
+        # session's reads of them (dbt's tests, downstream marts) read it; main moves in dbt's on-run-end.
+        "spark.wap.branch": AUDIT_BRANCH,
         # Small hourly increments: a few shuffle partitions, not Spark's 200.
         "spark.sql.shuffle.partitions": "4",
     }
     conf |= {f"{catalog}.{key}": value for key, value in jdbc_catalog(settings).items()}
+    if settings.spark_master.startswith("local"):
+        # Driver and executors share this process: loopback only. A cluster's executors must reach the driver.
+        conf |= {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
+    if settings.spark_conf_file is not None:
+        conf |= read_conf_file(settings.spark_conf_file)
+    return conf
+
+
+def read_conf_file(path: Path) -> dict[str, str]:
+    """``key value`` lines of a Spark properties file (spark-defaults.conf's form; ``#`` comments, blank lines)."""
+    if not path.is_file():
+        raise FileNotFoundError(f"SPARK_CONF_FILE={path}: no such file; point it at a file of `key value` lines")
+    conf = {}
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        key, _, value = line.partition(" ") if " " in line else line.partition("=")
+        if not key or not value.strip():
+            raise ValueError(f"SPARK_CONF_FILE={path} line {number}: {line!r} is not `key value`; write one per line")
+        conf[key.strip()] = value.strip()
     return conf
 
 
