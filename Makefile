@@ -77,5 +77,5 @@ docs: setup
 	$(BIN)/logistics-platform dbt docs generate
 
 clean:
-	rm -rf $(VENV) .venv-spark landing .dagster_home dbt_project/target dbt_project/logs benchmarks/.work
+	rm -rf $(VENV) .venv-spark .venv-spark.lock landing .dagster_home dbt_project/target dbt_project/logs benchmarks/.work
 	find iceberg_warehouse -mindepth 1 ! -name README.md -exec rm -rf {} +

@@ -23,6 +23,10 @@ STAMP="$VENV/.spark-env"
 WANT="pyspark=$PYSPARK_VERSION py4j=$PY4J_VERSION snowpark-connect-deps-iceberg=$ICEBERG_DEPS_VERSION dbt-spark=$DBT_SPARK_VERSION"
 JARS="$VENV/jars"
 
+# Two test workers may need the venv at once: the second waits for the first build, then finds it up to date.
+exec 9>"$VENV.lock"
+flock 9
+
 if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$WANT" && -s "$JARS/$ICEBERG_RUNTIME" ]]; then
     echo "spark-env: $VENV is up to date ($WANT)"
     exit 0

@@ -52,6 +52,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if shared:
             group = SHARED_WORLDS[shared[0]] or item.nodeid.split("::")[0]
             item.add_marker(pytest.mark.xdist_group(group))
+    # Longest first: xdist hands out groups in collection order, so the Spark module (the longest by far) and the other
+    # end-to-end tests start at once instead of one of them being the last thing a worker does while the other idles.
+    items.sort(key=lambda item: 0 if item.get_closest_marker("spark") else 1 if item.get_closest_marker("slow") else 2)
 
 
 @pytest.fixture
