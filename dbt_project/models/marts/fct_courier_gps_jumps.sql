@@ -5,10 +5,10 @@
         {% if is_incremental() %}
         {{ delete_matching(this, 'select * from ' ~ ref('int_affected_ping_bounds'),
             'target.courier_id = affected.courier_id and target.recorded_at >= affected.changed_from') }}
--- The keys or windows the run's arrival window changed, read in the incremental branch only.
-{%- set affected_ping_bounds = ref('int_affected_ping_bounds') %}
         {% else %}select 1{% endif %}",
 ) }}
+-- The keys or windows the run's arrival window changed, read in the incremental branch only.
+{%- set affected_ping_bounds = ref('int_affected_ping_bounds') %}
 
 with pings as (
     select ping_id, courier_id, lat, lon, recorded_at

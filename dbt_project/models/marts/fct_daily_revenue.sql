@@ -5,10 +5,10 @@
         {% if is_incremental() %}
         {{ delete_matching(this, ref('int_affected_revenue_keys'),
             'target.revenue_date = affected.revenue_date and target.tenant_id = affected.tenant_id') }}
--- The keys or windows the run's arrival window changed, read in the incremental branch only.
-{%- set affected_revenue_keys = ref('int_affected_revenue_keys') %}
         {% else %}select 1{% endif %}",
 ) }}
+-- The keys or windows the run's arrival window changed, read in the incremental branch only.
+{%- set affected_revenue_keys = ref('int_affected_revenue_keys') %}
 
 -- Amounts are not part of fct_deliveries' contract: take them from the same order in fct_orders.
 with deliveries as (

@@ -4,10 +4,10 @@
     pre_hook="
         {% if is_incremental() %}
         {{ delete_affected('delivery_date', ref('int_affected_delivery_dates')) }}
--- The keys or windows the run's arrival window changed, read in the incremental branch only.
-{%- set affected_delivery_dates = ref('int_affected_delivery_dates') %}
         {% else %}select 1{% endif %}",
 ) }}
+-- The keys or windows the run's arrival window changed, read in the incremental branch only.
+{%- set affected_delivery_dates = ref('int_affected_delivery_dates') %}
 
 {% if is_incremental() -%}
 with rebuilt_dates as (

@@ -2,7 +2,7 @@
 
 Every incremental model recomputes what the bronze rows of its window (plus the lookback) touch. A model whose
 bronze sources have no row in that window would run to change nothing: tenants and couriers change in a few hours
-of a month, and their seven models are seven of the thirty-one nodes of an hourly dbt run.
+of a month, and their seven models are seven of the thirty-four nodes of an hourly dbt run.
 Skipping is safe only for models that already exist and read nothing but bronze (the operators' fold table and the
 seeds make a model always run), and never on a full refresh. An affected-set model (the keys a window changed) is
 skipped only with all its readers: it is the last run's set, not a state.
@@ -118,19 +118,24 @@ def window_sets_read(manifest: Mapping[str, Any], idle: set[str]) -> set[str]:
     """The affected-set models (tag ``affected``) among ``idle`` that a model outside ``idle`` reads.
 
     Such a set is a table of the last run's window, not a state that a window without rows leaves as it is: while
-    any reader runs, the set is rebuilt for this window (empty when its sources have no rows in it), and so are the
-    sets it reads.
+    any reader runs, the set is rebuilt for this window (empty when its sources have no rows in it).
     """
+    running = {n["name"] for n in manifest["nodes"].values() if n.get("resource_type") == "model"} - idle
+    return window_sets_for(manifest, running) & idle
+
+
+def window_sets_for(manifest: Mapping[str, Any], models: set[str]) -> set[str]:
+    """The affected-set models that ``models`` read, directly or through other sets."""
     nodes = manifest["nodes"]
-    kept: set[str] = set()
-    running = {uid for uid, n in nodes.items() if n.get("resource_type") == "model" and n["name"] not in idle}
-    while running:
-        read = {p for uid in running for p in nodes[uid].get("depends_on", {}).get("nodes", []) if p in nodes}
-        running = {
-            uid for uid in read if nodes[uid]["name"] in idle - kept and AFFECTED_TAG in nodes[uid].get("tags", [])
+    found: set[str] = set()
+    readers = {uid for uid, n in nodes.items() if n.get("resource_type") == "model" and n["name"] in models}
+    while readers:
+        parents = {p for uid in readers for p in nodes[uid].get("depends_on", {}).get("nodes", []) if p in nodes}
+        readers = {
+            uid for uid in parents if AFFECTED_TAG in nodes[uid].get("tags", []) and nodes[uid]["name"] not in found
         }
-        kept |= {nodes[uid]["name"] for uid in running}
-    return kept
+        found |= {nodes[uid]["name"] for uid in readers}
+    return found
 
 
 def probed_sources(manifest: Mapping[str, Any]) -> dict[str, str]:
