@@ -3,7 +3,7 @@
     incremental_strategy='append',
     pre_hook="
         {% if is_incremental() %}
-        {{ delete_matching(this, ref('int_affected_revenue_keys'),
+        {{ delete_matching(this, 'select * from ' ~ ref('int_affected_revenue_keys'),
             'target.revenue_date = affected.revenue_date and target.tenant_id = affected.tenant_id') }}
         {% else %}select 1{% endif %}",
 ) }}
