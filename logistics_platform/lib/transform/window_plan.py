@@ -2,7 +2,7 @@
 
 Every incremental model recomputes what the bronze rows of its window (plus the lookback) touch. A model whose
 bronze sources have no row in that window would run to change nothing: tenants and couriers change in a few hours
-of a month, and their seven models are seven of the thirty-four nodes of an hourly dbt run.
+of a month, and their eight models are eight of the thirty-four nodes of an hourly dbt run.
 Skipping is safe only for models that already exist and read nothing but bronze (the operators' fold table and the
 seeds make a model always run), and never on a full refresh. An affected-set model (the keys a window changed) is
 skipped only with all its readers: it is the last run's set, not a state.
@@ -118,7 +118,9 @@ def window_sets_read(manifest: Mapping[str, Any], idle: set[str]) -> set[str]:
     """The affected-set models (tag ``affected``) among ``idle`` that a model outside ``idle`` reads.
 
     Such a set is a table of the last run's window, not a state that a window without rows leaves as it is: while
-    any reader runs, the set is rebuilt for this window (empty when its sources have no rows in it).
+    any reader runs, the set is rebuilt for this window (empty when its sources have no rows in it). A set kept so
+    must have no idle reader (Dagster wants an idle model's inputs reported first): a set is read by models of its
+    own sources only, or by another set.
     """
     running = {n["name"] for n in manifest["nodes"].values() if n.get("resource_type") == "model"} - idle
     return window_sets_for(manifest, running) & idle
