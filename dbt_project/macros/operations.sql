@@ -14,39 +14,11 @@
     {{ minute_bucket(sla_window_minutes(), ts) }}
 {%- endmacro %}
 
-{#- Predicate: SLA window `window_start` may have changed with the order changes of the processed arrival window.
-    Deliveries: the windows any version of a touched order was delivered in (old and new contributions). Overdue
-    orders: an order's changes decide its state at window ends after their event time only, so every window from
-    the touched orders' earliest event time on (this also covers windows the run adds at either end). -#}
-{% macro sla_window_affected(window_start) -%}
+{#- Predicate: SLA window `window_start` is one of int_affected_sla_windows (which says why), or lies on or after
+    its open-ended window. -#}
+{% macro sla_window_affected(window_start, affected) -%}
     (
-        {{ window_start }} >= (
-            select {{ sla_window('min(_event_time)') }} from {{ ref('stg_orders') }}
-            where order_id in ({{ affected_order_ids() }})
-        )
-        or {{ window_start }} in (
-            select distinct {{ sla_window('delivered_at') }} from {{ ref('stg_orders') }}
-            where order_id in ({{ affected_order_ids() }}) and delivered_at is not null
-        )
+        {{ window_start }} >= (select min(window_start) from {{ affected }} where is_open_ended)
+        or {{ window_start }} in (select window_start from {{ affected }})
     )
-{%- endmacro %}
-
-{#- Delivery dates whose rows of fct_region_delivery_daily may have changed: the dates any version of a touched
-    order was delivered on, and the 7 dates after each (their baseline holds it). -#}
-{% macro affected_delivery_dates() -%}
-    select distinct cast(touched.delivery_date + shift.days as date) as delivery_date
-    from (
-        select distinct cast(delivered_at as date) as delivery_date from {{ ref('stg_orders') }}
-        where order_id in ({{ affected_order_ids() }}) and delivered_at is not null
-    ) as touched
-    cross join (values (0), (1), (2), (3), (4), (5), (6), (7)) as shift(days)
-{%- endmacro %}
-
-{#- Per courier with pings in the processed arrival window: the earliest recorded_at among them. Only pairs whose
-    later ping is at or after it can have changed. -#}
-{% macro affected_ping_bounds() -%}
-    select courier_id, min(recorded_at) as changed_from
-    from {{ ref('stg_tracking_pings') }}
-    where {{ in_arrival_window('_arrival_hour', ref('stg_tracking_pings')) }}
-    group by courier_id
 {%- endmacro %}

@@ -145,6 +145,13 @@ def test_a_window_of_hours_and_a_whole_day_are_one_dbt_run_each(tmp_path: Path) 
     assert {e.asset_key.to_user_string() for e in subset.get_asset_materialization_events()} == {"marts/dim_tenant"}
     subset_checks = {(e.asset_key.to_user_string(), e.check_name) for e in subset.get_asset_check_evaluations()}
     assert subset_checks and {key for key, _ in subset_checks} == {"marts/dim_tenant"}
+    # dbt built the tenant set dim_tenant reads too, for this run's window (not reported: it was not selected).
+    [subset_target] = sorted((project_target(settings) / "runs").glob(f"{subset.run_id[:8]}-*"))
+    subset_built = json.loads((subset_target / "run_results.json").read_text())["results"]
+    assert {r["unique_id"].split(".")[-1] for r in subset_built if r["unique_id"].startswith("model.")} == {
+        "int_affected_tenant_ids",
+        "dim_tenant",
+    }
     # An hour with no rows for some bronze tables skips their models and reports them as no-op materializations;
     # the others run. (Hour 06 re-reads hour 05 through the lookback, which has no tenant or courier change.)
     manifest = json.loads(dbt_project(settings).manifest_path.read_text())

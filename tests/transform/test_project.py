@@ -10,6 +10,7 @@ import subprocess
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -306,6 +307,37 @@ def test_idle_models_are_built_bronze_only_models_without_new_rows() -> None:
     assert upstream_sources(manifest, "model.p.late") == {"source.p.bronze.orders", "source.p.ops.folded_windows"}
     assert WindowPlan(idle=("a", "b"), active_sources=frozenset()).exclude_args() == ["--exclude", "a b"]
     assert WindowPlan(idle=(), active_sources=frozenset()).exclude_args() == []
+
+
+def test_an_affected_set_is_idle_only_with_all_its_readers() -> None:
+    def model(name: str, *parents: str, tags: tuple[str, ...] = ()) -> tuple[str, dict[str, Any]]:
+        return f"model.p.{name}", {
+            "resource_type": "model", "name": name, "alias": name, "schema": "s",
+            "depends_on": {"nodes": list(parents)}, "tags": list(tags),
+        }  # fmt: skip
+
+    nodes = dict(
+        [
+            model("stg_tenants", "source.p.bronze.tenants"),
+            model("affected_tenants", "model.p.stg_tenants", tags=("affected",)),
+            model("dim_tenant", "model.p.stg_tenants", "model.p.affected_tenants"),
+            model("stg_orders", "source.p.bronze.orders"),
+            model("affected_orders", "model.p.stg_orders", tags=("affected",)),
+            model("affected_keys", "model.p.affected_orders", "model.p.affected_tenants", tags=("affected",)),
+            model("fct_revenue", "model.p.stg_orders", "model.p.dim_tenant", "model.p.affected_keys"),
+        ]
+    )
+    sources = {
+        "source.p.bronze.tenants": {"source_name": "bronze", "name": "tenants"},
+        "source.p.bronze.orders": {"source_name": "bronze", "name": "orders"},
+    }
+    manifest = {"nodes": nodes, "sources": sources}
+    built = {f"s.{node['name']}" for node in nodes.values()}
+    # No tenant rows: the tenant state is left as it is, but revenue runs and reads the tenant set (through its key
+    # set): the set is rebuilt for this window, not read as the last run left it.
+    assert idle_models(manifest, {"orders"}, built) == ["stg_tenants", "dim_tenant"]
+    # No order rows either: every reader is idle, and so are the sets.
+    assert set(idle_models(manifest, set(), built)) == {node["name"] for node in nodes.values()}
 
 
 def test_window_plan_lookback_matches_the_dbt_project() -> None:

@@ -1,14 +1,16 @@
 {{ config(
     materialized='incremental',
     incremental_strategy='append',
-    pre_hook="{{ delete_affected('courier_id', affected_courier_ids()) }}",
+    pre_hook="{{ delete_affected('courier_id', ref('int_affected_courier_ids')) }}",
 ) }}
+-- The keys or windows the run's arrival window changed, read in the incremental branch only.
+{%- set affected_courier_ids = ref('int_affected_courier_ids') %}
 
 with courier_changes as (
     select *
     from {{ ref('stg_couriers') }}
     {% if is_incremental() -%}
-    where courier_id in ({{ affected_courier_ids() }})
+    where courier_id in (select courier_id from {{ affected_courier_ids }})
     {%- endif %}
 ),
 

@@ -1,14 +1,16 @@
 {{ config(
     materialized='incremental',
     incremental_strategy='append',
-    pre_hook="{{ delete_affected('order_id', affected_order_ids()) }}",
+    pre_hook="{{ delete_affected('order_id', ref('int_affected_order_ids')) }}",
 ) }}
+-- The keys or windows the run's arrival window changed, read in the incremental branch only.
+{%- set affected_order_ids = ref('int_affected_order_ids') %}
 
 with order_changes as (
     select *
     from {{ ref('stg_orders') }}
     {% if is_incremental() -%}
-    where order_id in ({{ affected_order_ids() }})
+    where order_id in (select order_id from {{ affected_order_ids }})
     {%- endif %}
 ),
 

@@ -1,14 +1,16 @@
 {{ config(
     materialized='incremental',
     incremental_strategy='append',
-    pre_hook="{{ delete_affected('payment_id', affected_payment_ids()) }}",
+    pre_hook="{{ delete_affected('payment_id', ref('int_affected_payment_ids')) }}",
 ) }}
+-- The keys or windows the run's arrival window changed, read in the incremental branch only.
+{%- set affected_payment_ids = ref('int_affected_payment_ids') %}
 
 with payment_changes as (
     select *
     from {{ ref('stg_payments') }}
     {% if is_incremental() -%}
-    where payment_id in ({{ affected_payment_ids() }})
+    where payment_id in (select payment_id from {{ affected_payment_ids }})
     {%- endif %}
 ),
 

@@ -1,15 +1,17 @@
 {{ config(
     materialized='incremental',
     incremental_strategy='append',
-    pre_hook="{{ delete_affected('tenant_id', affected_tenant_ids()) }}",
+    pre_hook="{{ delete_affected('tenant_id', ref('int_affected_tenant_ids')) }}",
 ) }}
+-- The keys or windows the run's arrival window changed, read in the incremental branch only.
+{%- set affected_tenant_ids = ref('int_affected_tenant_ids') %}
 
 with tenant_events as (
     select
         tenant_id, name, tier, region, name_unavailable, tier_unavailable, region_unavailable, _op, _lsn, _event_time
     from {{ ref('stg_tenants') }}
     {% if is_incremental() -%}
-    where tenant_id in ({{ affected_tenant_ids() }})
+    where tenant_id in (select tenant_id from {{ affected_tenant_ids }})
     {%- endif %}
 ),
 

@@ -1,16 +1,17 @@
 {{ config(
     materialized='incremental',
     incremental_strategy='append',
-    pre_hook="{{ delete_affected('courier_id', affected_courier_ids()) }}",
+    pre_hook="{{ delete_affected('courier_id', ref('int_affected_courier_ids')) }}",
 ) }}
--- depends_on: {{ ref('stg_couriers') }}
+-- The keys or windows the run's arrival window changed, read in the incremental branch only.
+{%- set affected_courier_ids = ref('int_affected_courier_ids') %}
 
 with current_couriers as (
     select *
     from {{ ref('int_couriers_current') }}
     where not is_deleted
     {% if is_incremental() -%}
-        and courier_id in ({{ affected_courier_ids() }})
+        and courier_id in (select courier_id from {{ affected_courier_ids }})
     {%- endif %}
 )
 

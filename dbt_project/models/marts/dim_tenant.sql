@@ -1,15 +1,16 @@
 {{ config(
     materialized='incremental',
     incremental_strategy='append',
-    pre_hook="{{ delete_affected('tenant_id', affected_tenant_ids()) }}",
+    pre_hook="{{ delete_affected('tenant_id', ref('int_affected_tenant_ids')) }}",
 ) }}
--- depends_on: {{ ref('stg_tenants') }}
+-- The keys or windows the run's arrival window changed, read in the incremental branch only.
+{%- set affected_tenant_ids = ref('int_affected_tenant_ids') %}
 
 with tenant_versions as (
     select *
     from {{ ref('int_tenant_versions') }}
     {% if is_incremental() -%}
-    where tenant_id in ({{ affected_tenant_ids() }})
+    where tenant_id in (select tenant_id from {{ affected_tenant_ids }})
     {%- endif %}
 )
 

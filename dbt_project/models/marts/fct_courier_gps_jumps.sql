@@ -3,10 +3,12 @@
     incremental_strategy='append',
     pre_hook="
         {% if is_incremental() %}
-        {{ delete_matching(this, affected_ping_bounds(),
+        {{ delete_matching(this, 'select * from ' ~ ref('int_affected_ping_bounds'),
             'target.courier_id = affected.courier_id and target.recorded_at >= affected.changed_from') }}
         {% else %}select 1{% endif %}",
 ) }}
+-- The keys or windows the run's arrival window changed, read in the incremental branch only.
+{%- set affected_ping_bounds = ref('int_affected_ping_bounds') %}
 
 with pings as (
     select ping_id, courier_id, lat, lon, recorded_at
@@ -18,7 +20,7 @@ with pings as (
 -- The predecessor is looked for in the day before first (a bounded scan: the latest ping of that day is the latest of
 -- all), and in the courier's whole history only when that day has none (a courier back after a break).
 affected as (
-    {{ affected_ping_bounds() }}
+    select courier_id, changed_from from {{ affected_ping_bounds }}
 ),
 
 recent_predecessors as (

@@ -1,21 +1,19 @@
 {{ config(
     materialized='incremental',
     incremental_strategy='append',
-    pre_hook="{{ delete_affected('window_start', affected_ping_windows()) }}",
+    pre_hook="{{ delete_affected('window_start', ref('int_affected_ping_windows')) }}",
 ) }}
-
-{% if is_incremental() -%}
-{%- set affected_windows = affected_ping_windows() -%}
-{%- endif %}
+-- The keys or windows the run's arrival window changed, read in the incremental branch only.
+{%- set affected_ping_windows = ref('int_affected_ping_windows') %}
 
 with pings as (
     select ping_id, courier_id, _event_time, _is_late, date_trunc('hour', _event_time) as window_start
     from {{ ref('stg_tracking_pings') }}
     {% if is_incremental() -%}
     -- The range predicate lets DuckDB skip row groups by min/max before the exact window filter.
-    where _event_time >= (select min(window_start) from ({{ affected_windows }}))
-        and _event_time < (select max(window_start) + interval 1 hour from ({{ affected_windows }}))
-        and date_trunc('hour', _event_time) in ({{ affected_windows }})
+    where _event_time >= (select min(window_start) from {{ affected_ping_windows }})
+        and _event_time < (select max(window_start) + interval 1 hour from {{ affected_ping_windows }})
+        and date_trunc('hour', _event_time) in (select window_start from {{ affected_ping_windows }})
     {%- endif %}
 ),
 

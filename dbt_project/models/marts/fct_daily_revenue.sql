@@ -3,11 +3,12 @@
     incremental_strategy='append',
     pre_hook="
         {% if is_incremental() %}
-        {{ delete_matching(this, affected_revenue_keys(),
+        {{ delete_matching(this, 'select * from ' ~ ref('int_affected_revenue_keys'),
             'target.revenue_date = affected.revenue_date and target.tenant_id = affected.tenant_id') }}
         {% else %}select 1{% endif %}",
 ) }}
--- depends_on: {{ ref('stg_orders') }} {{ ref('stg_tenants') }}
+-- The keys or windows the run's arrival window changed, read in the incremental branch only.
+{%- set affected_revenue_keys = ref('int_affected_revenue_keys') %}
 
 -- Amounts are not part of fct_deliveries' contract: take them from the same order in fct_orders.
 with deliveries as (
@@ -22,7 +23,7 @@ with deliveries as (
     inner join {{ ref('fct_orders') }} as orders
         on deliveries.order_id = orders.order_id
     {% if is_incremental() -%}
-    inner join ({{ affected_revenue_keys() }}) as affected
+    inner join {{ affected_revenue_keys }} as affected
         on cast(deliveries.delivered_at as date) = affected.revenue_date
         and deliveries.tenant_id = affected.tenant_id
     {%- endif %}

@@ -1,15 +1,16 @@
 {{ config(
     materialized='incremental',
     incremental_strategy='append',
-    pre_hook="{{ delete_affected('window_start', affected_order_windows()) }}",
+    pre_hook="{{ delete_affected('window_start', ref('int_affected_order_windows')) }}",
 ) }}
--- depends_on: {{ ref('stg_orders') }}
+-- The keys or windows the run's arrival window changed, read in the incremental branch only.
+{%- set affected_order_windows = ref('int_affected_order_windows') %}
 
 with order_events as (
     select *
     from {{ ref('int_order_events') }}
     {% if is_incremental() -%}
-    where window_start in ({{ affected_order_windows() }})
+    where window_start in (select window_start from {{ affected_order_windows }})
     {%- endif %}
 ),
 

@@ -1,16 +1,17 @@
 {{ config(
     materialized='incremental',
     incremental_strategy='append',
-    pre_hook="{{ delete_affected('order_id', affected_order_ids()) }}",
+    pre_hook="{{ delete_affected('order_id', ref('int_affected_order_ids')) }}",
 ) }}
--- depends_on: {{ ref('stg_orders') }}
+-- The keys or windows the run's arrival window changed, read in the incremental branch only.
+{%- set affected_order_ids = ref('int_affected_order_ids') %}
 
 with current_orders as (
     select *
     from {{ ref('int_orders_current') }}
     where not is_deleted
     {% if is_incremental() -%}
-        and order_id in ({{ affected_order_ids() }})
+        and order_id in (select order_id from {{ affected_order_ids }})
     {%- endif %}
 )
 

@@ -3,14 +3,15 @@
     incremental_strategy='append',
     pre_hook="
         {% if is_incremental() %}
-        delete from {{ this }} where delivery_date in ({{ affected_delivery_dates() }})
+        {{ delete_affected('delivery_date', ref('int_affected_delivery_dates')) }}
         {% else %}select 1{% endif %}",
 ) }}
--- depends_on: {{ ref('stg_orders') }}
+-- The keys or windows the run's arrival window changed, read in the incremental branch only.
+{%- set affected_delivery_dates = ref('int_affected_delivery_dates') %}
 
 {% if is_incremental() -%}
 with rebuilt_dates as (
-    {{ affected_delivery_dates() }}
+    select delivery_date from {{ affected_delivery_dates }}
 ),
 {%- else -%}
 with

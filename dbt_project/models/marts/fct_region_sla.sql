@@ -3,12 +3,13 @@
     incremental_strategy='append',
     pre_hook="
         {% if is_incremental() %}
-        delete from {{ this }} where {{ sla_window_affected('window_start') }}
+        delete from {{ this }} where {{ sla_window_affected('window_start', ref('int_affected_sla_windows')) }}
         {% else %}select 1{% endif %}",
 ) }}
--- depends_on: {{ ref('stg_orders') }}
--- depends_on: {{ ref('int_orders_current') }}
 {%- set width = sla_window_minutes() %}
+-- Read in the incremental branch only.
+{%- set affected_sla_windows = ref('int_affected_sla_windows') %}
+{%- set orders_current = ref('int_orders_current') %}
 
 -- Windows run from the one holding the earliest order event time to the one holding the latest.
 with window_range as (
@@ -25,7 +26,7 @@ windows as (
         from window_range
     ) as all_windows
     {% if is_incremental() -%}
-    where {{ sla_window_affected('window_start') }}
+    where {{ sla_window_affected('window_start', affected_sla_windows) }}
     {%- endif %}
 ),
 
@@ -53,7 +54,7 @@ candidate_orders as (
     where _event_time >= (select min(window_start) from windows)
     union
     select order_id
-    from {{ ref('int_orders_current') }}
+    from {{ orders_current }}
     where not is_deleted and status not in ('delivered', 'cancelled') and promised_at is not null
 ),
 {%- endif %}

@@ -4,18 +4,20 @@
     pre_hook="
         {% if is_incremental() %}
         delete from {{ this }}
-        where (topic = 'oltp.public.orders' and event_key in (select cast(order_id as string) from ({{ affected_order_ids() }})))
-            or (topic = 'logistics.tracking_pings' and event_id in ({{ affected_ping_event_ids() }}))
+        where (topic = 'oltp.public.orders' and event_key in (select cast(order_id as string) from {{ ref('int_affected_order_ids') }}))
+            or (topic = 'logistics.tracking_pings' and event_id in (select event_id from {{ ref('int_affected_ping_event_ids') }}))
             or window_start in ({{ refresh_windows() }})
         {% else %}select 1{% endif %}",
 ) }}
--- depends_on: {{ ref('stg_orders') }}
+-- The keys or windows the run's arrival window changed, read in the incremental branch only.
+{%- set affected_order_ids = ref('int_affected_order_ids') %}
+{%- set affected_ping_event_ids = ref('int_affected_ping_event_ids') %}
 
 with order_events as (
     select *
     from {{ ref('int_order_events') }}
     {% if is_incremental() -%}
-    where order_id in ({{ affected_order_ids() }})
+    where order_id in (select order_id from {{ affected_order_ids }})
         or window_start in ({{ refresh_windows() }})
     {%- endif %}
 ),
@@ -24,7 +26,7 @@ pings as (
     select *
     from {{ ref('stg_tracking_pings') }}
     {% if is_incremental() -%}
-    -- The pings of affected_ping_event_ids(), read straight from their rows (one row per event in staging): a range
+    -- The pings of int_affected_ping_event_ids, read straight from their rows (one row per event in staging): a range
     -- on _arrival_hour that DuckDB prunes by row-group min/max, instead of probing every staged _event_id.
     where {{ in_arrival_window('_arrival_hour', ref('stg_tracking_pings')) }}
         {%- if var('refresh_window_starts', []) | length > 0 %}

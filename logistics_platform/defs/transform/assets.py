@@ -39,7 +39,7 @@ from logistics_platform.lib.transform.project import (
     window_vars,
 )
 from logistics_platform.lib.transform.spark import is_spark
-from logistics_platform.lib.transform.window_plan import WindowPlan, plan_window, record_static_builds
+from logistics_platform.lib.transform.window_plan import WindowPlan, plan_window, record_static_builds, window_sets_for
 from logistics_platform.settings import Settings, dbt_environment
 
 DBT_ASSETS_NAME = "dbt_models"
@@ -157,6 +157,14 @@ def build_dbt_assets(settings: Settings) -> dg.AssetsDefinition:
             *(["--full-refresh"] if config.full_refresh else []),
             *(plan.exclude_args() if plan else []),
         ]
+        # A subset picked without the affected sets its models read: dbt builds them too, for this window (a set is
+        # the keys one run's window changed, so the last run's would re-apply those keys instead). Not reported as
+        # materializations: they are not among the run's selected assets.
+        selected = {key.path[-1] for key in context.selected_asset_keys}
+        unselected_sets = sorted(window_sets_for(manifest, selected) - selected)
+        if unselected_sets:
+            args += ["--select", " ".join(unselected_sets)]
+        unreported = {get_asset_key_for_model([dbt_models], m).to_python_identifier() for m in unselected_sets}
         context.log.info(
             f"dbt {' '.join(args)} (arrival hours {dbt_vars['min_arrival_hour']} .. {dbt_vars['max_arrival_hour']})"
         )
@@ -186,7 +194,8 @@ def build_dbt_assets(settings: Settings) -> dg.AssetsDefinition:
         # tables: on that connection each query fails ("attached in read-only mode") and the metadata is dropped.
         try:
             for event in invocation.stream():
-                yield with_metadata(event, built)
+                if not (isinstance(event, dg.Output) and event.output_name in unreported):
+                    yield with_metadata(event, built)
         finally:
             keep_partial_parse(settings, target)
         # So that the next runs skip the seeds and views this one built until they change (DuckDB's file only).

@@ -113,7 +113,9 @@ def fold_window(
     if build:
         run = run_dbt(
             settings,
-            ["build", "--select", "stg_folded_windows+"],
+            # With the affected sets (tag:affected): the window sets add the refreshed window, the others are
+            # rebuilt for this run's window, so that no reader reads the sets of the run before.
+            ["build", "--select", "stg_folded_windows+ tag:affected"],
             {"refresh_window_starts": [start.strftime(VAR_TIME_FORMAT)]},
             echo=echo,
         )

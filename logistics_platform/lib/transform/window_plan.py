@@ -2,9 +2,10 @@
 
 Every incremental model recomputes what the bronze rows of its window (plus the lookback) touch. A model whose
 bronze sources have no row in that window would run to change nothing: tenants and couriers change in a few hours
-of a month, and their six models are six of the twenty nodes of an hourly dbt run.
+of a month, and their eight models are eight of the thirty-four nodes of an hourly dbt run.
 Skipping is safe only for models that already exist and read nothing but bronze (the operators' fold table and the
-seeds make a model always run), and never on a full refresh.
+seeds make a model always run), and never on a full refresh. An affected-set model (the keys a window changed) is
+skipped only with all its readers: it is the last run's set, not a state.
 
 Seeds and views hold nothing a window changes: a seed is its CSV file, a view its query. Rebuilding them every hour
 only repeats the last build, so they are skipped while the relation carries the
@@ -34,6 +35,9 @@ from logistics_platform.settings import Settings
 
 # Default of the dbt var lookback_hours (dbt_project.yml; a test keeps the two equal).
 LOOKBACK_HOURS = 1
+# dbt tag of the affected-set models (models/intermediate/affected/): tables of the keys and windows one run's arrival
+# window changed, rebuilt whenever a model reading them runs.
+AFFECTED_TAG = "affected"
 # Prefix of the relation comments that record a seed's or view's build (see static_fingerprint).
 FINGERPRINT_PREFIX = "dbt-build:"
 
@@ -106,7 +110,34 @@ def idle_models(manifest: Mapping[str, Any], active_sources: Iterable[str], buil
             and not {manifest["sources"][s]["name"] for s in sources} & active
         ):
             idle.append((depth(manifest, unique_id, memo), node["name"]))
-    return [name for _, name in sorted(idle)]
+    kept = window_sets_read(manifest, {name for _, name in idle})
+    return [name for _, name in sorted(idle) if name not in kept]
+
+
+def window_sets_read(manifest: Mapping[str, Any], idle: set[str]) -> set[str]:
+    """The affected-set models (tag ``affected``) among ``idle`` that a model outside ``idle`` reads.
+
+    Such a set is a table of the last run's window, not a state that a window without rows leaves as it is: while
+    any reader runs, the set is rebuilt for this window (empty when its sources have no rows in it). A set kept so
+    must have no idle reader (Dagster wants an idle model's inputs reported first): a set is read by models of its
+    own sources only, or by another set.
+    """
+    running = {n["name"] for n in manifest["nodes"].values() if n.get("resource_type") == "model"} - idle
+    return window_sets_for(manifest, running) & idle
+
+
+def window_sets_for(manifest: Mapping[str, Any], models: set[str]) -> set[str]:
+    """The affected-set models that ``models`` read, directly or through other sets."""
+    nodes = manifest["nodes"]
+    found: set[str] = set()
+    readers = {uid for uid, n in nodes.items() if n.get("resource_type") == "model" and n["name"] in models}
+    while readers:
+        parents = {p for uid in readers for p in nodes[uid].get("depends_on", {}).get("nodes", []) if p in nodes}
+        readers = {
+            uid for uid in parents if AFFECTED_TAG in nodes[uid].get("tags", []) and nodes[uid]["name"] not in found
+        }
+        found |= {nodes[uid]["name"] for uid in readers}
+    return found
 
 
 def probed_sources(manifest: Mapping[str, Any]) -> dict[str, str]:
