@@ -307,37 +307,50 @@ def table_counts(settings: Settings) -> tuple[dict[str, int], dict[str, int], st
     Never raises: after a failed run the catalog may be unreachable, or the DuckDB file still open in this process
     by the failed dbt build (DuckDB then refuses a connection with another configuration); the summary says so.
     """
-    from logistics_platform.lib.connections import connect, load_catalog
-
     bronze: dict[str, int] = {}
     marts: dict[str, int] = {}
     errors: list[str] = []
     try:
-        catalog = load_catalog(settings)
-        for _ns, name in sorted(catalog.list_tables("bronze")):
-            bronze[name] = catalog.load_table(f"bronze.{name}").scan().count()
+        _iceberg_counts(settings, "bronze", bronze)
     except Exception as exc:
         errors.append(f"bronze: {type(exc).__name__}: {exc}")
-    if is_spark(settings):
-        try:
-            catalog = load_catalog(settings)
-            built = ("marts",) in catalog.list_namespaces()
-            for _ns, name in sorted(catalog.list_tables("marts") if built else []):
-                marts[name] = catalog.load_table(f"marts.{name}").scan().count()
-        except Exception as exc:
-            errors.append(f"marts: {type(exc).__name__}: {exc}")
-        return bronze, marts, " ".join("; ".join(errors).split())[:600]
     try:
-        if settings.duckdb_path.exists():
-            con = connect(settings.duckdb_path, read_only=True, settings=settings)
-            try:
-                names = con.execute(
-                    "select table_name from information_schema.tables where table_schema = 'marts' order by 1"
-                ).fetchall()
-                for (name,) in names:
-                    marts[name] = con.execute(f'select count(*) from marts."{name}"').fetchone()[0]  # type: ignore[index]
-            finally:
-                con.close()
+        if is_spark(settings):
+            _iceberg_counts(settings, "marts", marts, missing_ok=True)
+        else:
+            _duckdb_mart_counts(settings, marts)
     except Exception as exc:
-        errors.append(f"marts ({settings.duckdb_path}): {type(exc).__name__}: {exc}")
+        where = "" if is_spark(settings) else f" ({settings.duckdb_path})"
+        errors.append(f"marts{where}: {type(exc).__name__}: {exc}")
     return bronze, marts, " ".join("; ".join(errors).split())[:600]
+
+
+def _iceberg_counts(settings: Settings, namespace: str, counts: dict[str, int], missing_ok: bool = False) -> None:
+    """Row count of every table of an Iceberg namespace into ``counts``, table by table (a failure keeps those read).
+
+    With ``missing_ok`` a namespace not created yet counts nothing.
+    """
+    from logistics_platform.lib.connections import load_catalog
+
+    catalog = load_catalog(settings)
+    if missing_ok and (namespace,) not in catalog.list_namespaces():
+        return
+    for _ns, name in sorted(catalog.list_tables(namespace)):
+        counts[name] = catalog.load_table(f"{namespace}.{name}").scan().count()
+
+
+def _duckdb_mart_counts(settings: Settings, counts: dict[str, int]) -> None:
+    """Row count of every table of the DuckDB file's ``marts`` schema into ``counts`` (none before the first build)."""
+    from logistics_platform.lib.connections import connect
+
+    if not settings.duckdb_path.exists():
+        return
+    con = connect(settings.duckdb_path, read_only=True, settings=settings)
+    try:
+        names = con.execute(
+            "select table_name from information_schema.tables where table_schema = 'marts' order by 1"
+        ).fetchall()
+        for (name,) in names:
+            counts[name] = con.execute(f'select count(*) from marts."{name}"').fetchone()[0]  # type: ignore[index]
+    finally:
+        con.close()
