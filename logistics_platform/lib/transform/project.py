@@ -93,10 +93,10 @@ def target_environment(settings: Settings) -> dict[str, str]:
 
 
 def dbt_resource(settings: Settings) -> DbtCliResource:
-    """dagster-dbt's dbt CLI resource on this project and the settings' target."""
-    from dagster_dbt import DbtCliResource
+    """dagster-dbt's dbt CLI resource on this project and the settings' target (see :mod:`.dbt_cli`)."""
+    from logistics_platform.lib.transform.dbt_cli import PlatformDbtCliResource
 
-    return DbtCliResource(
+    return PlatformDbtCliResource(
         project_dir=str(DBT_PROJECT_DIR),
         profiles_dir=str(DBT_PROJECT_DIR),
         target=settings.dbt_target,
