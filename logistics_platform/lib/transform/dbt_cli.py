@@ -7,8 +7,8 @@ dagster-dbt 0.29's ``DbtCliResource.cli`` does two things before it starts dbt t
   only to learn whether the executable is dbt Core or the Fusion engine. Ours is always dbt Core, installed in the
   venv beside the executable, so the installed distribution's metadata gives the same version without a process.
 - ``_initialize_dbt_core_adapter`` loads the profile and the project and registers the adapter in the run's own
-  process, for ``fetch_row_counts()`` / ``fetch_column_metadata()``. The platform calls neither (the row counts in
-  Dagster's metadata come from its own queries), so no adapter is built.
+  process, for ``fetch_row_counts()`` / ``fetch_column_metadata()``. The platform calls neither, so no adapter is
+  built (on the Spark target it could not be: the project venv has no dbt-spark).
 
 Both are on the path of every dbt step, the live SLA path's included. When dagster-dbt changes either (a public
 way to pass the version, or a lazy adapter), this module is where to drop the override; ``tests/transform/
