@@ -6,9 +6,10 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 3000
-# pytest-xdist workers of `make test` (much of the suite waits on dbt, Dagster and server child processes); it lists
-# its 15 slowest tests at the end, to show where CI time goes.
-TEST_WORKERS ?= 2
+# pytest-xdist workers of `make test`: three on two cores, because much of the suite waits (the backfill daemon's
+# fixed loop, sensor ticks, run processes starting, dbt and server children), so a third keeps the cores busy
+# (measured in benchmarks/README.md). It lists its 15 slowest tests at the end, to show where CI time goes.
+TEST_WORKERS ?= 3
 
 # Offline operation: no usage tracking, Dagster state kept inside the project.
 export DO_NOT_TRACK := 1

@@ -26,9 +26,9 @@ from tests.support.s3 import S3Server, moto_server
 
 PG = {"host": "127.0.0.1", "port": 5432, "user": "postgres", "dbname": "postgres"}
 
-# `make test` runs the suite on two pytest-xdist workers (--dist loadgroup). A world built once per module or session
-# is worth building once per run, so the tests that share one go to the same worker: by the fixture's name, to the
-# group given here (shared across files) or to their module's group (None).
+# `make test` runs the suite on TEST_WORKERS pytest-xdist workers (--dist loadgroup). A world built once per module or
+# session is worth building once per run, so the tests that share one go to the same worker: by the fixture's name, to
+# the group given here (shared across files) or to their module's group (None).
 SHARED_WORLDS: dict[str, str | None] = {
     "dashboard_world": "dashboard_world",
     "embedded_run": "embedded_run",
