@@ -314,13 +314,14 @@ def table_counts(settings: Settings) -> tuple[dict[str, int], dict[str, int], st
         _iceberg_counts(settings, "bronze", bronze)
     except Exception as exc:
         errors.append(f"bronze: {type(exc).__name__}: {exc}")
+    spark = is_spark(settings)
     try:
-        if is_spark(settings):
+        if spark:
             _iceberg_counts(settings, "marts", marts, missing_ok=True)
         else:
             _duckdb_mart_counts(settings, marts)
     except Exception as exc:
-        where = "" if is_spark(settings) else f" ({settings.duckdb_path})"
+        where = "" if spark else f" ({settings.duckdb_path})"
         errors.append(f"marts{where}: {type(exc).__name__}: {exc}")
     return bronze, marts, " ".join("; ".join(errors).split())[:600]
 

@@ -17,6 +17,7 @@ test_dbt_cli.py`` pins what it relies on.
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Sequence
 from functools import cached_property
 from importlib.metadata import distributions
@@ -30,10 +31,11 @@ DBT_DISTRIBUTION = "dbt-core"
 
 
 def installed_dbt_version(dbt_executable: str) -> version.Version | None:
-    """The dbt-core version installed in the venv of ``dbt_executable`` (``<venv>/bin/dbt``), None if not there."""
-    venv = Path(dbt_executable).parent.parent
+    """The dbt-core version installed in the venv of ``dbt_executable`` (``<venv>/bin/dbt``), None if not in one."""
+    # A bare name ("dbt", dagster-dbt's default) is the one on PATH; its parent's parent is a venv only if it says so.
+    venv = Path(shutil.which(dbt_executable) or dbt_executable).parent.parent
     site_packages = [str(p) for p in sorted(venv.glob("lib/python*/site-packages"))]
-    if not site_packages:
+    if not (venv / "pyvenv.cfg").is_file() or not site_packages:
         return None
     for dist in distributions(path=site_packages):
         if (dist.metadata["Name"] or "").lower() == DBT_DISTRIBUTION:
