@@ -9,9 +9,9 @@ from decimal import Decimal
 import pytest
 from pyiceberg.types import BooleanType, DoubleType, LongType, StringType
 
-from logistics_platform.lib.bronze.envelope import TOMBSTONE, LineParser, Rejected, event_id, raw_line_text
+from logistics_platform.lib.bronze.envelope import TOMBSTONE, LineParser, Rejected, raw_line_text
 from logistics_platform.lib.bronze.schema import TOPICS
-from logistics_platform.lib.bronze.values import infer_iceberg_type, parse_timestamp_micros
+from logistics_platform.lib.bronze.values import event_id, infer_iceberg_type, parse_timestamp_micros
 from logistics_platform.lib.timekeys import epoch_micros
 from tests.support.bronze import cdc, dump, iso, ms, order, ping
 

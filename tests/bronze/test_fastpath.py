@@ -16,8 +16,8 @@ from pyiceberg.io.pyarrow import schema_to_pyarrow
 from pyiceberg.types import StringType
 
 from logistics_platform.generator import GeneratorConfig, generate
-from logistics_platform.lib.bronze import fastpath
 from logistics_platform.lib.bronze import schema as bs
+from logistics_platform.lib.bronze import values
 from logistics_platform.lib.bronze.blocks import FAST_RUN_LINES, BlockTask
 from logistics_platform.lib.bronze.envelope import LineParser
 from logistics_platform.lib.bronze.fastpath import fast_block, fast_rows, newline_positions, object_lines
@@ -384,33 +384,44 @@ def test_a_block_taken_whole_gives_what_the_per_line_parser_gives():
 
 
 def _near_timestamps() -> list[str]:
-    """Canonical timestamps of both lengths and strings one change away: each byte, each two-digit field."""
+    """Canonical timestamps of every length and strings one change away: each byte, each two-digit field."""
     out: set[str] = set()
-    for base in ("2026-11-01T10:20:30.123456Z", "2026-11-01T10:20:30Z"):
+    for base in ("2026-11-01T10:20:30.123456Z", "2026-11-01T10:20:30.5Z", "2026-11-01T10:20:30Z"):
         for pos in range(len(base)):
             for ch in [chr(c) for c in range(1, 128)] + ["é"]:
                 out.add(base[:pos] + ch + base[pos + 1 :])
         for pos in (0, 2, 5, 8, 11, 14, 17):
             out.update(base[:pos] + f"{v:02d}" + base[pos + 2 :] for v in range(100))
-        out.update({base[:-1], base + "Z", base[:-1] + "+00:00", " " + base, base[:19] + ".12345Z", ""})
+        out.update(
+            {
+                base[:-1],
+                base + "Z",
+                base[:-1] + "+00:00",
+                " " + base,
+                base[:19] + ".12345Z",
+                base[:19] + ".1234567Z",
+                base[:19] + ".Z",
+                "",
+            }
+        )
     return sorted(out)
 
 
 def test_the_timestamp_check_on_bytes_is_the_regex():
-    values = _near_timestamps()
-    regex = pc.match_substring_regex(pa.array(values), fastpath.TIMESTAMP_RE).to_pylist()
+    texts = _near_timestamps()
+    regex = pc.match_substring_regex(pa.array(texts), values.TIMESTAMP_RE).to_pylist()
     assert sum(regex) > 100 and not all(regex)  # both answers are exercised
-    for value, expected in zip(values, regex, strict=True):
-        assert fastpath.canonical_timestamps(pa.array([value])) == expected, value
+    for value, expected in zip(texts, regex, strict=True):
+        assert values.canonical_timestamps(pa.array([value])) == expected, value
     good, other = "2026-11-01T10:20:30.123456Z", "2026-11-01T10:20:30Z"
-    for value, expected in zip(values, regex, strict=True):
+    for value, expected in zip(texts, regex, strict=True):
         # Among other values: the one value decides; sliced (an offset into the buffers) and after drop_null.
         arr = pa.array([value, good, None, good, value, good])
-        assert fastpath.canonical_timestamps(arr.drop_null()) == expected, value
-        assert fastpath.canonical_timestamps(arr.slice(4, 2)) == expected, value
-        assert fastpath.canonical_timestamps(arr.slice(1, 3).drop_null())
-    assert fastpath.canonical_timestamps(pa.array([good, other]))  # mixed lengths: the regex
-    assert not fastpath.canonical_timestamps(pa.array([good, other[:-1]]))
+        assert values.canonical_timestamps(arr.drop_null()) == expected, value
+        assert values.canonical_timestamps(arr.slice(4, 2)) == expected, value
+        assert values.canonical_timestamps(arr.slice(1, 3).drop_null())
+    assert values.canonical_timestamps(pa.array([good, other]))  # mixed lengths: the regex
+    assert not values.canonical_timestamps(pa.array([good, other[:-1]]))
 
 
 def _near_money() -> list[str]:
@@ -426,13 +437,13 @@ def _near_money() -> list[str]:
 
 
 def test_the_money_check_on_bytes_is_the_regex():
-    values = _near_money()
-    regex = pc.match_substring_regex(pa.array(values), fastpath.MONEY_RE).to_pylist()
+    texts = _near_money()
+    regex = pc.match_substring_regex(pa.array(texts), values.MONEY_RE).to_pylist()
     assert sum(regex) > 100 and not all(regex)
     good = "-12.30"
-    for value, expected in zip(values, regex, strict=True):
-        assert fastpath.canonical_money(pa.array([value])) == expected, value
+    for value, expected in zip(texts, regex, strict=True):
+        assert values.canonical_money(pa.array([value])) == expected, value
         arr = pa.array([value, good, None, "7.00", value, good])
-        assert fastpath.canonical_money(arr.drop_null()) == expected, value
-        assert fastpath.canonical_money(arr.slice(4, 2)) == expected, value
-        assert fastpath.canonical_money(arr.slice(1, 3).drop_null())
+        assert values.canonical_money(arr.drop_null()) == expected, value
+        assert values.canonical_money(arr.slice(4, 2)) == expected, value
+        assert values.canonical_money(arr.slice(1, 3).drop_null())

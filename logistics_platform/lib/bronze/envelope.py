@@ -19,9 +19,7 @@ Hot path: this runs once per landed line, so it avoids per-line allocations beyo
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
-import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -46,6 +44,7 @@ from logistics_platform.lib.bronze.values import (
     DECIMAL_MODE_SETTING,
     DECIMAL_MODES,
     DECIMAL_PRECISE,
+    I53,
     I64,
     K_DECIMAL,
     K_DOUBLE,
@@ -56,18 +55,17 @@ from logistics_platform.lib.bronze.values import (
     BadValue,
     convert,
     decode_decimal,
+    event_id,
     kind_of,
+    money_text_match,
     parse_timestamp_micros,
     schema_encodings,
 )
-from logistics_platform.lib.contract import MONEY_TEXT_RE
 
 CDC_OPS = frozenset(("c", "u", "d", "r"))
 _EPOCH_AWARE = datetime(1970, 1, 1, tzinfo=UTC)
 _EPOCH_NAIVE = datetime(1970, 1, 1)
-IDENTITY_SEPARATOR = "\x1f"  # joins the parts of an event identity before hashing (see event_id)
 _fromiso = datetime.fromisoformat
-_money_match = re.compile(MONEY_TEXT_RE).fullmatch  # the canonical decimal.handling.mode=string form
 PLAIN_EVENT_TIME_COLUMN = "recorded_at"  # the event time of the non-CDC topic (pings: device clock)
 
 
@@ -128,23 +126,6 @@ def raw_line_text(raw: bytes) -> tuple[str, str]:
         return raw.decode("utf-8"), "utf-8"
     except UnicodeDecodeError:
         return base64.b64encode(raw).decode("ascii"), "base64"
-
-
-def event_id(topic: str, key: Any, lsn: int | None = None, op: str | None = None) -> str:
-    """Hash of the event identity: (topic, key, lsn, op) for CDC, (topic, ping_id) for pings."""
-    sep = IDENTITY_SEPARATOR
-    text = f"{topic}{sep}{key}" if lsn is None else f"{topic}{sep}{key}{sep}{lsn}{sep}{op}"
-    return identity_hash(text.encode("utf-8", "surrogatepass"))
-
-
-def identity_hasher() -> Any:
-    """The hash of :func:`identity_hash` before any input (to copy for many identities)."""
-    return hashlib.blake2b(digest_size=16)
-
-
-def identity_hash(identity: bytes) -> str:
-    """The _event_id of an encoded identity text (parts joined by the separator, as :func:`event_id` does)."""
-    return hashlib.blake2b(identity, digest_size=16).hexdigest()
 
 
 class LineParser:
@@ -245,7 +226,7 @@ class LineParser:
                 if kind is K_STRING or kind is K_TEXT_OR_JSON:
                     append(v)
                     continue
-                if kind is K_DECIMAL and _money_match(v) is not None:
+                if kind is K_DECIMAL and money_text_match(v) is not None:
                     append(Decimal(v))  # already exactly 2 decimal places within 10 integer digits
                     continue
                 if kind is K_TIMESTAMP:
@@ -333,7 +314,7 @@ class LineParser:
             return Rejected(REASON_INVALID_ENVELOPE, f"source.lsn must be an integer, got {lsn!r}")
         if type(ts_ms) is not int:
             return Rejected(REASON_INVALID_ENVELOPE, f"source.ts_ms must be an integer, got {ts_ms!r}")
-        if not (-I64 <= lsn < I64 and -(2**53) <= ts_ms < 2**53):
+        if not (-I64 <= lsn < I64 and -I53 <= ts_ms < I53):
             return Rejected(REASON_INVALID_ENVELOPE, f"source.lsn {lsn} or source.ts_ms {ts_ms} out of range")
         out: list[Any] = []
         extras = None
@@ -376,7 +357,7 @@ class LineParser:
             op,
             lsn,
             tx_id if type(tx_id) is int and -I64 <= tx_id < I64 else None,
-            conn_ts * 1000 if type(conn_ts) is int and -(2**53) <= conn_ts < 2**53 else None,
+            conn_ts * 1000 if type(conn_ts) is int and -I53 <= conn_ts < I53 else None,
         )
         if self._n_evolved:
             if op == "d":

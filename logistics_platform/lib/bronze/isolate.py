@@ -13,7 +13,7 @@ truth for them. A line is set apart when:
   by halving the lines read, down to single lines;
 - it has a non-null value in a field the explicit schema does not declare (a schema/payload envelope, a column
   the table lacks, a field Debezium added): read as inferred columns and looked up per row;
-- a check of ``fastpath.build_rows`` fails for its row (op, source, key, canonical values: ``fastpath.row_ok``).
+- :func:`fastpath.vector_rows` does not take its row (op, source, key, values in the forms it reads).
 
 The lines of the block not set apart go to one JSON read; a bad line costs at most one more read of the lines
 in front of it. Offsets are those of the lines in the file, so bronze and quarantine rows are the same as the
@@ -35,14 +35,13 @@ from logistics_platform.lib.bronze.envelope import LineParser
 from logistics_platform.lib.bronze.fastpath import (
     READ_OPTIONS,
     TEXT_KINDS,
-    Decline,
-    build_rows,
+    json_encodings,
     newline_positions,
     odd_lines,
     parse_options,
-    row_ok,
+    vector_rows,
 )
-from logistics_platform.lib.bronze.values import K_STRING, K_TEXT_OR_JSON
+from logistics_platform.lib.bronze.values import K_STRING, K_TEXT_OR_JSON, Decline
 
 _PART_ROWS = 1024  # after a failed read of a whole block, its rows are read in parts of about this many
 _WRAPPED = b'"schema":'
@@ -280,41 +279,18 @@ def fast_block_isolating(
             kept.append(rows)
         if tables:  # none when every read part failed: all its lines are set apart
             tbl = (tables[0] if len(tables) == 1 else pa.concat_tables(tables)).combine_chunks()
-            built = _build_some(
-                parser, tbl, lines[np.concatenate(kept)], kafka_partition, first_offset, source_file, schema
-            )
-            if built is None:
+            read = lines[np.concatenate(kept)]
+            encodings, default = json_encodings(parser)
+            offsets = pa.array(read.astype(np.int64) + first_offset)
+            try:
+                rows_table, taken, late = vector_rows(
+                    parser, tbl, encodings, default, offsets, kafka_partition, source_file, schema
+                )
+            except (Decline, pa.ArrowInvalid):
                 return None
-            rows_table, late, refused = built
-            apart.update(refused)
+            if taken is not None:  # the rows it does not take go to the line parser
+                apart.update(read[~taken].tolist())
+            if not rows_table.num_rows:
+                rows_table = None
     out = [(i, bytes(memoryview(block)[starts[i] : stops[i]])) for i in sorted(apart)]
     return Isolated(rows_table, late, len(tombstones), out)
-
-
-def _build_some(
-    parser: LineParser,
-    tbl: pa.Table,
-    lines: np.ndarray,
-    kafka_partition: int,
-    first_offset: int,
-    source_file: str,
-    schema: pa.Schema,
-) -> tuple[pa.Table | None, int, list[int]] | None:
-    """(rows, late count, lines refused) of the lines read: the rows ``build_rows`` would decline on are refused."""
-    refused: list[int] = []
-    for attempt in range(2):
-        if not tbl.num_rows:
-            return None, 0, refused
-        offsets = pa.array(lines.astype(np.int64) + first_offset)
-        try:
-            rows, late = build_rows(
-                parser, tbl, tbl.num_rows, kafka_partition, first_offset, offsets, source_file, schema
-            )
-            return rows, late, refused
-        except (Decline, pa.ArrowInvalid):
-            if attempt:
-                return None
-        ok = row_ok(parser, tbl)
-        refused = lines[~ok].tolist()
-        tbl, lines = tbl.filter(pa.array(ok)), lines[ok]
-    return None

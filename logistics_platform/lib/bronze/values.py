@@ -1,19 +1,29 @@
-"""Column values as Debezium writes them: the column kinds, decimals (strings, numbers, Kafka Connect ``Decimal``) and
-timestamps (ISO-8601 strings, integers in the unit of the line's schema block), each decoded or refused with a reason.
+"""Value conversions of every bronze parse path, one definition of each rule: the column kinds, decimals (strings,
+numbers, Kafka Connect ``Decimal``), timestamps (ISO-8601 strings, integers in a schema's unit) and event ids.
 
-Pure functions, used per value by the line parser (:mod:`logistics_platform.lib.bronze.envelope`) and by the fast path's
-decimal decoding; what each encoding is and which setting selects it: docs/contract/sources.md.
+Two forms of the same rules, as pyiceberg keeps its conversions in one module every reader uses: per value (the
+line parser, :mod:`~logistics_platform.lib.bronze.envelope`, the source of truth: a value is decoded or refused
+with a reason) and per Arrow column (the JSON fast path, its isolation and Avro: :func:`typed` says per value
+whether the line parser would give exactly this value; the others go to the line parser). What each encoding is
+and which setting selects it: docs/contract/sources.md.
 """
 
 from __future__ import annotations
 
+import base64
 import binascii
+import hashlib
 import json
+import re
+from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from math import isfinite
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyiceberg.types import (
     BooleanType,
     DecimalType,
@@ -25,10 +35,23 @@ from pyiceberg.types import (
     TimestampType,
 )
 
-from logistics_platform.lib.contract import MONEY_PRECISION, MONEY_SCALE
+from logistics_platform.lib.contract import MONEY_PRECISION, MONEY_SCALE, MONEY_TEXT_RE
 from logistics_platform.lib.timekeys import epoch_micros
 
-I64 = 2**63
+I64 = 2**63  # a bigint column, an lsn, a txId
+I53 = 2**53  # the envelope's ts_ms and source.ts_ms (epoch milliseconds): JSON's exact integers
+TS_UTC = pa.timestamp("us", "UTC")
+# The ISO-8601 form the vectorised paths cast with Arrow (Debezium's ZonedTimestamp: 6 fraction digits; 0 to 6 also
+# parse to the microsecond exactly as datetime.fromisoformat does). Any other form goes to the line parser.
+TIMESTAMP_RE = (
+    r"^[1-9][0-9]{3}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])"
+    r"T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]{1,6})?Z$"
+)
+MONEY_RE = f"^{MONEY_TEXT_RE}$"  # the canonical decimal.handling.mode=string text of a money value
+MONEY_TYPE = pa.decimal128(MONEY_PRECISION, MONEY_SCALE)
+MAX_UNSCALED = 10**MONEY_PRECISION  # DECIMAL(12,2): the unscaled value has at most 12 digits
+IDENTITY_SEPARATOR = "\x1f"  # joins the parts of an event identity before hashing (see event_id)
+_HASHER = hashlib.blake2b(digest_size=16)
 _CENT = Decimal(1).scaleb(-MONEY_SCALE)  # 0.01
 _MAX_MONEY = Decimal(10) ** (MONEY_PRECISION - MONEY_SCALE)  # DECIMAL(12,2): at most 10 integer digits
 _MONEY_SQL = f"DECIMAL({MONEY_PRECISION},{MONEY_SCALE})"
@@ -234,3 +257,262 @@ def schema_encodings(schema: Any) -> dict[str, tuple[str, int | None]] | None:
         return out
     except (KeyError, TypeError, ValueError, AttributeError, StopIteration):
         return None  # a schema block we cannot read: the contract and the setting decide
+
+
+# -- event ids ------------------------------------------------------------------------------------------------
+def event_id(topic: str, key: Any, lsn: int | None = None, op: str | None = None) -> str:
+    """Hash of the event identity: (topic, key, lsn, op) for CDC, (topic, ping_id) for pings."""
+    sep = IDENTITY_SEPARATOR
+    text = f"{topic}{sep}{key}" if lsn is None else f"{topic}{sep}{key}{sep}{lsn}{sep}{op}"
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+
+
+def event_ids(texts: pa.Array) -> pa.Array:
+    """:func:`event_id` of each identity text (parts already joined by the separator), from copies of one hasher."""
+    copy = _HASHER.copy
+    out: list[str] = []
+    append = out.append
+    for t in texts.cast(pa.binary()).to_pylist():
+        h = copy()
+        h.update(t)
+        append(h.hexdigest())
+    return pa.array(out, pa.string())
+
+
+# -- the same rules per Arrow column --------------------------------------------------------------------------
+class Decline(Exception):
+    """Values of an Arrow type or form the vectorised paths do not read: the line parser reads them."""
+
+
+@dataclass(frozen=True)
+class Encoding:
+    """What a column's values are beyond their Arrow type: the scale of a Connect ``Decimal`` (None: a string is
+    never read as base64) and the microseconds per unit of an integer timestamp (0: nanoseconds)."""
+
+    scale: int | None = MONEY_SCALE
+    unit: int = 1
+
+
+# TIMESTAMP_RE position by position, for each length it allows: the lowest byte and the span up to the highest
+# (the day, month and hour are then checked as numbers).
+_TS_BOUNDS = {
+    len(low): (
+        np.frombuffer(low.encode(), np.uint8),
+        np.frombuffer(high.encode(), np.uint8) - np.frombuffer(low.encode(), np.uint8),
+    )
+    for low, high in (
+        (
+            "1000-00-00T00:00:00" + ("." + "0" * k if k else "") + "Z",
+            "9999-19-39T29:59:59" + ("." + "9" * k if k else "") + "Z",
+        )
+        for k in range(7)
+    )
+}
+_MINUS, _DOT, _ZERO = 0x2D, 0x2E, 0x30
+money_text_match = re.compile(MONEY_TEXT_RE).fullmatch  # MONEY_RE
+
+
+def canonical_timestamps(valid: pa.Array) -> bool:
+    """Whether every value of a string array without nulls matches ``TIMESTAMP_RE``.
+
+    Checked on the values' bytes when they all have one length (as the connector writes them, nearly always):
+    RE2 costs several times more per value. Values of mixed lengths go to the regex.
+    """
+    n = len(valid)
+    if not n:
+        return True
+    lengths = pc.min_max(pc.binary_length(valid))
+    width = lengths["min"].as_py()
+    bounds = _TS_BOUNDS.get(width)
+    if bounds is None or lengths["max"].as_py() != width or valid.null_count:
+        return bool(pc.all(pc.match_substring_regex(valid, TIMESTAMP_RE)).as_py())
+    low, span = bounds
+    _, offsets, data = valid.buffers()
+    start = int(np.frombuffer(offsets, np.int32, 1, valid.offset * 4)[0])
+    # All of one length: the values are consecutive in the data buffer, one row of the matrix each.
+    rel = np.frombuffer(data, np.uint8, n * width, start).reshape(n, width) - low  # wraps below the lowest byte
+    if not (rel <= span).all():
+        return False
+    month, day, hour = (rel[:, i] * 10 + rel[:, i + 1] for i in (5, 8, 11))
+    return bool(((month - 1) <= 11).all() and ((day - 1) <= 30).all() and (hour <= 23).all())
+
+
+def canonical_money(valid: pa.Array) -> bool:
+    """Whether every value of a string array without nulls matches ``MONEY_RE``, checked on the values' bytes.
+
+    Each value must hold a dot three bytes before its end and may start with a minus; the array's bytes that
+    are not digits must then be exactly those dots and minuses, and the digits before the dot 1 to 10.
+    """
+    n = len(valid)
+    if not n:
+        return True
+    if valid.null_count:
+        return bool(pc.all(pc.match_substring_regex(valid, MONEY_RE)).as_py())
+    _, offsets_buffer, data = valid.buffers()
+    offsets = np.frombuffer(offsets_buffer, np.int32, n + 1, valid.offset * 4)
+    lengths = np.diff(offsets)
+    if lengths.min() < 4 or lengths.max() > 14:  # "0.00" to "-1234567890.00"
+        return False
+    first = int(offsets[0])
+    text = np.frombuffer(data, np.uint8, int(offsets[-1]) - first, first)
+    starts, ends = offsets[:-1] - first, offsets[1:] - first
+    negative = text[starts] == _MINUS
+    if not (text[ends - 3] == _DOT).all():
+        return False
+    before_dot = lengths - 3 - negative
+    if not ((before_dot >= 1) & (before_dot <= 10)).all():
+        return False
+    return int(np.count_nonzero((text - _ZERO) > 9)) == n + int(np.count_nonzero(negative))
+
+
+def _good(mask: Any) -> np.ndarray | None:
+    """A per-value boolean Arrow mask as numpy, nulls taken; None when every value is taken."""
+    filled = pc.fill_null(mask, True)
+    if pc.all(filled, min_count=0).as_py():
+        return None
+    return np.asarray(filled.to_numpy(zero_copy_only=False), bool)
+
+
+def _money_array(unscaled: np.ndarray, present: np.ndarray) -> pa.Array:
+    """DECIMAL(12,2) of unscaled values (decimal128: 16-byte little-endian two's complement), null where absent."""
+    words = np.empty((len(unscaled), 2), np.int64)
+    words[:, 0] = unscaled
+    words[:, 1] = unscaled >> 63
+    valid = None if present.all() else pa.array(present, pa.bool_()).buffers()[1]
+    return pa.Array.from_buffers(MONEY_TYPE, len(unscaled), [valid, pa.py_buffer(words.tobytes())])
+
+
+def _money_unscaled(u: int, scale: int) -> int | None:
+    """``u`` x 10^-scale as a DECIMAL(12,2) unscaled value; None when that is not exact or does not fit (as money())."""
+    if scale >= MONEY_SCALE:
+        q, r = divmod(u, 10 ** (scale - MONEY_SCALE))
+    else:
+        q, r = u * 10 ** (MONEY_SCALE - scale), 0
+    return q if r == 0 and -MAX_UNSCALED < q < MAX_UNSCALED else None
+
+
+def unscaled(values: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """(unscaled int64, usable) of a binary array of two's-complement big-endian integers (usable: 1..8 bytes)."""
+    n = len(values)
+    arr = values.cast(pa.binary())
+    lengths = np.asarray(pc.fill_null(pc.binary_length(arr), 0), np.int64)
+    usable = (lengths >= 1) & (lengths <= 8)
+    if not usable.any():
+        return np.zeros(n, np.int64), usable
+    lengths = np.where(usable, lengths, 0)
+    _, offsets_buf, data_buf = arr.buffers()
+    firsts = np.frombuffer(offsets_buf, np.int32, n + 1, arr.offset * 4).astype(np.int64)[:-1]
+    data = np.frombuffer(data_buf, np.uint8) if data_buf is not None else np.zeros(0, np.uint8)
+    # Each value right-aligned in 8 bytes, sign-extended, then read as big-endian int64.
+    rows_lengths = np.repeat(lengths, lengths)
+    within = np.arange(int(lengths.sum())) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    negative = np.zeros(n, bool)
+    negative[lengths > 0] = data[firsts[lengths > 0]] >= 0x80
+    mat = np.ascontiguousarray(np.broadcast_to(np.where(negative, 0xFF, 0).astype(np.uint8)[:, None], (n, 8)))
+    mat[np.repeat(np.arange(n), lengths), 8 - rows_lengths + within] = data[np.repeat(firsts, lengths) + within]
+    return mat.view(">i8").reshape(n).astype(np.int64), usable
+
+
+def _bytes_decimals(values: pa.Array, scale: int) -> tuple[pa.Array, np.ndarray | None]:
+    if not -MONEY_SCALE - 16 <= scale <= MONEY_SCALE + 18:
+        raise Decline  # a factor beyond int64: the line parser reads it
+    u, usable = unscaled(values)
+    if scale > MONEY_SCALE:
+        d = 10 ** (scale - MONEY_SCALE)
+        usable &= np.remainder(u, d) == 0
+        u = u // d
+    elif scale < MONEY_SCALE:
+        m = 10 ** (MONEY_SCALE - scale)
+        usable &= (u > -MAX_UNSCALED // m) & (u < MAX_UNSCALED // m)
+        u = np.where(usable, u, 0) * m
+    usable &= (u > -MAX_UNSCALED) & (u < MAX_UNSCALED)
+    present = np.asarray(pc.is_valid(values), bool)
+    good = ~present | usable
+    return _money_array(np.where(usable, u, 0), present & usable), None if good.all() else good
+
+
+def _text_decimals(values: pa.Array, scale: int | None) -> tuple[pa.Array, np.ndarray | None]:
+    valid = values.drop_null() if values.null_count else values
+    if canonical_money(valid):
+        return values.cast(MONEY_TYPE), None
+    # One Python step per value, still far cheaper than parsing the line: canonical texts, and with a scale the
+    # strings without a dot that are base64 of an unscaled value (a Connect Decimal), as decode_decimal reads them.
+    n = len(values)
+    out = np.zeros(n, np.int64)
+    good = np.ones(n, bool)
+    for i, v in enumerate(values.to_pylist()):
+        if v is None:
+            continue
+        if money_text_match(v) is not None:
+            out[i] = int(v.replace(".", ""))
+            continue
+        u = None if scale is None or "." in v else connect_decimal_unscaled(v)
+        q = None if u is None else _money_unscaled(u, scale)  # type: ignore[arg-type]  # scale set when u is
+        if q is None:
+            good[i] = False
+        else:
+            out[i] = q
+    return _money_array(out, good & np.asarray(pc.is_valid(values), bool)), None if good.all() else good
+
+
+def _cast_failures(values: pa.Array, start: int = 0) -> list[int]:
+    """Indices (from ``start``) of the canonical timestamps that do not cast (2026-02-30), found by halves."""
+    try:
+        values.cast(TS_UTC)
+        return []
+    except pa.ArrowInvalid:
+        if len(values) == 1:
+            return [start]
+    half = len(values) // 2
+    return _cast_failures(values.slice(0, half), start) + _cast_failures(values.slice(half), start + half)
+
+
+def _text_timestamps(values: pa.Array) -> tuple[pa.Array, np.ndarray | None]:
+    valid = values.drop_null() if values.null_count else values
+    good = None if canonical_timestamps(valid) else _good(pc.match_substring_regex(values, TIMESTAMP_RE))
+    for attempt in range(2):
+        taken = values if good is None else pc.if_else(pa.array(good), values, pa.nulls(len(values), values.type))
+        try:
+            # Every value taken ends in Z: parsed as UTC, its epoch micros are those of the naive time.
+            return taken.cast(TS_UTC).cast(pa.int64()), good
+        except pa.ArrowInvalid:  # a canonical-looking impossible date (2026-02-30): the line parser says so
+            if attempt:
+                raise
+            good = np.ones(len(values), bool) if good is None else good
+            good[_cast_failures(taken)] = False
+    raise AssertionError("unreachable")
+
+
+def typed(kind: str, values: pa.Array, encoding: Encoding = Encoding()) -> tuple[pa.Array, np.ndarray | None]:
+    """(values typed as :func:`convert` and the line parser type them, per value whether exactly so: None when every
+    value is); the values not taken are null. Raises Decline for an Arrow type the kind is not read from."""
+    t = values.type
+    is_text = pa.types.is_string(t) or pa.types.is_large_string(t)
+    is_bytes = pa.types.is_binary(t) or pa.types.is_large_binary(t)
+    if pa.types.is_null(t):
+        return values, None
+    if kind in (K_STRING, K_TEXT_OR_JSON) and is_text:
+        return values.cast(pa.string()), None
+    if kind == K_TEXT_OR_JSON and is_bytes:  # as the JsonConverter writes bytes: base64 text
+        texts = [None if v is None else base64.b64encode(v).decode("ascii") for v in values.to_pylist()]
+        return pa.array(texts, pa.string()), None
+    if kind == K_LONG and pa.types.is_integer(t):
+        return values.cast(pa.int64()), None
+    if kind == K_BOOL and pa.types.is_boolean(t):
+        return values, None
+    if kind == K_DOUBLE and (pa.types.is_floating(t) or pa.types.is_integer(t)):
+        v = values.cast(pa.float64())
+        good = _good(pc.is_finite(v))
+        return (v, None) if good is None else (pc.if_else(pa.array(good), v, pa.nulls(len(v), v.type)), good)
+    if kind == K_DECIMAL and is_text:
+        return _text_decimals(values, encoding.scale)
+    if kind == K_DECIMAL and is_bytes and encoding.scale is not None:
+        return _bytes_decimals(values, encoding.scale)
+    if kind == K_TIMESTAMP and is_text:
+        return _text_timestamps(values)
+    if kind == K_TIMESTAMP and pa.types.is_timestamp(t):
+        return values.cast(pa.timestamp("us", t.tz)).cast(pa.int64()), None
+    if kind == K_TIMESTAMP and pa.types.is_integer(t) and encoding.unit:  # nanoseconds: floored by the line parser
+        v = values.cast(pa.int64())
+        return (v if encoding.unit == 1 else pc.multiply_checked(v, encoding.unit)), None
+    raise Decline
