@@ -320,3 +320,70 @@ def test_the_vectorised_path_gives_the_line_parsers_rows(tmp_path: Path, codec: 
         assert rows == sorted(slow.rows.to_pylist(), key=lambda r: r["_offset"])
         assert sorted(fast.quarantine) == sorted(slow.quarantine)
         assert fast.late == slow.late and fast.lines == slow.lines
+
+
+# One value per record, in both encodings the contract allows: every parse path must give it the same outcome.
+SAME_TIMESTAMPS = [
+    "2026-11-01T00:00:00Z",
+    "2026-11-01T00:00:00.5Z",
+    "2026-11-01T00:00:00.12345Z",
+    "2026-11-01T00:00:00.123456Z",
+    "2026-11-01T00:00:00.1234567Z",
+    "2026-11-01T00:00:00.Z",
+    "2026-11-01T00:00:00+00:00",
+    "2026-11-01T03:00:00+03:00",
+    "2026-11-01 00:00:00Z",
+    "2026-02-30T00:00:00Z",
+    "2026-11-01T24:00:00Z",
+    "yesterday",
+]
+SAME_AMOUNTS = ["10.50", "10.5", "10.505", "0.001", "-0.01", "0", "9999999999.99", "12345678901.00", "-9999999999.99"]
+
+
+def test_one_value_gives_one_result_on_every_path(tmp_path: Path) -> None:
+    """A timestamp or decimal gives the same bronze row or quarantine reason through the line parser, the JSON fast
+    path (with its isolation of odd lines) and Avro (decimals as ``bytes`` of scale 3, so every amount is exact)."""
+    from pyiceberg.io.pyarrow import schema_to_pyarrow
+
+    from logistics_platform.lib.bronze.avro import read_file
+    from logistics_platform.lib.bronze.blocks import BlockTask
+    from logistics_platform.lib.bronze.envelope import LineParser
+    from logistics_platform.lib.bronze.pool import run_block
+
+    hour = open_hour()
+    t = hour + timedelta(minutes=1)
+    values = [order(1, t)] * 40  # clean lines around the odd ones, so that the fast path reads the block
+    values += [order(100 + i, t, created_at=v) for i, v in enumerate(SAME_TIMESTAMPS)]
+    values += [order(200 + i, t, total_amount=v) for i, v in enumerate(SAME_AMOUNTS)]
+    envelopes = [cdc("c", "orders", v, lsn=1000 + 10 * i, ts=t) for i, v in enumerate(values)]
+    spec = bs.TOPIC_BY_NAME[ORDERS]
+    schema = schema_to_pyarrow(bs.table_schema(spec), include_field_ids=True)
+    parser = LineParser(spec, hour, 7200)
+    lines = [json.dumps(e).encode() for e in envelopes]
+
+    def outcomes(rows: Any, quarantine: list[tuple[Any, ...]]) -> dict[int, Any]:
+        out: dict[int, Any] = {q[2]: q[5] for q in quarantine}  # offset -> reason
+        for r in [] if rows is None else rows.to_pylist():
+            out[r["_offset"]] = {k: v for k, v in r.items() if k != "_source_file"}
+        return out
+
+    slow = run_block(BlockTask("orders", hour, 7200, (), schema, b"\n".join(lines), 0, 0, "f.json", 0))
+    per_line = outcomes(slow.rows, slow.quarantine)
+    assert set(per_line) == set(range(len(lines)))
+    fast = run_block(BlockTask("orders", hour, 7200, (), schema, b"\n".join(lines), 0, 0, "f.json", 8192))
+    assert fast.fast_lines >= 40  # the vectorised path read the clean lines (and set the odd ones apart)
+    assert outcomes(fast.rows, fast.quarantine) == per_line
+
+    avro_schema = envelope_schema(spec)
+    row = next(b for f in avro_schema["fields"] for b in f["type"] if isinstance(b, dict) and f["name"] == "before")
+    amount = next(f for f in row["fields"] if f["name"] == "total_amount")
+    amount["type"] = ["null", {**amount["type"][1], "scale": 3, "connect.parameters": {"scale": "3"}}]
+    path = write_avro(tmp_path, ORDERS, hour, 0, 0, envelopes, schema=avro_schema, block_records=None)
+    f = next(x for x in list_hour_files(tmp_path, ORDERS, hour) if x.path == path)
+    for vectorised in (True, False):
+        result, corrupt = read_file(parser, f, schema, vectorised=vectorised)
+        assert corrupt is None
+        assert outcomes(result.rows, result.quarantine) == per_line, vectorised
+    reasons = [per_line[i] for i in range(40, len(lines))]
+    assert "invalid_value:created_at" in reasons and "invalid_value:total_amount" in reasons
+    assert sum(isinstance(r, dict) for r in reasons) >= 10  # both outcomes are exercised
