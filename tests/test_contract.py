@@ -65,7 +65,7 @@ def test_every_topic_has_its_key_first_and_its_allowed_values_in_its_doc() -> No
 
 
 def test_every_decimal_column_is_money() -> None:
-    """The decimal decoders (lib/bronze/values.py, envelope.py, fastpath.py) read numeric(12,2) only."""
+    """The decimal decoders (lib/bronze/values.py, for every parse path) read numeric(12,2) only."""
     for table, source in SOURCES.items():
         for c in source.columns + source.added_columns:
             if c.type.is_decimal:
