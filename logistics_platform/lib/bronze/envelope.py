@@ -21,7 +21,7 @@ from __future__ import annotations
 import base64
 import json
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from decimal import Decimal
 from math import isfinite
 from typing import Any
@@ -61,11 +61,9 @@ from logistics_platform.lib.bronze.values import (
     parse_timestamp_micros,
     schema_encodings,
 )
+from logistics_platform.lib.timekeys import epoch_micros
 
 CDC_OPS = frozenset(("c", "u", "d", "r"))
-_EPOCH_AWARE = datetime(1970, 1, 1, tzinfo=UTC)
-_EPOCH_NAIVE = datetime(1970, 1, 1)
-_fromiso = datetime.fromisoformat
 PLAIN_EVENT_TIME_COLUMN = "recorded_at"  # the event time of the non-CDC topic (pings: device clock)
 
 
@@ -151,7 +149,7 @@ class LineParser:
         self.spec = spec
         self.topic = spec.topic
         self.arrival_hour = arrival_hour
-        self.arrival_us = parse_timestamp_micros(arrival_hour.isoformat())
+        self.arrival_us = epoch_micros(arrival_hour)
         self.late_before_us = self.arrival_us - allowed_lateness_seconds * 1_000_000
         self.evolved = dict(evolved or {})
         contract = [(c.name, kind_of(c.type)) for c in spec.columns]
@@ -229,16 +227,6 @@ class LineParser:
                 if kind is K_DECIMAL and money_text_match(v) is not None:
                     append(Decimal(v))  # already exactly 2 decimal places within 10 integer digits
                     continue
-                if kind is K_TIMESTAMP:
-                    try:
-                        dt = _fromiso(v)
-                    except ValueError:
-                        pass
-                    else:
-                        # timekeys.epoch_micros inline: this runs once per timestamp value of every line.
-                        d = dt - (_EPOCH_NAIVE if dt.tzinfo is None else _EPOCH_AWARE)
-                        append((d.days * 86400 + d.seconds) * 1_000_000 + d.microseconds)
-                        continue
             elif t is int:
                 if kind is K_LONG and -I64 <= v < I64:
                     append(v)
