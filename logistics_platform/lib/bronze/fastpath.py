@@ -185,16 +185,7 @@ def odd_lines(
 
 def _offsets(first_offset: int, n_lines: int, dropped: list[int] | None = None) -> pa.Array:
     """Record offsets of a block's lines (int64, vectorised), without the lines at the ``dropped`` indices."""
-    full = pc.add(pc.cumulative_sum(pa.repeat(pa.scalar(1, pa.int64()), n_lines)), first_offset - 1)
-    if not dropped:
-        return full
-    parts = []
-    at = 0
-    for i in dropped:
-        parts.append(full.slice(at, i - at))
-        at = i + 1
-    parts.append(full.slice(at))
-    return pa.concat_arrays(parts)
+    return pa.array(np.delete(np.arange(first_offset, first_offset + n_lines, dtype=np.int64), dropped or []))
 
 
 def _without_tombstones(block: bytes, tombstones: list[tuple[int, int]]) -> bytes:
@@ -225,14 +216,12 @@ def fast_block(
     tombstones = object_lines(block, n_lines, newlines)
     if tombstones is None:
         return None
-    offsets: pa.Array | None = None
-    n = n_lines
+    n = n_lines - len(tombstones)
+    if not n:
+        return None
+    # Kafka tombstones (exactly `null`, as the connector writes them) are counted, never stored.
+    offsets = _offsets(first_offset, n_lines, [i for i, _ in tombstones])
     if tombstones:
-        # Kafka tombstones (exactly `null`, as the connector writes them) are counted, never stored.
-        n -= len(tombstones)
-        if not n:
-            return None
-        offsets = _offsets(first_offset, n_lines, [i for i, _ in tombstones])
         block = _without_tombstones(block, tombstones)
     if not block.isascii():
         try:
@@ -244,8 +233,6 @@ def fast_block(
         if tbl.num_rows != n:
             return None
         encodings, default = json_encodings(parser)
-        if offsets is None:
-            offsets = _offsets(first_offset, n)
         rows, _, late = vector_rows(
             parser, tbl.combine_chunks(), encodings, default, offsets, kafka_partition, source_file, schema, strict=True
         )
