@@ -150,13 +150,11 @@ def writer_schema(table: str, extra: tuple[str, ...] = ()) -> dict[str, Any]:
     }
 
 
-def cents(value: Any) -> int:
-    """The unscaled (scale 2) value of a decimal as a JSON line carries it: ``"129.90"``, a number, or base64."""
-    if isinstance(value, str):
-        if "." in value:
-            return int(Decimal(value).scaleb(2))
-        return int.from_bytes(E.b64decode(value), "big", signed=True)
-    return int(Decimal(str(value)).scaleb(2))
+def _decimal(value: Any, scale: int) -> Decimal:
+    """A decimal as a JSON line carries it (``"129.90"``, a number, or a Connect Decimal's base64) as a Decimal."""
+    if isinstance(value, str) and "." not in value:
+        return Decimal(int.from_bytes(E.b64decode(value), "big", signed=True)).scaleb(-scale)
+    return Decimal(value if isinstance(value, str) else str(value))
 
 
 def _value(c: contract.SourceColumn, v: Any) -> Any:
@@ -167,11 +165,9 @@ def _value(c: contract.SourceColumn, v: Any) -> Any:
         v = _PLACEHOLDER[c.type.name]  # a key-only before image: every other column is its type's placeholder
     name = c.type.name
     if name == contract.NUMERIC_NAME:
-        return Decimal(cents(v)).scaleb(-(c.type.scale or 0))
+        return _decimal(v, c.type.scale or 0)
     if name == contract.TIMESTAMPTZ_NAME:
         return v if isinstance(v, str) else E.iso(int(v))  # ZonedTimestamp text, or epoch microseconds made into it
-    if name == contract.BIGINT_NAME:
-        return int(v)
     return v
 
 

@@ -11,6 +11,7 @@ import gzip
 import json
 import re
 from collections import Counter
+from dataclasses import replace
 from datetime import datetime
 from decimal import Decimal
 from io import BytesIO
@@ -25,6 +26,7 @@ import pytest
 from logistics_platform.generator import GENERATION_FILE, GeneratorConfig, generate
 from logistics_platform.generator import avro as A
 from logistics_platform.generator import encode as E
+from logistics_platform.lib import contract
 from logistics_platform.lib.connections import load_extensions
 
 FIXTURES = Path(__file__).parents[1] / "debezium" / "fixtures"
@@ -398,3 +400,48 @@ def test_same_seed_same_avro_bytes(tmp_path: Path, mixed: Path) -> None:
     generate(tmp_path, CONFIG)
     for path in sorted((mixed / "topics").rglob("*.avro")):
         assert (tmp_path / path.relative_to(mixed)).read_bytes() == path.read_bytes()
+
+
+def test_every_contract_column_lands_in_json_and_in_avro(mixed: Path) -> None:
+    """The generator's encoders derive from lib/contract.py: every column of every CDC table (and its added columns)
+    is in the JSON row images and in the Avro records, in the contract's order."""
+    con = load_extensions(duckdb.connect())
+    for table in CDC_TABLES:
+        source = contract.SOURCES[table]
+        want = [c.name for c in (*source.columns, *source.added_columns)]
+        json_keys: set[str] = set()
+        for path in sorted((mixed / "topics" / source.topic).rglob("*.json*")):
+            for raw in _lines(path):
+                env = _envelope(raw)
+                if env is not None and isinstance(env.get("after"), dict):
+                    json_keys.update(env["after"])
+                    assert [k for k in want if k in env["after"]] == list(env["after"]), (table, raw)
+        avro_keys: set[str] = set()
+        for path in sorted((mixed / "topics" / source.topic).rglob("*.avro")):
+            for rec in _avro_records(con, path):
+                if rec["after"] is not None:
+                    avro_keys.update(rec["after"])
+        assert json_keys == avro_keys == set(want), (table, json_keys, avro_keys)
+
+
+def test_a_column_added_to_the_contract_is_in_the_avro_schema_and_records(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A copy of the contract with one more column: the writer schema and the records carry it, typed by it."""
+    source = contract.SOURCES["payments"]
+    fee = contract.SourceColumn("fee", contract.MONEY, "A new column.", nullable=True)
+    monkeypatch.setitem(contract.SOURCES, "payments", replace(source, columns=(*source.columns, fee)))
+    schema = A.writer_schema("payments")
+    field = schema["fields"][0]["type"][1]["fields"][-1]
+    assert field["name"] == "fee" and field["type"][1]["logicalType"] == "decimal" and field["default"] is None
+    env = {
+        "before": None,
+        "after": {"payment_id": 1, "order_id": 2, "amount": "3.00", "method": "pix", "status": "captured",
+                  "created_at": 0, "updated_at": 0, "fee": "0.25"},
+        "source": {"version": "v", "connector": "postgresql", "name": "oltp", "ts_ms": 5, "snapshot": "false",
+                   "db": "oltp", "sequence": None, "schema": "public", "table": "payments", "txId": 1, "lsn": 2,
+                   "xmin": None},
+        "op": "c",
+        "ts_ms": 6,
+    }  # fmt: skip
+    data = A.container(schema, [A.record(env, A.columns("payments"))], "null", A.sync_marker("p.avro"))
+    (rec,) = list(fastavro.reader(BytesIO(data)))
+    assert rec["after"]["fee"] == Decimal("0.25")
