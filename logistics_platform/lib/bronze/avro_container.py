@@ -27,11 +27,7 @@ _DAMAGE = Exception
 
 
 class AvroFormatError(ValueError):
-    """The bytes are not an Avro container as far as read (``at``: the byte offset where it went wrong)."""
-
-    def __init__(self, message: str, at: int) -> None:
-        self.at = at
-        super().__init__(f"{message} (at byte {at})")
+    """The bytes do not start with an Avro container header holding a writer schema."""
 
 
 @dataclass(frozen=True)
@@ -72,7 +68,7 @@ def _open(fo: IO[bytes]) -> tuple[fastavro.block_reader, Header]:
         reader = fastavro.block_reader(fo)
         schema = json.loads(reader.metadata["avro.schema"])
     except _DAMAGE as e:
-        raise AvroFormatError(f"not an Avro container file with a schema ({type(e).__name__}: {e})", 0) from None
+        raise AvroFormatError(f"not an Avro container file with a schema ({type(e).__name__}: {e})") from None
     return reader, Header(schema if isinstance(schema, dict) else {"type": schema}, reader.codec, fo.tell())
 
 
@@ -87,7 +83,7 @@ def walk_bytes(data: bytes) -> Walk:
     try:
         reader, header = _open(BytesIO(data))
     except AvroFormatError as e:
-        return Walk(None, error=str(e), error_at=e.at)
+        return Walk(None, error=str(e), error_at=0)
     walk = Walk(header)
     if header.codec not in CODECS:
         walk.error, walk.error_at = f"codec {header.codec!r} is not one of {', '.join(CODECS)}", 0
