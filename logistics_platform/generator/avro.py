@@ -36,35 +36,24 @@ _PLACEHOLDER: dict[str, Any] = {
     contract.NUMERIC_NAME: 0,
     contract.TIMESTAMPTZ_NAME: "1970-01-01T00:00:00Z",
 }
-# source fields the generator writes (encode.envelope), with the real connector's types
-_SOURCE: list[tuple[str, Any]] = [
-    ("version", "string"),
-    ("connector", "string"),
-    ("name", "string"),
-    ("ts_ms", "long"),
-    (
-        "snapshot",
-        [
-            {
-                "type": "string",
-                "connect.version": 1,
-                "connect.parameters": {
-                    "allowed": "true,first,first_in_data_collection,last_in_data_collection,last,false,incremental"
-                },
-                "connect.default": "false",
-                "connect.name": "io.debezium.data.Enum",
-            },
-            "null",
-        ],
-    ),
-    ("db", "string"),
-    ("sequence", ["null", "string"]),
-    ("schema", "string"),
-    ("table", "string"),
-    ("txId", ["null", "long"]),
-    ("lsn", ["null", "long"]),
-    ("xmin", ["null", "long"]),
-]
+# Debezium's snapshot field: an enum of strings, its null branch second, "false" by default (the real connector's)
+_SNAPSHOT = {
+    "type": "string",
+    "connect.version": 1,
+    "connect.parameters": {
+        "allowed": "true,first,first_in_data_collection,last_in_data_collection,last,false,incremental"
+    },
+    "connect.default": "false",
+    "connect.name": "io.debezium.data.Enum",
+}
+_AVRO_OF_CONNECT = {"string": "string", "int64": "long"}
+
+
+def _source_field(name: str, connect_type: str, optional: bool) -> dict[str, Any]:
+    typ = _AVRO_OF_CONNECT[connect_type]
+    if name == "snapshot":
+        return {"name": name, "type": [_SNAPSHOT, "null"], "default": "false"}
+    return {"name": name, "type": ["null", typ], "default": None} if optional else {"name": name, "type": typ}
 
 
 def columns(table: str, extra: tuple[str, ...] = ()) -> list[contract.SourceColumn]:
@@ -113,11 +102,7 @@ def writer_schema(table: str, extra: tuple[str, ...] = ()) -> dict[str, Any]:
         "type": "record",
         "name": "Source",
         "namespace": "io.debezium.connector.postgresql",
-        "fields": [
-            {"name": n, "type": t, **({"default": "false"} if n == "snapshot" else {})}
-            | ({"default": None} if isinstance(t, list) and t[0] == "null" else {})
-            for n, t in _SOURCE
-        ],
+        "fields": [_source_field(*f) for f in E.SOURCE_FIELDS],
         "connect.version": 1,
         "connect.name": "io.debezium.connector.postgresql.Source",
     }
@@ -125,11 +110,7 @@ def writer_schema(table: str, extra: tuple[str, ...] = ()) -> dict[str, Any]:
         "type": "record",
         "name": "block",
         "namespace": "event",
-        "fields": [
-            {"name": "id", "type": "string"},
-            {"name": "total_order", "type": "long"},
-            {"name": "data_collection_order", "type": "long"},
-        ],
+        "fields": [{"name": n, "type": _AVRO_OF_CONNECT[t]} for n, t in E.TRANSACTION_FIELDS],
         "connect.version": 1,
         "connect.name": "event.block",
     }

@@ -285,6 +285,25 @@ DECIMAL_COLUMNS = frozenset(
 )
 
 
+# Debezium's source block as the generator writes it, (field, Connect type, optional); and the transaction block.
+# The Avro writer schema (generator/avro.py) derives its records from these too.
+SOURCE_FIELDS: tuple[tuple[str, str, bool], ...] = (
+    ("version", "string", False),
+    ("connector", "string", False),
+    ("name", "string", False),
+    ("ts_ms", "int64", False),
+    ("snapshot", "string", True),
+    ("db", "string", False),
+    ("sequence", "string", True),
+    ("schema", "string", False),
+    ("table", "string", False),
+    ("txId", "int64", True),
+    ("lsn", "int64", True),
+    ("xmin", "int64", True),
+)
+TRANSACTION_FIELDS = (("id", "string"), ("total_order", "int64"), ("data_collection_order", "int64"))
+
+
 def connect_schema(table: str, extra_columns: tuple[str, ...] = (), precise: bool = False) -> str:
     """The JsonConverter ``schema`` of a Debezium envelope for one table (compact JSON text); ``precise``: numeric
     columns as Connect ``Decimal`` (bytes, ``parameters.scale``) instead of strings."""
@@ -301,20 +320,6 @@ def connect_schema(table: str, extra_columns: tuple[str, ...] = (), precise: boo
         f["field"] = name
         fields.append(f)
     value = {"type": "struct", "fields": fields, "optional": True, "name": f"oltp.public.{table}.Value"}
-    source_fields = [
-        ("version", "string", False),
-        ("connector", "string", False),
-        ("name", "string", False),
-        ("ts_ms", "int64", False),
-        ("snapshot", "string", True),
-        ("db", "string", False),
-        ("sequence", "string", True),
-        ("schema", "string", False),
-        ("table", "string", False),
-        ("txId", "int64", True),
-        ("lsn", "int64", True),
-        ("xmin", "int64", True),
-    ]
     schema = {
         "type": "struct",
         "fields": [
@@ -322,7 +327,7 @@ def connect_schema(table: str, extra_columns: tuple[str, ...] = (), precise: boo
             {**value, "field": "after"},
             {
                 "type": "struct",
-                "fields": [{"type": t, "optional": o, "field": n} for n, t, o in source_fields],
+                "fields": [{"type": t, "optional": o, "field": n} for n, t, o in SOURCE_FIELDS],
                 "optional": False,
                 "name": "io.debezium.connector.postgresql.Source",
                 "field": "source",
@@ -331,11 +336,7 @@ def connect_schema(table: str, extra_columns: tuple[str, ...] = (), precise: boo
             {"type": "int64", "optional": True, "field": "ts_ms"},
             {
                 "type": "struct",
-                "fields": [
-                    {"type": "string", "optional": False, "field": "id"},
-                    {"type": "int64", "optional": False, "field": "total_order"},
-                    {"type": "int64", "optional": False, "field": "data_collection_order"},
-                ],
+                "fields": [{"type": t, "optional": False, "field": n} for n, t in TRANSACTION_FIELDS],
                 "optional": True,
                 "name": "event.block",
                 "version": 1,
