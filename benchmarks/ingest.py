@@ -84,7 +84,7 @@ def avro_landing(landing: Path) -> Path:
     import gzip
 
     from logistics_platform.lib.bronze import schema as bs
-    from tests.support.avro_encode import envelope_datum, envelope_schema, plain_schema, schema_text
+    from tests.support.avro_encode import avro_record, envelope_schema, plain_schema
     from tests.support.connect_sink import avro_container, sync_marker
 
     out = landing.with_name(landing.name + "-avro")
@@ -102,9 +102,9 @@ def avro_landing(landing: Path) -> Path:
         values = [v["payload"] if isinstance(v, dict) and "payload" in v else v for v in values]
         target = out / p.relative_to(landing).with_name(p.name.split(".json")[0] + ".avro")
         target.parent.mkdir(parents=True, exist_ok=True)
-        datums = [envelope_datum(schema, v) for v in values]
+        records = [avro_record(schema, v) for v in values]
         # The Java writer's default sync interval (64 KiB) gives blocks of a few hundred records.
-        target.write_bytes(avro_container(schema_text(schema), datums, sync_marker(target.name), "null", 500))
+        target.write_bytes(avro_container(schema, records, sync_marker(target.name), "null", 500))
     shutil.copyfile(landing / "_generation.json", marker)
     log(f"  in {time.perf_counter() - t:.0f}s")
     return out

@@ -1,150 +1,108 @@
 """Avro landing files as Confluent's AvroConverter and a Kafka Connect sink's AvroFormat write them: the writer schema
-of a table's Debezium envelope (the real connector's shape: docs/contract/sources.md section 7), the binary encoding
-of an envelope, and the object container file (header with ``avro.schema``/``avro.codec``, one block, sync marker).
-
-Written here rather than with an Avro library: the encoding is small (zigzag varints, length-prefixed bytes and
-strings, union branch indices) and the generator must be byte-for-byte reproducible.
+of a table's Debezium envelope, derived from the contract (the real connector's shape: docs/contract/sources.md
+section 7), the record of an envelope, and the object container file, written by fastavro (one block, and a sync
+marker derived from the file name, so the bytes are reproducible).
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
-import zlib
 from decimal import Decimal
+from io import BytesIO
 from typing import Any
 
-from logistics_platform.generator import encode as E
+import fastavro
 
-MAGIC = b"Obj\x01"
+from logistics_platform.generator import encode as E
+from logistics_platform.lib import contract
+
 CODECS = ("null", "deflate")
 _TS = {"type": "string", "connect.version": 1, "connect.name": "io.debezium.time.ZonedTimestamp"}
 _EPOCH_DEFAULT = "1970-01-01T00:00:00.000000Z"
-# updated_at has a DEFAULT in the OLTP schema: the registry schema carries it (as the real connector's does)
+# A column with a DEFAULT in the OLTP schema (updated_at): the registry schema carries it, as the real connector's does.
 _TS_DEFAULTED = {**_TS, "connect.default": _EPOCH_DEFAULT}
-_DECIMAL = {
-    "type": "bytes",
-    "scale": 2,
-    "precision": 12,
-    "connect.version": 1,
-    "connect.parameters": {"scale": "2", "connect.decimal.precision": "12"},
-    "connect.name": "org.apache.kafka.connect.data.Decimal",
-    "logicalType": "decimal",
+_AVRO_TYPES = {
+    contract.TEXT_NAME: "string",
+    contract.BIGINT_NAME: "long",
+    contract.BOOLEAN_NAME: "boolean",
+    contract.DOUBLE_NAME: "double",
 }
-# Column kinds: string, long, boolean, decimal, ts (timestamptz); nullable columns are ["null", type].
-_COLUMNS: dict[str, list[tuple[str, str, bool]]] = {
-    "tenants": [
-        ("tenant_id", "string", False),
-        ("name", "string", False),
-        ("tier", "string", False),
-        ("region", "string", False),
-        ("updated_at", "ts", False),
-    ],
-    "couriers": [
-        ("courier_id", "long", False),
-        ("name", "string", False),
-        ("region", "string", False),
-        ("vehicle", "string", False),
-        ("active", "boolean", False),
-        ("updated_at", "ts", False),
-    ],
-    "orders": [
-        ("order_id", "long", False),
-        ("tenant_id", "string", False),
-        ("courier_id", "long", True),
-        ("region", "string", False),
-        ("status", "string", False),
-        ("total_amount", "decimal", False),
-        ("delivery_fee", "decimal", False),
-        ("created_at", "ts", False),
-        ("promised_at", "ts", False),
-        ("delivered_at", "ts", True),
-        ("updated_at", "ts", False),
-    ],
-    "payments": [
-        ("payment_id", "long", False),
-        ("order_id", "long", False),
-        ("amount", "decimal", False),
-        ("method", "string", False),
-        ("status", "string", False),
-        ("created_at", "ts", False),
-        ("updated_at", "ts", False),
-    ],
-}
-# A column added part way (ALTER TABLE ... ADD COLUMN, nullable): the registry registers a new schema version.
-ADDED_COLUMNS = {"tip_amount": "decimal"}
-# source fields the generator writes (encode.envelope), with the real connector's types
-_SOURCE: list[tuple[str, Any]] = [
-    ("version", "string"),
-    ("connector", "string"),
-    ("name", "string"),
-    ("ts_ms", "long"),
-    (
-        "snapshot",
-        [
-            {
-                "type": "string",
-                "connect.version": 1,
-                "connect.parameters": {
-                    "allowed": "true,first,first_in_data_collection,last_in_data_collection,last,false,incremental"
-                },
-                "connect.default": "false",
-                "connect.name": "io.debezium.data.Enum",
-            },
-            "null",
-        ],
-    ),
-    ("db", "string"),
-    ("sequence", ["null", "string"]),
-    ("schema", "string"),
-    ("table", "string"),
-    ("txId", ["null", "long"]),
-    ("lsn", ["null", "long"]),
-    ("xmin", ["null", "long"]),
-]
 # what a column missing from a key-only before image is filled with (Debezium's placeholder of its type)
-_PLACEHOLDER = {"string": "", "long": 0, "boolean": False, "decimal": 0, "ts": "1970-01-01T00:00:00Z"}
+_PLACEHOLDER: dict[str, Any] = {
+    contract.TEXT_NAME: "",
+    contract.BIGINT_NAME: 0,
+    contract.BOOLEAN_NAME: False,
+    contract.DOUBLE_NAME: 0.0,
+    contract.NUMERIC_NAME: 0,
+    contract.TIMESTAMPTZ_NAME: "1970-01-01T00:00:00Z",
+}
+# Debezium's snapshot field: an enum of strings, its null branch second, "false" by default (the real connector's)
+_SNAPSHOT = {
+    "type": "string",
+    "connect.version": 1,
+    "connect.parameters": {
+        "allowed": "true,first,first_in_data_collection,last_in_data_collection,last,false,incremental"
+    },
+    "connect.default": "false",
+    "connect.name": "io.debezium.data.Enum",
+}
+_AVRO_OF_CONNECT = {"string": "string", "int64": "long"}
 
 
-def columns(table: str, extra: tuple[str, ...] = ()) -> list[tuple[str, str, bool]]:
-    """(name, kind, nullable) of a table's columns, then the added columns ``extra`` (nullable)."""
-    return [*_COLUMNS[table], *((c, ADDED_COLUMNS[c], True) for c in extra)]
+def _source_field(name: str, connect_type: str, optional: bool) -> dict[str, Any]:
+    typ = _AVRO_OF_CONNECT[connect_type]
+    if name == "snapshot":
+        return {"name": name, "type": [_SNAPSHOT, "null"], "default": "false"}
+    return {"name": name, "type": ["null", typ], "default": None} if optional else {"name": name, "type": typ}
 
 
-def _column_type(name: str, kind: str, nullable: bool) -> dict[str, Any]:
-    if kind == "decimal":
-        typ: Any = dict(_DECIMAL)
-    elif kind == "ts":
-        typ = dict(_TS_DEFAULTED if name == "updated_at" else _TS)
-    else:
-        typ = kind
-    field: dict[str, Any] = {"name": name, "type": ["null", typ] if nullable else typ}
-    if nullable:
-        field["default"] = None
-    elif name == "updated_at":
-        field["default"] = _EPOCH_DEFAULT
-    return field
+def columns(table: str, extra: tuple[str, ...] = ()) -> list[contract.SourceColumn]:
+    """The contract columns of a table, then its added columns named in ``extra``."""
+    source = contract.SOURCES[table]
+    return [*source.columns, *(source.column(c) for c in extra)]
+
+
+def _column_type(c: contract.SourceColumn) -> Any:
+    t = c.type
+    if t.is_decimal:
+        return {
+            "type": "bytes",
+            "scale": t.scale,
+            "precision": t.precision,
+            "connect.version": 1,
+            "connect.parameters": {"scale": str(t.scale), "connect.decimal.precision": str(t.precision)},
+            "connect.name": "org.apache.kafka.connect.data.Decimal",
+            "logicalType": "decimal",
+        }
+    if t.name == contract.TIMESTAMPTZ_NAME:
+        return dict(_TS_DEFAULTED if c.default is not None else _TS)
+    return _AVRO_TYPES[t.name]
+
+
+def _field(c: contract.SourceColumn) -> dict[str, Any]:
+    typ = _column_type(c)
+    if c.nullable:
+        return {"name": c.name, "type": ["null", typ], "default": None}
+    if isinstance(typ, dict) and "connect.default" in typ:
+        return {"name": c.name, "type": typ, "default": typ["connect.default"]}
+    return {"name": c.name, "type": typ}
 
 
 def writer_schema(table: str, extra: tuple[str, ...] = ()) -> dict[str, Any]:
     """The registry's writer schema of ``oltp.public.<table>`` (record ``Envelope`` in namespace ``<topic>``): the
     real connector's, for the fields the generator writes (its ``source`` has no ``ts_us``/``ts_ns``/``origin``)."""
-    topic = f"oltp.public.{table}"
+    topic = contract.SOURCES[table].topic
     value = {
         "type": "record",
         "name": "Value",
-        "fields": [_column_type(n, k, o) for n, k, o in columns(table, extra)],
+        "fields": [_field(c) for c in columns(table, extra)],
         "connect.name": f"{topic}.Value",
     }
     source = {
         "type": "record",
         "name": "Source",
         "namespace": "io.debezium.connector.postgresql",
-        "fields": [
-            {"name": n, "type": t, **({"default": "false"} if n == "snapshot" else {})}
-            | ({"default": None} if isinstance(t, list) and t[0] == "null" else {})
-            for n, t in _SOURCE
-        ],
+        "fields": [_source_field(*f) for f in E.SOURCE_FIELDS],
         "connect.version": 1,
         "connect.name": "io.debezium.connector.postgresql.Source",
     }
@@ -152,11 +110,7 @@ def writer_schema(table: str, extra: tuple[str, ...] = ()) -> dict[str, Any]:
         "type": "record",
         "name": "block",
         "namespace": "event",
-        "fields": [
-            {"name": "id", "type": "string"},
-            {"name": "total_order", "type": "long"},
-            {"name": "data_collection_order", "type": "long"},
-        ],
+        "fields": [{"name": n, "type": _AVRO_OF_CONNECT[t]} for n, t in E.TRANSACTION_FIELDS],
         "connect.version": 1,
         "connect.name": "event.block",
     }
@@ -177,115 +131,41 @@ def writer_schema(table: str, extra: tuple[str, ...] = ()) -> dict[str, Any]:
     }
 
 
-# ----------------------------------------------------------------------------------------------- binary encoding
-def _long(n: int, out: bytearray) -> None:
-    """An Avro ``int``/``long``: zigzag, then base-128 varint, little end first."""
-    z = (n << 1) ^ (n >> 63)
-    while z > 0x7F:
-        out.append((z & 0x7F) | 0x80)
-        z >>= 7
-    out.append(z)
+def _decimal(value: Any, scale: int) -> Decimal:
+    """A decimal as a JSON line carries it (``"129.90"``, a number, or a Connect Decimal's base64) as a Decimal."""
+    if isinstance(value, str) and "." not in value:
+        return Decimal(int.from_bytes(E.b64decode(value), "big", signed=True)).scaleb(-scale)
+    return Decimal(value if isinstance(value, str) else str(value))
 
 
-def long_bytes(n: int) -> bytes:
-    """The Avro encoding of one ``long``."""
-    out = bytearray()
-    _long(n, out)
-    return bytes(out)
-
-
-def _bytes(b: bytes, out: bytearray) -> None:
-    _long(len(b), out)
-    out += b
-
-
-def unscaled_bytes(unscaled: int) -> bytes:
-    """A decimal's unscaled value as Avro's ``decimal`` stores it: two's-complement big-endian, fewest bytes."""
-    n = (unscaled + (unscaled < 0)).bit_length() // 8 + 1
-    return unscaled.to_bytes(n, "big", signed=True)
-
-
-def cents(value: Any) -> int:
-    """The unscaled (scale 2) value of a decimal as a JSON line carries it: ``"129.90"``, a number, or base64."""
-    if isinstance(value, str):
-        if "." in value:
-            return int(Decimal(value).scaleb(2))
-        return int.from_bytes(E.b64decode(value), "big", signed=True)
-    return int(Decimal(str(value)).scaleb(2))
-
-
-def timestamp(value: Any) -> str:
-    """A timestamptz as ZonedTimestamp text: ISO-8601 as it is, or epoch microseconds turned into it."""
-    return value if isinstance(value, str) else E.iso(int(value))
-
-
-def _value(row: dict[str, Any], cols: list[tuple[str, str, bool]], out: bytearray) -> None:
-    for name, kind, nullable in cols:
-        v: Any = row.get(name)
-        if v is None and not nullable:
-            v = _PLACEHOLDER[kind]  # a key-only before image: every other column is its type's placeholder
-        if nullable:
-            if v is None:
-                out.append(0)  # union branch 0: null
-                continue
-            out.append(2)  # union branch 1
-        if kind == "string":
-            _bytes(v.encode("utf-8"), out)
-        elif kind == "long":
-            _long(int(v), out)
-        elif kind == "boolean":
-            out.append(1 if v else 0)
-        elif kind == "decimal":
-            _bytes(unscaled_bytes(cents(v)), out)
-        else:
-            _bytes(timestamp(v).encode("utf-8"), out)
-
-
-def _optional_long(v: Any, out: bytearray) -> None:
+def _value(c: contract.SourceColumn, v: Any) -> Any:
+    """A row image's value as fastavro writes it for the column's Avro type (None stays None)."""
     if v is None:
-        out.append(0)
-    else:
-        out.append(2)
-        _long(int(v), out)
+        if c.nullable:
+            return None
+        v = _PLACEHOLDER[c.type.name]  # a key-only before image: every other column is its type's placeholder
+    name = c.type.name
+    if name == contract.NUMERIC_NAME:
+        return _decimal(v, c.type.scale or 0)
+    if name == contract.TIMESTAMPTZ_NAME:
+        return v if isinstance(v, str) else E.iso(int(v))  # ZonedTimestamp text, or epoch microseconds made into it
+    return v
 
 
-def _optional_string(v: Any, out: bytearray) -> None:
-    if v is None:
-        out.append(0)
-    else:
-        out.append(2)
-        _bytes(str(v).encode("utf-8"), out)
-
-
-def datum(envelope: dict[str, Any], cols: list[tuple[str, str, bool]]) -> bytes:
-    """The Avro binary encoding of a Debezium envelope (as parsed from its JSON line) under ``writer_schema``."""
-    out = bytearray()
-    for image in (envelope.get("before"), envelope.get("after")):
-        if image is None:
-            out.append(0)
-        else:
-            out.append(2)
-            _value(image, cols, out)
-    s = envelope["source"]
-    for name in ("version", "connector", "name"):
-        _bytes(s[name].encode("utf-8"), out)
-    _long(s["ts_ms"], out)
-    snapshot = s.get("snapshot")
-    if snapshot is None:
-        out.append(2)  # ["string", "null"]: branch 1 is null
-    else:
-        out.append(0)
-        _bytes(str(snapshot).encode("utf-8"), out)
-    _bytes(s["db"].encode("utf-8"), out)
-    _optional_string(s.get("sequence"), out)
-    _bytes(s["schema"].encode("utf-8"), out)
-    _bytes(s["table"].encode("utf-8"), out)
-    for name in ("txId", "lsn", "xmin"):
-        _optional_long(s.get(name), out)
-    out.append(0)  # transaction: null (transaction metadata is off by default)
-    _bytes(envelope["op"].encode("utf-8"), out)
-    _optional_long(envelope.get("ts_ms"), out)
-    return bytes(out)
+def record(envelope: dict[str, Any], cols: list[contract.SourceColumn]) -> dict[str, Any]:
+    """The Avro record of a Debezium envelope (as parsed from its JSON line) under ``writer_schema``."""
+    images = [
+        None if image is None else {c.name: _value(c, image.get(c.name)) for c in cols}
+        for image in (envelope.get("before"), envelope.get("after"))
+    ]
+    return {
+        "before": images[0],
+        "after": images[1],
+        "source": envelope["source"],
+        "transaction": None,  # transaction metadata is off by default
+        "op": envelope["op"],
+        "ts_ms": envelope.get("ts_ms"),
+    }
 
 
 def sync_marker(name: str) -> bytes:
@@ -293,31 +173,11 @@ def sync_marker(name: str) -> bytes:
     return hashlib.blake2b(name.encode("utf-8"), digest_size=16).digest()
 
 
-def container(schema: str, datums: list[bytes], codec: str, sync: bytes) -> bytes:
-    """An Avro object container file: header (``avro.schema``, ``avro.codec``, sync), then one block of ``datums``.
-
-    ``codec`` null or deflate (raw deflate, no zlib header, as the Avro spec has it).
-    """
+def container(schema: dict[str, Any], records: list[dict[str, Any]], codec: str, sync: bytes) -> bytes:
+    """An Avro object container file of ``records``: one block, codec null or deflate, sync marker ``sync``."""
     if codec not in CODECS:
         raise ValueError(f"avro codec {codec!r}: expected one of {', '.join(CODECS)}")
-    out = bytearray(MAGIC)
-    meta = {"avro.schema": schema.encode("utf-8"), "avro.codec": codec.encode("ascii")}
-    _long(len(meta), out)
-    for k, v in meta.items():
-        _bytes(k.encode("ascii"), out)
-        _bytes(v, out)
-    _long(0, out)
-    out += sync
-    body = b"".join(datums)
-    if codec == "deflate":
-        c = zlib.compressobj(6, zlib.DEFLATED, -15)
-        body = c.compress(body) + c.flush()
-    _long(len(datums), out)
-    _bytes(body, out)
-    out += sync
-    return bytes(out)
-
-
-def schema_text(table: str, extra: tuple[str, ...] = ()) -> str:
-    """The writer schema as the container header holds it (compact JSON)."""
-    return json.dumps(writer_schema(table, extra), separators=(",", ":"))
+    out = BytesIO()
+    # sync_interval: no block boundary inside the file, as the sink writes one block per flush
+    fastavro.writer(out, schema, records, codec=codec, sync_marker=sync, sync_interval=2**62)
+    return out.getvalue()

@@ -123,66 +123,43 @@ DecFn = Callable[[int | None], str]
 
 
 # ----------------------------------------------------------------------------------------------- row images
-def tenant_row(tid: str, name: str, tier: str, region: str, updated_us: int, *, ts: TsFn = ts_iso) -> str:
-    """Tenant row image."""
-    return f'{{"tenant_id":"{tid}","name":"{name}","tier":"{tier}","region":"{region}","updated_at":{ts(updated_us)}}}'
+def _text(value: Any) -> str:
+    return "null" if value is None else f'"{value}"'
 
 
-def courier_row(
-    cid: int, name: str, region: str, vehicle: str, active: bool, updated_us: int, *, ts: TsFn = ts_iso
-) -> str:
-    """Courier row image."""
-    act = "true" if active else "false"
-    return (
-        f'{{"courier_id":{cid},"name":"{name}","region":"{region}","vehicle":"{vehicle}",'
-        f'"active":{act},"updated_at":{ts(updated_us)}}}'
+def _bool(value: Any) -> str:
+    return "null" if value is None else ("true" if value else "false")
+
+
+_ENCODERS: dict[str, Callable[[Any], str]] = {
+    contract.TEXT_NAME: _text,
+    contract.BIGINT_NAME: jint,
+    contract.BOOLEAN_NAME: _bool,
+}
+# Per CDC table, from the contract: (the field's JSON prefix, its type name, whether it is an added column), in order.
+_ROWS: dict[str, tuple[tuple[str, str, bool], ...]] = {
+    t: tuple(
+        (f'"{c.name}":', c.type.name, c in contract.SOURCES[t].added_columns)
+        for c in contract.SOURCES[t].columns + contract.SOURCES[t].added_columns
     )
+    for t in contract.CDC_TABLES
+}
 
 
-def order_row(
-    oid: int,
-    tenant_id: str,
-    courier_id: int | None,
-    region: str,
-    status: str,
-    total_cents: int,
-    fee_cents: int,
-    created_us: int,
-    promised_us: int,
-    delivered_us: int | None,
-    updated_us: int,
-    tip_cents: int | None,
-    *,
-    ts: TsFn = ts_iso,
-    dec: DecFn = dec_str,
-) -> str:
-    """Order row image; ``tip_cents`` None means the ``tip_amount`` column does not exist yet."""
-    tip = "" if tip_cents is None else f',"tip_amount":{dec(tip_cents)}'
-    return (
-        f'{{"order_id":{oid},"tenant_id":"{tenant_id}","courier_id":{jint(courier_id)},"region":"{region}",'
-        f'"status":"{status}","total_amount":{dec(total_cents)},"delivery_fee":{dec(fee_cents)},'
-        f'"created_at":{ts(created_us)},"promised_at":{ts(promised_us)},"delivered_at":{ts(delivered_us)},'
-        f'"updated_at":{ts(updated_us)}{tip}}}'
-    )
-
-
-def payment_row(
-    pid: int,
-    order_id: int,
-    amount_cents: int,
-    method: str,
-    status: str,
-    created_us: int,
-    updated_us: int,
-    *,
-    ts: TsFn = ts_iso,
-    dec: DecFn = dec_str,
-) -> str:
-    """Payment row image."""
-    return (
-        f'{{"payment_id":{pid},"order_id":{order_id},"amount":{dec(amount_cents)},"method":"{method}",'
-        f'"status":"{status}","created_at":{ts(created_us)},"updated_at":{ts(updated_us)}}}'
-    )
+def row(table: str, values: list[Any], *, ts: TsFn = ts_iso, dec: DecFn = dec_str) -> str:
+    """A CDC row image as JSON text: ``values`` in the contract's column order, then its added columns (None, or
+    left out: the column does not exist yet); timestamps by ``ts`` and decimals by ``dec``."""
+    parts = []
+    for (key, kind, added), v in zip(_ROWS[table], values, strict=False):
+        if added and v is None:
+            continue
+        if kind == contract.TIMESTAMPTZ_NAME:
+            parts.append(key + ts(v))
+        elif kind == contract.NUMERIC_NAME:
+            parts.append(key + dec(v))
+        else:
+            parts.append(key + _ENCODERS[kind](v))
+    return "{" + ",".join(parts) + "}"
 
 
 def ping_line(
@@ -308,6 +285,25 @@ DECIMAL_COLUMNS = frozenset(
 )
 
 
+# Debezium's source block as the generator writes it, (field, Connect type, optional); and the transaction block.
+# The Avro writer schema (generator/avro.py) derives its records from these too.
+SOURCE_FIELDS: tuple[tuple[str, str, bool], ...] = (
+    ("version", "string", False),
+    ("connector", "string", False),
+    ("name", "string", False),
+    ("ts_ms", "int64", False),
+    ("snapshot", "string", True),
+    ("db", "string", False),
+    ("sequence", "string", True),
+    ("schema", "string", False),
+    ("table", "string", False),
+    ("txId", "int64", True),
+    ("lsn", "int64", True),
+    ("xmin", "int64", True),
+)
+TRANSACTION_FIELDS = (("id", "string"), ("total_order", "int64"), ("data_collection_order", "int64"))
+
+
 def connect_schema(table: str, extra_columns: tuple[str, ...] = (), precise: bool = False) -> str:
     """The JsonConverter ``schema`` of a Debezium envelope for one table (compact JSON text); ``precise``: numeric
     columns as Connect ``Decimal`` (bytes, ``parameters.scale``) instead of strings."""
@@ -324,20 +320,6 @@ def connect_schema(table: str, extra_columns: tuple[str, ...] = (), precise: boo
         f["field"] = name
         fields.append(f)
     value = {"type": "struct", "fields": fields, "optional": True, "name": f"oltp.public.{table}.Value"}
-    source_fields = [
-        ("version", "string", False),
-        ("connector", "string", False),
-        ("name", "string", False),
-        ("ts_ms", "int64", False),
-        ("snapshot", "string", True),
-        ("db", "string", False),
-        ("sequence", "string", True),
-        ("schema", "string", False),
-        ("table", "string", False),
-        ("txId", "int64", True),
-        ("lsn", "int64", True),
-        ("xmin", "int64", True),
-    ]
     schema = {
         "type": "struct",
         "fields": [
@@ -345,7 +327,7 @@ def connect_schema(table: str, extra_columns: tuple[str, ...] = (), precise: boo
             {**value, "field": "after"},
             {
                 "type": "struct",
-                "fields": [{"type": t, "optional": o, "field": n} for n, t, o in source_fields],
+                "fields": [{"type": t, "optional": o, "field": n} for n, t, o in SOURCE_FIELDS],
                 "optional": False,
                 "name": "io.debezium.connector.postgresql.Source",
                 "field": "source",
@@ -354,11 +336,7 @@ def connect_schema(table: str, extra_columns: tuple[str, ...] = (), precise: boo
             {"type": "int64", "optional": True, "field": "ts_ms"},
             {
                 "type": "struct",
-                "fields": [
-                    {"type": "string", "optional": False, "field": "id"},
-                    {"type": "int64", "optional": False, "field": "total_order"},
-                    {"type": "int64", "optional": False, "field": "data_collection_order"},
-                ],
+                "fields": [{"type": t, "optional": False, "field": n} for n, t in TRANSACTION_FIELDS],
                 "optional": True,
                 "name": "event.block",
                 "version": 1,

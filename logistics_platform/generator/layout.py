@@ -272,9 +272,9 @@ class Layout:
             for ci, (i, j) in enumerate(chunks):
                 gz = rng.random() < cfg.gzip_rate
                 if as_avro:
-                    pieces: list[tuple[Any, int, int, str | None]] = [
-                        (datums, nrec, last, schema)
-                        for datums, schema, nrec, last in render_avro(p, i, j)  # type: ignore[misc]
+                    pieces: list[tuple[Any, int, int, dict[str, Any] | None]] = [
+                        (recs, nrec, last, schema)
+                        for recs, schema, nrec, last in render_avro(p, i, j)  # type: ignore[misc]
                     ]
                 else:
                     raw, nlines, last_arrival = render(p, i, j)

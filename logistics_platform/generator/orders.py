@@ -38,16 +38,10 @@ _LATEST = 7
 
 
 class _Order:
-    """One order's row and its payments' rows as they change; renders the row image of every change.
-
-    A change without an alternative encoding (most of them) is rendered from pieces of text made once per order:
-    the same text as ``E.order_row`` / ``E.payment_row`` with canonical encodings.
-    """
+    """One order's row and its payments' rows as they change; renders the row image of every change."""
 
     __slots__ = (
         "faults",
-        "fixed",
-        "head",
         "latest",
         "method",
         "payment_ids",
@@ -59,7 +53,6 @@ class _Order:
         "row",
         "tip",
         "tip_from",
-        "tip_text",
     )
 
     def __init__(
@@ -73,13 +66,6 @@ class _Order:
         self.faults = faults
         self.payment_ids = ids
         self.payments: list[list[Any]] = []
-        oid, tid, total, fee, created_us, promised = row[0], row[1], row[5], row[6], row[7], row[8]
-        self.head = f'{{"order_id":{oid},"tenant_id":"{tid}","courier_id":'
-        self.fixed = (
-            f'"total_amount":{E.dec_str(total)},"delivery_fee":{E.dec_str(fee)},'
-            f'"created_at":{E.ts_iso(created_us)},"promised_at":{E.ts_iso(promised)},"delivered_at":'
-        )
-        self.tip_text = f',"tip_amount":{E.dec_str(tip)}}}'
         self.prev_after = "null"
         self.latest: Change | None = None
         # the last change's row values and encoding flags, kept only when precise decimals are on (see change())
@@ -93,16 +79,8 @@ class _Order:
         o[10] = t if updated is None else updated
         flags = self.faults.encoding_flags(decimals=True)
         with_tip = self.tip_from is not None and t >= self.tip_from
-        if flags:
-            ts, dec = encoders(flags)
-            after = E.order_row(*[*o, self.tip if with_tip else None], ts=ts, dec=dec)
-        else:
-            courier_text = "null" if o[2] is None else o[2]
-            delivered = "null" if o[9] is None else f'"{E.iso(o[9])}"'
-            after = (
-                f'{self.head}{courier_text},"region":"{o[3]}","status":"{o[4]}",{self.fixed}{delivered},'
-                f'"updated_at":"{E.iso(o[10])}"{self.tip_text if with_tip else "}"}'
-            )
+        ts, dec = encoders(flags)
+        after = E.row("orders", [*o, self.tip if with_tip else None], ts=ts, dec=dec)
         if with_tip:
             flags |= WITH_TIP
         before = self.prev_after if op != "c" and op != "r" else "null"
@@ -110,7 +88,7 @@ class _Order:
             # one decimal encoding per line (its schema block says which): the before image in this change's
             # (the previous change rendered it in its own; only with precise decimals on, so other bytes stay)
             ts, dec = encoders((self.prev_flags & ~PRECISE) | (flags & PRECISE))
-            before = E.order_row(*self.prev_values, ts=ts, dec=dec)
+            before = E.row("orders", self.prev_values, ts=ts, dec=dec)
         if self.precise_on:
             self.prev_flags = flags
             self.prev_values = [*o, self.tip if with_tip else None]
@@ -124,13 +102,8 @@ class _Order:
     def _payment_after(self, p: list[Any]) -> tuple[str, int]:
         """Row image of payment ``p`` and its encoding flags."""
         flags = self.faults.encoding_flags(decimals=True)
-        if flags:
-            ts, dec = encoders(flags)
-            return E.payment_row(*p[:7], ts=ts, dec=dec), flags
-        return (
-            f'{{"payment_id":{p[0]},"order_id":{p[1]},"amount":{E.dec_str(p[2])},"method":"{self.method}",'
-            f'"status":"{p[4]}","created_at":{E.ts_iso(p[5])},"updated_at":{E.ts_iso(p[6])}}}'
-        ), 0
+        ts, dec = encoders(flags)
+        return E.row("payments", p[:7], ts=ts, dec=dec), flags
 
     def new_payment(self, op: str, t: int, amount: int, status: str, row_time: int | None = None) -> Change:
         """A new payment of the order, inserted at ``t`` (or read by the snapshot; ``row_time``: its created_at)."""

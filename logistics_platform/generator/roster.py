@@ -78,7 +78,7 @@ def plan_tenants(
         if op0 == "c":
             r[4] = snap_us
         flags = faults.encoding_flags()
-        ch = [T_TENANTS, op0, tid, "null", E.tenant_row(*r, ts=encoders(flags)[0]), None, flags]
+        ch = [T_TENANTS, op0, tid, "null", E.row("tenants", r, ts=encoders(flags)[0]), None, flags]
         link(links, ch, snap_us)
         snap_changes.append(ch)
     plan: list[tuple[int, int, str, str]] = []  # (time, seq, tenant, kind)
@@ -98,7 +98,7 @@ def plan_tenants(
     plan.sort()
     for t, _, tid, kind in plan:
         r = rows[tid]
-        before_row = E.tenant_row(*r)
+        before_row = E.row("tenants", r)
         r[4] = t
         if kind == "tier":
             r[2] = rng.choice([x for x in W.TIERS if x != r[2]])
@@ -106,11 +106,11 @@ def plan_tenants(
             r[1] = r[1] + " Express"
         flags = faults.encoding_flags()
         if kind == "create":
-            ch = [T_TENANTS, "c", tid, "null", E.tenant_row(*r, ts=encoders(flags)[0]), None, flags]
+            ch = [T_TENANTS, "c", tid, "null", E.row("tenants", r, ts=encoders(flags)[0]), None, flags]
         elif kind == "delete":
             ch = [T_TENANTS, "d", tid, before_row, "null", None, 0]
         else:
-            ch = [T_TENANTS, "u", tid, before_row, E.tenant_row(*r, ts=encoders(flags)[0]), None, flags]
+            ch = [T_TENANTS, "u", tid, before_row, E.row("tenants", r, ts=encoders(flags)[0]), None, flags]
         link(links, ch, t)
         queue.add([(t, [ch], False)])
     return Tenants(
@@ -161,7 +161,7 @@ def plan_couriers(
             rows[cid] = row
             window[cid] = (start_us - HOUR_US, end_us + HOUR_US)
             flags = faults.encoding_flags()
-            ch = [T_COURIERS, op0, cid, "null", E.courier_row(*row, ts=encoders(flags)[0]), None, flags]
+            ch = [T_COURIERS, op0, cid, "null", E.row("couriers", row, ts=encoders(flags)[0]), None, flags]
             link(links, ch, snap_us)
             snap_changes.append(ch)
         else:
@@ -195,11 +195,11 @@ def plan_couriers(
             row[4] = False
         flags = faults.encoding_flags()
         if kind == "create":
-            ch = [T_COURIERS, "c", cid, "null", E.courier_row(*row, ts=encoders(flags)[0]), None, flags]
+            ch = [T_COURIERS, "c", cid, "null", E.row("couriers", row, ts=encoders(flags)[0]), None, flags]
         elif kind == "delete":
             ch = [T_COURIERS, "d", cid, key_only, "null", None, 0]
         else:  # REPLICA IDENTITY DEFAULT: no before image on updates
-            ch = [T_COURIERS, "u", cid, "null", E.courier_row(*row, ts=encoders(flags)[0]), None, flags]
+            ch = [T_COURIERS, "u", cid, "null", E.row("couriers", row, ts=encoders(flags)[0]), None, flags]
         link(links, ch, t)
         queue.add([(t, [ch], False)])
     working = {r: ids for r, ids in by_region.items() if ids}

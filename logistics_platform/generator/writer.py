@@ -17,13 +17,13 @@ import pyarrow.compute as pc
 from logistics_platform.generator import avro as A
 from logistics_platform.generator import encode as E
 from logistics_platform.generator.model import SECOND
+from logistics_platform.lib import contract
 
 # A CDC record as the layout files it: (arrival time, text, row key or None, LSN, lines: 2 for a delete + tombstone).
 Record = tuple[int, str, Any, int, int]
-# One Avro file's worth of records of one writer schema: (datums, schema text, records, last arrival time)
-AvroPiece = tuple[list[bytes], str, int, int]
-_TIP = ("tip_amount",)
-_SCHEMAS: dict[tuple[str, tuple[str, ...]], tuple[str, list[tuple[str, str, bool]]]] = {}
+# One Avro file's worth of records of one writer schema: (records, writer schema, records, last arrival time)
+AvroPiece = tuple[list[dict[str, Any]], dict[str, Any], int, int]
+_SCHEMAS: dict[tuple[str, tuple[str, ...]], tuple[dict[str, Any], list[contract.SourceColumn]]] = {}
 
 
 class FileWriter:
@@ -84,43 +84,43 @@ def cdc_file(records: list[Record]) -> tuple[bytes, int, int]:
 
 
 def avro_pieces(table: str, records: list[Record], current: tuple[str, ...]) -> tuple[list[AvroPiece], tuple[str, ...]]:
-    """The records of one CDC file as Avro datums, cut where the writer schema changes (orders gaining
-    ``tip_amount``: the registry's next schema version), as a sink with AvroFormat rotates its file; and the
-    partition's schema after them.
+    """The records of one CDC file as Avro records, cut where the writer schema changes (a table gaining an added
+    column such as orders' ``tip_amount``: the registry's next schema version), as a sink with AvroFormat rotates its
+    file; and the partition's added columns after them.
 
     ``current`` is the partition's schema so far (the sink's state): with ``schema.compatibility=BACKWARD`` a record
     of an older version (a late or redelivered change from before ``tip_amount``) is projected to the current one
     (``tip_amount`` null) rather than starting a file. Each record is the envelope of its JSON line (unwrapped from
     ``schema``/``payload``); the tombstone after a delete is not written (the sink skips null values).
     """
+    added = [c.name for c in contract.SOURCES[table].added_columns]
     pieces: list[AvroPiece] = []
-    datums: list[bytes] = []
-    schema, cols = "", list[tuple[str, str, bool]]()
+    recs: list[dict[str, Any]] = []
+    schema: dict[str, Any] = {}
+    cols: list[contract.SourceColumn] = []
     started = False
     last = 0
     for arrival, text, _key, _lsn, nlines in records:
         obj = json.loads(text[:-5] if nlines == 2 else text)  # "\nnull": the tombstone
         env = obj.get("payload", obj) if "schema" in obj else obj
-        images = (env.get("before"), env.get("after"))
-        extra: tuple[str, ...] = (
-            _TIP if table == "orders" and any(i is not None and "tip_amount" in i for i in images) else ()
-        )
+        images = [i for i in (env.get("before"), env.get("after")) if i is not None]
+        extra = tuple(c for c in added if any(c in i for i in images))
         if len(extra) < len(current):
             extra = current  # projected to the newer schema
         if extra != current or not started:
             started = True
-            if datums:
-                pieces.append((datums, schema, len(datums), last))
-                datums = []
+            if recs:
+                pieces.append((recs, schema, len(recs), last))
+                recs = []
             current = extra
             cached = _SCHEMAS.get((table, extra))
             if cached is None:
-                cached = _SCHEMAS[(table, extra)] = (A.schema_text(table, extra), A.columns(table, extra))
+                cached = _SCHEMAS[(table, extra)] = (A.writer_schema(table, extra), A.columns(table, extra))
             schema, cols = cached
-        datums.append(A.datum(env, cols))
+        recs.append(A.record(env, cols))
         last = arrival
-    if datums:
-        pieces.append((datums, schema, len(datums), last))
+    if recs:
+        pieces.append((recs, schema, len(recs), last))
     return pieces, current
 
 

@@ -29,7 +29,7 @@ from logistics_platform.lib.contract import MONEY
 from logistics_platform.lib.timekeys import hour_start
 from logistics_platform.pipeline import landed_partitions
 from logistics_platform.settings import Settings, local_settings
-from tests.support.avro_encode import envelope_datum, envelope_schema, plain_schema, schema_text
+from tests.support.avro_encode import avro_record, envelope_schema, plain_schema
 from tests.support.bronze import cdc, dump, iso, order, ping, write_file
 from tests.support.connect_sink import avro_container, sync_marker
 
@@ -60,8 +60,8 @@ def write_avro(
     folder = landing / hour_dir(topic, hour)
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{topic}+{partition}+{offset:010d}.avro"
-    datums = [envelope_datum(schema, v) for v in values]
-    path.write_bytes(avro_container(schema_text(schema), datums, sync_marker(path.name), codec, block_records))
+    records = [avro_record(schema, v) for v in values]
+    path.write_bytes(avro_container(schema, records, sync_marker(path.name), codec, block_records))
     return path
 
 

@@ -15,8 +15,10 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import fastavro
+
 from tests.debezium.workload import EDGE_ORDER_ID, oltp_database, workload
-from tests.support.connect_sink import avro_container, avro_datum, schema_id, sync_marker
+from tests.support.connect_sink import avro_container, avro_record, schema_id, sync_marker
 from tests.support.debezium import Captured, ConverterConfig, Record, capture
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -88,8 +90,9 @@ def main() -> None:
                 schema = captured[config].schemas[schema_id(records[0])]
                 assert len({schema_id(r) for r in records}) == 1, f"{topic}: the writer schema changed"
                 name = f"{topic}.avro"
-                datums = [avro_datum(r) for r in records]
-                (folder / name).write_bytes(avro_container(schema, datums, sync_marker(name)))
+                parsed = fastavro.parse_schema(json.loads(schema))
+                avro_records = [avro_record(r, parsed) for r in records]
+                (folder / name).write_bytes(avro_container(schema, avro_records, sync_marker(name)))
             else:
                 (folder / f"{topic}.jsonl").write_bytes(b"".join(r.value + b"\n" for r in records if r.value))
     total = sum(p.stat().st_size for p in FIXTURES.rglob("*") if p.is_file())

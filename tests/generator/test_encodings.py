@@ -11,18 +11,22 @@ import gzip
 import json
 import re
 from collections import Counter
+from dataclasses import replace
 from datetime import datetime
 from decimal import Decimal
+from io import BytesIO
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
 import duckdb
+import fastavro
 import pytest
 
 from logistics_platform.generator import GENERATION_FILE, GeneratorConfig, generate
 from logistics_platform.generator import avro as A
 from logistics_platform.generator import encode as E
+from logistics_platform.lib import contract
 from logistics_platform.lib.connections import load_extensions
 
 FIXTURES = Path(__file__).parents[1] / "debezium" / "fixtures"
@@ -156,28 +160,8 @@ def _avro_records(con: duckdb.DuckDBPyConnection, path: Path) -> list[dict[str, 
 
 
 def _container_meta(path: Path) -> dict[str, bytes]:
-    data = path.read_bytes()
-    assert data[:4] == b"Obj\x01", path
-    pos = 4
-
-    def varint() -> int:
-        nonlocal pos
-        shift = result = 0
-        while True:
-            b = data[pos]
-            pos += 1
-            result |= (b & 0x7F) << shift
-            shift += 7
-            if not b & 0x80:
-                return (result >> 1) ^ -(result & 1)
-
-    def chunk() -> bytes:
-        nonlocal pos
-        n = varint()
-        pos += n
-        return data[pos - n : pos]
-
-    return {chunk().decode(): chunk() for _ in range(varint())}
+    with open(path, "rb") as f:
+        return {k: v.encode() for k, v in fastavro.reader(f).metadata.items()}
 
 
 # ----------------------------------------------------------------------------------------------- Avro files
@@ -380,15 +364,84 @@ def test_encoding_choices_change_bytes_not_the_events(mixed: Path, json_only: Pa
     assert summaries[0]["totals"]["avro_files"] > 0 and summaries[1]["totals"]["avro_files"] == 0
 
 
-def test_avro_container_bytes() -> None:
-    """The encoding primitives against the Avro spec's examples, and a container DuckDB reads back."""
-    assert [A.long_bytes(n) for n in (0, -1, 1, -64, 64)] == [b"\x00", b"\x01", b"\x02", b"\x7f", b"\x80\x01"]
-    assert A.unscaled_bytes(12962) == b"\x32\xa2" and A.unscaled_bytes(-129) == b"\xff\x7f"
+def test_avro_container_round_trip() -> None:
+    """A container of the generator's records reads back (fastavro) with its codec, one block and its sync marker,
+    decimals and timestamps in every encoding a JSON line has; an unsupported codec is refused."""
+    cols = A.columns("orders", ("tip_amount",))
+    env = {
+        "before": {"order_id": 9},  # a key-only before image: the other columns are their types' placeholders
+        "after": {"order_id": 9, "tenant_id": "t", "courier_id": None, "region": "r", "status": "created",
+                  "total_amount": "129.62", "delivery_fee": -1.29, "created_at": 0, "promised_at": E.iso(1),
+                  "delivered_at": None, "updated_at": E.iso(2), "tip_amount": '"MqI="'[1:-1]},
+        "source": {"version": "v", "connector": "postgresql", "name": "oltp", "ts_ms": 5, "snapshot": "false",
+                   "db": "oltp", "sequence": None, "schema": "public", "table": "orders", "txId": 1, "lsn": 2,
+                   "xmin": None},
+        "op": "u",
+        "ts_ms": 6,
+    }  # fmt: skip
+    sync = A.sync_marker("x.avro")
+    for codec in A.CODECS:
+        data = A.container(A.writer_schema("orders", ("tip_amount",)), [A.record(env, cols)] * 3, codec, sync)
+        assert data.endswith(sync)
+        blocks = list(fastavro.block_reader(BytesIO(data)))
+        assert [b.num_records for b in blocks] == [3] and blocks[0].codec == codec
+        rec = next(iter(blocks[0]))
+        after, before = rec["after"], rec["before"]
+        assert (after["total_amount"], after["delivery_fee"], after["tip_amount"]) == tuple(
+            map(Decimal, ("129.62", "-1.29", "129.62"))
+        )
+        assert after["created_at"] == "1970-01-01T00:00:00.000000Z" and after["courier_id"] is None
+        assert before["total_amount"] == 0 and before["created_at"] == "1970-01-01T00:00:00Z"
     with pytest.raises(ValueError, match="avro codec 'snappy'"):
-        A.container("{}", [], "snappy", b"0" * 16)
+        A.container({}, [], "snappy", b"0" * 16)
 
 
 def test_same_seed_same_avro_bytes(tmp_path: Path, mixed: Path) -> None:
     generate(tmp_path, CONFIG)
     for path in sorted((mixed / "topics").rglob("*.avro")):
         assert (tmp_path / path.relative_to(mixed)).read_bytes() == path.read_bytes()
+
+
+def test_every_contract_column_lands_in_json_and_in_avro(mixed: Path) -> None:
+    """The generator's encoders derive from lib/contract.py: every column of every CDC table (and its added columns)
+    is in the JSON row images and in the Avro records, in the contract's order."""
+    con = load_extensions(duckdb.connect())
+    for table in CDC_TABLES:
+        source = contract.SOURCES[table]
+        want = [c.name for c in (*source.columns, *source.added_columns)]
+        json_keys: set[str] = set()
+        for path in sorted((mixed / "topics" / source.topic).rglob("*.json*")):
+            for raw in _lines(path):
+                env = _envelope(raw)
+                if env is not None and isinstance(env.get("after"), dict):
+                    json_keys.update(env["after"])
+                    assert [k for k in want if k in env["after"]] == list(env["after"]), (table, raw)
+        avro_keys: set[str] = set()
+        for path in sorted((mixed / "topics" / source.topic).rglob("*.avro")):
+            for rec in _avro_records(con, path):
+                if rec["after"] is not None:
+                    avro_keys.update(rec["after"])
+        assert json_keys == avro_keys == set(want), (table, json_keys, avro_keys)
+
+
+def test_a_column_added_to_the_contract_is_in_the_avro_schema_and_records(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A copy of the contract with one more column: the writer schema and the records carry it, typed by it."""
+    source = contract.SOURCES["payments"]
+    fee = contract.SourceColumn("fee", contract.MONEY, "A new column.", nullable=True)
+    monkeypatch.setitem(contract.SOURCES, "payments", replace(source, columns=(*source.columns, fee)))
+    schema = A.writer_schema("payments")
+    field = schema["fields"][0]["type"][1]["fields"][-1]
+    assert field["name"] == "fee" and field["type"][1]["logicalType"] == "decimal" and field["default"] is None
+    env = {
+        "before": None,
+        "after": {"payment_id": 1, "order_id": 2, "amount": "3.00", "method": "pix", "status": "captured",
+                  "created_at": 0, "updated_at": 0, "fee": "0.25"},
+        "source": {"version": "v", "connector": "postgresql", "name": "oltp", "ts_ms": 5, "snapshot": "false",
+                   "db": "oltp", "sequence": None, "schema": "public", "table": "payments", "txId": 1, "lsn": 2,
+                   "xmin": None},
+        "op": "c",
+        "ts_ms": 6,
+    }  # fmt: skip
+    data = A.container(schema, [A.record(env, A.columns("payments"))], "null", A.sync_marker("p.avro"))
+    (rec,) = list(fastavro.reader(BytesIO(data)))
+    assert rec["after"]["fee"] == Decimal("0.25")

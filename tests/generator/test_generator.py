@@ -736,7 +736,7 @@ def test_timestamp_and_decimal_encoders() -> None:
 
 
 def test_rows_and_envelopes_are_valid_json() -> None:
-    after = E.order_row(1, "t-001", None, "sp-centro", "created", 12990, 990, 0, 60_000_000, None, 0, 250)
+    after = E.row("orders", [1, "t-001", None, "sp-centro", "created", 12990, 990, 0, 60_000_000, None, 0, 250])
     row = json.loads(after)
     assert (
         row["tip_amount"] == "2.50" and row["courier_id"] is None and row["created_at"] == "1970-01-01T00:00:00.000000Z"
@@ -780,7 +780,7 @@ def test_encode_lines_is_reproducible_and_keeps_raw_bytes() -> None:
 @pytest.mark.parametrize("kind", E.CDC_REASONS)
 def test_each_corruption_gives_its_reason(kind: str) -> None:
     rng = random.Random(1)
-    after = E.order_row(9, "t-001", 5, "sp-centro", "assigned", 12990, 990, 0, 60_000_000, None, 0, None)
+    after = E.row("orders", [9, "t-001", 5, "sp-centro", "assigned", 12990, 990, 0, 60_000_000, None, 0, None])
     env = E.envelope("orders", "u", "null", after, 1000, 42, 40, 7, 1001)
     for i in range(30):
         schema = E.connect_schema("orders") if i % 2 else None
@@ -799,31 +799,36 @@ def test_each_ping_corruption_gives_its_reason(kind: str) -> None:
         assert classify(PINGS, bad.encode("utf-8", "surrogateescape")) == ("quarantine", reason), bad
 
 
-def test_order_rows_match_the_reference_renderer(landing: Landing) -> None:
-    """The generator's pre-rendered fast path writes exactly what encode.order_row writes."""
-    checked = 0
-    for x in landing.events("oltp.public.orders").values():
-        a = x.value["after"]
-        if a is None or type(a["updated_at"]) is int or type(a["total_amount"]) is not str:
-            continue
-        expected = E.order_row(
-            a["order_id"],
-            a["tenant_id"],
-            a["courier_id"],
-            a["region"],
-            a["status"],
-            round(Decimal(a["total_amount"]) * 100),
-            round(Decimal(a["delivery_fee"]) * 100),
-            ts_us(a["created_at"]),
-            ts_us(a["promised_at"]),
-            None if a["delivered_at"] is None else ts_us(a["delivered_at"]),
-            ts_us(a["updated_at"]),
-            round(Decimal(a["tip_amount"]) * 100) if "tip_amount" in a else None,
-        )
-        assert json.dumps(a, separators=(",", ":"), ensure_ascii=False) == expected
-        assert f'"after":{expected}'.encode() in x.raw
-        checked += 1
-    assert checked > 1000
+def test_row_images_are_the_contracts_columns_rendered_by_type(landing: Landing) -> None:
+    """Every canonical row image (decimal strings, ISO timestamps) of every CDC topic holds the contract's columns in
+    its order, then the added columns it has, each rendered as encode.row renders its contract type."""
+    for table in contract.CDC_TABLES:
+        source = contract.SOURCES[table]
+        checked = 0
+        for x in landing.events(source.topic).values():
+            a = x.value["after"]
+            if a is None or any(type(a[c.name]) is int for c in source.columns if c.type == contract.TIMESTAMPTZ):
+                continue
+            if any(type(a[c.name]) is not str for c in source.columns if c.type.is_decimal):
+                continue
+            added = [c for c in source.added_columns if c.name in a]
+            cols = [*source.columns, *added]
+            assert list(a) == [c.name for c in cols], table
+            values = [
+                None
+                if a[c.name] is None
+                else round(Decimal(a[c.name]) * 100)
+                if c.type.is_decimal
+                else ts_us(a[c.name])
+                if c.type == contract.TIMESTAMPTZ
+                else a[c.name]
+                for c in cols
+            ]
+            expected = E.row(table, values)
+            assert json.dumps(a, separators=(",", ":"), ensure_ascii=False) == expected
+            assert f'"after":{expected}'.encode() in x.raw
+            checked += 1
+        assert checked, table
 
 
 def test_cdc_envelopes_match_the_reference_renderer(landing: Landing) -> None:

@@ -7,24 +7,27 @@ topic-partition and is named by the Kafka offset of its first record. Tombstones
 starts past every offset of the one before.
 
 - JSON (``format.class=JsonFormat``): JSON Lines, each line the value exactly as the converter serialised it.
-- Avro (``format.class=AvroFormat``): object container files, codec null, the writer schema from the registry in
-  the header, and a new file whenever the writer schema changes. The datum of a record is the converter's
-  payload without Confluent's wire prefix (magic byte 0, 4-byte schema id): that is already Avro's binary encoding.
+- Avro (``format.class=AvroFormat``): object container files (fastavro), codec null, the writer schema from the
+  registry in the header, and a new file whenever the writer schema changes. A record is the converter's payload
+  without Confluent's wire prefix (magic byte 0, 4-byte schema id), decoded by that schema and written again.
 """
 
 from __future__ import annotations
 
 import hashlib
-import zlib
+import json
 from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
+from io import BytesIO
 from pathlib import Path
+from typing import Any
+
+import fastavro
 
 from logistics_platform.lib.timekeys import hour_start
 from tests.support.debezium import Captured, Record
 
 FLUSH_SIZE = 1000  # the sink's flush.size: records per file
-AVRO_MAGIC = b"Obj\x01"
 _WIRE_PREFIX = 5  # Confluent's magic byte and schema id before the Avro datum
 
 
@@ -78,10 +81,10 @@ def schema_id(r: Record) -> int:
     return int.from_bytes(r.value[1:_WIRE_PREFIX], "big")
 
 
-def avro_datum(r: Record) -> bytes:
-    """A record's Avro binary datum: the converter's payload without the wire prefix."""
+def avro_record(r: Record, schema: dict[str, Any]) -> dict[str, Any]:
+    """A record's value as fastavro reads it: the converter's payload without the wire prefix is its Avro datum."""
     assert r.value is not None
-    return r.value[_WIRE_PREFIX:]
+    return fastavro.schemaless_reader(BytesIO(r.value[_WIRE_PREFIX:]), schema)  # type: ignore[return-value]
 
 
 def sync_marker(name: str) -> bytes:
@@ -90,55 +93,32 @@ def sync_marker(name: str) -> bytes:
     return hashlib.blake2b(name.encode(), digest_size=16).digest()
 
 
-def _zigzag(n: int) -> bytes:
-    """An Avro ``long``: zigzag, then base-128 varint."""
-    z = (n << 1) ^ (n >> 63)
-    out = bytearray()
-    while z > 0x7F:
-        out.append((z & 0x7F) | 0x80)
-        z >>= 7
-    out.append(z)
-    return bytes(out)
-
-
-def _avro_bytes(b: bytes) -> bytes:
-    return _zigzag(len(b)) + b
-
-
 AVRO_CODECS = ("null", "deflate", "snappy")
 
 
-def _compress(codec: str, body: bytes) -> bytes:
-    """A block's data as the codec stores it: raw deflate (no zlib header), or snappy + CRC32 of the raw data."""
-    if codec == "null":
-        return body
-    if codec == "deflate":
-        c = zlib.compressobj(6, zlib.DEFLATED, -15)
-        return c.compress(body) + c.flush()
-    if codec == "snappy":
-        import cramjam  # a dev dependency: only the tests write snappy containers
-
-        return bytes(cramjam.snappy.compress_raw(body)) + zlib.crc32(body).to_bytes(4, "big")
-    raise ValueError(f"codec {codec!r}: expected one of {', '.join(AVRO_CODECS)}")
-
-
 def avro_container(
-    schema: str, datums: list[bytes], sync: bytes, codec: str = "null", block_records: int | None = None
+    schema: dict[str, Any] | str,
+    records: list[dict[str, Any]],
+    sync: bytes,
+    codec: str = "null",
+    block_records: int | None = None,
 ) -> bytes:
-    """An Avro object container file holding ``datums`` already in Avro binary encoding.
+    """An Avro object container file of ``records`` (fastavro; snappy needs cramjam).
 
     ``codec``: null, deflate or snappy; ``block_records``: records per block (default: all in one block).
     """
-    meta = {"avro.schema": schema.encode("utf-8"), "avro.codec": codec.encode()}
-    header = AVRO_MAGIC + _zigzag(len(meta))
-    header += b"".join(_avro_bytes(k.encode("utf-8")) + _avro_bytes(v) for k, v in meta.items()) + _zigzag(0) + sync
-    step = block_records or max(1, len(datums))
-    blocks = []
-    for at in range(0, len(datums), step):
-        part = datums[at : at + step]
-        data = _compress(codec, b"".join(part))
-        blocks.append(_zigzag(len(part)) + _zigzag(len(data)) + data + sync)
-    return header + b"".join(blocks)
+    if codec not in AVRO_CODECS:
+        raise ValueError(f"codec {codec!r}: expected one of {', '.join(AVRO_CODECS)}")
+    out = BytesIO()
+    parsed = json.loads(schema) if isinstance(schema, str) else schema
+    writer = fastavro.write.Writer(out, parsed, codec=codec, sync_marker=sync, sync_interval=2**62)
+    step = block_records or max(1, len(records))
+    for i, rec in enumerate(records, 1):
+        writer.write(rec)
+        if i % step == 0:
+            writer.flush()
+    writer.flush()
+    return out.getvalue()
 
 
 def land_avro(
@@ -151,8 +131,9 @@ def land_avro(
         folder = _hour_dir(landing_dir, chunk[0].topic, when)
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / _file_name(chunk[0], "avro")
-        datums = [avro_datum(r) for r in chunk]
-        path.write_bytes(avro_container(captured.schemas[schema_id(chunk[0])], datums, sync_marker(path.name)))
+        schema = fastavro.parse_schema(json.loads(captured.schemas[schema_id(chunk[0])]))
+        records = [avro_record(r, schema) for r in chunk]
+        path.write_bytes(avro_container(captured.schemas[schema_id(chunk[0])], records, sync_marker(path.name)))
         paths.append(path)
     return paths
 
