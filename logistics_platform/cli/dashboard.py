@@ -8,15 +8,12 @@ import sys
 HOST = "127.0.0.1"
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "dashboard",
-        help="serve the operations dashboard on 127.0.0.1 (DASHBOARD_PORT)",
-        description="Serve the Streamlit dashboard over the published marts: SLA now, delivery time, revenue, "
-        "time travel, pipeline health. Runs until interrupted.",
-    )
-    p.add_argument("--port", type=int, help="port to serve on (default: DASHBOARD_PORT, 8501)")
-    p.set_defaults(func=run)
+HELP = "serve the operations dashboard on 127.0.0.1 (DASHBOARD_PORT)"
+DESCRIPTION = (
+    "Serve the Streamlit dashboard over the published marts: SLA now, delivery time, revenue, time travel, pipeline "
+    "health. Runs until interrupted."
+)
+ARGS = {"--port": {"type": int, "help": "port to serve on (default: DASHBOARD_PORT, 8501)"}}
 
 
 def streamlit_command(port: int) -> list[str]:
