@@ -20,24 +20,21 @@ def streamlit_command(port: int) -> list[str]:
     """`streamlit run` of the app on ``port``: local address only, no browser opened, no usage statistics sent."""
     from logistics_platform.dashboard import APP
 
+    options = {
+        "server.address": HOST,
+        "server.port": port,
+        "server.headless": "true",
+        "browser.gatherUsageStats": "false",
+        "server.fileWatcherType": "none",
+        "client.toolbarMode": "viewer",
+    }
     return [
         sys.executable,
         "-m",
         "streamlit",
         "run",
         str(APP),
-        "--server.address",
-        HOST,
-        "--server.port",
-        str(port),
-        "--server.headless",
-        "true",
-        "--browser.gatherUsageStats",
-        "false",
-        "--server.fileWatcherType",
-        "none",
-        "--client.toolbarMode",
-        "viewer",
+        *(a for k, v in options.items() for a in (f"--{k}", str(v))),
     ]
 
 

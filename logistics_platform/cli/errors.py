@@ -68,20 +68,12 @@ def _process(pid: int) -> str:
     return f"PID {pid} ({command[:120]})" if command else f"PID {pid}"
 
 
-def _redacted(uri: str) -> str:
-    try:
-        from sqlalchemy.engine import make_url
-
-        return make_url(uri).render_as_string(hide_password=True)
-    except Exception:
-        return re.sub(r"//([^:/@]+):[^@]*@", r"//\1:***@", uri)
-
-
 def _catalog_uri() -> str:
+    from logistics_platform.lib.connections import redacted
     from logistics_platform.settings import load_settings
 
     try:
-        return _redacted(load_settings().catalog_uri)
+        return redacted(load_settings().catalog_uri)
     except ValueError:  # the settings themselves are what failed: name the variable, not a resolved value
         return "ICEBERG_CATALOG_URI"
 
