@@ -11,6 +11,8 @@ DESCRIPTION = (
     "consolidation, snapshot expiry with file deletion, orphan-file removal. Thresholds come from the settings "
     "(COMPACTION_*, SNAPSHOT_*, ORPHAN_SAFETY_DAYS, ...)."
 )
+# The report's columns.
+COLUMNS = "table|data files|compacted|snapshots expired|files deleted|orphans (size)|reclaimed|tags +/-|seconds|status"
 ARGS = {
     "--dry-run": {"action": "store_true", "help": "only report what would be done; change and delete nothing"},
     "--table": {
@@ -53,20 +55,7 @@ def run(args: argparse.Namespace) -> int:
 
     verb = "would" if args.dry_run else "did"
     print(f"Iceberg maintenance ({'DRY RUN: nothing changed' if args.dry_run else 'applied'})")
-    rows = [
-        [
-            "table",
-            "data files",
-            "compacted",
-            "snapshots expired",
-            "files deleted",
-            "orphans (size)",
-            "reclaimed",
-            "tags +/-",
-            "seconds",
-            "status",
-        ]
-    ]
+    rows = [COLUMNS.split("|")]
     for r in reports:
         b, a = r.before, r.after
         comp = r.compaction
