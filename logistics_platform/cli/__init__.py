@@ -1,12 +1,20 @@
-"""`logistics-platform` command line: one module per sub-command, each with ``register(subparsers)``."""
+"""`logistics-platform` command line: one module per sub-command, each a table read by :func:`build_parser`.
+
+A command module declares ``HELP``, optionally ``DESCRIPTION``, its arguments in ``ARGS`` (flag -> argparse options;
+an option ``group`` puts the argument under that heading of ``--help``), or sub-actions in ``ACTIONS`` (name ->
+(help, ARGS)), and ``run(args)``, which returns the exit code or raises (``errors.report`` makes the one line).
+"""
 
 from __future__ import annotations
 
 import argparse
 import importlib
 import sys
+from collections.abc import Mapping
+from types import ModuleType
+from typing import Any
 
-# Sub-command modules; each module's register() adds its parser and sets ``func``.
+# Sub-command modules, in the order of `--help`; the command is the module's name with dashes.
 COMMAND_MODULES = (
     "setup",
     "generate",
@@ -23,6 +31,29 @@ COMMAND_MODULES = (
 )
 
 
+def add_arguments(parser: argparse.ArgumentParser, table: Mapping[str, Mapping[str, Any]]) -> None:
+    """``parser.add_argument`` for each row of an ``ARGS`` table, in argument groups where a row names one."""
+    groups: dict[str, Any] = {}
+    for flag, options in table.items():
+        options = dict(options)
+        title = options.pop("group", None)
+        target = parser if title is None else groups.setdefault(title, parser.add_argument_group(title))
+        target.add_argument(flag, **options)
+
+
+def add_command(sub: Any, module: ModuleType) -> None:
+    """The sub-command declared by ``module`` (see the module docstring)."""
+    name = module.__name__.rsplit(".", 1)[-1].replace("_", "-")
+    parser = sub.add_parser(name, help=module.HELP, description=getattr(module, "DESCRIPTION", None))
+    add_arguments(parser, getattr(module, "ARGS", {}))
+    actions = getattr(module, "ACTIONS", None)
+    if actions:
+        chosen = parser.add_subparsers(dest=f"{name}_action", required=True, metavar="ACTION")
+        for action, (text, table) in actions.items():
+            add_arguments(chosen.add_parser(action, help=text), table)
+    parser.set_defaults(func=module.run)
+
+
 def build_parser() -> argparse.ArgumentParser:
     from logistics_platform.cli.errors import OneLineParser
 
@@ -35,7 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMAND_MODULES:
-        importlib.import_module(f"logistics_platform.cli.{name}").register(sub)
+        add_command(sub, importlib.import_module(f"logistics_platform.cli.{name}"))
     return parser
 
 

@@ -5,23 +5,20 @@ from __future__ import annotations
 import argparse
 import sys
 
-
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "capture",
-        help="drain the OLTP database's changes into the landing zone as Debezium events, then exit",
-        description="Reads the changes committed in the OLTP database (OLTP_DSN) through a logical replication "
-        "slot (created with a consistent snapshot on first use) and lands them in LANDING_DIR; the slot is "
-        "confirmed only once the files are durable. --mode query polls by updated_at instead (no deletes).",
-    )
-    p.add_argument("--mode", choices=("logical", "query"), default="logical", help="default logical")
-    p.add_argument(
-        "--resnapshot",
-        action="store_true",
-        help="drop the slot (if any) and start again from a new snapshot (after the slot was lost or invalidated)",
-    )
-    p.add_argument("--dsn", help="OLTP database DSN (default: the OLTP_DSN setting)")
-    p.set_defaults(func=run)
+HELP = "drain the OLTP database's changes into the landing zone as Debezium events, then exit"
+DESCRIPTION = (
+    "Reads the changes committed in the OLTP database (OLTP_DSN) through a logical replication slot (created with a "
+    "consistent snapshot on first use) and lands them in LANDING_DIR; the slot is confirmed only once the files are "
+    "durable. --mode query polls by updated_at instead (no deletes)."
+)
+ARGS = {
+    "--mode": {"choices": ("logical", "query"), "default": "logical", "help": "default logical"},
+    "--resnapshot": {
+        "action": "store_true",
+        "help": "drop the slot (if any) and start again from a new snapshot (after the slot was lost or invalidated)",
+    },
+    "--dsn": {"help": "OLTP database DSN (default: the OLTP_DSN setting)"},
+}
 
 
 def run(args: argparse.Namespace) -> int:

@@ -8,39 +8,33 @@ import sys
 HOST = "127.0.0.1"
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "dashboard",
-        help="serve the operations dashboard on 127.0.0.1 (DASHBOARD_PORT)",
-        description="Serve the Streamlit dashboard over the published marts: SLA now, delivery time, revenue, "
-        "time travel, pipeline health. Runs until interrupted.",
-    )
-    p.add_argument("--port", type=int, help="port to serve on (default: DASHBOARD_PORT, 8501)")
-    p.set_defaults(func=run)
+HELP = "serve the operations dashboard on 127.0.0.1 (DASHBOARD_PORT)"
+DESCRIPTION = (
+    "Serve the Streamlit dashboard over the published marts: SLA now, delivery time, revenue, time travel, pipeline "
+    "health. Runs until interrupted."
+)
+ARGS = {"--port": {"type": int, "help": "port to serve on (default: DASHBOARD_PORT, 8501)"}}
 
 
 def streamlit_command(port: int) -> list[str]:
     """`streamlit run` of the app on ``port``: local address only, no browser opened, no usage statistics sent."""
     from logistics_platform.dashboard import APP
 
+    options = {
+        "server.address": HOST,
+        "server.port": port,
+        "server.headless": "true",
+        "browser.gatherUsageStats": "false",
+        "server.fileWatcherType": "none",
+        "client.toolbarMode": "viewer",
+    }
     return [
         sys.executable,
         "-m",
         "streamlit",
         "run",
         str(APP),
-        "--server.address",
-        HOST,
-        "--server.port",
-        str(port),
-        "--server.headless",
-        "true",
-        "--browser.gatherUsageStats",
-        "false",
-        "--server.fileWatcherType",
-        "none",
-        "--client.toolbarMode",
-        "viewer",
+        *(a for k, v in options.items() for a in (f"--{k}", str(v))),
     ]
 
 

@@ -4,14 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "dbt",
-        help="run a dbt command in dbt_project/ with the platform settings (e.g. `dbt docs generate`, `dbt test`)",
-    )
-    p.add_argument("dbt_args", nargs=argparse.REMAINDER, help="arguments passed to dbt")
-    p.set_defaults(func=run)
+HELP = "run a dbt command in dbt_project/ with the platform settings (e.g. `dbt docs generate`, `dbt test`)"
+ARGS = {"dbt_args": {"nargs": argparse.REMAINDER, "help": "arguments passed to dbt"}}
 
 
 def run(args: argparse.Namespace) -> int:

@@ -43,6 +43,15 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(USAGE, f"{self.prog}: error: {message}; see `{self.prog} --help`\n")
 
 
+def print_table(rows: list[list[str]]) -> None:
+    """``rows`` (the first one the header) as left-aligned columns, a rule under the header."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for n, row in enumerate(rows):
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+        if n == 0:
+            print("  ".join("-" * w for w in widths))
+
+
 def first_line(text: str, limit: int = 400) -> str:
     line = next((part.strip() for part in str(text).splitlines() if part.strip()), "")
     return line if len(line) <= limit else line[: limit - 3] + "..."
@@ -59,20 +68,12 @@ def _process(pid: int) -> str:
     return f"PID {pid} ({command[:120]})" if command else f"PID {pid}"
 
 
-def _redacted(uri: str) -> str:
-    try:
-        from sqlalchemy.engine import make_url
-
-        return make_url(uri).render_as_string(hide_password=True)
-    except Exception:
-        return re.sub(r"//([^:/@]+):[^@]*@", r"//\1:***@", uri)
-
-
 def _catalog_uri() -> str:
+    from logistics_platform.lib.connections import redacted
     from logistics_platform.settings import load_settings
 
     try:
-        return _redacted(load_settings().catalog_uri)
+        return redacted(load_settings().catalog_uri)
     except ValueError:  # the settings themselves are what failed: name the variable, not a resolved value
         return "ICEBERG_CATALOG_URI"
 

@@ -9,6 +9,8 @@ from dataclasses import fields
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from logistics_platform.generator.config import GeneratorConfig
+
 DEFAULT_DAYS = 3
 
 _RATE_HELP = {
@@ -36,51 +38,53 @@ _RATE_HELP = {
 }
 
 
+VOLUMES = ("tenants", "couriers", "orders_per_day", "pings_per_day", "flush_size")
+RATES = "anomaly rates (0..1)"
+_D = {f.name: f.default for f in fields(GeneratorConfig)}
+
+
 def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    from logistics_platform.generator.config import GeneratorConfig
-
-    p = sub.add_parser(
-        "generate",
-        help="write a deterministic landing zone (Debezium CDC + pings) with configurable anomalies",
-        description="Write <out>/topics/<topic>/dt=/hr=/ files as a Kafka Connect sink would, plus "
-        "<out>/_generation.json with what was generated. Same arguments and seed -> identical files.",
-    )
-    p.add_argument("--out", type=Path, help="landing directory (default: the LANDING_DIR setting)")
-    p.add_argument("--start", help="first hour's date, YYYY-MM-DD or YYYY-MM-DDTHH (UTC; default: 3 days ago)")
-    p.add_argument("--days", type=int, default=DEFAULT_DAYS, help=f"days to generate (default {DEFAULT_DAYS})")
-    p.add_argument("--hours", type=int, help="hours to generate (overrides --days)")
-    p.add_argument("--seed", type=int, default=42, help="random seed (default 42)")
-    defaults = {f.name: f.default for f in fields(GeneratorConfig)}
-    vol = p.add_argument_group("volumes")
-    for name in ("tenants", "couriers", "orders_per_day", "pings_per_day", "flush_size"):
-        vol.add_argument(_flag(name), type=int, default=defaults[name], help=f"default {defaults[name]}")
-    vol.add_argument(
-        "--partitions",
-        default="",
-        help="Kafka partitions per table, e.g. orders=6,tracking_pings=8 (default tenants=1,couriers=1,"
+HELP = "write a deterministic landing zone (Debezium CDC + pings) with configurable anomalies"
+DESCRIPTION = (
+    "Write <out>/topics/<topic>/dt=/hr=/ files as a Kafka Connect sink would, plus <out>/_generation.json with what "
+    "was generated. Same arguments and seed -> identical files."
+)
+ARGS: dict[str, dict[str, object]] = {
+    "--out": {"type": Path, "help": "landing directory (default: the LANDING_DIR setting)"},
+    "--start": {"help": "first hour's date, YYYY-MM-DD or YYYY-MM-DDTHH (UTC; default: 3 days ago)"},
+    "--days": {"type": int, "default": DEFAULT_DAYS, "help": f"days to generate (default {DEFAULT_DAYS})"},
+    "--hours": {"type": int, "help": "hours to generate (overrides --days)"},
+    "--seed": {"type": int, "default": 42, "help": "random seed (default 42)"},
+    **{_flag(n): {"type": int, "default": _D[n], "help": f"default {_D[n]}", "group": "volumes"} for n in VOLUMES},
+    "--partitions": {
+        "default": "",
+        "help": "Kafka partitions per table, e.g. orders=6,tracking_pings=8 (default tenants=1,couriers=1,"
         "orders=3,payments=3,tracking_pings=4)",
-    )
-    vol.add_argument("--allowed-lateness-hours", type=float, help="L (default: the ALLOWED_LATENESS_HOURS setting)")
-    rates = p.add_argument_group("anomaly rates (0..1)")
-    for name, text in _RATE_HELP.items():
-        rates.add_argument(_flag(name), type=float, default=defaults[name], help=f"{text} (default {defaults[name]})")
-    rates.add_argument("--delayed-files", type=int, default=defaults["delayed_files"], help="files dropped late")
-    rates.add_argument(
-        "--tip-amount-from",
-        type=float,
-        default=defaults["tip_amount_from"],
-        help="fraction of the period after which orders carry the new tip_amount column (1 = never)",
-    )
-    p.add_argument(
-        "--clean", action="store_true", help="valid data only: no invalid lines, one envelope form, plain files"
-    )
-    p.add_argument("--if-absent", action="store_true", help="do nothing when the directory already has topics/")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.set_defaults(func=run)
+        "group": "volumes",
+    },
+    "--allowed-lateness-hours": {
+        "type": float,
+        "help": "L (default: the ALLOWED_LATENESS_HOURS setting)",
+        "group": "volumes",
+    },
+    **{
+        _flag(n): {"type": float, "default": _D[n], "help": f"{text} (default {_D[n]})", "group": RATES}
+        for n, text in _RATE_HELP.items()
+    },
+    "--delayed-files": {"type": int, "default": _D["delayed_files"], "help": "files dropped late", "group": RATES},
+    "--tip-amount-from": {
+        "type": float,
+        "default": _D["tip_amount_from"],
+        "help": "fraction of the period after which orders carry the new tip_amount column (1 = never)",
+        "group": RATES,
+    },
+    "--clean": {"action": "store_true", "help": "valid data only: no invalid lines, one envelope form, plain files"},
+    "--if-absent": {"action": "store_true", "help": "do nothing when the directory already has topics/"},
+    "--quiet": {"action": "store_true", "help": "no progress bar"},
+}
 
 
 def _parse_start(text: str | None, today: datetime, earliest: datetime) -> datetime:
@@ -122,10 +126,7 @@ def run(args: argparse.Namespace) -> int:
     today = datetime.now(UTC).replace(tzinfo=None, hour=0, minute=0, second=0, microsecond=0)
     start = _parse_start(args.start, today, settings.partitions_start_datetime)
     hours = args.hours if args.hours is not None else args.days * 24
-    values = {
-        name: getattr(args, name)
-        for name in (*_RATE_HELP, "tenants", "couriers", "orders_per_day", "pings_per_day", "flush_size")
-    }
+    values = {name: getattr(args, name) for name in (*_RATE_HELP, *VOLUMES)}
     values["delayed_files"] = args.delayed_files
     values["tip_amount_from"] = None if args.tip_amount_from >= 1 else args.tip_amount_from
     values["partitions"] = _parse_partitions(args.partitions)

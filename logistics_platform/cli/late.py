@@ -6,34 +6,35 @@ import argparse
 import sys
 from datetime import datetime
 
-
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "late",
-        help="list late events per window, or fold a window's late events back into the windowed marts",
-        description="Late events update state but not event-time windows (marts.late_events lists them). "
-        "`late fold` records the window in ops.folded_windows, so every later build (incremental or full) counts "
-        "them, and rebuilds the windowed marts and late_events for that window now.",
-    )
-    actions = p.add_subparsers(dest="late_action", required=True, metavar="ACTION")
-    ls = actions.add_parser("list", help="late events per topic and window (from marts.late_events)")
-    ls.add_argument("--limit", type=int, default=50, help="windows to show (default 50, most late events first)")
-    ls.set_defaults(func=run)
-    fold = actions.add_parser("fold", help="fold the late events of one window back in")
-    fold.add_argument("--topic", required=True, help="orders or tracking_pings (or the full topic name)")
-    fold.add_argument(
-        "--window-start",
-        required=True,
-        type=datetime.fromisoformat,
-        help="hour start of the event-time window, UTC, e.g. 2026-11-02T03:00",
-    )
-    fold.add_argument("--no-build", action="store_true", help="only record the fold; the next dbt run applies it")
-    fold.set_defaults(func=run)
+HELP = "list late events per window, or fold a window's late events back into the windowed marts"
+DESCRIPTION = (
+    "Late events update state but not event-time windows (marts.late_events lists them). `late fold` records the "
+    "window in ops.folded_windows, so every later build (incremental or full) counts them, and rebuilds the windowed "
+    "marts and late_events for that window now."
+)
+ACTIONS = {
+    "list": (
+        "late events per topic and window (from marts.late_events)",
+        {"--limit": {"type": int, "default": 50, "help": "windows to show (default 50, most late events first)"}},
+    ),
+    "fold": (
+        "fold the late events of one window back in",
+        {
+            "--topic": {"required": True, "help": "orders or tracking_pings (or the full topic name)"},
+            "--window-start": {
+                "required": True,
+                "type": datetime.fromisoformat,
+                "help": "hour start of the event-time window, UTC, e.g. 2026-11-02T03:00",
+            },
+            "--no-build": {"action": "store_true", "help": "only record the fold; the next dbt run applies it"},
+        },
+    ),
+}
 
 
 def run(args: argparse.Namespace) -> int:
     from logistics_platform.lib import connections as duck
-    from logistics_platform.lib.transform.late import FoldError, fold_window
+    from logistics_platform.lib.transform.late import fold_window
     from logistics_platform.lib.transform.project import DbtError
     from logistics_platform.settings import load_settings
 
@@ -52,9 +53,6 @@ def run(args: argparse.Namespace) -> int:
         result = fold_window(
             settings, args.topic, args.window_start, build=not args.no_build, echo=lambda line: print(line)
         )
-    except FoldError as exc:
-        print(f"late fold: {exc}", file=sys.stderr)
-        return 2
     except DbtError as exc:
         print(
             f"late fold: the fold is recorded but the rebuild failed; re-run the same command.\n{exc}", file=sys.stderr

@@ -5,23 +5,22 @@ from __future__ import annotations
 import argparse
 import sys
 
-
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "maintain",
-        help="compact, expire snapshots, remove orphans, tag days on the Iceberg tables",
-        description="Iceberg maintenance on every table in bronze and marts (or --table): daily tags, compaction, "
-        "manifest consolidation, snapshot expiry with file deletion, orphan-file removal. Thresholds come from "
-        "the settings (COMPACTION_*, SNAPSHOT_*, ORPHAN_SAFETY_DAYS, ...).",
-    )
-    p.add_argument("--dry-run", action="store_true", help="only report what would be done; change and delete nothing")
-    p.add_argument(
-        "--table",
-        action="append",
-        metavar="T",
-        help="namespace.table (or a bronze table name) to maintain; repeatable; default every table",
-    )
-    p.set_defaults(func=run)
+HELP = "compact, expire snapshots, remove orphans, tag days on the Iceberg tables"
+DESCRIPTION = (
+    "Iceberg maintenance on every table in bronze and marts (or --table): daily tags, compaction, manifest "
+    "consolidation, snapshot expiry with file deletion, orphan-file removal. Thresholds come from the settings "
+    "(COMPACTION_*, SNAPSHOT_*, ORPHAN_SAFETY_DAYS, ...)."
+)
+# The report's columns.
+COLUMNS = "table|data files|compacted|snapshots expired|files deleted|orphans (size)|reclaimed|tags +/-|seconds|status"
+ARGS = {
+    "--dry-run": {"action": "store_true", "help": "only report what would be done; change and delete nothing"},
+    "--table": {
+        "action": "append",
+        "metavar": "T",
+        "help": "namespace.table (or a bronze table name) to maintain; repeatable; default every table",
+    },
+}
 
 
 def _size(n: int) -> str:
@@ -33,24 +32,13 @@ def _size(n: int) -> str:
     return f"{n} B"
 
 
-def _print_table(rows: list[list[str]]) -> None:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    for n, row in enumerate(rows):
-        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
-        if n == 0:
-            print("  ".join("-" * w for w in widths))
-
-
 def run(args: argparse.Namespace) -> int:
+    from logistics_platform.cli.errors import USAGE, CommandError, print_table
     from logistics_platform.lib.connections import load_catalog, preflight
     from logistics_platform.lib.maintenance import MaintenanceOptions, list_iceberg_tables, maintain_catalog
-    from logistics_platform.settings import SettingsError, load_settings
+    from logistics_platform.settings import load_settings
 
-    try:
-        settings = load_settings()
-    except SettingsError as exc:
-        print(f"maintain: {exc}", file=sys.stderr)
-        return 2
+    settings = load_settings()
     preflight(settings)  # a missing bucket or refused key: one line, not a failure per table
     catalog = load_catalog(settings)
     known = list_iceberg_tables(catalog)
@@ -59,30 +47,15 @@ def run(args: argparse.Namespace) -> int:
         tables = [t if "." in t else f"bronze.{t}" for t in args.table]
         unknown = [t for t in tables if t not in known]
         if unknown:
-            print(
-                f"maintain: no such Iceberg table: {', '.join(unknown)}; tables: {', '.join(known) or 'none yet'}",
-                file=sys.stderr,
+            raise CommandError(
+                f"no such Iceberg table: {', '.join(unknown)}; tables: {', '.join(known) or 'none yet'}", USAGE
             )
-            return 2
     options = MaintenanceOptions.from_settings(settings, dry_run=args.dry_run)
     reports = maintain_catalog(catalog, options, tables=tables, progress=lambda m: print(f"  .. {m}", file=sys.stderr))
 
     verb = "would" if args.dry_run else "did"
     print(f"Iceberg maintenance ({'DRY RUN: nothing changed' if args.dry_run else 'applied'})")
-    rows = [
-        [
-            "table",
-            "data files",
-            "compacted",
-            "snapshots expired",
-            "files deleted",
-            "orphans (size)",
-            "reclaimed",
-            "tags +/-",
-            "seconds",
-            "status",
-        ]
-    ]
+    rows = [COLUMNS.split("|")]
     for r in reports:
         b, a = r.before, r.after
         comp = r.compaction
@@ -107,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
                 r.error or "ok",
             ]
         )
-    _print_table(rows)
+    print_table(rows)
     if args.dry_run:
         for r in reports:
             for f in r.orphans.orphans if r.orphans else []:

@@ -5,18 +5,16 @@ from __future__ import annotations
 import argparse
 import sys
 
-
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "oltp-simulate",
-        help="create the OLTP schema when missing and apply inserts, updates and deletes in transactions",
-        description="Orders through their statuses, payments captured and refunded, tenant tier changes, courier "
-        "deletes, against OLTP_DSN (the source that `capture` reads).",
-    )
-    p.add_argument("--changes", type=int, default=1000, help="row changes to apply (default 1000)")
-    p.add_argument("--seed", type=int, default=7, help="random seed (default 7)")
-    p.add_argument("--dsn", help="OLTP database DSN (default: the OLTP_DSN setting)")
-    p.set_defaults(func=run)
+HELP = "create the OLTP schema when missing and apply inserts, updates and deletes in transactions"
+DESCRIPTION = (
+    "Orders through their statuses, payments captured and refunded, tenant tier changes, courier deletes, against "
+    "OLTP_DSN (the source that `capture` reads)."
+)
+ARGS = {
+    "--changes": {"type": int, "default": 1000, "help": "row changes to apply (default 1000)"},
+    "--seed": {"type": int, "default": 7, "help": "random seed (default 7)"},
+    "--dsn": {"help": "OLTP database DSN (default: the OLTP_DSN setting)"},
+}
 
 
 def run(args: argparse.Namespace) -> int:

@@ -18,16 +18,13 @@ if TYPE_CHECKING:
     from logistics_platform.settings import Settings
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "rebuild",
-        help="rebuild bronze + marts from the landing zone into fresh tables; swap in only if it succeeded",
-        description=__doc__,
-    )
-    p.add_argument("--no-swap", action="store_true", help="build and validate only; leave the live tables alone")
-    p.add_argument("--keep", action="store_true", help="keep the staging directory of a failed or --no-swap run")
-    p.add_argument("--rollback", type=Path, metavar="STAGING_DIR", help="undo the swap recorded in STAGING_DIR")
-    p.set_defaults(func=run)
+HELP = "rebuild bronze + marts from the landing zone into fresh tables; swap in only if it succeeded"
+DESCRIPTION = __doc__
+ARGS = {
+    "--no-swap": {"action": "store_true", "help": "build and validate only; leave the live tables alone"},
+    "--keep": {"action": "store_true", "help": "keep the staging directory of a failed or --no-swap run"},
+    "--rollback": {"type": Path, "metavar": "STAGING_DIR", "help": "undo the swap recorded in STAGING_DIR"},
+}
 
 
 def staged_models(staged: Settings) -> ModelBuild | None:

@@ -19,23 +19,18 @@ if TYPE_CHECKING:
 LOG_FILE = "run.log"
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "run",
-        help="materialize every landed arrival-hour partition and everything downstream, then print a summary",
-    )
-    p.add_argument("--landing", type=Path, help="landing zone root (default: the LANDING_DIR setting)")
-    p.add_argument(
-        "--partitions",
-        help="comma-separated arrival-hour keys (YYYY-MM-DD-HH:00); consecutive ones are ingested together, in "
-        "runs of up to INGEST_MAX_HOURS_PER_RUN hours; default: all landed hours",
-    )
-    p.add_argument(
-        "--verbose",
-        action="store_true",
-        help=f"show dbt's and Dagster's step logs in the terminal (default: the run's event log and {LOG_FILE})",
-    )
-    p.set_defaults(func=run)
+HELP = "materialize every landed arrival-hour partition and everything downstream, then print a summary"
+ARGS = {
+    "--landing": {"type": Path, "help": "landing zone root (default: the LANDING_DIR setting)"},
+    "--partitions": {
+        "help": "comma-separated arrival-hour keys (YYYY-MM-DD-HH:00); consecutive ones are ingested together, in "
+        "runs of up to INGEST_MAX_HOURS_PER_RUN hours; default: all landed hours"
+    },
+    "--verbose": {
+        "action": "store_true",
+        "help": f"show dbt's and Dagster's step logs in the terminal (default: the run's event log and {LOG_FILE})",
+    },
+}
 
 
 @contextlib.contextmanager

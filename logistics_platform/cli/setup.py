@@ -7,13 +7,7 @@ import argparse
 from logistics_platform.lib.connections import connect, load_catalog, preflight
 from logistics_platform.settings import load_settings
 
-
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "setup",
-        help="create the catalog and namespaces, install DuckDB extensions offline and parse the dbt project",
-    )
-    p.set_defaults(func=run)
+HELP = "create the catalog and namespaces, install DuckDB extensions offline and parse the dbt project"
 
 
 def run(args: argparse.Namespace) -> int:

@@ -14,18 +14,18 @@ from __future__ import annotations
 import argparse
 import json
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
+if TYPE_CHECKING:
+    from logistics_platform.lib.operate.progress import HourReport
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "verify",
-        help="compare landed files with bronze.ingest_log: hours never ingested, changed since, accounting",
-        description=__doc__,
-    )
-    p.add_argument("--hour", action="append", metavar="YYYY-MM-DD-HH:MM", help="only these arrival hours")
-    p.add_argument("--all", action="store_true", help="print every hour, not only the ones with a problem")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.set_defaults(func=run)
+HELP = "compare landed files with bronze.ingest_log: hours never ingested, changed since, accounting"
+DESCRIPTION = __doc__
+ARGS = {
+    "--hour": {"action": "append", "metavar": "YYYY-MM-DD-HH:MM", "help": "only these arrival hours"},
+    "--all": {"action": "store_true", "help": "print every hour, not only the ones with a problem"},
+    "--json": {"action": "store_true", "help": "machine-readable output"},
+}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -122,27 +122,8 @@ def _hour_of(relpath: str) -> str | None:
         return None
 
 
-def _as_dict(r: object) -> dict[str, object]:
-    from logistics_platform.lib.operate.progress import HourReport
-
-    assert isinstance(r, HourReport)
-    return {
-        "hour": r.hour,
-        "status": r.status,
-        "stale": r.stale,
-        "new_files": r.new_files,
-        "ingested_files": r.ingested_files,
-        "pending_files": r.pending_files,
-        "corrupt_files": r.corrupt_files,
-        "accounting": [
-            {
-                "topic": e.topic,
-                "lines": e.lines,
-                "rows": e.rows,
-                "quarantined": e.quarantined,
-                "tombstones": e.tombstones,
-                "balanced": e.balanced,
-            }
-            for e in r.entries
-        ],
-    }
+def _as_dict(r: HourReport) -> dict[str, object]:
+    """The report as JSON: its fields, the log rows' counts as ``accounting``."""
+    counts = ("topic", "lines", "rows", "quarantined", "tombstones", "balanced")
+    out = {k: v for k, v in vars(r).items() if k != "entries"}
+    return {**out, "accounting": [{k: getattr(e, k) for k in counts} for e in r.entries]}

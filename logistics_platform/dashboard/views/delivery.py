@@ -8,6 +8,10 @@ import streamlit as st
 from logistics_platform.dashboard import common
 from logistics_platform.lib.dashboard.operations import ANOMALY_SIGMAS, delivery_view
 
+# The columns of the table under the charts.
+TABLE_COLUMNS = ["delivery_date", "region", "deliveries", "avg_delivery_minutes", "baseline_days"]
+TABLE_COLUMNS += ["baseline_avg_minutes", "baseline_stddev_minutes", "is_anomaly"]
+
 st.title("Delivery time per region")
 settings = common.settings()
 state = common.mart_or_stop(settings, "fct_region_delivery_daily")
@@ -20,7 +24,8 @@ st.caption(
     f"when at least 3 have deliveries) +- {ANOMALY_SIGMAS:g} standard deviations; a day outside it is an anomaly."
 )
 
-anomalies = shown[shown["is_anomaly"]].sort_values(["delivery_date", "region"], ascending=[False, True])
+newest_first = shown.sort_values(["delivery_date", "region"], ascending=[False, True])
+anomalies = newest_first[newest_first["is_anomaly"]]
 if anomalies.empty:
     st.success("No anomalous delivery day in the regions shown.")
 else:
@@ -61,18 +66,7 @@ for region in chosen:
 
 st.subheader("Days and baselines")
 st.dataframe(
-    shown.sort_values(["delivery_date", "region"], ascending=[False, True])[
-        [
-            "delivery_date",
-            "region",
-            "deliveries",
-            "avg_delivery_minutes",
-            "baseline_days",
-            "baseline_avg_minutes",
-            "baseline_stddev_minutes",
-            "is_anomaly",
-        ]
-    ],
+    newest_first[TABLE_COLUMNS],
     hide_index=True,
     width="stretch",
     column_config={

@@ -40,10 +40,7 @@ st.altair_chart(
     .encode(
         x=alt.X("yearmonthdate(revenue_date):O", title="revenue date (UTC)"),
         y=alt.Y("sum(gross_revenue):Q", title="gross revenue"),
-        color=alt.Color(
-            "tier:N",
-            scale=TIERS,
-        ),
+        color=alt.Color("tier:N", scale=TIERS),
         tooltip=["tier", "yearmonthdate(revenue_date):O", alt.Tooltip("sum(gross_revenue):Q", format=",.2f")],
     )
     .properties(height=300),
@@ -58,10 +55,7 @@ st.altair_chart(
     .encode(
         y=alt.Y("tenant_name:N", sort="-x", title=None),
         x=alt.X("gross_revenue:Q", title="gross revenue"),
-        color=alt.Color(
-            "tier:N",
-            scale=TIERS,
-        ),
+        color=alt.Color("tier:N", scale=TIERS),
         tooltip=["tenant_id", "tenant_name", "tier", alt.Tooltip("gross_revenue:Q", format=",.2f")],
     )
     .properties(height=max(120, 26 * min(len(per_tenant), 20))),
@@ -72,11 +66,6 @@ st.dataframe(
     per_tenant,
     hide_index=True,
     width="stretch",
-    column_config={
-        "gross_revenue": money,
-        "courier_revenue": money,
-        "platform_revenue": money,
-        "tenant_revenue": money,
-    },
+    column_config={c: money for c in ("gross_revenue", "courier_revenue", "platform_revenue", "tenant_revenue")},
 )
 common.published_caption(revenue, tenants)

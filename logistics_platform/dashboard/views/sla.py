@@ -93,27 +93,15 @@ columns = {
     "late_share": st.column_config.NumberColumn("late share", format="percent"),
 }
 shown_columns = ["window_start", "region", "deliveries", "late_deliveries", "late_share"]
-left, right = st.columns(2)
-left.subheader("Breached windows shown")
-if breaches.empty:
-    left.caption("None in the hours shown.")
-else:
-    left.dataframe(
-        breaches[shown_columns],
-        hide_index=True,
-        width="stretch",
-        height=TABLE_ROW_PX * (min(len(breaches), TABLE_ROWS) + 1) + 3,
-        column_config=columns,
-    )
-right.subheader("Open windows, so far")
-if filling.empty:
-    right.caption(f"No delivery yet in the window {window:%H:%M}-{window + rule.window:%H:%M}.")
-else:
-    right.dataframe(
-        filling[shown_columns],
-        hide_index=True,
-        width="stretch",
-        height=TABLE_ROW_PX * (min(len(filling), TABLE_ROWS) + 1) + 3,
-        column_config=columns,
-    )
+tables = (
+    ("Breached windows shown", breaches, "None in the hours shown."),
+    ("Open windows, so far", filling, f"No delivery yet in the window {window:%H:%M}-{window + rule.window:%H:%M}."),
+)
+for column, (title, rows, none) in zip(st.columns(2), tables, strict=True):
+    column.subheader(title)
+    if rows.empty:
+        column.caption(none)
+    else:
+        height = TABLE_ROW_PX * (min(len(rows), TABLE_ROWS) + 1) + 3
+        column.dataframe(rows[shown_columns], hide_index=True, width="stretch", height=height, column_config=columns)
 common.published_caption(state)

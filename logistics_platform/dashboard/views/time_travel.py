@@ -9,13 +9,7 @@ import streamlit as st
 
 from logistics_platform.dashboard import common
 from logistics_platform.lib.dashboard.reader import empty_message, load_table
-from logistics_platform.lib.dashboard.travel import (
-    compare,
-    daily_tags,
-    missing_tag_message,
-    tag_snapshot,
-    travel_tag,
-)
+from logistics_platform.lib.dashboard.travel import compare, daily_tags, missing_tag_message, tag_snapshot, travel_tag
 from logistics_platform.lib.transform.project import MART_MODELS
 
 st.title("Time travel")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
@@ -20,13 +20,11 @@ CONNECTOR_VERSION = "logistics-capture-1"
 SERVER_NAME = "oltp"
 TOPIC_PREFIX = "oltp.public."
 
-# PostgreSQL type oids whose text output is converted (everything else stays text).
-INT_OIDS = frozenset({20, 21, 23})
-NUMERIC_OIDS = frozenset({1700})
-BOOL_OIDS = frozenset({16})
-TIMESTAMPTZ_OIDS = frozenset({1184})
-TIMESTAMP_OIDS = frozenset({1114})
-FLOAT_OIDS = frozenset({700, 701})
+# PostgreSQL type oids whose text output is converted (everything else stays text): int2/4/8, numeric, bool,
+# float4/8; timestamptz and timestamp below.
+CONVERTERS: dict[int, Callable[[str], Any]] = {20: int, 21: int, 23: int, 1700: Decimal, 700: float, 701: float}
+CONVERTERS[16] = "t".__eq__  # bool: PostgreSQL writes t or f
+TIMESTAMPTZ_OID, TIMESTAMP_OID = 1184, 1114
 
 
 _UTC_TEXT = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(\.\d{1,6})?\+00$")
@@ -51,21 +49,16 @@ def from_text(type_oid: int, text: str | None) -> Any:
     """A Python value of PostgreSQL's text output of one column (the replication connection runs in UTC/ISO)."""
     if text is None:
         return None
-    if type_oid in INT_OIDS:
-        return int(text)
-    if type_oid in NUMERIC_OIDS:
-        return Decimal(text)
-    if type_oid in BOOL_OIDS:
-        return text == "t"
-    if type_oid in TIMESTAMPTZ_OIDS and _UTC_TEXT.match(text):
+    convert = CONVERTERS.get(type_oid)
+    if convert is not None:
+        return convert(text)
+    if type_oid == TIMESTAMPTZ_OID and _UTC_TEXT.match(text):
         # The session runs in UTC/ISO: '2026-11-02 10:15:30.5+00' -> the contract's text without a datetime.
         date_time, _, frac = text[:-3].partition(".")
         return IsoUtc(f"{date_time[:10]}T{date_time[11:]}.{frac.ljust(6, '0')}Z")
-    if type_oid in TIMESTAMPTZ_OIDS or type_oid in TIMESTAMP_OIDS:
+    if type_oid in (TIMESTAMPTZ_OID, TIMESTAMP_OID):
         value = datetime.fromisoformat(text)
         return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
-    if type_oid in FLOAT_OIDS:
-        return float(text)
     return text
 
 

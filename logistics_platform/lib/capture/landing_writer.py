@@ -21,7 +21,7 @@ import json
 import os
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
@@ -52,34 +52,13 @@ class Manifest:
     lines: int = 0
 
     def to_json(self) -> str:
-        return json.dumps(
-            {
-                "name": self.name,
-                "lsn": self.lsn,
-                "commit_ms": self.commit_ms,
-                "offsets": self.offsets,
-                "pending": [list(p) for p in self.pending],
-                "state": self.state,
-                "files": self.files,
-                "lines": self.lines,
-            },
-            indent=1,
-            sort_keys=True,
-        )
+        return json.dumps(asdict(self), indent=1, sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> Manifest:
         d = json.loads(text)
-        return cls(
-            name=d["name"],
-            lsn=int(d["lsn"]),
-            commit_ms=d.get("commit_ms"),
-            offsets={k: int(v) for k, v in d.get("offsets", {}).items()},
-            pending=[(a, b) for a, b in d.get("pending", [])],
-            state=d.get("state") or {},
-            files=int(d.get("files", 0)),
-            lines=int(d.get("lines", 0)),
-        )
+        d["pending"] = [tuple(p) for p in d.get("pending", [])]
+        return cls(**d)
 
 
 def fsync_dir(path: Path) -> None:

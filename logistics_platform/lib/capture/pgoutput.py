@@ -104,36 +104,17 @@ class _Reader:
         self.buf = buf
         self.pos = 0
 
-    def _take(self, fmt: str, size: int) -> int:
+    def take(self, fmt: str) -> tuple[int, ...]:
+        """The network-order fields of struct format ``fmt`` (e.g. ``QqI``) at the current position."""
+        size = struct.calcsize("!" + fmt)
         if self.pos + size > len(self.buf):
             raise DecodeError(f"message ends at byte {len(self.buf)}, needed {self.pos + size}")
-        (v,) = struct.unpack_from(fmt, self.buf, self.pos)
+        values = struct.unpack_from("!" + fmt, self.buf, self.pos)
         self.pos += size
-        return int(v)
-
-    def i8(self) -> int:
-        return self._take("!b", 1)
-
-    def u8(self) -> int:
-        return self._take("!B", 1)
-
-    def i16(self) -> int:
-        return self._take("!h", 2)
-
-    def i32(self) -> int:
-        return self._take("!i", 4)
-
-    def u32(self) -> int:
-        return self._take("!I", 4)
-
-    def i64(self) -> int:
-        return self._take("!q", 8)
-
-    def u64(self) -> int:
-        return self._take("!Q", 8)
+        return values
 
     def byte(self) -> str:
-        return chr(self.u8())
+        return chr(self.take("B")[0])
 
     def cstring(self) -> str:
         end = self.buf.find(b"\0", self.pos)
@@ -144,7 +125,7 @@ class _Reader:
         return s
 
     def tuple_data(self) -> tuple[Value, ...]:
-        # The hot loop of a capture (one call per row): bytes are indexed directly instead of via _take.
+        # The hot loop of a capture (one call per row): bytes are indexed directly instead of via take.
         buf, pos = self.buf, self.pos
         end = len(buf)
         if pos + 2 > end:
@@ -190,47 +171,43 @@ def decode(payload: bytes) -> Message:
     r = _Reader(bytes(payload))
     kind = r.byte()
     if kind == "B":
-        final_lsn, ts, xid = r.u64(), r.i64(), r.u32()
+        final_lsn, ts, xid = r.take("QqI")
         return Begin(final_lsn, pg_time_to_unix_us(ts), xid)
     if kind == "C":
-        r.u8()  # flags, unused
-        commit_lsn, end_lsn, ts = r.u64(), r.u64(), r.i64()
+        _flags, commit_lsn, end_lsn, ts = r.take("BQQq")
         return Commit(commit_lsn, end_lsn, pg_time_to_unix_us(ts))
     if kind == "R":
-        relid, ns, name, ident, ncols = r.u32(), r.cstring(), r.cstring(), r.byte(), r.i16()
+        (relid,) = r.take("I")
+        ns, name, ident, (ncols,) = r.cstring(), r.cstring(), r.byte(), r.take("h")
         cols = []
         for _ in range(ncols):
-            flags, cname, oid = r.u8(), r.cstring(), r.u32()
-            r.i32()  # atttypmod
+            (flags,) = r.take("B")
+            cname = r.cstring()
+            oid, _typmod = r.take("Ii")
             cols.append(Column(cname, oid, bool(flags & 1)))
         return Relation(relid, ns, name, ident, tuple(cols))
-    if kind == "I":
-        relid = r.u32()
-        if r.byte() != "N":
-            raise DecodeError("insert without a new tuple")
-        return Insert(relid, r.tuple_data())
-    if kind == "U":
-        relid = r.u32()
+    if kind in ("I", "U", "D"):
+        (relid,) = r.take("I")
         marker = r.byte()
+        if kind == "I":
+            if marker != "N":
+                raise DecodeError("insert without a new tuple")
+            return Insert(relid, r.tuple_data())
+        if kind == "D":
+            if marker not in ("K", "O"):
+                raise DecodeError(f"delete: expected an old key or row, got {marker!r}")
+            return Delete(relid, r.tuple_data(), marker == "K")
         old: tuple[Value, ...] | None = None
-        key_only = False
+        key_only = marker == "K"
         if marker in ("K", "O"):
-            key_only = marker == "K"
             old = r.tuple_data()
             marker = r.byte()
         if marker != "N":
             raise DecodeError(f"update: expected a new tuple, got {marker!r}")
         return Update(relid, r.tuple_data(), old, key_only)
-    if kind == "D":
-        relid = r.u32()
-        marker = r.byte()
-        if marker not in ("K", "O"):
-            raise DecodeError(f"delete: expected an old key or row, got {marker!r}")
-        return Delete(relid, r.tuple_data(), marker == "K")
     if kind == "T":
-        n = r.i32()
-        r.i8()  # options: cascade / restart identity
-        return Truncate(tuple(r.u32() for _ in range(n)))
+        n, _options = r.take("ib")  # options: cascade / restart identity
+        return Truncate(r.take("I" * n))
     if kind in ("O", "Y", "M"):
         return Other(kind)
     raise DecodeError(f"unknown pgoutput message type {kind!r}")

@@ -32,6 +32,7 @@ from logistics_platform.lib.capture.slot import (
     CaptureError,
     check_server,
     check_slot,
+    int_to_lsn,
     lsn_to_int,
     released_slot_info,
     slot_info,
@@ -71,7 +72,7 @@ class CaptureResult:
         if self.skipped_transactions:
             parts.append(f"({self.skipped_transactions:,} already landed, skipped)")
         if self.lsn:
-            parts.append(f"up to LSN {self.lsn >> 32:X}/{self.lsn & 0xFFFFFFFF:X}")
+            parts.append(f"up to LSN {int_to_lsn(self.lsn)}")
         return " ".join(parts)
 
 

@@ -63,6 +63,31 @@ class _World:
         self.tier_changed: dict[str, float] = {}
 
 
+# The statements, by what they do; ``now`` is the server's clock_timestamp().
+_NOW = "clock_timestamp()"
+INSERT_TENANT = f"insert into tenants values (%s, %s, %s, %s, {_NOW})"
+INSERT_COURIER = f"insert into couriers values (%s, %s, %s, %s, true, {_NOW})"
+INSERT_ORDER = (
+    f"insert into orders values (%s, %s, null, %s, 'created', %s, %s, {_NOW}, {_NOW} + interval '45 minutes', null,"
+    f" {_NOW})"
+)
+INSERT_PAYMENT = f"insert into payments values (%s, %s, %s, %s, 'authorized', {_NOW}, {_NOW})"
+SET_ORDER_STATUS = f"update orders set status = %s, updated_at = {_NOW} where order_id = %s"
+ASSIGN_ORDER = f"update orders set status = 'assigned', courier_id = %s, updated_at = {_NOW} where order_id = %s"
+DELIVER_ORDER = (
+    f"update orders set status = 'delivered', delivered_at = {_NOW}, updated_at = {_NOW} where order_id = %s"
+)
+SET_PAYMENT_STATUS = f"update payments set status = %s, updated_at = {_NOW} where payment_id = %s"
+CHARGE_TWICE = (
+    f"insert into payments select %s, order_id, amount, method, 'captured', {_NOW}, {_NOW} from payments"
+    " where order_id = %s and status = 'captured' limit 1"
+)
+SET_TIER = f"update tenants set tier = %s, updated_at = {_NOW} where tenant_id = %s"
+UPDATE_COURIER = f"update couriers set active = not active, vehicle = %s, updated_at = {_NOW} where courier_id = %s"
+
+Statement = tuple[str, tuple[Any, ...]]
+
+
 def simulate(conn: Any, changes: int, seed: int = 7) -> SimulationResult:
     """Create the schema when missing, then apply about ``changes`` row changes in transactions."""
     create_schema(conn)
@@ -72,7 +97,7 @@ def simulate(conn: Any, changes: int, seed: int = 7) -> SimulationResult:
         cur.execute("set synchronous_commit = off")  # a simulator: losing its last commits on a crash is fine
         w = _World(cur)
 
-        def run(kind: str, statements: list[tuple[str, tuple[Any, ...]]]) -> None:
+        def run(kind: str, statements: list[Statement]) -> None:
             for sql, params in statements:
                 cur.execute(sql, params)
             conn.commit()
@@ -81,22 +106,14 @@ def simulate(conn: Any, changes: int, seed: int = 7) -> SimulationResult:
             result.by_kind[kind] = result.by_kind.get(kind, 0) + len(statements)
 
         if not w.tenants:
-            stmts: list[tuple[str, tuple[Any, ...]]] = []
+            stmts: list[Statement] = []
             for i in range(1, INITIAL_TENANTS + 1):
                 tid, tier = f"t{i:03d}", rng.choice(TIERS)
                 w.tenants[tid] = tier
-                stmts.append(
-                    (
-                        "insert into tenants values (%s, %s, %s, %s, clock_timestamp())",
-                        (tid, f"Tenant {i}", tier, rng.choice(REGIONS)),
-                    )
-                )
+                stmts.append((INSERT_TENANT, (tid, f"Tenant {i}", tier, rng.choice(REGIONS))))
             run("tenant_insert", stmts)
         if not w.couriers:
-            stmts = []
-            for _ in range(INITIAL_COURIERS):
-                stmts.append(_new_courier(w, rng))
-            run("courier_insert", stmts)
+            run("courier_insert", [_new_courier(w, rng) for _ in range(INITIAL_COURIERS)])
 
         while result.changes < changes:
             roll = rng.random()
@@ -107,76 +124,34 @@ def simulate(conn: Any, changes: int, seed: int = 7) -> SimulationResult:
                 total = rng.randrange(1000, 40000) / 100
                 tid = rng.choice(sorted(w.tenants))
                 w.open[oid] = ("created", total, pid)
-                run(
-                    "order_created",
-                    [
-                        (
-                            "insert into orders values (%s, %s, null, %s, 'created', %s, %s, clock_timestamp(),"
-                            " clock_timestamp() + interval '45 minutes', null, clock_timestamp())",
-                            (oid, tid, rng.choice(REGIONS), total, rng.randrange(300, 1500) / 100),
-                        ),
-                        (
-                            "insert into payments values (%s, %s, %s, %s, 'authorized', clock_timestamp(),"
-                            " clock_timestamp())",
-                            (pid, oid, total, rng.choice(METHODS)),
-                        ),
-                    ],
-                )
+                order = (INSERT_ORDER, (oid, tid, rng.choice(REGIONS), total, rng.randrange(300, 1500) / 100))
+                run("order_created", [order, (INSERT_PAYMENT, (pid, oid, total, rng.choice(METHODS)))])
             elif roll < 0.80:
                 oid = rng.choice(sorted(w.open))
                 status, total, live_pid = w.open[oid]
                 if status in ("created", "assigned") and rng.random() < 0.08:
                     del w.open[oid]
                     w.cancelled.append(oid)
-                    stmts = [
-                        (
-                            "update orders set status = 'cancelled', updated_at = clock_timestamp()"
-                            " where order_id = %s",
-                            (oid,),
-                        )
-                    ]
+                    stmts = [(SET_ORDER_STATUS, ("cancelled", oid))]
                     if live_pid is not None:
-                        stmts.append(
-                            (
-                                "update payments set status = 'failed', updated_at = clock_timestamp()"
-                                " where payment_id = %s",
-                                (live_pid,),
-                            )
-                        )
+                        stmts.append((SET_PAYMENT_STATUS, ("failed", live_pid)))
                     run("order_cancelled", stmts)
                     continue
                 new = NEXT_STATUS[status]
                 if new == "assigned":
                     if not w.couriers:
                         run("courier_insert", [_new_courier(w, rng)])
-                    sql = (
-                        "update orders set status = 'assigned', courier_id = %s, updated_at = clock_timestamp()"
-                        " where order_id = %s"
-                    )
-                    run("order_status", [(sql, (rng.choice(w.couriers), oid))])
+                    run("order_status", [(ASSIGN_ORDER, (rng.choice(w.couriers), oid))])
                     w.open[oid] = (new, total, live_pid)
                 elif new == "delivered":
                     del w.open[oid]
                     w.delivered.append(oid)
-                    stmts = [
-                        (
-                            "update orders set status = 'delivered', delivered_at = clock_timestamp(),"
-                            " updated_at = clock_timestamp() where order_id = %s",
-                            (oid,),
-                        )
-                    ]
+                    stmts = [(DELIVER_ORDER, (oid,))]
                     if live_pid is not None:
-                        stmts.append(
-                            (
-                                "update payments set status = 'captured', updated_at = clock_timestamp()"
-                                " where payment_id = %s",
-                                (live_pid,),
-                            )
-                        )
+                        stmts.append((SET_PAYMENT_STATUS, ("captured", live_pid)))
                     run("order_delivered", stmts)
                 else:
-                    sql = "update orders set status = %s, updated_at = clock_timestamp() where order_id = %s"
-                    run("order_status", [(sql, (new, oid))])
+                    run("order_status", [(SET_ORDER_STATUS, (new, oid))])
                     w.open[oid] = (new, total, live_pid)
             elif roll < 0.85 and w.delivered:
                 # Charged twice: the second charge is captured now and refunded in a later transaction.
@@ -184,20 +159,9 @@ def simulate(conn: Any, changes: int, seed: int = 7) -> SimulationResult:
                 pid = w.next_payment
                 w.next_payment += 1
                 w.refundable.append(pid)
-                run(
-                    "payment_double_charge",
-                    [
-                        (
-                            "insert into payments select %s, order_id, amount, method, 'captured', clock_timestamp(),"
-                            " clock_timestamp() from payments where order_id = %s and status = 'captured' limit 1",
-                            (pid, oid),
-                        )
-                    ],
-                )
+                run("payment_double_charge", [(CHARGE_TWICE, (pid, oid))])
             elif roll < 0.89 and w.refundable:
-                pid = w.refundable.pop(0)
-                sql = "update payments set status = 'refunded', updated_at = clock_timestamp() where payment_id = %s"
-                run("payment_refunded", [(sql, (pid,))])
+                run("payment_refunded", [(SET_PAYMENT_STATUS, ("refunded", w.refundable.pop(0)))])
             elif roll < 0.91:
                 tid = rng.choice(sorted(w.tenants))
                 tier = rng.choice([t for t in TIERS if t != w.tenants[tid]])
@@ -206,18 +170,13 @@ def simulate(conn: Any, changes: int, seed: int = 7) -> SimulationResult:
                 wait = 0.002 - (time.monotonic() - w.tier_changed.get(tid, -1.0))
                 if wait > 0:
                     time.sleep(wait)
-                sql = "update tenants set tier = %s, updated_at = clock_timestamp() where tenant_id = %s"
-                run("tenant_tier", [(sql, (tier, tid))])
+                run("tenant_tier", [(SET_TIER, (tier, tid))])
                 w.tier_changed[tid] = time.monotonic()
             elif roll < 0.93:
                 run("courier_insert", [_new_courier(w, rng)])
             elif roll < 0.95 and w.couriers:
                 cid = rng.choice(w.couriers)
-                sql = (
-                    "update couriers set active = not active, vehicle = %s, updated_at = clock_timestamp()"
-                    " where courier_id = %s"
-                )
-                run("courier_update", [(sql, (rng.choice(VEHICLES), cid))])
+                run("courier_update", [(UPDATE_COURIER, (rng.choice(VEHICLES), cid))])
             elif roll < 0.97 and len(w.couriers) > 5:
                 cid = w.couriers.pop(rng.randrange(len(w.couriers)))
                 run("courier_delete", [("delete from couriers where courier_id = %s", (cid,))])
@@ -234,11 +193,8 @@ def simulate(conn: Any, changes: int, seed: int = 7) -> SimulationResult:
     return result
 
 
-def _new_courier(w: _World, rng: random.Random) -> tuple[str, tuple[Any, ...]]:
+def _new_courier(w: _World, rng: random.Random) -> Statement:
     cid = w.next_courier
     w.couriers.append(cid)
     w.next_courier += 1
-    return (
-        "insert into couriers values (%s, %s, %s, %s, true, clock_timestamp())",
-        (cid, f"Courier {cid}", rng.choice(REGIONS), rng.choice(VEHICLES)),
-    )
+    return (INSERT_COURIER, (cid, f"Courier {cid}", rng.choice(REGIONS), rng.choice(VEHICLES)))

@@ -31,18 +31,18 @@ def backlog_now(settings: Settings) -> Backlog:
 
 def read_ingest_lines(catalog: Catalog) -> pa.Table:
     """topic, arrival_hour, lines, quarantined of every ingested hour (empty when nothing was ingested)."""
-    columns = ("topic", "arrival_hour", "lines", "quarantined")
+    schema = pa.schema(
+        [
+            ("topic", pa.string()),
+            ("arrival_hour", pa.timestamp("us")),
+            ("lines", pa.int64()),
+            ("quarantined", pa.int64()),
+        ]
+    )
     table = load_table(catalog, INGEST_LOG)
     if table is None or table.current_snapshot() is None:
-        return pa.table(
-            {
-                "topic": pa.array([], pa.string()),
-                "arrival_hour": pa.array([], pa.timestamp("us")),
-                "lines": pa.array([], pa.int64()),
-                "quarantined": pa.array([], pa.int64()),
-            }
-        )
-    return table.scan(selected_fields=columns).to_arrow()
+        return schema.empty_table()
+    return table.scan(selected_fields=tuple(schema.names)).to_arrow()
 
 
 def quarantine_by_hour(ingest_lines: pa.Table) -> pd.DataFrame:

@@ -42,13 +42,6 @@ def load_table(catalog: Catalog, identifier: str) -> Table | None:
         return None
 
 
-def current_snapshot_id(catalog: Catalog, identifier: str) -> int | None:
-    """Id of ``main``'s snapshot (None: no table or no snapshot); cheap, so callers can key caches on it."""
-    table = load_table(catalog, identifier)
-    snapshot = table.current_snapshot() if table is not None else None
-    return snapshot.snapshot_id if snapshot is not None else None
-
-
 def read_snapshot(table: Table, snapshot_id: int | None) -> MartState:
     """The rows of ``table`` at ``snapshot_id`` (``main``'s head when None)."""
     identifier = ".".join(table.name()[-2:])

@@ -40,11 +40,6 @@ class Alert:
     check_name: str | None = None
     at: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
 
-    def to_record(self) -> dict[str, Any]:
-        record = asdict(self)
-        record["assets"] = list(self.assets)
-        return record
-
 
 @dataclass(frozen=True)
 class DeliveryResult:
@@ -89,7 +84,7 @@ def format_slack(alert: Alert) -> dict[str, Any]:
 def append_log(path: Path, alert: Alert) -> None:
     """Append one JSON line (the alert and its Slack payload) to the local alerts log."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    line = json.dumps({**alert.to_record(), "message": format_slack(alert)}, sort_keys=True)
+    line = json.dumps({**asdict(alert), "message": format_slack(alert)}, sort_keys=True)
     with path.open("a", encoding="utf-8") as fh:
         fh.write(line + "\n")
 

@@ -119,6 +119,45 @@ def stale_topics(landed: Mapping[str, str], ingested: Mapping[str, str]) -> dict
     return out
 
 
+def hour_folders(landing_dir: Path) -> tuple[list[tuple[str, datetime]], dict[str, str]]:
+    """(topic, arrival hour) of every ``dt=YYYY-MM-DD/hr=HH`` folder under the known topics' folders; and folder
+    (relative to ``landing_dir``) -> why it is not an arrival hour, for the other folders there.
+
+    The ingest reads only arrival-hour folders: what else lands there is reported, never read. Names starting with
+    ``.``, ``_`` or ``+`` are a sink's temporary folders and pass unreported.
+    """
+    from logistics_platform.lib.bronze.landing import TOPICS_DIR
+    from logistics_platform.lib.bronze.schema import TOPIC_BY_NAME
+
+    root = Path(landing_dir) / TOPICS_DIR
+    hours: list[tuple[str, datetime]] = []
+    malformed: dict[str, str] = {}
+
+    def folders(parent: Path) -> list[Path]:
+        return sorted(p for p in parent.iterdir() if p.is_dir() and not p.name.startswith((".", "_", "+")))
+
+    for topic in TOPIC_BY_NAME:
+        if not (root / topic).is_dir():
+            continue
+        for day in folders(root / topic):
+            where = str(day.relative_to(landing_dir))
+            m = _DT.match(day.name)
+            if not m:
+                malformed[where] = "not a dt=YYYY-MM-DD folder"
+                continue
+            try:
+                midnight = datetime.strptime(m[1], "%Y-%m-%d")
+            except ValueError:
+                malformed[where] = f"{m[1]} is not a date"
+                continue
+            for hour in folders(day):
+                if h := _HR.match(hour.name):
+                    hours.append((topic, midnight + timedelta(hours=int(h[1]))))
+                else:
+                    malformed[str(hour.relative_to(landing_dir))] = "not an hr=00..23 folder"
+    return hours, malformed
+
+
 def scan_landing(
     landing_dir: Path, lookback_days: int | None = LOOKBACK_DAYS, hours: Iterable[str] | None = None
 ) -> dict[str, dict[str, str]]:
@@ -128,35 +167,15 @@ def scan_landing(
     sensor's window; None scans everything); ``hours`` limits it to those hour keys (the schedule).
     Fingerprints are :func:`landing.fingerprint`, the same hash the ingest writes to ``bronze.ingest_log``.
     """
-    from logistics_platform.lib.bronze.landing import TOPICS_DIR, fingerprint, list_hour_files
-    from logistics_platform.lib.bronze.schema import TOPIC_BY_NAME
+    from logistics_platform.lib.bronze.landing import fingerprint, list_hour_files
 
-    root = Path(landing_dir) / TOPICS_DIR
-    if not root.is_dir():
-        return {}
-    wanted = {parse_hour_key(h) for h in hours} if hours is not None else None
-    folders: list[tuple[str, str, str]] = []  # (topic, day, hh)
-    for topic_dir in root.iterdir():
-        if topic_dir.name not in TOPIC_BY_NAME or not topic_dir.is_dir():
-            continue
-        for dt_dir in topic_dir.iterdir():
-            m = _DT.match(dt_dir.name)
-            if not m or not dt_dir.is_dir():
-                continue
-            for hr_dir in dt_dir.iterdir():
-                h = _HR.match(hr_dir.name)
-                if h and hr_dir.is_dir():
-                    folders.append((topic_dir.name, m[1], h[1]))
+    folders, _ = hour_folders(landing_dir)
     if lookback_days is not None and folders:
-        newest = datetime.strptime(max(day for _, day, _ in folders), "%Y-%m-%d")
-        oldest_day = (newest - timedelta(days=lookback_days + 1)).strftime("%Y-%m-%d")
-        folders = [f for f in folders if f[1] >= oldest_day]
+        oldest = max(hour for _, hour in folders).replace(hour=0) - timedelta(days=lookback_days + 1)
+        folders = [f for f in folders if f[1] >= oldest]
+    wanted = {parse_hour_key(h) for h in hours} if hours is not None else None
     out: dict[str, dict[str, str]] = {}
-    for topic, day, hh in folders:
-        try:
-            hour = datetime.strptime(f"{day} {hh}", "%Y-%m-%d %H")
-        except ValueError:
-            continue
+    for topic, hour in folders:
         if wanted is not None and hour not in wanted:
             continue
         files = list_hour_files(Path(landing_dir), topic, hour)
@@ -190,38 +209,8 @@ def partition_hours(hours: Iterable[str], first: str, now: datetime) -> tuple[li
 
 
 def malformed_folders(landing_dir: Path) -> dict[str, str]:
-    """Folder (relative to ``landing_dir``) -> why it is not an arrival hour, under the known topics' folders.
-
-    The ingest reads only ``dt=YYYY-MM-DD/hr=HH`` folders: what else lands there is reported, never read. Names
-    starting with ``.``, ``_`` or ``+`` are a sink's temporary folders and pass unreported.
-    """
-    from logistics_platform.lib.bronze.landing import TOPICS_DIR
-    from logistics_platform.lib.bronze.schema import TOPIC_BY_NAME
-
-    root = Path(landing_dir) / TOPICS_DIR
-    out: dict[str, str] = {}
-
-    def folders(parent: Path) -> list[Path]:
-        return sorted(p for p in parent.iterdir() if p.is_dir() and not p.name.startswith((".", "_", "+")))
-
-    for topic in TOPIC_BY_NAME:
-        if not (root / topic).is_dir():
-            continue
-        for day in folders(root / topic):
-            where = str(day.relative_to(landing_dir))
-            m = _DT.match(day.name)
-            if not m:
-                out[where] = "not a dt=YYYY-MM-DD folder"
-                continue
-            try:
-                datetime.strptime(m[1], "%Y-%m-%d")
-            except ValueError:
-                out[where] = f"{m[1]} is not a date"
-                continue
-            for hour in folders(day):
-                if not _HR.match(hour.name):
-                    out[str(hour.relative_to(landing_dir))] = "not an hr=00..23 folder"
-    return out
+    """Folder (relative to ``landing_dir``) -> why it is not an arrival hour, under the known topics' folders."""
+    return hour_folders(landing_dir)[1]
 
 
 # Dagster's tags on a run of a partition range (a backfill or `run` taking several hours in one run).

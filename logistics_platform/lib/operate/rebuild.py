@@ -119,8 +119,8 @@ def build(staged: Settings, result: RebuildResult, models: ModelsFor, log: Calla
     from logistics_platform.lib.bronze.landing import list_arrival_hours
     from logistics_platform.lib.timekeys import hour_key
 
-    start = staged.partitions_start_datetime
-    keys = [hour_key(h) for h in list_arrival_hours(staged.landing_dir) if h >= start]
+    hours = [h for h in list_arrival_hours(staged.landing_dir) if h >= staged.partitions_start_datetime]
+    keys = [hour_key(h) for h in hours]
     if not keys:
         raise RebuildError(f"no arrival hours under {staged.landing_dir}/topics: nothing to rebuild from")
     result.partitions = keys
@@ -130,8 +130,7 @@ def build(staged: Settings, result: RebuildResult, models: ModelsFor, log: Calla
     # commit per table each), then validated below from the staged ingest log: the Dagster wrapper would only add
     # run records to a throwaway instance.
     done = 0
-    hours = list_arrival_hours(staged.landing_dir)
-    for run in consecutive_ranges([h for h in hours if h >= start], staged.ingest_max_hours_per_run):
+    for run in consecutive_ranges(hours, staged.ingest_max_hours_per_run):
         first, last = hour_key(run[0]), hour_key(run[-1])
         label = first if len(run) == 1 else f"{first}..{last}"
         try:
