@@ -37,13 +37,14 @@ def settings() -> Settings:
 
 
 def catalog_key(s: Settings) -> CatalogKey:
-    return (s.catalog_name, s.catalog_uri, s.warehouse, tuple(sorted(s.s3.items())))
+    s3 = ("s3_endpoint", "s3_access_key_id", "s3_secret_access_key", "s3_region")
+    return (s.catalog_name, s.catalog_uri, s.warehouse, tuple((f, getattr(s, f) or "") for f in s3))
 
 
 @st.cache_resource(show_spinner=False)
 def _catalog(key: CatalogKey) -> Catalog:
     name, uri, warehouse, s3 = key
-    return load_catalog(Settings(catalog_name=name, catalog_uri=uri, warehouse=warehouse, s3=dict(s3)))
+    return load_catalog(load_settings({"catalog_name": name, "catalog_uri": uri, "warehouse": warehouse, **dict(s3)}))
 
 
 def catalog(s: Settings) -> Catalog:
