@@ -42,7 +42,7 @@ def _print_table(rows: list[list[str]]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from logistics_platform.lib.connections import load_catalog, preflight
+    from logistics_platform.lib.connections import catalog_of, preflight
     from logistics_platform.lib.maintenance import MaintenanceOptions, list_iceberg_tables, maintain_catalog
     from logistics_platform.settings import SettingsError, load_settings
 
@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"maintain: {exc}", file=sys.stderr)
         return 2
     preflight(settings)  # a missing bucket or refused key: one line, not a failure per table
-    catalog = load_catalog(settings)
+    catalog = catalog_of(settings)
     known = list_iceberg_tables(catalog)
     tables = None
     if args.table:

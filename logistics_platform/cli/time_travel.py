@@ -28,7 +28,7 @@ def run(args: argparse.Namespace) -> int:
     import duckdb
     from pyiceberg.exceptions import NoSuchTableError
 
-    from logistics_platform.lib.connections import connect, load_catalog
+    from logistics_platform.lib.connections import catalog_of, connect
     from logistics_platform.lib.maintenance.time_travel import (
         TimeTravelError,
         iceberg_scan_sql,
@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     identifier = args.table if "." in args.table else f"bronze.{args.table}"
     try:
-        table = load_catalog(settings).load_table(identifier)
+        table = catalog_of(settings).load_table(identifier)
     except NoSuchTableError:
         print(f"time-travel: no Iceberg table {identifier}; run `logistics-platform run` first", file=sys.stderr)
         return 2
