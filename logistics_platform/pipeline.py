@@ -216,7 +216,8 @@ def run_pipeline(
     table per run). ``progress`` is called after every run; ``verbose`` lets Dagster's step logs reach the console.
     """
     from logistics_platform.definitions import build_definitions
-    from logistics_platform.lib.connections import load_catalog, preflight
+    from logistics_platform.lib.connections import preflight
+    from logistics_platform.resources import IcebergCatalog
 
     skipped: dict[str, str] = {}
     if partitions is None:
@@ -225,7 +226,7 @@ def run_pipeline(
         keys = resolve_partitions(settings, partitions)
     # A misconfigured catalog or warehouse fails here in one line, not as failed (or retried) runs of every hour.
     preflight(settings)
-    load_catalog(settings)
+    IcebergCatalog(settings=settings).get_catalog()  # its tables and namespaces exist before parallel runs start
     defs, has_partitioned, has_unpartitioned = _jobs(build_definitions(settings))
     instance = _instance(settings)
     summary = Summary(partitions=keys, skipped=skipped)
@@ -331,9 +332,9 @@ def _iceberg_counts(settings: Settings, namespace: str, counts: dict[str, int], 
 
     With ``missing_ok`` a namespace not created yet counts nothing.
     """
-    from logistics_platform.lib.connections import load_catalog
+    from logistics_platform.resources import IcebergCatalog
 
-    catalog = load_catalog(settings)
+    catalog = IcebergCatalog(settings=settings).get_catalog()
     if missing_ok and (namespace,) not in catalog.list_namespaces():
         return
     for _ns, name in sorted(catalog.list_tables(namespace)):

@@ -1,9 +1,7 @@
 """The one place that decides the environment (local / prod) and reads configuration from env vars.
 
-Nothing else in the package reads ``os.environ``: everything receives a :class:`Settings`. Each setting is declared
-once, as a field of :class:`Settings` (variable, default, meaning, parser, whether dbt gets it; see
-``settings_schema.py``); ``load_settings``, the dbt environment and the settings table of docs/settings.md come
-from there.
+Nothing else in the package reads ``os.environ``: everything receives a :class:`Settings` (pydantic-settings). Each
+setting is one field; the loader, the dbt environment and docs/settings.md (its JSON schema) come from there.
 """
 
 from __future__ import annotations
@@ -11,302 +9,227 @@ from __future__ import annotations
 import os
 import re
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, fields, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from logistics_platform.lib.timekeys import parse_hour_key
-from logistics_platform.settings_schema import (
-    DECLARATIONS,
-    ENVIRONMENTS,
-    PROJECT_ROOT,
-    Setting,
-    Source,
-    amount,
-    at_least_one,
-    catalog_uri,
-    choice,
-    count,
-    dbt_target,
-    hour_key,
-    identifier,
-    is_running,
-    minutes_dividing_an_hour,
-    optional_path,
-    optional_text,
-    path,
-    port,
-    setting,
-    setting_map,
-    share,
-    text,
-    threads,
-    warehouse,
-)
-from logistics_platform.settings_schema import SettingsError as SettingsError
+from pydantic import AfterValidator, AliasGenerator, BeforeValidator, Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
 DBT_PROJECT_DIR = PROJECT_ROOT / "dbt_project"
+HOUR_KEY_FORMAT = "%Y-%m-%d-%H:%M"  # a Dagster hourly partition key
+_DBT_SHOWN = {"dbt": True, "shown": "local (prod when LOGISTICS_ENV=prod)"}
+IDENTIFIER = "expected a plain identifier (letters, digits, underscores), as JDBC catalogs are named"
+ALIGNED = "SLA windows are aligned to the hour, use a divisor of 60 (1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30, 60)"
 
 
-@dataclass(frozen=True)
-class Settings:
-    """Resolved platform configuration. Build it with :func:`load_settings`; each field declares its variable."""
+class SettingsError(ValueError):
+    """A configuration value is invalid; the message names the variable and what it accepts."""
 
-    env: str = setting(
-        "LOGISTICS_ENV",
-        "local",
-        "Environment: `local` (embedded SQLite + files) or `prod` (PostgreSQL + S3).",
-        choice(*ENVIRONMENTS),
-        dbt=True,
+
+def _from_cwd(p: Path) -> Path:
+    # A value from the environment is taken from the working directory; the defaults are absolute (in the project).
+    p = p.expanduser()
+    return p if p.is_absolute() else (Path.cwd() / p).resolve()
+
+
+def _choice(default: str) -> BeforeValidator:
+    """A case-insensitive choice; blank means ``default``."""
+    return BeforeValidator(lambda v: (v.strip().lower() or default) if isinstance(v, str) else v)
+
+
+def _check(ok: Callable[[Any], object], message: str) -> AfterValidator:
+    """Keeps a value ``ok`` accepts; otherwise the error says ``message``."""
+
+    def check(value: Any) -> Any:
+        if not ok(value):
+            raise ValueError(message)
+        return value
+
+    return AfterValidator(check)
+
+
+def _hour(key: str) -> datetime | None:
+    """The hour of a Dagster hourly partition key; None when ``key`` is not one."""
+    try:
+        return datetime.strptime(key, HOUR_KEY_FORMAT)
+    except ValueError:
+        return None
+
+
+FromCwd = Annotated[Path, AfterValidator(_from_cwd)]
+Count = Annotated[int, Field(ge=0)]
+AtLeastOne = Annotated[int, Field(ge=0), AfterValidator(lambda n: max(1, n))]  # 0 is taken as 1
+Amount = Annotated[float, Field(ge=0)]
+Share = Annotated[float, Field(ge=0), AfterValidator(lambda x: min(1.0, x))]  # a larger share is taken as 1
+RUNNING = BeforeValidator(
+    lambda v: {"running": True, "stopped": False}.get(v.strip().lower(), v) if isinstance(v, str) else v
+)
+HOUR_KEY = _check(lambda key: _hour(key) is not None, "expected YYYY-MM-DD-HH:MM, e.g. 2026-11-01-00:00")
+FOR_DBT = Field(json_schema_extra={"dbt": True})  # the dbt process gets it (profiles.yml, macros, dbt-duckdb plugin)
+
+
+def named(variable: str, default: Any, **extra: Any) -> Any:
+    """A field read from ``variable`` rather than its upper-cased name; ``extra`` goes to the JSON schema."""
+    return Field(default, validation_alias=variable, json_schema_extra=extra or None)
+
+
+class Settings(BaseSettings):
+    """Resolved platform configuration: ``Settings()`` reads the process environment, :func:`load_settings` any.
+
+    A field is read from its upper-cased name unless ``named``; its docstring is its meaning in docs/settings.md,
+    and ``shown`` there replaces a default that does not say it (computed, or by a library).
+    """
+
+    model_config = SettingsConfigDict(
+        frozen=True,
+        case_sensitive=True,
+        env_ignore_empty=True,
+        validate_by_name=True,
+        extra="ignore",
+        alias_generator=AliasGenerator(validation_alias=str.upper),
+        use_attribute_docstrings=True,
     )
-    landing_dir: Path = setting(
-        "LANDING_DIR", "./landing", "Root of the Kafka Connect landing zone (`topics/<topic>/dt=/hr=`).", path, dbt=True
+
+    env: Annotated[Literal["local", "prod"], _choice("local")] = named("LOGISTICS_ENV", "local", dbt=True)
+    """Environment: `local` (embedded SQLite + files) or `prod` (PostgreSQL + S3)."""
+    landing_dir: Annotated[FromCwd, FOR_DBT] = PROJECT_ROOT / "landing"
+    """Root of the Kafka Connect landing zone (`topics/<topic>/dt=/hr=`)."""
+    catalog_uri: Annotated[str, Field(validate_default=True)] = named(
+        "ICEBERG_CATALOG_URI", f"sqlite:///{PROJECT_ROOT}/iceberg_warehouse/catalog.db", dbt=True
     )
-    catalog_uri: str = setting(
-        "ICEBERG_CATALOG_URI",
-        "sqlite:///iceberg_warehouse/catalog.db",
-        "SQLAlchemy URI of the pyiceberg SQL catalog (PostgreSQL in prod).",
-        catalog_uri,
-        dbt=True,
+    """SQLAlchemy URI of the pyiceberg SQL catalog (PostgreSQL in prod)."""
+    warehouse: str = named("ICEBERG_WAREHOUSE", f"file://{PROJECT_ROOT}/iceberg_warehouse", dbt=True)
+    """Warehouse root for new Iceberg tables (s3:// in prod)."""
+    duckdb_path: Annotated[FromCwd, FOR_DBT] = PROJECT_ROOT / "iceberg_warehouse" / "analytics.duckdb"
+    """DuckDB database file that dbt builds into."""
+    allowed_lateness_hours: Annotated[Amount, FOR_DBT] = 2.0
+    """Allowed lateness L: later events update state but not event-time windows."""
+    alert_webhook_url: str | None = None
+    """Slack-compatible webhook that receives alerts; unset = local log only."""
+    alerts_log: FromCwd = PROJECT_ROOT / ".dagster_home" / "alerts.jsonl"
+    """JSON Lines file every alert is appended to."""
+    partitions_start: Annotated[str, HOUR_KEY] = "2026-11-01-00:00"
+    """First arrival-hour partition (Dagster hourly key)."""
+    dbt_target: Annotated[str, Field(validate_default=True, json_schema_extra=_DBT_SHOWN)] = ""
+    """dbt target in dbt_project/profiles.yml."""
+    dbt_threads: Annotated[int, Field(ge=1), FOR_DBT] = 4
+    """dbt threads of the `prod` target (the `local` target uses 2)."""
+    spark_master: str = "local[*]"
+    """Spark master of dbt's `spark` target (`local[*]`, `spark://host:7077`, `k8s://https://...`)."""
+    spark_conf_file: FromCwd | None = None
+    """Extra Spark settings of dbt's `spark` target (`key value` lines, over ours): a cluster's image, driver host, S3
+    (docs/spark.md)."""
+    spark_venv: FromCwd = PROJECT_ROOT / ".venv-spark"
+    """The venv scripts/spark_env.sh builds (PySpark, dbt-spark, Iceberg's jars) that runs dbt's `spark` target."""
+    duckdb_memory_limit: Annotated[str, FOR_DBT] = "8GB"
+    """DuckDB memory limit of dbt's `prod` target (DuckDB's syntax)."""
+    debezium_decimal_handling_mode: Annotated[Literal["precise", "string", "double"], _choice("precise")] = "precise"
+    """The connector's `decimal.handling.mode`: `precise` (base64 Connect Decimal), `string` or `double`; decimal
+    strings and JSON numbers are read in every mode."""
+    ingest_batch_rows: Count = 200000
+    """Rows per Arrow batch / data file written by the bronze ingest."""
+    ingest_workers: AtLeastOne = 1
+    """Processes parsing a large arrival hour in parallel (1 = in the ingest process)."""
+    bronze_freshness_hours: Amount = 2.0
+    """Bronze tables older than this fail their freshness check."""
+    marts_freshness_hours: Amount = 26.0
+    """Marts older than this fail their freshness check."""
+    automation_running: Annotated[bool, RUNNING] = named("AUTOMATION_DEFAULT_STATUS", True, shown="running")
+    """Initial state of the sensors and schedules in a fresh Dagster instance: `running` or `stopped`."""
+    compaction_target_file_bytes: Count = 134217728
+    """Target size of compacted data files (128 MiB)."""
+    compaction_small_file_bytes: Count = 33554432
+    """Files below this size are compaction candidates (32 MiB)."""
+    snapshot_retention_days: Amount = 7.0
+    """Snapshots older than this are expired (tagged ones are kept)."""
+    snapshot_min_keep: Count = 10
+    """Expiry always keeps at least this many recent snapshots."""
+    orphan_safety_days: Amount = 3.0
+    """Unreferenced files younger than this are never deleted (commits in flight)."""
+    manifest_max_per_snapshot: Count = 10
+    """The nightly run consolidates a snapshot's manifests above this many (each hourly commit adds one, and every
+    query plan opens them all)."""
+    daily_tag_retention_days: Count = 365
+    """How long the `daily-YYYY-MM-DD` tags are kept."""
+    s3_endpoint: str | None = named("ICEBERG_S3_ENDPOINT", None, dbt=True)
+    """S3-compatible endpoint for the warehouse in prod."""
+    s3_access_key_id: str | None = named("ICEBERG_S3_ACCESS_KEY_ID", None, dbt=True)
+    """S3 access key id (prod)."""
+    s3_secret_access_key: str | None = named("ICEBERG_S3_SECRET_ACCESS_KEY", None, dbt=True)
+    """S3 secret key (prod)."""
+    s3_region: str | None = named("ICEBERG_S3_REGION", None, dbt=True, shown="us-east-1")
+    """S3 region (prod)."""
+    oltp_dsn: str | None = None
+    """libpq DSN of the OLTP PostgreSQL database that `capture` reads; unset = capture off."""
+    capture_slot: str = "logistics_capture"
+    """Logical replication slot of `capture` (also names its landing manifest)."""
+    capture_publication: str = "logistics_capture"
+    """Publication of the contract's tables that the slot decodes."""
+    capture_query_overlap_seconds: Amount = 300.0
+    """`capture --mode query` re-reads rows this far behind its updated_at watermark (late commits, clock skew)."""
+    capture_lag_warn_bytes: Count = 67108864
+    """The capture lag check warns when the slot is this many WAL bytes behind."""
+    capture_lag_warn_seconds: Amount = 900.0
+    """The capture lag check warns when the last capture is this old and behind."""
+    capture_wal_retention_alert_bytes: Count = 1073741824
+    """Alert when the slot is inactive and keeps more WAL than this on the OLTP server (1 GiB)."""
+    publish_max_row_drop: Share = 0.5
+    """The publish audit fails a mart (except `late_events`) whose row count would fall by more than this share of
+    main's (when main has 100 rows or more); 1 lets any drop through."""
+    # Every row of the JDBC-catalog tables carries it: another engine sees our tables only under the same name;
+    # Spark and Flink take it as a configuration key (spark.sql.catalog.<name>).
+    catalog_name: Annotated[str, _check(re.compile(r"[A-Za-z_]\w*").fullmatch, IDENTIFIER)] = named(
+        "ICEBERG_CATALOG_NAME", "logistics", dbt=True
     )
-    warehouse: str = setting(
-        "ICEBERG_WAREHOUSE",
-        "file://iceberg_warehouse",
-        "Warehouse root for new Iceberg tables (s3:// in prod).",
-        warehouse,
-        dbt=True,
-    )
-    duckdb_path: Path = setting(
-        "DUCKDB_PATH",
-        "iceberg_warehouse/analytics.duckdb",
-        "DuckDB database file that dbt builds into.",
-        path,
-        dbt=True,
-    )
-    allowed_lateness_hours: float = setting(
-        "ALLOWED_LATENESS_HOURS",
-        "2",
-        "Allowed lateness L: later events update state but not event-time windows.",
-        amount,
-        dbt=True,
-    )
-    alert_webhook_url: str | None = setting(
-        "ALERT_WEBHOOK_URL", "", "Slack-compatible webhook that receives alerts; unset = local log only.", optional_text
-    )
-    alerts_log: Path = setting(
-        "ALERTS_LOG", ".dagster_home/alerts.jsonl", "JSON Lines file every alert is appended to.", path
-    )
-    partitions_start: str = setting(
-        "PARTITIONS_START", "2026-11-01-00:00", "First arrival-hour partition (Dagster hourly key).", hour_key
-    )
-    dbt_target: str = setting(
-        "DBT_TARGET",
-        "",
-        "dbt target in dbt_project/profiles.yml.",
-        dbt_target,
-        dbt=True,
-        shown="local (prod when LOGISTICS_ENV=prod)",
-    )
-    dbt_threads: int = setting(
-        "DBT_THREADS", "4", "dbt threads of the `prod` target (the `local` target uses 2).", threads, dbt=True
-    )
-    spark_master: str = setting(
-        "SPARK_MASTER",
-        "local[*]",
-        "Spark master of dbt's `spark` target (`local[*]`, `spark://host:7077`, `k8s://https://...`).",
-        text,
-    )
-    spark_conf_file: Path | None = setting(
-        "SPARK_CONF_FILE",
-        "",
-        "Extra Spark settings of dbt's `spark` target (`key value` lines, over ours): a cluster's image, driver host, "
-        "S3 (docs/spark.md).",
-        optional_path,
-    )
-    spark_venv: Path = setting(
-        "SPARK_VENV",
-        ".venv-spark",
-        "The venv scripts/spark_env.sh builds (PySpark, dbt-spark, Iceberg's jars) that runs dbt's `spark` target.",
-        path,
-    )
-    duckdb_memory_limit: str = setting(
-        "DUCKDB_MEMORY_LIMIT", "8GB", "DuckDB memory limit of dbt's `prod` target (DuckDB's syntax).", text, dbt=True
-    )
-    debezium_decimal_handling_mode: str = setting(
-        "DEBEZIUM_DECIMAL_HANDLING_MODE",
-        "precise",
-        "The connector's `decimal.handling.mode`: `precise` (base64 Connect Decimal), `string` or `double`; "
-        "decimal strings and JSON numbers are read in every mode.",
-        choice("precise", "string", "double"),
-    )
-    ingest_batch_rows: int = setting(
-        "INGEST_BATCH_ROWS", "200000", "Rows per Arrow batch / data file written by the bronze ingest.", count
-    )
-    ingest_workers: int = setting(
-        "INGEST_WORKERS",
-        "1",
-        "Processes parsing a large arrival hour in parallel (1 = in the ingest process).",
-        at_least_one,
-    )
-    bronze_freshness_hours: float = setting(
-        "BRONZE_FRESHNESS_HOURS", "2", "Bronze tables older than this fail their freshness check.", amount
-    )
-    marts_freshness_hours: float = setting(
-        "MARTS_FRESHNESS_HOURS", "26", "Marts older than this fail their freshness check.", amount
-    )
-    automation_running: bool = setting(
-        "AUTOMATION_DEFAULT_STATUS",
-        "running",
-        "Initial state of the sensors and schedules in a fresh Dagster instance: `running` or `stopped`.",
-        is_running,
-    )
-    compaction_target_file_bytes: int = setting(
-        "COMPACTION_TARGET_FILE_BYTES", "134217728", "Target size of compacted data files (128 MiB).", count
-    )
-    compaction_small_file_bytes: int = setting(
-        "COMPACTION_SMALL_FILE_BYTES", "33554432", "Files below this size are compaction candidates (32 MiB).", count
-    )
-    snapshot_retention_days: float = setting(
-        "SNAPSHOT_RETENTION_DAYS", "7", "Snapshots older than this are expired (tagged ones are kept).", amount
-    )
-    snapshot_min_keep: int = setting(
-        "SNAPSHOT_MIN_KEEP", "10", "Expiry always keeps at least this many recent snapshots.", count
-    )
-    orphan_safety_days: float = setting(
-        "ORPHAN_SAFETY_DAYS",
-        "3",
-        "Unreferenced files younger than this are never deleted (commits in flight).",
-        amount,
-    )
-    manifest_max_per_snapshot: int = setting(
-        "MANIFEST_MAX_PER_SNAPSHOT",
-        "10",
-        "The nightly run consolidates a snapshot's manifests above this many (each hourly commit adds one, and every "
-        "query plan opens them all).",
-        count,
-    )
-    daily_tag_retention_days: int = setting(
-        "DAILY_TAG_RETENTION_DAYS", "365", "How long the `daily-YYYY-MM-DD` tags are kept.", count
-    )
-    # pyiceberg FileIO property -> value, for the variables that are set.
-    s3: dict[str, str] = setting_map(
-        Setting(
-            "ICEBERG_S3_ENDPOINT",
-            "",
-            "S3-compatible endpoint for the warehouse in prod.",
-            text,
-            dbt=True,
-            key="s3.endpoint",
-        ),
-        Setting("ICEBERG_S3_ACCESS_KEY_ID", "", "S3 access key id (prod).", text, dbt=True, key="s3.access-key-id"),
-        Setting(
-            "ICEBERG_S3_SECRET_ACCESS_KEY", "", "S3 secret key (prod).", text, dbt=True, key="s3.secret-access-key"
-        ),
-        Setting("ICEBERG_S3_REGION", "", "S3 region (prod).", text, dbt=True, shown="us-east-1", key="s3.region"),
-    )
-    oltp_dsn: str | None = setting(
-        "OLTP_DSN",
-        "",
-        "libpq DSN of the OLTP PostgreSQL database that `capture` reads; unset = capture off.",
-        optional_text,
-    )
-    capture_slot: str = setting(
-        "CAPTURE_SLOT",
-        "logistics_capture",
-        "Logical replication slot of `capture` (also names its landing manifest).",
-        text,
-    )
-    capture_publication: str = setting(
-        "CAPTURE_PUBLICATION", "logistics_capture", "Publication of the contract's tables that the slot decodes.", text
-    )
-    capture_query_overlap_seconds: float = setting(
-        "CAPTURE_QUERY_OVERLAP_SECONDS",
-        "300",
-        "`capture --mode query` re-reads rows this far behind its updated_at watermark (late commits, clock skew).",
-        amount,
-    )
-    capture_lag_warn_bytes: int = setting(
-        "CAPTURE_LAG_WARN_BYTES",
-        "67108864",
-        "The capture lag check warns when the slot is this many WAL bytes behind.",
-        count,
-    )
-    capture_lag_warn_seconds: float = setting(
-        "CAPTURE_LAG_WARN_SECONDS",
-        "900",
-        "The capture lag check warns when the last capture is this old and behind.",
-        amount,
-    )
-    capture_wal_retention_alert_bytes: int = setting(
-        "CAPTURE_WAL_RETENTION_ALERT_BYTES",
-        "1073741824",
-        "Alert when the slot is inactive and keeps more WAL than this on the OLTP server (1 GiB).",
-        count,
-    )
-    publish_max_row_drop: float = setting(
-        "PUBLISH_MAX_ROW_DROP",
-        "0.5",
-        "The publish audit fails a mart (except `late_events`) whose row count would fall by more than this share "
-        "of main's (when main has 100 rows or more); 1 lets any drop through.",
-        share,
-    )
-    # Every row of the JDBC-catalog tables carries it: another engine sees our tables only under the same name.
-    catalog_name: str = setting(
-        "ICEBERG_CATALOG_NAME",
-        "logistics",
-        "Catalog name in the SQL catalog's rows; Spark/Trino/Flink `JdbcCatalog` readers must use the same name.",
-        identifier,
-        dbt=True,
-    )
-    sla_window_minutes: int = setting(
-        "SLA_WINDOW_MINUTES",
-        "5",
-        "Width of the event-time windows of marts.fct_region_sla (a divisor of 60).",
-        minutes_dividing_an_hour,
-        dbt=True,
-    )
-    sla_min_deliveries: int = setting(
-        "SLA_MIN_DELIVERIES", "20", "An SLA window breaches only with at least this many deliveries.", count, dbt=True
-    )
-    sla_late_share_max: float = setting(
-        "SLA_LATE_SHARE_MAX", "0.05", "An SLA window breaches when its late share exceeds this.", amount, dbt=True
-    )
-    gps_jump_kmh: float = setting(
-        "GPS_JUMP_KMH",
-        "150",
-        "marts.fct_courier_gps_jumps: consecutive pings implying a higher speed are jumps.",
-        amount,
-        dbt=True,
-    )
-    ingest_max_hours_per_run: int = setting(
-        "INGEST_MAX_HOURS_PER_RUN",
-        "24",
-        "Most arrival hours one ingest run takes (backfills, `run`, `rebuild`): one Iceberg commit per table for them.",
-        at_least_one,
-    )
+    """Catalog name in the SQL catalog's rows; Spark/Trino/Flink `JdbcCatalog` readers must use the same name."""
+    sla_window_minutes: Annotated[int, _check(lambda m: m > 0 and 60 % m == 0, ALIGNED), FOR_DBT] = 5
+    """Width of the event-time windows of marts.fct_region_sla (a divisor of 60)."""
+    sla_min_deliveries: Annotated[Count, FOR_DBT] = 20
+    """An SLA window breaches only with at least this many deliveries."""
+    sla_late_share_max: Annotated[Amount, FOR_DBT] = 0.05
+    """An SLA window breaches when its late share exceeds this."""
+    gps_jump_kmh: Annotated[Amount, FOR_DBT] = 150.0
+    """marts.fct_courier_gps_jumps: consecutive pings implying a higher speed are jumps."""
+    ingest_max_hours_per_run: AtLeastOne = 24
+    """Most arrival hours one ingest run takes (backfills, `run`, `rebuild`): one Iceberg commit per table for them."""
     # Read by Dagster itself too; here only to know whether a persistent instance is configured.
-    dagster_home: Path | None = setting(
-        "DAGSTER_HOME",
-        "",
-        "Dagster's instance directory (its dagster.yaml); `run` uses a throwaway instance when unset.",
-        optional_path,
-        shown="(unset; `make` sets .dagster_home)",
-    )
-    dashboard_port: int = setting(
-        "DASHBOARD_PORT", "8501", "Port of the operations dashboard (`make dashboard`), served on 127.0.0.1.", port
-    )
+    dagster_home: Annotated[
+        FromCwd | None, Field(json_schema_extra={"shown": "(unset; `make` sets .dagster_home)"})
+    ] = None
+    """Dagster's instance directory (its dagster.yaml); `run` uses a throwaway instance when unset."""
+    dashboard_port: Annotated[int, Field(ge=1, le=65535)] = 8501
+    """Port of the operations dashboard (`make dashboard`), served on 127.0.0.1."""
     # Read by Dagster itself in every Dagster process (webserver, daemon, code server, runs); the prod deployment
     # files set it, and `run` sets it for its runs when its instance stores events on PostgreSQL (a no-op on SQLite).
-    dagster_event_batch_size: int = setting(
-        "DAGSTER_EVENT_BATCH_SIZE",
-        "1000",
-        "Dagster writes up to this many asset events of one step in one statement on PostgreSQL storage "
-        "(0 = one by one).",
-        count,
-    )
+    dagster_event_batch_size: Count = 1000
+    """Dagster writes up to this many asset events of one step in one statement on PostgreSQL storage (0 = one by
+    one)."""
+
+    @field_validator("catalog_uri")
+    @classmethod
+    def _postgres_in_prod(cls, uri: str, info: Any) -> str:
+        if info.data.get("env") == "prod" and uri.startswith("sqlite"):
+            raise ValueError(
+                "LOGISTICS_ENV=prod needs ICEBERG_CATALOG_URI on PostgreSQL (postgresql+psycopg2://user@host:5432/db); "
+                "the SQLite catalog does not take parallel writers"
+            )
+        return uri
+
+    @field_validator("warehouse")
+    @classmethod
+    def _resolve_file_warehouse(cls, uri: str) -> str:
+        if uri.startswith("file://") and not uri.startswith("file:///"):
+            return f"file://{_from_cwd(Path(uri[len('file://') :]))}"
+        return uri
+
+    @field_validator("dbt_target")
+    @classmethod
+    def _target_of_the_environment(cls, target: str, info: Any) -> str:
+        return target or info.data.get("env", "local")
 
     @property
     def duckdb_database(self) -> str:
@@ -324,81 +247,88 @@ class Settings:
         return int(self.allowed_lateness_hours * 3600)
 
     @property
+    def s3(self) -> dict[str, str]:
+        """pyiceberg FileIO property -> value, for the ``ICEBERG_S3_*`` variables that are set."""
+        keys = ("endpoint", "access_key_id", "secret_access_key", "region")
+        return {f"s3.{k.replace('_', '-')}": v for k in keys if (v := getattr(self, f"s3_{k}"))}
+
+    @property
     def catalog_properties(self) -> dict[str, str]:
         """Properties for pyiceberg's SqlCatalog (and the FileIO behind it)."""
-        props = {"uri": self.catalog_uri, "warehouse": self.warehouse}
-        props.update(self.s3)
-        return props
+        return {"uri": self.catalog_uri, "warehouse": self.warehouse, **self.s3}
 
     @property
     def partitions_start_datetime(self) -> datetime:
-        return parse_hour_key(self.partitions_start)
+        return datetime.strptime(self.partitions_start, HOUR_KEY_FORMAT)
 
     def with_overrides(self, **changes: object) -> Settings:
-        """A copy with some fields replaced (tests and CLI flags)."""
-        return replace(self, **changes)  # type: ignore[arg-type]
+        """A copy with some fields replaced (tests and CLI flags), validated like the variables."""
+        return load_settings({**self.model_dump(), **changes})
 
 
-def declarations() -> Iterator[tuple[str, Setting]]:
-    """(field, declaration) of every setting, in the order the fields are declared (the settings table's order)."""
-    for f in fields(Settings):
-        for declared in f.metadata.get(DECLARATIONS, ()):
-            yield f.name, declared
+# field -> its variable
+VARIABLES = {field: str(info.validation_alias) for field, info in Settings.model_fields.items()}
 
 
-# name -> (default shown to people, meaning): the settings table of docs/settings.md.
-SETTINGS_DOC: dict[str, tuple[str, str]] = {s.name: (s.shown_default, s.doc) for _field, s in declarations()}
-_ENV_SETTING = next(s for name, s in declarations() if name == "env")
+def load_settings(environ: Mapping[str, Any] | None = None) -> Settings:
+    """Read the settings from ``environ`` (default: the process environment); an empty value means unset.
 
-
-def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
-    """Read the settings from ``environ`` (default: the process environment)."""
-    env = dict(os.environ if environ is None else environ)
-    cwd = Path.cwd()
-    # The environment first: the defaults and checks of other settings depend on it.
-    mode = _ENV_SETTING.read(env.get(_ENV_SETTING.name), Source(cwd, "local", unset=False))
-    source = Source(cwd, mode, unset=False)
-    values: dict[str, Any] = {}
-    for name, s in declarations():
-        value = s.read(env.get(s.name), source)
-        if not s.key:
-            values[name] = value
-        elif value:
-            values.setdefault(name, {})[s.key] = value
-    return Settings(**values)
+    Keys are variable names (or field names); a bad value raises a one-line :class:`SettingsError`.
+    """
+    try:
+        if environ is None:
+            return Settings()
+        return Settings.model_validate({k: v for k, v in environ.items() if v is not None and v != ""})
+    except ValidationError as exc:
+        problems = []
+        for e in exc.errors(include_url=False):
+            name = VARIABLES.get(str(e["loc"][0]), str(e["loc"][0])) if e["loc"] else "settings"
+            message = e["msg"].removeprefix("Value error, ")
+            problems.append(f"{name}={e['input']!r}: {message}")
+        raise SettingsError("; ".join(problems)) from None
 
 
 def local_settings(root: Path, **overrides: object) -> Settings:
-    """Settings that keep every piece of state under ``root`` (tests, benchmarks, rebuilds)."""
+    """Settings that keep every piece of state under ``root`` (tests, benchmarks, rebuilds); no variable is read."""
     root = Path(root).resolve()
-    base = Settings(
-        landing_dir=root / "landing",
-        catalog_uri=f"sqlite:///{root / 'warehouse' / 'catalog.db'}",
-        warehouse=f"file://{root / 'warehouse'}",
-        duckdb_path=root / "warehouse" / "analytics.duckdb",
-        alerts_log=root / "alerts.jsonl",
+    return load_settings(
+        {
+            "landing_dir": root / "landing",
+            "catalog_uri": f"sqlite:///{root / 'warehouse' / 'catalog.db'}",
+            "warehouse": f"file://{root / 'warehouse'}",
+            "duckdb_path": root / "warehouse" / "analytics.duckdb",
+            "alerts_log": root / "alerts.jsonl",
+            **overrides,
+        }
     )
-    return base.with_overrides(**overrides) if overrides else base
 
 
+def _shown(prop: dict[str, Any]) -> str:
+    if "shown" in prop:
+        return str(prop["shown"])
+    default = prop.get("default")
+    return "(unset)" if default is None else str(default).replace(f"{PROJECT_ROOT}/", "")
+
+
+# variable -> (default shown to people, meaning): the settings table of docs/settings.md, from the JSON schema.
+_SCHEMA = Settings.model_json_schema()["properties"]
+SETTINGS_DOC: dict[str, tuple[str, str]] = {
+    name: (_shown(p), " ".join(p["description"].split())) for name, p in _SCHEMA.items()
+}
+# The variables a dbt process gets (when set).
+DBT_VARIABLES = frozenset(name for name, p in _SCHEMA.items() if p.get("dbt"))
 # Set for every dbt process: no usage tracking (offline operation).
 _DBT_TOOL_ENV = {"DO_NOT_TRACK": "1", "DBT_SEND_ANONYMOUS_USAGE_STATS": "False"}
 
 
 def dbt_env(settings: Settings) -> dict[str, str]:
-    """What a dbt process needs to see of ``settings``: the variables of the settings declared ``dbt`` (those set).
+    """What a dbt process needs to see of ``settings``: the variables declared for dbt (those set).
 
     profiles.yml, the macros and the dbt-duckdb plugin read them with no defaults of their own: a dbt run without
     them fails naming the variable.
     """
-    env = dict(_DBT_TOOL_ENV)
-    for name, s in declarations():
-        value = getattr(settings, name)
-        if s.key:
-            value = value.get(s.key)
-        if s.dbt and value is not None:
-            env[s.name] = str(value)
-    return env
+    values = {VARIABLES[field]: value for field, value in settings if value is not None}
+    return {**_DBT_TOOL_ENV, **{name: str(value) for name, value in values.items() if name in DBT_VARIABLES}}
 
 
 def subprocess_env(settings: Settings) -> dict[str, str]:

@@ -9,12 +9,13 @@ import pytest
 
 from logistics_platform.settings import (
     DBT_PROJECT_DIR,
+    DBT_VARIABLES,
     PROJECT_ROOT,
     SETTINGS_DOC,
+    VARIABLES,
     Settings,
     SettingsError,
     dbt_env,
-    declarations,
     load_settings,
     local_settings,
     subprocess_env,
@@ -56,7 +57,7 @@ def test_env_vars_override(tmp_path: Path) -> None:
     [
         ({"LOGISTICS_ENV": "staging"}, "LOGISTICS_ENV"),
         ({"ALLOWED_LATENESS_HOURS": "two"}, "ALLOWED_LATENESS_HOURS"),
-        ({"ALLOWED_LATENESS_HOURS": "-1"}, "negative"),
+        ({"ALLOWED_LATENESS_HOURS": "-1"}, "greater than or equal to 0"),
         ({"PARTITIONS_START": "2026-11-01"}, "PARTITIONS_START"),
         ({"LOGISTICS_ENV": "prod"}, "PostgreSQL"),
         ({"SLA_WINDOW_MINUTES": "7"}, "divisor of 60"),
@@ -103,15 +104,21 @@ def test_operations_mart_settings_reach_dbt_as_environment() -> None:
     assert env["GPS_JUMP_KMH"] == "90.0"
 
 
-def test_the_declared_defaults_are_what_an_empty_environment_loads() -> None:
-    assert load_settings({}) == Settings()
+def test_the_process_environment_loads_like_a_mapping(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in VARIABLES.values():
+        monkeypatch.delenv(name, raising=False)
+    assert load_settings() == load_settings({}) == Settings()
     assert (Settings().dbt_threads, Settings().duckdb_memory_limit) == (4, "8GB")
-    with pytest.raises(SettingsError, match="DBT_THREADS=0: at least 1 thread"):
-        load_settings({"DBT_THREADS": "0"})
+    monkeypatch.setenv("DBT_THREADS", "16")
+    monkeypatch.setenv("ALERT_WEBHOOK_URL", "")  # empty = unset
+    assert load_settings() == load_settings({"DBT_THREADS": "16"}) and load_settings().alert_webhook_url is None
+    monkeypatch.setenv("DBT_THREADS", "0")
+    with pytest.raises(SettingsError, match="DBT_THREADS='0': Input should be greater than or equal to 1"):
+        load_settings()
 
 
 def test_dbt_gets_the_settings_declared_for_it_and_the_s3_ones_only_when_set() -> None:
-    declared = {s.name for _field, s in declarations() if s.dbt}
+    declared = DBT_VARIABLES
     assert {"DUCKDB_PATH", "DBT_TARGET", "SLA_WINDOW_MINUTES", "ICEBERG_S3_REGION"} <= declared
     assert "INGEST_WORKERS" not in declared
     tools = {"DO_NOT_TRACK", "DBT_SEND_ANONYMOUS_USAGE_STATS"}
@@ -126,7 +133,7 @@ ENV_VAR = re.compile(r"env_var\(\s*'([A-Za-z0-9_]+)'\s*([,)~])")
 
 
 def test_dbt_reads_only_declared_settings_and_has_no_defaults_of_its_own() -> None:
-    declared = {s.name for _field, s in declarations() if s.dbt}
+    declared = DBT_VARIABLES
     folders = ("models", "macros", "tests", "seeds")
     sources = [*DBT_PROJECT_DIR.glob("*.yml"), *(p for f in folders for p in (DBT_PROJECT_DIR / f).rglob("*"))]
     uses = [

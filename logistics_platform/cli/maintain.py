@@ -34,13 +34,13 @@ def _size(n: int) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from logistics_platform.cli.errors import USAGE, CommandError, print_table
-    from logistics_platform.lib.connections import load_catalog, preflight
+    from logistics_platform.lib.connections import catalog_of, preflight
     from logistics_platform.lib.maintenance import MaintenanceOptions, list_iceberg_tables, maintain_catalog
     from logistics_platform.settings import load_settings
 
     settings = load_settings()
     preflight(settings)  # a missing bucket or refused key: one line, not a failure per table
-    catalog = load_catalog(settings)
+    catalog = catalog_of(settings)
     known = list_iceberg_tables(catalog)
     tables = None
     if args.table:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from logistics_platform.lib.connections import connect, load_catalog, preflight
+from logistics_platform.lib.connections import catalog_of, connect, preflight
 from logistics_platform.settings import load_settings
 
 HELP = "create the catalog and namespaces, install DuckDB extensions offline and parse the dbt project"
@@ -14,7 +14,7 @@ def run(args: argparse.Namespace) -> int:
     settings = load_settings()
     preflight(settings)  # a closed port, wrong login, missing database or bucket: one line naming the setting
     connect(settings=settings).close()
-    load_catalog(settings)
+    catalog_of(settings)  # creates the catalog tables and the namespaces
     print(f"catalog ready: {settings.catalog_uri} (warehouse {settings.warehouse})")
     # The manifest is a build step (as a deployment's image build does it): parsed here once, not by the first
     # process that loads the definitions. Parsed again only when the project's files change.

@@ -26,14 +26,14 @@ def run(args: argparse.Namespace) -> int:
     from pyiceberg.exceptions import NoSuchTableError
 
     from logistics_platform.cli.errors import USAGE, CommandError, print_table
-    from logistics_platform.lib.connections import connect, load_catalog
+    from logistics_platform.lib.connections import catalog_of, connect
     from logistics_platform.lib.maintenance.time_travel import iceberg_scan_sql, query_as_of, query_error
     from logistics_platform.settings import load_settings
 
     settings = load_settings()
     identifier = args.table if "." in args.table else f"bronze.{args.table}"
     try:
-        table = load_catalog(settings).load_table(identifier)
+        table = catalog_of(settings).load_table(identifier)
     except NoSuchTableError:
         raise CommandError(f"no Iceberg table {identifier}; run `logistics-platform run` first", USAGE) from None
     name = identifier.split(".")[-1]

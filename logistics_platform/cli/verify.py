@@ -34,6 +34,7 @@ def run(args: argparse.Namespace) -> int:
     from logistics_platform.lib.operate.landing_watch import scan_landing
     from logistics_platform.lib.operate.progress import compare, read_corrupt_files, read_ingest_log
     from logistics_platform.lib.timekeys import parse_hour_key
+    from logistics_platform.resources import IcebergCatalog
     from logistics_platform.settings import load_settings
 
     settings = load_settings()
@@ -45,11 +46,12 @@ def run(args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise CommandError(f"--hour: {exc}", USAGE) from None
     scan = scan_landing(settings.landing_dir, lookback_days=None, hours=hours)
+    catalog = IcebergCatalog(settings=settings).get_catalog()
     reports = compare(
         scan,
-        read_ingest_log(settings, hours),
+        read_ingest_log(catalog, hours),
         settings.landing_dir,
-        read_corrupt_files(settings, hours),
+        read_corrupt_files(catalog, hours),
         now=datetime.now(UTC),
     )
     problems = [r for r in reports if not r.ok]

@@ -7,7 +7,7 @@ from typing import NoReturn
 import streamlit as st
 from pyiceberg.catalog import Catalog
 
-from logistics_platform.lib.connections import load_catalog
+from logistics_platform.lib.connections import catalog_of
 from logistics_platform.lib.dashboard.reader import MartState, empty_message, load_table, read_snapshot
 from logistics_platform.settings import Settings, SettingsError, load_settings
 
@@ -37,13 +37,15 @@ def settings() -> Settings:
 
 
 def catalog_key(s: Settings) -> CatalogKey:
-    return (s.catalog_name, s.catalog_uri, s.warehouse, tuple(sorted(s.s3.items())))
+    s3 = ("s3_endpoint", "s3_access_key_id", "s3_secret_access_key", "s3_region")
+    return (s.catalog_name, s.catalog_uri, s.warehouse, tuple((f, getattr(s, f) or "") for f in s3))
 
 
 @st.cache_resource(show_spinner=False)
 def _catalog(key: CatalogKey) -> Catalog:
     name, uri, warehouse, s3 = key
-    return load_catalog(Settings(catalog_name=name, catalog_uri=uri, warehouse=warehouse, s3=dict(s3)))
+    settings = load_settings({"catalog_name": name, "catalog_uri": uri, "warehouse": warehouse, **dict(s3)})
+    return catalog_of(settings)
 
 
 def catalog(s: Settings) -> Catalog:

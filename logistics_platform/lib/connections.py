@@ -19,6 +19,7 @@ from duckdb_extensions import import_extension
 from logistics_platform.settings import Settings
 
 if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
     from pyiceberg.catalog.sql import SqlCatalog
 
 NAMESPACES = ("bronze", "marts")
@@ -224,6 +225,14 @@ def load_catalog(settings: Settings) -> SqlCatalog:
                 raise
             time.sleep(0.2 * attempt)
     raise AssertionError("unreachable")
+
+
+def catalog_of(settings: Settings, catalog: Catalog | None = None) -> Catalog:
+    """``catalog`` when the caller hands one down (a run's ``resources.IcebergCatalog``), else one opened now.
+
+    For the callers that have no run to share one with: tests, benchmarks, the dbt plugin (its own process).
+    """
+    return catalog if catalog is not None else load_catalog(settings)
 
 
 def _lost_creation_race(exc: Exception) -> bool:

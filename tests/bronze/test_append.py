@@ -31,6 +31,7 @@ from logistics_platform.lib.maintenance.compaction import compact_table
 from logistics_platform.lib.operate.landing_watch import scan_landing
 from logistics_platform.lib.operate.progress import compare, read_ingest_log
 from logistics_platform.lib.timekeys import hour_key, hour_start
+from logistics_platform.resources import build_resources
 from logistics_platform.settings import Settings, local_settings
 from tests.support.bronze import HOUR, cdc, contract_hour, dump, order, ping, write_file
 
@@ -185,14 +186,17 @@ def test_open_hour_status_in_verify(tmp_path: Path, cli_env: Callable[[Settings]
     batch_2(settings.landing_dir, hour)
     now = datetime.now(UTC)
     (report,) = compare(
-        scan_landing(settings.landing_dir, lookback_days=None), read_ingest_log(settings), settings.landing_dir, now=now
+        scan_landing(settings.landing_dir, lookback_days=None),
+        read_ingest_log(load_catalog(settings)),
+        settings.landing_dir,
+        now=now,
     )
     if hour_start(now) == hour:  # the hour did not close while the test ran
         assert (report.status, report.ingested_files, report.pending_files) == ("open", 6, 3)
     # The same state an hour later is a closed hour whose files changed since its ingest.
     (later,) = compare(
         scan_landing(settings.landing_dir, lookback_days=None),
-        read_ingest_log(settings),
+        read_ingest_log(load_catalog(settings)),
         settings.landing_dir,
         now=now + timedelta(hours=1),
     )
@@ -215,7 +219,7 @@ def test_a_crash_between_data_and_log_then_a_rerun_is_exactly_once(tmp_path: Pat
     hour = open_hour()
     contract_hour(settings.landing_dir, hour)
     ingest_hour(settings, hour)
-    logged = read_ingest_log(settings)
+    logged = read_ingest_log(load_catalog(settings))
     batch_2(settings.landing_dir, hour)
 
     def crash(identifier: str) -> None:
@@ -225,7 +229,7 @@ def test_a_crash_between_data_and_log_then_a_rerun_is_exactly_once(tmp_path: Pat
     with pytest.raises(Crash):
         ingest_hour(settings, hour, before_commit=crash)
     # The orders append committed (it comes first), the log did not: the hour holds rows the log does not count.
-    assert read_ingest_log(settings) == logged
+    assert read_ingest_log(load_catalog(settings)) == logged
     assert account_hour(settings, hour)["orders"].bronze_rows == logged[(ORDERS, hour_key(hour))].rows + 4
 
     report = ingest_hour(settings, hour)
@@ -329,7 +333,7 @@ def test_dagster_metadata_says_appended_or_replaced(tmp_path: Path) -> None:
     key = hour_key(HOUR)  # a past hour: the asset's partitions end at the last closed hour
     expected = contract_hour(settings.landing_dir, HOUR)
     assets = [build_bronze_assets(settings)]
-    resources = {"settings": settings}
+    resources = build_resources(settings)
     assert dg.materialize(assets, partition_key=key, resources=resources).success
     batch_2(settings.landing_dir, HOUR)
 

@@ -3,20 +3,24 @@
 from __future__ import annotations
 
 import dagster as dg
+import pytest
 
+from logistics_platform import resources
 from logistics_platform.defs.bronze import build_defs
 from logistics_platform.defs.bronze.assets import build_bronze_assets
 from logistics_platform.defs.bronze.checks import CHECK_ACCOUNTING, CHECK_QUARANTINE_RATE, CHECK_SCHEMA_STABLE
 from logistics_platform.defs.bronze.keys import BRONZE_ASSET_KEYS, LANDING_KEYS, QUARANTINE_KEY, TOPIC_KEYS
 from logistics_platform.defs.constants import INGEST_LOG_KEY
+from logistics_platform.lib import connections
 from logistics_platform.lib.timekeys import hour_key
+from logistics_platform.resources import build_resources
 from logistics_platform.settings import local_settings
 from tests.support.bronze import HOUR, contract_hour
 
 
 def test_definitions_shape(tmp_path):
     settings = local_settings(tmp_path)
-    defs = dg.Definitions.merge(build_defs(settings), dg.Definitions(resources={"settings": settings}))
+    defs = dg.Definitions.merge(build_defs(settings), dg.Definitions(resources=build_resources(settings)))
     graph = defs.resolve_asset_graph()
     assert set(BRONZE_ASSET_KEYS) | set(LANDING_KEYS.values()) <= set(graph.get_all_asset_keys())
     for key in BRONZE_ASSET_KEYS:
@@ -35,7 +39,7 @@ def test_materialize_partition_with_checks(tmp_path):
     settings = local_settings(tmp_path)
     contract_hour(settings.landing_dir)
     assets = build_bronze_assets(settings)
-    result = dg.materialize([assets], partition_key=hour_key(HOUR), resources={"settings": settings})
+    result = dg.materialize([assets], partition_key=hour_key(HOUR), resources=build_resources(settings))
     assert result.success
 
     mats = {m.asset_key: m for m in result.get_asset_materialization_events()}
@@ -59,7 +63,25 @@ def test_materialize_partition_with_checks(tmp_path):
     assert not grew.passed and grew.severity == dg.AssetCheckSeverity.WARN
     assert checks[(TOPIC_KEYS["payments"], CHECK_SCHEMA_STABLE)].passed
 
-    again = dg.materialize([assets], partition_key=hour_key(HOUR), resources={"settings": settings})
+    again = dg.materialize([assets], partition_key=hour_key(HOUR), resources=build_resources(settings))
     checks = {(c.asset_key, c.check_name): c for c in again.get_asset_check_evaluations()}
     assert checks[(TOPIC_KEYS["orders"], CHECK_SCHEMA_STABLE)].passed  # nothing new the second time
     assert all(checks[(k, CHECK_ACCOUNTING)].passed for k in TOPIC_KEYS.values())
+
+
+def test_one_ingest_run_opens_the_catalog_once(tmp_path, monkeypatch: pytest.MonkeyPatch):
+    """The run's IcebergCatalog resource is opened once and handed to the ingest, its metadata and its accounting."""
+    settings = local_settings(tmp_path)
+    contract_hour(settings.landing_dir)
+    opened = []
+
+    def counting_load_catalog(s):  # the real opener, counted
+        opened.append(s.catalog_uri)
+        return real(s)
+
+    real = connections.load_catalog
+    monkeypatch.setattr(connections, "load_catalog", counting_load_catalog)
+    monkeypatch.setattr(resources, "load_catalog", counting_load_catalog)
+    assets = build_bronze_assets(settings)
+    assert dg.materialize([assets], partition_key=hour_key(HOUR), resources=build_resources(settings)).success
+    assert opened == [settings.catalog_uri]

@@ -33,6 +33,7 @@ from logistics_platform.lib.connections import load_catalog
 from logistics_platform.lib.operate.landing_watch import scan_landing
 from logistics_platform.lib.operate.progress import compare, read_corrupt_files, read_ingest_log
 from logistics_platform.lib.timekeys import hour_key
+from logistics_platform.resources import build_resources
 from logistics_platform.settings import Settings, local_settings
 from tests.support.bronze import HOUR, cdc, contract_hour, dump, order, ping, write_file
 
@@ -63,7 +64,7 @@ def test_truncated_gzip_mid_hour_is_quarantined_and_the_hour_commits(
     rel = cut.relative_to(settings.landing_dir).as_posix()
 
     result = dg.materialize(
-        [build_bronze_assets(settings)], partition_key=KEY, resources={"settings": settings}, raise_on_error=False
+        [build_bronze_assets(settings)], partition_key=KEY, resources=build_resources(settings), raise_on_error=False
     )
     assert result.success
 
@@ -97,12 +98,12 @@ def test_truncated_gzip_mid_hour_is_quarantined_and_the_hour_commits(
     write_file(settings.landing_dir, ORDERS, HOUR, 5, 200, _orders(200, 400), gz=True)
     reports = compare(
         scan_landing(settings.landing_dir, lookback_days=None),
-        read_ingest_log(settings),
+        read_ingest_log(load_catalog(settings)),
         settings.landing_dir,
-        read_corrupt_files(settings),
+        read_corrupt_files(load_catalog(settings)),
     )
     assert [r.status for r in reports] == ["changed"]
-    again = dg.materialize([build_bronze_assets(settings)], partition_key=KEY, resources={"settings": settings})
+    again = dg.materialize([build_bronze_assets(settings)], partition_key=KEY, resources=build_resources(settings))
     assert again.success and all(c.passed for c in again.get_asset_check_evaluations() if c.check_name == "accounting")
     assert not [q for q in _rows(settings, bs.QUARANTINE_TABLE) if q["reason"] == "corrupt_file"]
     assert set(range(200, 600)) <= {r["order_id"] for r in _rows(settings, "orders")}
@@ -183,7 +184,7 @@ def test_a_deterministic_error_fails_at_once_without_retries(tmp_path: Path) -> 
     catalog.create_table("bronze.orders", schema=Schema(*fields))
 
     result = dg.materialize(
-        [build_bronze_assets(settings)], partition_key=KEY, resources={"settings": settings}, raise_on_error=False
+        [build_bronze_assets(settings)], partition_key=KEY, resources=build_resources(settings), raise_on_error=False
     )
     assert not result.success
     assert not _step_events(result, dg.DagsterEventType.STEP_UP_FOR_RETRY)
@@ -217,7 +218,7 @@ def test_a_locked_catalog_is_retried_and_then_succeeds(tmp_path: Path) -> None:
             result = dg.materialize(
                 [build_bronze_assets(settings)],
                 partition_key=KEY,
-                resources={"settings": settings},
+                resources=build_resources(settings),
                 instance=instance,
                 raise_on_error=False,
             )

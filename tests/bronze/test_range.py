@@ -24,6 +24,7 @@ from logistics_platform.lib.bronze.landing import list_arrival_hours
 from logistics_platform.lib.bronze.reports import PROP_FINGERPRINT, PROP_PARTITION_KEY
 from logistics_platform.lib.connections import load_catalog
 from logistics_platform.lib.timekeys import hour_key
+from logistics_platform.resources import build_resources
 from logistics_platform.settings import Settings, local_settings
 from tests.support.bronze import cdc, dump, order, write_file
 
@@ -192,7 +193,7 @@ def test_dagster_range_run_records_every_hour(tmp_path, landing, hour_by_hour):
         [build_bronze_assets(settings)],
         instance=instance,
         tags={"dagster/asset_partition_range_start": keys[0], "dagster/asset_partition_range_end": keys[-1]},
-        resources={"settings": settings},
+        resources=build_resources(settings),
     )
     assert result.success
     assert all(contents(settings)[n].equals(hour_by_hour[n]) for n in TABLES)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from logistics_platform.lib.connections import load_catalog
 from logistics_platform.lib.operate.progress import read_ingest_log
 from logistics_platform.settings import local_settings
 from tests.support.dagster_ui import asset_keys, backfill, dagster_dev, land_small_world
@@ -43,6 +44,6 @@ def test_ui_backfill_of_a_range_runs_in_ranges(tmp_path: Path) -> None:
             (HOURS[0], HOURS[-1])
         ]
 
-    logged = read_ingest_log(settings)
+    logged = read_ingest_log(load_catalog(settings))
     assert {h for _, h in logged} == set(HOURS)
     assert all(e.balanced for e in logged.values())

@@ -19,6 +19,7 @@ from logistics_platform.cli import main
 from logistics_platform.defs.bronze import build_defs
 from logistics_platform.lib.connections import MisconfiguredError, preflight
 from logistics_platform.lib.timekeys import hour_key
+from logistics_platform.resources import build_resources
 from logistics_platform.settings import Settings, load_settings
 from tests.capture.cluster import logical_cluster
 from tests.conftest import S3Warehouse
@@ -158,7 +159,7 @@ def test_inside_dagster_a_misconfigured_catalog_fails_the_step_once_without_retr
         result = dg.materialize(
             assets,
             instance=instance,
-            resources={"settings": settings},
+            resources=build_resources(settings),
             partition_key=hour_key(HOUR),
             raise_on_error=False,
         )

@@ -12,6 +12,7 @@ from logistics_platform.cli.render import render_progress, render_summary
 from logistics_platform.defs.constants import INGEST_JOB, TRANSFORM_JOB
 from logistics_platform.generator import GeneratorConfig, generate
 from logistics_platform.lib.bronze.landing import hour_dir
+from logistics_platform.lib.connections import load_catalog
 from logistics_platform.lib.operate.progress import read_ingest_log
 from logistics_platform.lib.timekeys import hour_key, hour_start
 from logistics_platform.lib.transform.project import MART_MODELS
@@ -118,7 +119,7 @@ def test_run_takes_the_hour_in_progress_and_reports_the_hours_it_cannot_take(
     assert [r.job for r in summary.runs] == [INGEST_JOB, TRANSFORM_JOB, UNPARTITIONED_JOB]
     assert [r.partition for r in summary.runs[:2]] == [f"{landed[0]}..{landed[-1]}"] * 2
     # The open hour is in bronze, accounted for like any other, and the marts are built from it.
-    logged = read_ingest_log(settings)
+    logged = read_ingest_log(load_catalog(settings))
     assert {hour for _, hour in logged} == set(landed) and all(e.balanced for e in logged.values())
     assert summary.marts["fct_orders"] > 0
     rendered = render_summary(summary)

@@ -22,6 +22,7 @@ from logistics_platform.defs.operate.alert_sensors import run_failure_alert
 from logistics_platform.lib.connections import load_catalog
 from logistics_platform.lib.operate import alerts
 from logistics_platform.lib.timekeys import hour_key
+from logistics_platform.resources import build_resources
 from logistics_platform.settings import Settings
 from tests.conftest import Webhook
 from tests.support.bronze import HOUR, contract_hour
@@ -92,10 +93,10 @@ def test_no_credential_in_logs_events_runs_snapshots_errors_or_alerts(
     key = hour_key(HOUR)
 
     with prod_instance(tmp_path / "dagster_home", pg_database, monkeypatch, password=DAGSTER_PASSWORD) as instance:
-        ok = dg.materialize(assets, instance=instance, resources={"settings": settings}, partition_key=key)
+        ok = dg.materialize(assets, instance=instance, resources=build_resources(settings), partition_key=key)
         assert ok.success
         failed = dg.materialize(
-            assets, instance=instance, resources={"settings": wrong}, partition_key=key, raise_on_error=False
+            assets, instance=instance, resources=build_resources(wrong), partition_key=key, raise_on_error=False
         )
         assert not failed.success
 

@@ -57,7 +57,7 @@ def test_partition_range_backfill_through_graphql(tmp_path: Path) -> None:
         (run_target,) = (project_target(settings) / "runs").glob(f"{dbt_runs[0]['runId'][:8]}-*")
         assert (run_target / "run_results.json").exists()
 
-    logged = read_ingest_log(settings)
+    logged = read_ingest_log(load_catalog(settings))
     assert {h for _, h in logged} == set(HOURS)
     assert all(e.balanced for e in logged.values())
     con = connect(settings.duckdb_path, read_only=True)

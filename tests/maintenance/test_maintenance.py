@@ -29,6 +29,7 @@ from logistics_platform.lib.maintenance.manifests import rewrite_manifests
 from logistics_platform.lib.maintenance.orphans import find_orphans, remove_orphans
 from logistics_platform.lib.maintenance.tags import apply_daily_tags, snapshot_current_at
 from logistics_platform.lib.maintenance.time_travel import TimeTravelError, query_as_of, resolve_as_of
+from logistics_platform.resources import build_resources
 from logistics_platform.settings import local_settings
 from tests.support.synthetic import append_hour, create_bronze_table, hour_rows, replace_hour
 
@@ -501,7 +502,7 @@ def test_maintenance_job_runs_in_dagster_and_reports(tmp_path: Path) -> None:
     settings = local_settings(tmp_path, compaction_small_file_bytes=SMALL, compaction_target_file_bytes=TARGET)
     catalog = load_catalog(settings)
     _hourly_table(catalog, hours=30)
-    defs = dg.Definitions.merge(build_defs(settings), dg.Definitions(resources={"settings": settings}))
+    defs = dg.Definitions.merge(build_defs(settings), dg.Definitions(resources=build_resources(settings)))
     schedule = defs.resolve_schedule_def("nightly_maintenance_schedule")
     assert schedule.cron_schedule == "0 2 * * *" and schedule.execution_timezone == "UTC"
 

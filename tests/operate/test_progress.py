@@ -13,6 +13,7 @@ import pytest
 from logistics_platform.cli import main
 from logistics_platform.defs import operate
 from logistics_platform.lib.bronze.ingest import ingest_hour
+from logistics_platform.lib.connections import load_catalog
 from logistics_platform.lib.operate.landing_watch import scan_landing
 from logistics_platform.lib.operate.progress import backlog, compare, read_ingest_log
 from logistics_platform.settings import Settings, local_settings
@@ -22,7 +23,7 @@ NEXT = HOUR + timedelta(hours=1)
 
 
 def _state(settings: Settings) -> tuple[dict, dict]:
-    return scan_landing(settings.landing_dir, lookback_days=None), read_ingest_log(settings)
+    return scan_landing(settings.landing_dir, lookback_days=None), read_ingest_log(load_catalog(settings))
 
 
 def test_verify_backlog_and_schedule_follow_ingest_and_delayed_files(

@@ -28,7 +28,7 @@ from logistics_platform.definitions import build_definitions
 from logistics_platform.defs.constants import MAINTENANCE_JOB, MARTS
 from logistics_platform.defs.operate.transform_sensor import pending_transform_hours
 from logistics_platform.generator import GeneratorConfig, generate
-from logistics_platform.lib.connections import connect
+from logistics_platform.lib.connections import connect, load_catalog
 from logistics_platform.lib.operate.alerts import read_log
 from logistics_platform.lib.operate.landing_watch import scan_landing
 from logistics_platform.lib.operate.progress import compare, read_ingest_log
@@ -210,7 +210,9 @@ def test_two_days_hour_by_hour(tmp_path: Path) -> None:
 
     # Bronze accounts for every landed line of every hour.
     reports = compare(
-        scan_landing(settings.landing_dir, lookback_days=None), read_ingest_log(settings), settings.landing_dir
+        scan_landing(settings.landing_dir, lookback_days=None),
+        read_ingest_log(load_catalog(settings)),
+        settings.landing_dir,
     )
     assert len(reports) == len(landed) and all(r.ok for r in reports), [r for r in reports if not r.ok]
     _assert_invariants(settings.duckdb_path)

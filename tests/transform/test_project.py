@@ -171,7 +171,7 @@ def test_dbt_environment_applies_the_settings_only_around_the_call(
     """DbtCliResource.cli snapshots os.environ: the settings and the window are there during the call only."""
     monkeypatch.setenv("DUCKDB_PATH", "/elsewhere.duckdb")
     monkeypatch.delenv("LOGISTICS_DBT_MIN_ARRIVAL_HOUR", raising=False)
-    settings = local_settings(tmp_path, s3={"s3.region": "eu-west-3"})
+    settings = local_settings(tmp_path, s3_region="eu-west-3")
     before = dict(os.environ)
     with dbt_environment(settings, {"LOGISTICS_DBT_MIN_ARRIVAL_HOUR": "2026-11-02 03:00:00"}):
         assert os.environ["DUCKDB_PATH"] == str(settings.duckdb_path)

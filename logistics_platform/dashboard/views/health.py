@@ -31,7 +31,7 @@ settings = common.settings()
 catalog = common.catalog(settings)
 
 st.subheader("Backlog")
-state: Backlog = backlog_now(settings)
+state: Backlog = backlog_now(settings, catalog)
 cols = st.columns(4)
 cols[0].metric("Hours waiting for ingest", len(state.hours_pending))
 cols[1].metric("Files waiting", state.files_pending)

@@ -20,6 +20,7 @@ from logistics_platform.defs.partitions import arrival_hour_partitions
 from logistics_platform.defs.preflight import require_usable_lakehouse
 from logistics_platform.lib import contract
 from logistics_platform.lib.bronze import schema as bs
+from logistics_platform.resources import IcebergCatalog
 from logistics_platform.settings import Settings
 
 if TYPE_CHECKING:  # the ingest step imports it; loading the definitions does not need it
@@ -125,16 +126,16 @@ def build_bronze_assets(settings: Settings) -> dg.AssetsDefinition:
         op_tags={"logistics/layer": "bronze"},
     )
     def bronze_ingest(
-        context: dg.AssetExecutionContext, settings: dg.ResourceParam[Settings]
+        context: dg.AssetExecutionContext, iceberg: IcebergCatalog, settings: dg.ResourceParam[Settings]
     ) -> Iterator[dg.MaterializeResult | dg.AssetCheckResult]:
         """Ingest arrival hours of landing files into the bronze Iceberg tables (one commit per table per run)."""
         from logistics_platform.lib.bronze.accounting import account_ingest
         from logistics_platform.lib.bronze.errors import describe_failure, is_transient
         from logistics_platform.lib.bronze.ingest import ingest_hours
-        from logistics_platform.lib.connections import load_catalog
         from logistics_platform.lib.timekeys import parse_hour_key
 
         require_usable_lakehouse(settings)
+        catalog = iceberg.get_catalog()  # one for the run: the ingest, the metadata and the accounting share it
         keys = context.partition_keys
         label = keys[0] if len(keys) == 1 else f"{keys[0]}..{keys[-1]}"
         tags = context.run.tags
@@ -146,6 +147,7 @@ def build_bronze_assets(settings: Settings) -> dg.AssetsDefinition:
                 run_id=context.run.run_id,
                 replace=replace,
                 progress=context.log.info,
+                catalog=catalog,
             )
         except Exception as exc:
             if is_transient(exc):
@@ -157,9 +159,8 @@ def build_bronze_assets(settings: Settings) -> dg.AssetsDefinition:
                 ),
                 allow_retries=False,
             ) from None
-        catalog = load_catalog(settings)
         yield from materializations(catalog, reports)
-        accounts = account_ingest(settings, reports)
+        accounts = account_ingest(settings, reports, catalog)
         yield from bronze_check_results(reports, accounts)
 
     return bronze_ingest

@@ -8,6 +8,7 @@ import dagster as dg
 from logistics_platform.defs.constants import MAINTENANCE_GROUP, MAINTENANCE_POOL, MAINTENANCE_WRITER_TAGS
 from logistics_platform.defs.maintenance.report import report_markdown
 from logistics_platform.defs.preflight import require_usable_lakehouse
+from logistics_platform.resources import IcebergCatalog
 from logistics_platform.settings import Settings
 
 MAINTENANCE_KEY = dg.AssetKey(["maintenance", "iceberg_tables"])
@@ -32,18 +33,20 @@ def build_maintenance_asset() -> dg.AssetsDefinition:
         pool=MAINTENANCE_POOL,
     )
     def iceberg_tables(
-        context: dg.AssetExecutionContext, config: MaintenanceConfig, settings: dg.ResourceParam[Settings]
+        context: dg.AssetExecutionContext,
+        config: MaintenanceConfig,
+        iceberg: IcebergCatalog,
+        settings: dg.ResourceParam[Settings],
     ) -> dg.MaterializeResult:
         """Nightly Iceberg maintenance: daily tags, compaction, manifest consolidation, snapshot expiry, orphans."""
         import time
 
-        from logistics_platform.lib.connections import load_catalog
         from logistics_platform.lib.maintenance import MaintenanceOptions, maintain_catalog
 
         require_usable_lakehouse(settings)
         started = time.monotonic()
         options = MaintenanceOptions.from_settings(settings, dry_run=config.dry_run)
-        catalog = load_catalog(settings)
+        catalog = iceberg.get_catalog()
         reports = maintain_catalog(catalog, options, tables=config.tables or None, progress=context.log.info)
         totals: dict[str, int] = {}
         per_table: dict[str, dg.MetadataValue] = {}

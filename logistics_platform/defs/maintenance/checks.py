@@ -10,6 +10,7 @@ import dagster as dg
 from logistics_platform.defs.constants import CHECKED_TABLES, HEALTH_CHECK
 from logistics_platform.defs.maintenance.assets import MAINTENANCE_KEY
 from logistics_platform.defs.maintenance.report import fmt_bytes
+from logistics_platform.resources import IcebergCatalog
 from logistics_platform.settings import Settings
 
 
@@ -31,18 +32,17 @@ def build_health_checks() -> dg.AssetChecksDefinition:
         can_subset=True,
     )
     def iceberg_table_health(
-        context: dg.AssetCheckExecutionContext, settings: dg.ResourceParam[Settings]
+        context: dg.AssetCheckExecutionContext, iceberg: IcebergCatalog, settings: dg.ResourceParam[Settings]
     ) -> Iterator[dg.AssetCheckResult]:
         """Measure each Iceberg table and warn when a health threshold is exceeded."""
         from pyiceberg.exceptions import NoSuchTableError
 
-        from logistics_platform.lib.connections import load_catalog
         from logistics_platform.lib.maintenance import MaintenanceOptions
         from logistics_platform.lib.maintenance.health import HealthThresholds, table_health
 
         options = MaintenanceOptions.from_settings(settings)
         limits = HealthThresholds()
-        catalog = load_catalog(settings)
+        catalog = iceberg.get_catalog()
         identifiers = {key: ident for ident, key in CHECKED_TABLES.items()}
         for check_key in sorted(context.selected_asset_check_keys, key=lambda k: k.asset_key.to_user_string()):
             identifier = identifiers[check_key.asset_key]

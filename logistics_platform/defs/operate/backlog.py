@@ -61,10 +61,11 @@ def build_backlog_asset(settings: Settings) -> dg.AssetsDefinition:
     )
     def pipeline_backlog(context: dg.AssetExecutionContext) -> Iterator[Any]:
         """Landed hours/files/lines not yet ingested and how far the marts lag behind bronze."""
+        from logistics_platform.lib.connections import catalog_of
         from logistics_platform.lib.operate.progress import backlog, hours_between, read_ingest_log
 
         scan = scan_landing(settings.landing_dir, lookback_days=None)
-        state = backlog(scan, read_ingest_log(settings), settings.landing_dir)
+        state = backlog(scan, read_ingest_log(catalog_of(settings)), settings.landing_dir)
         marts_hour = _latest_built_hour(context.instance)
         marts_lag = hours_between(marts_hour, state.latest_ingested)
         metadata: dict[str, Any] = {

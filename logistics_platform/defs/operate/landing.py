@@ -86,11 +86,12 @@ def build_hourly_ingest_schedule(settings: Settings) -> dg.ScheduleDefinition:
         ),
     )
     def hourly_ingest(context: dg.ScheduleEvaluationContext) -> list[dg.RunRequest] | dg.SkipReason:
+        from logistics_platform.lib.connections import catalog_of
         from logistics_platform.lib.operate.progress import read_ingest_log
 
         hours = hours_to_reconcile(context.scheduled_execution_time)
         scan = scan_landing(settings.landing_dir, lookback_days=None, hours=hours)
-        ingested = read_ingest_log(settings, hours)
+        ingested = read_ingest_log(catalog_of(settings), hours)
         requests = []
         tick = context.scheduled_execution_time.astimezone(UTC).strftime("%Y-%m-%dT%H:%M")
         # Single-hour runs and range runs (backfills, `run`) alike: an hour one of them is ingesting is left to it.

@@ -12,9 +12,8 @@ import dagster as dg
 from dagster_duckdb import DuckDBResource
 
 from logistics_platform.defs.constants import PUBLISHED_KEYS
-from logistics_platform.lib.connections import load_catalog, load_extensions
 from logistics_platform.lib.transform.project import MART_MODELS
-from logistics_platform.settings import Settings
+from logistics_platform.resources import IcebergCatalog
 
 
 def build_publish_checks() -> list[dg.AssetChecksDefinition]:
@@ -25,11 +24,10 @@ def build_publish_checks() -> list[dg.AssetChecksDefinition]:
         name="published_marts_match_duckdb",
     )
     def published_marts_match_duckdb(
-        context: dg.AssetCheckExecutionContext, duckdb: DuckDBResource, settings: dg.ResourceParam[Settings]
+        context: dg.AssetCheckExecutionContext, duckdb: DuckDBResource, iceberg: IcebergCatalog
     ) -> Iterator[dg.AssetCheckResult]:
-        catalog = load_catalog(settings)
-        with duckdb.get_connection() as con:
-            load_extensions(con, settings)
+        catalog = iceberg.get_catalog()
+        with duckdb.get_connection() as con:  # the extensions are loaded (LakehouseDuckDB)
             for mart in MART_MODELS:
                 built = con.sql(f"select count(*) from marts.{mart}").fetchone()
                 table = catalog.load_table(f"marts.{mart}")

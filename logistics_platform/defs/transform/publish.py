@@ -12,9 +12,9 @@ from dagster_duckdb import DuckDBResource
 from logistics_platform.defs.constants import DUCKDB_POOL, OWNERS, PUBLISHED_KEYS
 from logistics_platform.defs.constants import DUCKDB_WRITER_TAGS as WRITER_TAGS
 from logistics_platform.defs.preflight import require_usable_lakehouse
-from logistics_platform.lib.connections import load_catalog, load_extensions
 from logistics_platform.lib.transform.project import MART_MODELS
 from logistics_platform.lib.transform.publish import AUDIT_BRANCH, ORDERS_MART, AuditFailed, publish_marts
+from logistics_platform.resources import IcebergCatalog
 from logistics_platform.settings import Settings
 
 PUBLISH_ASSET_NAME = "publish_marts"
@@ -52,13 +52,15 @@ def build_publish_assets() -> dg.AssetsDefinition:
         retry_policy=dg.RetryPolicy(max_retries=3, delay=10, backoff=dg.Backoff.EXPONENTIAL),
     )
     def publish(
-        context: dg.AssetExecutionContext, duckdb: DuckDBResource, settings: dg.ResourceParam[Settings]
+        context: dg.AssetExecutionContext,
+        duckdb: DuckDBResource,
+        iceberg: IcebergCatalog,
+        settings: dg.ResourceParam[Settings],
     ) -> Iterator[dg.MaterializeResult]:
         """Write every DuckDB mart to an audit branch of its Iceberg table; fast-forward `main` if all pass."""
         require_usable_lakehouse(settings)
-        catalog = load_catalog(settings)
-        with duckdb.get_connection() as con:
-            load_extensions(con, settings)
+        catalog = iceberg.get_catalog()
+        with duckdb.get_connection() as con:  # the extensions are loaded (LakehouseDuckDB)
             try:
                 reports = publish_marts(
                     catalog, con, progress=context.log.info, max_row_drop=settings.publish_max_row_drop

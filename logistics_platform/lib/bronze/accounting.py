@@ -31,7 +31,7 @@ from logistics_platform.lib.bronze.increment import APPEND, UNCHANGED
 from logistics_platform.lib.bronze.landing import list_hour_files, scan_file
 from logistics_platform.lib.bronze.reports import IngestReport
 from logistics_platform.lib.bronze.unread import unread_in_hour
-from logistics_platform.lib.connections import connect, load_catalog
+from logistics_platform.lib.connections import catalog_of, connect
 from logistics_platform.lib.timekeys import hour_start
 from logistics_platform.settings import Settings
 
@@ -72,9 +72,9 @@ class TopicAccount:
         return {**d, "balanced": self.balanced}
 
 
-def _location(settings: Settings, table: str) -> str | None:
+def _location(catalog: Catalog, table: str) -> str | None:
     try:
-        t = load_catalog(settings).load_table(f"{bs.NAMESPACE}.{table}")
+        t = catalog.load_table(f"{bs.NAMESPACE}.{table}")
     except NoSuchTableError:
         return None
     return t.metadata_location if t.current_snapshot() is not None else None
@@ -86,12 +86,15 @@ def account_hour(settings: Settings, arrival_hour: datetime) -> dict[str, TopicA
     return account_hours(settings, [hour])[hour]
 
 
-def account_hours(settings: Settings, arrival_hours: Sequence[datetime]) -> dict[datetime, dict[str, TopicAccount]]:
+def account_hours(
+    settings: Settings, arrival_hours: Sequence[datetime], catalog: Catalog | None = None
+) -> dict[datetime, dict[str, TopicAccount]]:
     """Hour -> table -> that hour's accounting, for every hour of ``arrival_hours`` (one table scan per table)."""
     hours = sorted({hour_start(h) for h in arrival_hours})
+    catalog = catalog_of(settings, catalog)
     con = connect(settings=settings)
     try:
-        q_loc = _location(settings, bs.QUARANTINE_TABLE)
+        q_loc = _location(catalog, bs.QUARANTINE_TABLE)
         quarantined: dict[tuple[datetime, str], int] = {}
         corrupt_rows: dict[tuple[datetime, str], int] = {}
         if q_loc is not None and hours:
@@ -103,7 +106,7 @@ def account_hours(settings: Settings, arrival_hours: Sequence[datetime]) -> dict
                 (corrupt_rows if is_file else quarantined)[(hour, topic)] = int(n)
         out: dict[datetime, dict[str, TopicAccount]] = {h: {} for h in hours}
         for table, spec in bs.TOPICS.items():
-            loc = _location(settings, table)
+            loc = _location(catalog, table)
             rows: dict[datetime, int] = {}
             if loc is not None and hours:
                 rows = dict(
@@ -140,12 +143,14 @@ def account_hours(settings: Settings, arrival_hours: Sequence[datetime]) -> dict
         con.close()
 
 
-def account_ingest(settings: Settings, reports: Sequence[IngestReport]) -> dict[datetime, dict[str, TopicAccount]]:
+def account_ingest(
+    settings: Settings, reports: Sequence[IngestReport], catalog: Catalog | None = None
+) -> dict[datetime, dict[str, TopicAccount]]:
     """Hour -> table -> the accounting of what an ingest did to it: the whole hour when it replaced it, the files
     it added when it appended (O(new files)), nothing when it left the hour unchanged."""
     whole = [r.arrival_hour for r in reports if r.mode not in (APPEND, UNCHANGED)]
-    out = account_hours(settings, whole) if whole else {}
-    catalog = load_catalog(settings)
+    catalog = catalog_of(settings, catalog)
+    out = account_hours(settings, whole, catalog) if whole else {}
     for r in reports:
         if r.mode == APPEND:
             out[r.arrival_hour] = _account_increment(settings, catalog, r)

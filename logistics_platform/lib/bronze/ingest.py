@@ -42,7 +42,7 @@ from logistics_platform.lib.bronze.reports import (
 from logistics_platform.lib.bronze.tables import ensure_bronze_tables
 from logistics_platform.lib.bronze.topic_hour import write_topic_hour
 from logistics_platform.lib.bronze.writer import BatchWriter
-from logistics_platform.lib.connections import load_catalog
+from logistics_platform.lib.connections import catalog_of
 from logistics_platform.lib.timekeys import hour_key, hour_start
 from logistics_platform.settings import Settings
 
@@ -73,6 +73,7 @@ def ingest_hour(
     progress: Callable[[str], None] | None = None,
     parallel_min_bytes: int = PARALLEL_MIN_BYTES,
     fast_run_lines: int = FAST_RUN_LINES,
+    catalog: Catalog | None = None,
 ) -> IngestReport:
     """Bring one arrival hour in every bronze table up to what the landing zone holds for it (idempotent).
 
@@ -87,6 +88,7 @@ def ingest_hour(
         progress=progress,
         parallel_min_bytes=parallel_min_bytes,
         fast_run_lines=fast_run_lines,
+        catalog=catalog,
     )
     return report
 
@@ -101,6 +103,7 @@ def ingest_hours(
     progress: Callable[[str], None] | None = None,
     parallel_min_bytes: int = PARALLEL_MIN_BYTES,
     fast_run_lines: int = FAST_RUN_LINES,
+    catalog: Catalog | None = None,
 ) -> list[IngestReport]:
     """Bring arrival hours in every bronze table up to what the landing zone holds for them (idempotent).
 
@@ -115,7 +118,7 @@ def ingest_hours(
     Hours of at least ``parallel_min_bytes`` to read are parsed by ``settings.ingest_workers`` processes.
     Runs of ``fast_run_lines`` lines are first tried on the vectorised clean path (:mod:`lib.fastpath`), which
     declines any run it cannot prove identical; ``0`` parses every line with the per-line parser (the source of
-    truth: same result, slower).
+    truth: same result, slower). ``catalog``: the run's open catalog (opened here when not handed down).
     """
     started = time.perf_counter()
     hours = sorted({hour_start(h) for h in arrival_hours})
@@ -123,7 +126,7 @@ def ingest_hours(
         raise ValueError("ingest_hours: no arrival hours given; pass at least one hour")
     keys = [hour_key(h) for h in hours]
     say = progress or log.info
-    catalog = load_catalog(settings)
+    catalog = catalog_of(settings, catalog)
     tables = ensure_bronze_tables(catalog)
     landed = [
         {name: list_hour_files(settings.landing_dir, spec.topic, h) for name, spec in bs.TOPICS.items()} for h in hours

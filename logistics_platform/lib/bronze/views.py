@@ -141,9 +141,9 @@ def bronze_metadata_locations(settings: Settings) -> dict[str, str | None]:
     """Bronze table -> the metadata file the catalog points at now (None: the table does not exist yet)."""
     if settings.catalog_uri.startswith(SQLITE_PREFIX):
         return sqlite_metadata_locations(settings, BRONZE_SCHEMA, BRONZE_TABLE_NAMES)
-    from logistics_platform.lib.connections import load_catalog
+    from logistics_platform.lib.connections import catalog_of
 
-    return current_metadata_locations(load_catalog(settings), BRONZE_SCHEMA, BRONZE_TABLE_NAMES)
+    return current_metadata_locations(catalog_of(settings), BRONZE_SCHEMA, BRONZE_TABLE_NAMES)
 
 
 def refresh_bronze_views(con: duckdb.DuckDBPyConnection, settings: Settings) -> dict[str, str | None]:

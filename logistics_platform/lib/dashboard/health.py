@@ -23,10 +23,10 @@ from logistics_platform.settings import Settings
 INGEST_LOG = f"{BRONZE_NAMESPACE}.ingest_log"
 
 
-def backlog_now(settings: Settings) -> Backlog:
+def backlog_now(settings: Settings, catalog: Catalog) -> Backlog:
     """Landed hours, files and lines not (or not in their current form) ingested yet."""
     scan = scan_landing(settings.landing_dir, lookback_days=None)
-    return backlog(scan, read_ingest_log(settings), settings.landing_dir)
+    return backlog(scan, read_ingest_log(catalog), settings.landing_dir)
 
 
 def read_ingest_lines(catalog: Catalog) -> pa.Table:

@@ -11,31 +11,32 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from logistics_platform.lib.bronze.ingest_log import IngestLogEntry
 from logistics_platform.lib.timekeys import hour_key, hour_start, parse_hour_key
-from logistics_platform.settings import Settings
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
 
 
-def read_ingest_log(settings: Settings, hours: Iterable[str] | None = None) -> dict[tuple[str, str], IngestLogEntry]:
+def read_ingest_log(catalog: Catalog, hours: Iterable[str] | None = None) -> dict[tuple[str, str], IngestLogEntry]:
     """(topic, hour key) -> the ingest log row, for the hour keys ``hours`` (default all); empty before any ingest."""
     from logistics_platform.lib.bronze.ingest_log import read_log_entries
-    from logistics_platform.lib.connections import load_catalog
 
     wanted = [parse_hour_key(h) for h in hours] if hours is not None else None
-    return read_log_entries(load_catalog(settings), wanted)
+    return read_log_entries(catalog, wanted)
 
 
-def read_corrupt_files(settings: Settings, hours: Iterable[str] | None = None) -> dict[tuple[str, str], dict[str, str]]:
+def read_corrupt_files(catalog: Catalog, hours: Iterable[str] | None = None) -> dict[tuple[str, str], dict[str, str]]:
     """(topic, hour key) -> {file: error detail} of the files bronze.quarantine records as ``corrupt_file``."""
     from pyiceberg.exceptions import NoSuchTableError
     from pyiceberg.expressions import EqualTo
 
     from logistics_platform.lib.bronze.schema import NAMESPACE, QUARANTINE_TABLE, REASON_CORRUPT_FILE
-    from logistics_platform.lib.connections import load_catalog
 
     try:
-        table = load_catalog(settings).load_table(f"{NAMESPACE}.{QUARANTINE_TABLE}")
+        table = catalog.load_table(f"{NAMESPACE}.{QUARANTINE_TABLE}")
     except NoSuchTableError:
         return {}
     wanted = set(hours) if hours is not None else None

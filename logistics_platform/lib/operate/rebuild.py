@@ -151,7 +151,7 @@ def build(staged: Settings, result: RebuildResult, models: ModelsFor, log: Calla
 
 def validate(staged: Settings, expected_marts: tuple[str, ...]) -> list[str]:
     """What is wrong with the staged build (empty = safe to swap)."""
-    from logistics_platform.lib.connections import connect, load_catalog
+    from logistics_platform.lib.connections import catalog_of, connect
     from logistics_platform.lib.operate.landing_watch import scan_landing
     from logistics_platform.lib.operate.progress import compare, read_ingest_log
 
@@ -159,7 +159,8 @@ def validate(staged: Settings, expected_marts: tuple[str, ...]) -> list[str]:
     # The open hour may gain files while the rebuild runs: new files there are not a problem (the next ingest
     # after the swap appends them), a changed one is.
     scan = scan_landing(staged.landing_dir, lookback_days=None)
-    for r in compare(scan, read_ingest_log(staged), staged.landing_dir, now=datetime.now(UTC)):
+    catalog = catalog_of(staged)
+    for r in compare(scan, read_ingest_log(catalog), staged.landing_dir, now=datetime.now(UTC)):
         if not r.ok and r.hour >= staged.partitions_start:
             problems.append(f"{r.hour}: {r.status} {r.stale or ''}".strip())
     if expected_marts:
@@ -177,7 +178,7 @@ def validate(staged: Settings, expected_marts: tuple[str, ...]) -> list[str]:
             finally:
                 con.close()
             problems += [f"mart marts.{m} missing from the staged DuckDB" for m in expected_marts if m not in have]
-    staged_tables = {".".join(t) for ns in SWAPPED_NAMESPACES for t in load_catalog(staged).list_tables(ns)}
+    staged_tables = {".".join(t) for ns in SWAPPED_NAMESPACES for t in catalog.list_tables(ns)}
     if not any(t.startswith("bronze.") for t in staged_tables):
         problems.append("no bronze table in the staged catalog")
     return problems
@@ -188,15 +189,15 @@ def swap(live: Settings, staged: Settings, staging_root: Path) -> list[str]:
     from pyiceberg.catalog.sql import IcebergTables
     from sqlalchemy.orm import Session
 
-    from logistics_platform.lib.connections import load_catalog
+    from logistics_platform.lib.connections import catalog_of
 
-    staged_catalog = load_catalog(staged)
+    staged_catalog = catalog_of(staged)
     pointers = {}
     for ns in SWAPPED_NAMESPACES:
         for ident in staged_catalog.list_tables(ns):
             name = ".".join(ident)
             pointers[name] = staged_catalog.load_table(name).metadata_location
-    live_catalog = load_catalog(live)
+    live_catalog = catalog_of(live)
     previous: dict[str, str | None] = {}
     with Session(live_catalog.engine) as session, session.begin():
         for name, location in sorted(pointers.items()):
@@ -238,10 +239,10 @@ def rollback(live: Settings, staging_root: Path) -> list[str]:
     from pyiceberg.catalog.sql import IcebergTables
     from sqlalchemy.orm import Session
 
-    from logistics_platform.lib.connections import load_catalog
+    from logistics_platform.lib.connections import catalog_of
 
     record = json.loads((staging_root / "swap.json").read_text())
-    catalog = load_catalog(live)
+    catalog = catalog_of(live)
     with Session(catalog.engine) as session, session.begin():
         for name, old in record["catalog"]["previous"].items():
             ns, table = name.split(".", 1)

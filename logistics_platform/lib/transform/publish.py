@@ -58,7 +58,7 @@ AUDIT_PROPERTY = "logistics.audit"
 AUDITED_SNAPSHOT_PROPERTY = "logistics.audited-snapshot-id"
 AUDIT_FAILURES_PROPERTY = "logistics.audit-failures"
 # A publish may shrink a mart on main by at most this share (see audit.check_row_count for the exemptions).
-MAX_ROW_DROP = Settings.publish_max_row_drop
+MAX_ROW_DROP: float = Settings.model_fields["publish_max_row_drop"].default
 # The marts the revenue reconciliation reads, and the columns it needs of each.
 REVENUE_INPUTS = {
     "fct_daily_revenue": ("revenue_date", "tenant_id", "orders_delivered", "gross_revenue", "courier_revenue",

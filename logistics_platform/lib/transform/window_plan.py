@@ -30,7 +30,7 @@ from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.expressions import And, GreaterThanOrEqual, LessThanOrEqual
 
 from logistics_platform.lib.bronze.views import BRONZE_SCHEMA
-from logistics_platform.lib.connections import load_catalog
+from logistics_platform.lib.connections import catalog_of
 from logistics_platform.settings import Settings
 
 # Default of the dbt var lookback_hours (dbt_project.yml; a test keeps the two equal).
@@ -268,7 +268,7 @@ def probe_window(
     Iceberg extensions into a fresh database, then a read per table) costs more than planning the files.
     """
     lower = first_hour - timedelta(hours=LOOKBACK_HOURS)
-    active = active_tables(load_catalog(settings), probed_sources(manifest), lower, last_hour)
+    active = active_tables(catalog_of(settings), probed_sources(manifest), lower, last_hour)
     return active, built_relations(Path(settings.duckdb_path))
 
 
