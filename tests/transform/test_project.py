@@ -44,7 +44,6 @@ from logistics_platform.lib.transform.project import (
     run_dbt,
     window_env,
     window_vars,
-    window_vars_from_range,
 )
 from logistics_platform.lib.transform.window_plan import (
     LOOKBACK_HOURS,
@@ -64,8 +63,7 @@ def test_window_vars_are_inclusive_hour_starts() -> None:
         "min_arrival_hour": "2026-11-02 03:00:00",
         "max_arrival_hour": "2026-11-02 03:00:00",
     }
-    # A Dagster time window is half-open: [03:00, 06:00) is the hours 03, 04 and 05.
-    assert window_vars_from_range(datetime(2026, 11, 2, 3), datetime(2026, 11, 2, 6)) == {
+    assert window_vars(datetime(2026, 11, 2, 3), datetime(2026, 11, 2, 5)) == {
         "min_arrival_hour": "2026-11-02 03:00:00",
         "max_arrival_hour": "2026-11-02 05:00:00",
     }

@@ -27,7 +27,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from importlib.metadata import version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -38,7 +38,6 @@ from logistics_platform.settings import DBT_PROJECT_DIR, Settings, dbt_environme
 if TYPE_CHECKING:  # imported where used: `setup` checks the manifest without loading dagster-dbt and dbt (seconds)
     from dagster_dbt import DbtCliResource, DbtProject
 
-HOUR = timedelta(hours=1)
 VAR_TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
 # The dbt marts of marts.md, in the order the publish step writes them.
 MART_MODELS = (
@@ -54,7 +53,6 @@ MART_MODELS = (
     "fct_region_delivery_daily",
     "fct_courier_gps_jumps",
 )
-WINDOWED_MARTS = ("fct_hourly_region_orders", "fct_courier_hourly_activity", "late_events")
 
 
 class DbtError(RuntimeError):
@@ -68,11 +66,6 @@ def window_vars(first_hour: datetime, last_hour: datetime | None = None) -> dict
     if last < first:
         raise ValueError(f"arrival window ends ({last}) before it starts ({first}); pass the hours in order")
     return {"min_arrival_hour": first.strftime(VAR_TIME_FORMAT), "max_arrival_hour": last.strftime(VAR_TIME_FORMAT)}
-
-
-def window_vars_from_range(start: datetime, end: datetime) -> dict[str, str]:
-    """dbt vars for a half-open Dagster time window [start, end) of whole hours."""
-    return window_vars(start, end - HOUR)
 
 
 def window_env(dbt_vars: dict[str, str]) -> dict[str, str]:
