@@ -47,7 +47,6 @@ from logistics_platform.lib.transform.project import (
     dbt_project,
     keep_partial_parse,
     run_dbt,
-    seed_partial_parse,
     window_vars,
 )
 from logistics_platform.lib.transform.window_plan import plan_window, record_static_builds
@@ -206,7 +205,8 @@ def main(argv: list[str] | None = None) -> int:
     every_model = run_dbt(settings, ["build", *MODELS_ONLY], window=window, target_path=target)
     vars_target = root / "dbt_target_vars"
     shutil.rmtree(vars_target, ignore_errors=True)
-    seed_partial_parse(target, vars_target)
+    vars_target.mkdir(parents=True)
+    shutil.copyfile(target / "partial_parse.msgpack", vars_target / "partial_parse.msgpack")
     as_vars = run_dbt(settings, ["build", *MODELS_ONLY, *incremental.exclude_args], window, target_path=vars_target)
     # And as a whole Dagster run of the dbt assets (its data tests included, as the hourly run has them), starting
     # from the partial-parse state of the runs before, as an hourly run does (keep_partial_parse).

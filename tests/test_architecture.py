@@ -34,10 +34,7 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
 
 # (module, private module it imports) that are known and explained where they are imported. Keep it small: an
 # entry that is no longer needed fails the test below, so the list only shrinks.
-ALLOWED_PRIVATE: set[tuple[str, str]] = {
-    # DagsterInstance.get_backfills filters by status only through these types, which `dagster` does not export.
-    (f"{PACKAGE}.defs.operate.transform_sensor", "dagster._core.execution.backfill"),
-}
+ALLOWED_PRIVATE: set[tuple[str, str]] = set()
 
 # Cycles that are known and being removed, as their sets of modules; the same rule: a stale entry fails.
 ALLOWED_CYCLES: list[set[str]] = []

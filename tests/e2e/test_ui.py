@@ -54,7 +54,7 @@ def test_partition_range_backfill_through_graphql(tmp_path: Path) -> None:
         assert (tags[WINDOW_START_TAG], tags[WINDOW_END_TAG]) == ("2026-11-01-00:00", "2026-11-01-23:00")
         # The run's dbt step ran dbt through DbtCliResource: a dbt process of its own, in a target directory of
         # its own under the manifest's, where it left its run results.
-        (run_target,) = (project_target(settings) / "runs").glob(f"{dbt_runs[0]['runId'][:8]}-*")
+        (run_target,) = project_target(settings).glob(f"*-{dbt_runs[0]['runId'][:7]}-*")
         assert (run_target / "run_results.json").exists()
 
     logged = read_ingest_log(load_catalog(settings))

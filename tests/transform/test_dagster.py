@@ -53,7 +53,7 @@ def test_dbt_assets_keys_lineage_and_partitions(tmp_path: Path) -> None:
 
 def _staged_window(settings: Settings, run_id: str) -> str:
     """The arrival-hour filter stg_orders ran with in a run's dbt invocation (from its compiled SQL)."""
-    (target,) = (project_target(settings) / "runs").glob(f"{run_id[:8]}-*")
+    (target,) = project_target(settings).glob(f"*-{run_id[:7]}-*")
     results = json.loads((target / "run_results.json").read_text())["results"]
     (sql,) = [r["compiled_code"] for r in results if r["unique_id"].endswith(".stg_orders")]
     return next(line.strip() for line in sql.splitlines() if "_arrival_hour between" in line)
@@ -146,7 +146,7 @@ def test_a_window_of_hours_and_a_whole_day_are_one_dbt_run_each(tmp_path: Path) 
     subset_checks = {(e.asset_key.to_user_string(), e.check_name) for e in subset.get_asset_check_evaluations()}
     assert subset_checks and {key for key, _ in subset_checks} == {"marts/dim_tenant"}
     # dbt built the tenant set dim_tenant reads too, for this run's window (not reported: it was not selected).
-    [subset_target] = sorted((project_target(settings) / "runs").glob(f"{subset.run_id[:8]}-*"))
+    [subset_target] = sorted(project_target(settings).glob(f"*-{subset.run_id[:7]}-*"))
     subset_built = json.loads((subset_target / "run_results.json").read_text())["results"]
     assert {r["unique_id"].split(".")[-1] for r in subset_built if r["unique_id"].startswith("model.")} == {
         "int_affected_tenant_ids",
@@ -169,7 +169,7 @@ def test_a_window_of_hours_and_a_whole_day_are_one_dbt_run_each(tmp_path: Path) 
     assert {m for m, status in statuses.items() if status == "no-op"} == set(plan.idle)
     assert statuses["fct_orders"] == "success" and len(statuses) == len(assets[0].keys)
     # dbt ran as a child process of the step, in a target directory of its own, and left its artifacts there.
-    runs = sorted((project_target(settings) / "runs").glob(f"{hourly.run_id[:8]}-*"))
+    runs = sorted(project_target(settings).glob(f"*-{hourly.run_id[:7]}-*"))
     assert len(runs) == 1 and (runs[0] / "run_results.json").exists()
     results = json.loads((runs[0] / "run_results.json").read_text())["results"]
     ran = {r["unique_id"].split(".")[-1] for r in results}

@@ -34,18 +34,16 @@ from logistics_platform.lib.transform.project import (
     DbtError,
     dbt_executable,
     dbt_project,
+    ensure_manifest,
     join_selection_values,
     keep_partial_parse,
     manifest_key,
-    new_run_target,
     project_fingerprint,
     project_target,
     prune_run_targets,
     run_dbt,
-    seed_partial_parse,
     window_env,
     window_vars,
-    window_vars_from_range,
 )
 from logistics_platform.lib.transform.window_plan import (
     LOOKBACK_HOURS,
@@ -65,8 +63,7 @@ def test_window_vars_are_inclusive_hour_starts() -> None:
         "min_arrival_hour": "2026-11-02 03:00:00",
         "max_arrival_hour": "2026-11-02 03:00:00",
     }
-    # A Dagster time window is half-open: [03:00, 06:00) is the hours 03, 04 and 05.
-    assert window_vars_from_range(datetime(2026, 11, 2, 3), datetime(2026, 11, 2, 6)) == {
+    assert window_vars(datetime(2026, 11, 2, 3), datetime(2026, 11, 2, 5)) == {
         "min_arrival_hour": "2026-11-02 03:00:00",
         "max_arrival_hour": "2026-11-02 05:00:00",
     }
@@ -152,19 +149,6 @@ def test_prune_run_targets_keeps_the_newest(tmp_path: Path) -> None:
     assert prune_run_targets(tmp_path / "absent") == []
 
 
-def test_seed_partial_parse_copies_the_state_once(tmp_path: Path) -> None:
-    project_target, run_target = tmp_path / "target", tmp_path / "target" / "runs" / "r1"
-    seed_partial_parse(project_target, run_target)
-    assert not run_target.exists()  # nothing to seed from: dbt parses in full
-    project_target.mkdir()
-    (project_target / "partial_parse.msgpack").write_bytes(b"state-1")
-    seed_partial_parse(project_target, run_target)
-    (project_target / "partial_parse.msgpack").write_bytes(b"state-2")
-    seed_partial_parse(project_target, run_target)
-    # The run's own state (written by dbt after the copy) is never overwritten.
-    assert (run_target / "partial_parse.msgpack").read_bytes() == b"state-1"
-
-
 def test_dbt_environment_applies_the_settings_only_around_the_call(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -238,17 +222,18 @@ def test_selection_values_are_joined_for_dbt_cli_resource() -> None:
 
 
 def test_runs_start_from_the_partial_parse_state_the_last_run_left(tmp_path: Path) -> None:
+    """dagster-dbt seeds each invocation's directory from DBT_TARGET_PATH: the state the last run left there."""
     settings = local_settings(tmp_path, duckdb_path=tmp_path / "partial_state_test.duckdb")
     shared = project_target(settings)
     try:
-        shared.mkdir(parents=True)
-        (shared / "partial_parse.msgpack").write_bytes(b"parsed-at-load")
-        first = new_run_target(settings, "run1")
-        assert first.parent == shared / "runs" and (first / "partial_parse.msgpack").read_bytes() == b"parsed-at-load"
-        # dbt re-parsed in that run (another DuckDB path of the same key): the next run starts from its state.
-        (first / "partial_parse.msgpack").write_bytes(b"parsed-by-run1")
-        keep_partial_parse(settings, first)
-        assert (new_run_target(settings, "run2") / "partial_parse.msgpack").read_bytes() == b"parsed-by-run1"
+        ensure_manifest(settings)
+        first = run_dbt(settings, ["ls", "--select", "stg_orders"])
+        assert "logistics.staging.stg_orders" in first.output
+        (run1,) = [p for p in shared.iterdir() if p.is_dir()]
+        # dbt parsed in that run (another DuckDB path of the same key): the next run starts from its state.
+        (run1 / "partial_parse.msgpack").write_bytes(b"parsed-by-run1")
+        keep_partial_parse(settings, run1)
+        assert (shared / "partial_parse.msgpack").read_bytes() == b"parsed-by-run1"
     finally:
         shutil.rmtree(shared, ignore_errors=True)
 

@@ -10,10 +10,6 @@ from datetime import UTC, datetime
 
 import dagster as dg
 
-# No public way: `DagsterInstance.get_backfills` takes its status filter only as these types, and `dagster` exports
-# neither (nor another query for backfills in progress). Named in tests/test_architecture.py's allow-list.
-from dagster._core.execution.backfill import BulkActionsFilter, BulkActionStatus
-
 from logistics_platform.defs.constants import INGEST_LOG_KEY, TRANSFORM_GROUPS, TRANSFORM_JOB, TRIGGER_TAG
 from logistics_platform.defs.operate.common import ACTIVE_RUN_STATUSES, sensor_status
 from logistics_platform.lib.operate.transform_pending import (
@@ -29,6 +25,8 @@ from logistics_platform.settings import Settings
 
 BATCH_TAG = "logistics/transform_batch"
 TRANSFORM_ATTEMPTS = 3
+# A backfill in progress is among the newest few (a backfill is requested, then runs until it ends).
+BACKFILLS_LOOKED_AT = 20
 
 
 def ingested_hours(instance: dg.DagsterInstance) -> dict[str, int]:
@@ -61,6 +59,15 @@ def pending_transform_hours(instance: dg.DagsterInstance, cursor: str | None) ->
         state.fold(window.hour_keys() if window else (), watermark, updated)
     ingested = ingested_hours(instance)
     return pending_hours(ingested, state), dump_state(prune(state, ingested))
+
+
+def requested_backfill(instance: dg.DagsterInstance) -> str | None:
+    """Id of a backfill still in progress among the newest ones, or None."""
+    # By the status's name: the status filter of `get_backfills` takes types that `dagster` does not export.
+    for backfill in instance.get_backfills(limit=BACKFILLS_LOOKED_AT):
+        if backfill.status.value == "REQUESTED":
+            return backfill.backfill_id
+    return None
 
 
 def _has_transform_assets(context: dg.SensorEvaluationContext) -> bool:
@@ -99,11 +106,9 @@ def build_transform_sensor(settings: Settings) -> dg.SensorDefinition:
         active = context.instance.get_runs(dg.RunsFilter(job_name=TRANSFORM_JOB, statuses=ACTIVE_RUN_STATUSES), limit=1)
         if active:
             return dg.SkipReason(f"dbt run {active[0].run_id} is in flight; next tick takes what it leaves")
-        backfills = context.instance.get_backfills(
-            filters=BulkActionsFilter(statuses=[BulkActionStatus.REQUESTED]), limit=1
-        )
-        if backfills:
-            return dg.SkipReason(f"backfill {backfills[0].backfill_id} in progress: it builds its own dbt range")
+        backfill = requested_backfill(context.instance)
+        if backfill:
+            return dg.SkipReason(f"backfill {backfill} in progress: it builds its own dbt range")
         if not pending:
             return dg.SkipReason("every ingested hour is built into the marts")
         window = ArrivalWindow.of_hours(min(pending), max(pending))
