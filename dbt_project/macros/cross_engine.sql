@@ -72,3 +72,22 @@
 {% macro spark__delete_matching(target, affected, condition) -%}
     merge into {{ target }} as target using ({{ affected }}) as affected on {{ condition }} when matched then delete
 {%- endmacro %}
+
+{#- Every column but `columns`, as a select list item. Spark SQL has no `* exclude`: a quoted regular expression
+    (spark.sql.parser.quotedRegexColumnNames, set in lib/transform/spark.py). -#}
+{% macro star_except(columns) -%}{{ return(adapter.dispatch('star_except')(columns)) }}{%- endmacro %}
+{% macro duckdb__star_except(columns) -%}* exclude ({{ columns | join(', ') }}){%- endmacro %}
+{% macro spark__star_except(columns) -%}`(?!({{ columns | join('|') }})$).+`{%- endmacro %}
+
+{#- The rows of CTEs `left` and `right`, columns matched by name. Spark SQL has no `union all by name`: there both
+    sides select the columns of the relation `columns_of` but `except_columns`, in its order. -#}
+{% macro union_all_by_name(left, right, columns_of, except_columns) -%}
+    {{ return(adapter.dispatch('union_all_by_name')(left, right, columns_of, except_columns)) }}
+{%- endmacro %}
+{% macro duckdb__union_all_by_name(left, right, columns_of, except_columns) -%}
+    select * from {{ left }} union all by name select * from {{ right }}
+{%- endmacro %}
+{% macro spark__union_all_by_name(left, right, columns_of, except_columns) -%}
+    {%- set columns = relation_column_names(columns_of) | reject('in', except_columns) | join(', ') -%}
+    select {{ columns }} from {{ left }} union all select {{ columns }} from {{ right }}
+{%- endmacro %}

@@ -13,12 +13,3 @@
 {% macro sla_window(ts) -%}
     {{ minute_bucket(sla_window_minutes(), ts) }}
 {%- endmacro %}
-
-{#- Predicate: SLA window `window_start` is one of int_affected_sla_windows (which says why), or lies on or after
-    its open-ended window. -#}
-{% macro sla_window_affected(window_start, affected) -%}
-    (
-        {{ window_start }} >= (select min(window_start) from {{ affected }} where is_open_ended)
-        or {{ window_start }} in (select window_start from {{ affected }})
-    )
-{%- endmacro %}

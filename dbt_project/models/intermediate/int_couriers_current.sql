@@ -14,26 +14,13 @@ with courier_changes as (
     {%- endif %}
 ),
 
--- A column the connector sent as the unchanged-TOAST placeholder keeps its value from the courier's last earlier
--- event that had one (in lsn order; wrapped in a struct so that a real null is carried as a value too).
+-- A placeholder (unchanged TOAST) takes the courier's last earlier value (macros/carried_forward.sql).
 courier_states as (
     select
         courier_id,
-        case
-            when name_unavailable
-                then {{ last_value_where('name', 'not name_unavailable', 'earlier') }}
-            else name
-        end as name,
-        case
-            when region_unavailable
-                then {{ last_value_where('region', 'not region_unavailable', 'earlier') }}
-            else region
-        end as region,
-        case
-            when vehicle_unavailable
-                then {{ last_value_where('vehicle', 'not vehicle_unavailable', 'earlier') }}
-            else vehicle
-        end as vehicle,
+        {{ carried_forward('name') }} as name,
+        {{ carried_forward('region') }} as region,
+        {{ carried_forward('vehicle') }} as vehicle,
         active,
         updated_at,
         _op,

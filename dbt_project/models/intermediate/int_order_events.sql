@@ -14,8 +14,7 @@ with order_changes as (
     {%- endif %}
 ),
 
--- A region or status the connector sent as the unchanged-TOAST placeholder keeps its value from the order's last
--- earlier event that had one (in lsn order), as in int_orders_current.
+-- A placeholder (unchanged TOAST) takes the order's last earlier value (macros/carried_forward.sql).
 order_states as (
     select
         _event_id,
@@ -24,16 +23,8 @@ order_states as (
         _lsn,
         _op,
         _event_time,
-        case
-            when region_unavailable
-                then {{ last_value_where('region', 'not region_unavailable', 'earlier') }}
-            else region
-        end as region,
-        case
-            when status_unavailable
-                then {{ last_value_where('status', 'not status_unavailable', 'earlier') }}
-            else status
-        end as status,
+        {{ carried_forward('region') }} as region,
+        {{ carried_forward('status') }} as status,
         _is_late,
         _arrival_hour,
         _lateness_seconds

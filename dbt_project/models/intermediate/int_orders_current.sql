@@ -14,26 +14,13 @@ with order_changes as (
     {%- endif %}
 ),
 
--- A column the connector sent as the unchanged-TOAST placeholder keeps its value from the order's last earlier
--- event that had one (in lsn order; wrapped in a struct so that a real null is carried as a value too).
+-- A placeholder (unchanged TOAST) takes the order's last earlier value (macros/carried_forward.sql).
 order_states as (
     select
         order_id,
-        case
-            when tenant_id_unavailable
-                then {{ last_value_where('tenant_id', 'not tenant_id_unavailable', 'earlier') }}
-            else tenant_id
-        end as tenant_id,
-        case
-            when region_unavailable
-                then {{ last_value_where('region', 'not region_unavailable', 'earlier') }}
-            else region
-        end as region,
-        case
-            when status_unavailable
-                then {{ last_value_where('status', 'not status_unavailable', 'earlier') }}
-            else status
-        end as status,
+        {{ carried_forward('tenant_id') }} as tenant_id,
+        {{ carried_forward('region') }} as region,
+        {{ carried_forward('status') }} as status,
         courier_id,
         total_amount,
         delivery_fee,

@@ -14,21 +14,12 @@ with payment_changes as (
     {%- endif %}
 ),
 
--- A column the connector sent as the unchanged-TOAST placeholder keeps its value from the payment's last earlier
--- event that had one (in lsn order; wrapped in a struct so that a real null is carried as a value too).
+-- A placeholder (unchanged TOAST) takes the payment's last earlier value (macros/carried_forward.sql).
 payment_states as (
     select
         payment_id,
-        case
-            when method_unavailable
-                then {{ last_value_where('method', 'not method_unavailable', 'earlier') }}
-            else method
-        end as method,
-        case
-            when status_unavailable
-                then {{ last_value_where('status', 'not status_unavailable', 'earlier') }}
-            else status
-        end as status,
+        {{ carried_forward('method') }} as method,
+        {{ carried_forward('status') }} as status,
         order_id,
         amount,
         created_at,

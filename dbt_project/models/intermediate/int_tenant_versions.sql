@@ -15,26 +15,13 @@ with tenant_events as (
     {%- endif %}
 ),
 
--- A column the connector sent as the unchanged-TOAST placeholder keeps its value from the tenant's last event
--- that had one (in lsn order; wrapped in a struct so that a real null is carried as a value too).
+-- A placeholder (unchanged TOAST) takes the tenant's last earlier value (macros/carried_forward.sql).
 tenant_changes as (
     select
         tenant_id,
-        case
-            when name_unavailable
-                then {{ last_value_where('name', 'not name_unavailable', 'earlier') }}
-            else name
-        end as name,
-        case
-            when tier_unavailable
-                then {{ last_value_where('tier', 'not tier_unavailable', 'earlier') }}
-            else tier
-        end as tier,
-        case
-            when region_unavailable
-                then {{ last_value_where('region', 'not region_unavailable', 'earlier') }}
-            else region
-        end as region,
+        {{ carried_forward('name') }} as name,
+        {{ carried_forward('tier') }} as tier,
+        {{ carried_forward('region') }} as region,
         _op,
         _lsn,
         _event_time

@@ -17,9 +17,16 @@ with pings as (
     {%- endif %}
 ),
 
--- Only on-time pings count, unless an operator folded the late pings of that window back in.
+-- Only on-time pings count, unless an operator folded the late pings of that window back in
+-- (late_events lists exactly the pings this leaves out).
 counted_pings as (
-    {{ counted_in_window('pings', 'logistics.tracking_pings') }}
+    select pings.*
+    from pings
+    left join (
+        select window_start from {{ ref('stg_folded_windows') }} where topic = 'logistics.tracking_pings'
+    ) as folded_windows
+        on pings.window_start = folded_windows.window_start
+    where not pings._is_late or folded_windows.window_start is not null
 ),
 
 courier_windows as (

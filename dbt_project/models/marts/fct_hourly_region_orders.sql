@@ -14,9 +14,16 @@ with order_events as (
     {%- endif %}
 ),
 
--- Only on-time events count, unless an operator folded the late events of that window back in.
+-- Only on-time events count, unless an operator folded the late events of that window back in
+-- (late_events lists exactly the events this leaves out).
 counted_events as (
-    {{ counted_in_window('order_events', 'oltp.public.orders') }}
+    select order_events.*
+    from order_events
+    left join (
+        select window_start from {{ ref('stg_folded_windows') }} where topic = 'oltp.public.orders'
+    ) as folded_windows
+        on order_events.window_start = folded_windows.window_start
+    where not order_events._is_late or folded_windows.window_start is not null
 ),
 
 window_counts as (

@@ -3,7 +3,9 @@
     incremental_strategy='append',
     pre_hook="
         {% if is_incremental() %}
-        delete from {{ this }} where {{ sla_window_affected('window_start', ref('int_affected_sla_windows')) }}
+        delete from {{ this }}
+        where window_start >= (select min(window_start) from {{ ref('int_affected_sla_windows') }} where is_open_ended)
+            or window_start in (select window_start from {{ ref('int_affected_sla_windows') }})
         {% else %}select 1{% endif %}",
 ) }}
 {%- set width = sla_window_minutes() %}
@@ -26,7 +28,9 @@ windows as (
         from window_range
     ) as all_windows
     {% if is_incremental() -%}
-    where {{ sla_window_affected('window_start', affected_sla_windows) }}
+    -- The affected windows (int_affected_sla_windows says why), and every window on or after its open-ended one.
+    where window_start >= (select min(window_start) from {{ affected_sla_windows }} where is_open_ended)
+        or window_start in (select window_start from {{ affected_sla_windows }})
     {%- endif %}
 ),
 
