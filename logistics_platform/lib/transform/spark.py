@@ -86,7 +86,7 @@ def spark_conf(settings: Settings) -> dict[str, str]:
         # `timestamp` means what it means in DuckDB and in our Iceberg schemas: without time zone.
         "spark.sql.timestampType": "TIMESTAMP_NTZ",
         "spark.sql.session.timeZone": "UTC",
-        # `* exclude (...)` of DuckDB, as a quoted regular expression (staging's first_arrived_copies).
+        # `* exclude (...)` of DuckDB, as a quoted regular expression (staging's copy merge).
         "spark.sql.parser.quotedRegexColumnNames": "true",
         # Write-audit-publish: writes to tables with write.wap.enabled (the marts) go to this branch, and the
         # session's reads of them (dbt's tests, downstream marts) read it; main moves in dbt's on-run-end.
