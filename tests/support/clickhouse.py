@@ -55,7 +55,7 @@ def embedded_clickhouse(session_timezone: str | None = None) -> Iterator[ClickHo
 def run_inside(monkeypatch: pytest.MonkeyPatch, settings: Settings) -> None:
     """Run from the warehouse, the one place embedded ClickHouse lets ``icebergLocal`` read."""
     # icebergLocal reads only under the engine's user_files_path, which chdb sets to "." (the working directory,
-    # resolved at each query); chdb 4.4 takes no startup option that changes it.
+    # resolved at each query); in chdb 4.4 neither a user_files_path nor a config-file connection option changes it.
     monkeypatch.chdir(_local(settings.warehouse))
 
 
