@@ -331,7 +331,8 @@ def _stage(
             (p for p in set(current) | set(published) if current.get(p) != published.get(p)),
             key=lambda p: (p is None, p or 0),
         )
-        old_files = [f for f in live if f.spec_id != spec_id or _file_partition(f, column) in set(changed)]
+        rewritten = set(changed)
+        old_files = [f for f in live if f.spec_id != spec_id or _file_partition(f, column) in rewritten]
     staged.built_rows = staged.report.rows = sum(_rows_of(fp) for fp in current.values())
     staged.changed = changed
     staged.changed_rows = sum(_rows_of(current[p]) for p in changed if p in current)
