@@ -1,8 +1,9 @@
 """The blocking checks a mart's new Iceberg snapshot must pass before ``main`` may point at it.
 
-Pure checks over Arrow data read from the audit branch's snapshot, and the dbt contract they compare against (the
-columns, types and keys declared in ``dbt_project/models/marts/<mart>.yml``). Each check returns the reasons it
-failed, one line each; an empty list is a pass.
+Checks over Arrow data read from the audit branch's snapshot (the partitions a publish rewrote; the key check across
+partitions also reads the DuckDB mart), and the dbt contract they compare against (the columns, types and keys
+declared in ``dbt_project/models/marts/<mart>.yml``). Each check returns the reasons it failed, one line each; an
+empty list is a pass.
 """
 
 from __future__ import annotations
