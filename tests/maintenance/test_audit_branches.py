@@ -85,6 +85,7 @@ def test_maintenance_keeps_a_failed_audit_branch_readable(tmp_path: Path) -> Non
     con = duck.connect(settings.duckdb_path)
     try:
         con.execute("delete from marts.dim_courier where rowid = (select max(rowid) from marts.dim_courier)")
+        con.execute("update marts.dim_courier set name = 'Courier 1 renamed' where courier_id = 1")
         assert publish_marts(catalog, con, marts=["dim_courier"])["dim_courier"].audit == "passed"
     finally:
         con.close()

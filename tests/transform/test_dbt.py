@@ -3,6 +3,7 @@ the marts' contract, folding a window's late events back in, and publishing the 
 
 from __future__ import annotations
 
+from datetime import date
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ from logistics_platform.lib.bronze.ingest import ingest_hour
 from logistics_platform.lib.connections import load_catalog
 from logistics_platform.lib.transform.late import fold_window
 from logistics_platform.lib.transform.project import MART_MODELS, run_dbt
-from logistics_platform.lib.transform.publish import ORDER_BUCKETS, publish_marts
+from logistics_platform.lib.transform.publish import publish_marts
 from logistics_platform.settings import Settings, local_settings
 from tests.support.transform_world import build_world, write_landing
 
@@ -131,40 +132,44 @@ def test_marts_have_exactly_the_contract_columns(built: tuple[Settings, str]) ->
     assert tables == set(MART_MODELS)
 
 
-def test_publish_rewrites_only_changed_buckets(built: tuple[Settings, str]) -> None:
+def test_publish_rewrites_only_changed_partitions(built: tuple[Settings, str]) -> None:
     settings, _ = built
     catalog = load_catalog(settings)
     con = duck.connect(settings.duckdb_path)
     try:
         first = publish_marts(catalog, con)
-        assert first["fct_orders"].buckets_rewritten  # first publish writes every non-empty bucket
+        # The first publish writes every partition (the day of created_at).
+        assert first["fct_orders"].partitions_rewritten and first["fct_orders"].partitions_total == len(
+            first["fct_orders"].partitions_rewritten
+        )
         table = catalog.load_table("marts.fct_orders")
 
-        def files_by_bucket() -> dict[int, set[str]]:
+        def files_by_day() -> dict[int, set[str]]:
             out: dict[int, set[str]] = {}
             for task in catalog.load_table("marts.fct_orders").scan().plan_files():
                 out.setdefault(task.file.partition[0], set()).add(task.file.file_path)
             return out
 
-        before = files_by_bucket()
-        assert len(before) > 2
+        before = files_by_day()
         assert table.scan().to_arrow().num_rows == con.sql("select count(*) from marts.fct_orders").fetchone()[0]
-        # One order changes (as a dbt run would change it): only its bucket may be rewritten.
-        order_id = con.sql("select min(order_id) from marts.fct_orders").fetchone()[0]
+        # One order changes (as a dbt run would change it): only its day may be rewritten.
+        order_id, day = con.sql(
+            "select order_id, cast(created_at as date) from marts.fct_orders order by order_id limit 1"
+        ).fetchone()
         con.execute("update marts.fct_orders set region = 'relocated' where order_id = ?", [order_id])
         second = publish_marts(catalog, con, marts=["fct_orders"])
-        after = files_by_bucket()
-        changed = second["fct_orders"].buckets_rewritten
-        assert len(changed) == 1 and second["fct_orders"].buckets_total == ORDER_BUCKETS
-        for bucket, paths in before.items():
-            if bucket in changed:
-                assert after[bucket] != paths
+        after = files_by_day()
+        assert second["fct_orders"].partitions_rewritten == [day.isoformat()]
+        changed = (day - date(1970, 1, 1)).days
+        for partition, paths in before.items():
+            if partition == changed:
+                assert after[partition] != paths
             else:
-                assert after[bucket] == paths, f"unchanged bucket {bucket} was rewritten"
+                assert after[partition] == paths, f"unchanged day {partition} was rewritten"
         published = catalog.load_table("marts.fct_orders").scan(row_filter=f"order_id = {order_id}").to_arrow()
         assert published.column("region").to_pylist() == ["relocated"]
         # Nothing changed: nothing is rewritten.
-        assert publish_marts(catalog, con, marts=["fct_orders"])["fct_orders"].buckets_rewritten == []
+        assert publish_marts(catalog, con, marts=["fct_orders"])["fct_orders"].partitions_rewritten == []
         for mart in MART_MODELS:
             served = catalog.load_table(f"marts.{mart}").scan().to_arrow().num_rows
             assert served == con.sql(f"select count(*) from marts.{mart}").fetchone()[0], mart

@@ -11,6 +11,7 @@ import pyarrow as pa
 import pytest
 from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
+from pyiceberg.transforms import BucketTransform
 
 from logistics_platform.lib import connections as duck
 from logistics_platform.lib.connections import load_catalog
@@ -27,7 +28,8 @@ from logistics_platform.lib.transform.publish import (
     AUDIT_FAILURES_PROPERTY,
     AUDIT_PROPERTY,
     AUDITED_SNAPSHOT_PROPERTY,
-    ORDER_BUCKETS,
+    FINGERPRINT_PROPERTY,
+    LEGACY_FINGERPRINT_PROPERTY,
     AuditFailed,
     MainMoved,
     fast_forward_main,
@@ -114,7 +116,9 @@ def test_duplicate_key_fails_the_audit_main_unchanged_branch_kept_and_the_fix_pu
     assert "\n" not in message
     reports = failed.value.reports
     assert reports["dim_courier"].audit == "failed"
-    assert {reports[m].audit for m in MART_MODELS if m != "dim_courier"} == {"held"}
+    changed = ("fct_orders", "fct_hourly_region_orders")
+    assert {reports[m].audit for m in changed} == {"held"}  # passed, but main waits for every mart
+    assert {reports[m].audit for m in MART_MODELS if m not in (*changed, "dim_courier")} == {"unchanged"}
 
     # Readers of main, pyiceberg and DuckDB alike, see exactly the previous publish.
     assert _main_state(catalog) == before
@@ -140,11 +144,13 @@ def test_duplicate_key_fails_the_audit_main_unchanged_branch_kept_and_the_fix_pu
     # Fixed: the next publish re-creates the branch from main, passes and fast-forwards every mart.
     con.execute("delete from marts.dim_courier where rowid = (select max(rowid) from marts.dim_courier)")
     fixed = publish_marts(catalog, con)
-    assert {r.audit for r in fixed.values()} == {"passed"}
-    assert fixed["fct_orders"].buckets_rewritten and len(fixed["fct_orders"].buckets_rewritten) == 1
+    assert {fixed[m].audit for m in changed} == {"passed"}
+    # dim_courier is back to what main serves: nothing to write, and its failed branch is dropped.
+    assert {fixed[m].audit for m in MART_MODELS if m not in changed} == {"unchanged"}
+    assert fixed["fct_orders"].partitions_rewritten == ["2026-11-01"]
     after = _main_state(catalog)
     for mart in MART_MODELS:
-        assert after[mart][0] != before[mart][0]
+        assert (after[mart][0] != before[mart][0]) == (mart in changed)
         assert after[mart][1] == after[mart][2] == _count(con, mart)
         table = catalog.load_table(f"marts.{mart}")
         snap = table.current_snapshot()
@@ -221,7 +227,8 @@ def test_empty_marts_publish(world: tuple[Catalog, duckdb.DuckDBPyConnection]) -
     con.execute("delete from marts.fct_deliveries")
     con.execute("delete from marts.fct_daily_revenue")
     reports = publish_marts(catalog, con, marts=["fct_orders", "fct_deliveries", "fct_daily_revenue"])
-    assert reports["fct_orders"].buckets_total == ORDER_BUCKETS and reports["fct_orders"].audit == "passed"
+    assert reports["fct_orders"].audit == "passed" and reports["fct_orders"].partitions_total == 0
+    assert reports["fct_orders"].partitions_rewritten == ["2026-11-01"]  # its files deleted, none written
     assert catalog.load_table("marts.fct_orders").scan().to_arrow().num_rows == 0
 
 
@@ -243,6 +250,55 @@ def test_fast_forward_refuses_when_main_moved_during_the_audit(
     table.refresh()
     assert table.metadata.current_snapshot_id == concurrent.metadata.current_snapshot_id
     assert table.scan().to_arrow().num_rows == 6  # the concurrent append was not discarded
+
+
+def test_a_table_of_the_bucket_layout_migrates_to_days_in_one_full_rewrite(
+    world: tuple[Catalog, duckdb.DuckDBPyConnection],
+) -> None:
+    catalog, con = world
+    build_marts(con)
+    # marts.fct_orders as the earlier publish left it: bucket(16, order_id), fingerprints in the old property.
+    rows = con.sql("select * from marts.fct_orders").to_arrow_table()
+    catalog.create_namespace_if_not_exists("marts")
+    table = catalog.create_table("marts.fct_orders", schema=rows.schema)
+    with table.update_spec() as update:
+        update.add_field("order_id", BucketTransform(16), "order_id_bucket")
+    with table.transaction() as tx:
+        tx.set_properties({LEGACY_FINGERPRINT_PROPERTY: "{}"})
+    table.append(rows.cast(table.schema().as_arrow()))
+    old_snapshot = table.metadata.current_snapshot_id
+    old_files = {task.file.file_path for task in table.scan().plan_files()}
+    assert len(old_files) > 1
+
+    report = publish_marts(catalog, con, marts=["fct_orders"])["fct_orders"]
+    assert report.audit == "passed" and report.partitions_rewritten == ["2026-11-01"]
+    table = catalog.load_table("marts.fct_orders")
+    assert [(f.name, str(f.transform)) for f in table.spec().fields] == [("created_at_day", "day")]
+    files = [task.file for task in table.scan().plan_files()]
+    assert {f.spec_id for f in files} == {table.spec().spec_id} and not old_files & {f.file_path for f in files}
+    assert LEGACY_FINGERPRINT_PROPERTY not in table.properties and FINGERPRINT_PROPERTY in table.properties
+    assert table.scan().to_arrow().num_rows == ORDERS
+    # The snapshot of the old layout still reads as it did (time travel), and the next publish has nothing to do.
+    assert table.scan(snapshot_id=old_snapshot).to_arrow().num_rows == ORDERS
+    assert publish_marts(catalog, con, marts=["fct_orders"])["fct_orders"].audit == "unchanged"
+
+
+def test_a_key_in_two_partitions_fails_the_audit(world: tuple[Catalog, duckdb.DuckDBPyConnection]) -> None:
+    catalog, con = world
+    build_marts(con)
+    publish_marts(catalog, con)
+    before = _main_state(catalog)
+    # Order 7 again, created a day later: its new day is rewritten, its old one is not (unchanged), so the key
+    # would be served twice.
+    con.execute(
+        "insert into marts.fct_orders select * replace (created_at + interval 1 day as created_at) "
+        "from marts.fct_orders where order_id = 7"
+    )
+    with pytest.raises(AuditFailed) as failed:
+        publish_marts(catalog, con, marts=["fct_orders"])
+    assert "are both in a rewritten partition and in one this publish kept" in str(failed.value)
+    assert failed.value.reports["fct_orders"].partitions_rewritten == ["2026-11-02"]
+    assert _main_state(catalog) == before
 
 
 def test_contract_helpers() -> None:

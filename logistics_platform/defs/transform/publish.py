@@ -13,7 +13,7 @@ from logistics_platform.defs.constants import DUCKDB_POOL, OWNERS, PUBLISHED_KEY
 from logistics_platform.defs.constants import DUCKDB_WRITER_TAGS as WRITER_TAGS
 from logistics_platform.defs.preflight import require_usable_lakehouse
 from logistics_platform.lib.transform.project import MART_MODELS
-from logistics_platform.lib.transform.publish import AUDIT_BRANCH, ORDERS_MART, AuditFailed, publish_marts
+from logistics_platform.lib.transform.publish import AUDIT_BRANCH, PARTITION_COLUMNS, AuditFailed, publish_marts
 from logistics_platform.resources import IcebergCatalog
 from logistics_platform.settings import Settings
 
@@ -31,13 +31,12 @@ def build_publish_assets() -> dg.AssetsDefinition:
                 group_name="marts",
                 description=(
                     f"marts.{m} published to the Iceberg namespace `marts`: audited on branch `{AUDIT_BRANCH}`, "
-                    "then `main` fast-forwarded"
+                    "then `main` fast-forwarded; "
                     + (
-                        ", partitioned by bucket(order_id); only changed buckets are rewritten"
-                        if m == ORDERS_MART
-                        else ""
+                        f"partitioned by day({PARTITION_COLUMNS[m]}), only the changed days are rewritten."
+                        if m in PARTITION_COLUMNS
+                        else "unpartitioned, rewritten whole when it changed."
                     )
-                    + "."
                 ),
                 kinds={"iceberg"},
                 owners=OWNERS,
@@ -45,7 +44,7 @@ def build_publish_assets() -> dg.AssetsDefinition:
             )
             for m in MART_MODELS
         ],
-        # Not partitioned: every publish replaces each mart's whole published state (the DuckDB mart as it stands),
+        # Not partitioned: every publish brings each mart's whole published state to the DuckDB mart as it stands,
         # so one materialization per publish says what happened; per arrival hour it was one event per mart and
         # hour of the run's range, all naming the same snapshot.
         op_tags=WRITER_TAGS,
@@ -90,9 +89,8 @@ def build_publish_assets() -> dg.AssetsDefinition:
                 "duration_seconds": round(report.seconds, 3),
                 "audit": report.audit,
                 "audited_snapshot_id": str(report.audited_snapshot_id),
+                "partitions_rewritten": dg.MetadataValue.json(report.partitions_rewritten),
             }
-            if mart == ORDERS_MART:
-                metadata["buckets_rewritten"] = dg.MetadataValue.json(report.buckets_rewritten)
             yield dg.MaterializeResult(asset_key=PUBLISHED_KEYS[mart], metadata=metadata)
 
     return publish

@@ -1,8 +1,9 @@
 """The blocking checks a mart's new Iceberg snapshot must pass before ``main`` may point at it.
 
-Pure checks over Arrow data read from the audit branch's snapshot, and the dbt contract they compare against (the
-columns, types and keys declared in ``dbt_project/models/marts/<mart>.yml``). Each check returns the reasons it
-failed, one line each; an empty list is a pass.
+Checks over Arrow data read from the audit branch's snapshot (the partitions a publish rewrote; the key check across
+partitions also reads the DuckDB mart), and the dbt contract they compare against (the columns, types and keys
+declared in ``dbt_project/models/marts/<mart>.yml``). Each check returns the reasons it failed, one line each; an
+empty list is a pass.
 """
 
 from __future__ import annotations
@@ -148,6 +149,32 @@ def check_keys(con: duckdb.DuckDBPyConnection, contract: Contract, rows: pa.Tabl
             f"e.g. ({example}) {duplicated[0][-1]} times"
         )
     return failures
+
+
+def check_keys_in_one_partition(
+    con: duckdb.DuckDBPyConnection, contract: Contract, rows: pa.Table, rewritten: str
+) -> list[str]:
+    """No key of the rewritten ``rows`` is also in a partition the publish kept (``rewritten``: their predicate).
+
+    The kept partitions are compared in the DuckDB mart, whose fingerprints equal the kept Iceberg partitions'.
+    """
+    key = ", ".join(f'"{c}"' for c in contract.key)
+    con.register("audit_keys", rows.select(list(contract.key)))
+    try:
+        elsewhere = _scalar(
+            con.sql(
+                f"select count(*) from (select {key} from marts.{contract.mart} where ({rewritten}) is not true) "
+                f"as kept semi join audit_keys using ({key})"
+            )
+        )
+    finally:
+        con.unregister("audit_keys")
+    if not elsewhere:
+        return []
+    return [
+        f"keys: {elsewhere} keys of {contract.mart} ({', '.join(contract.key)}) are both in a rewritten partition and "
+        "in one this publish kept"
+    ]
 
 
 def check_row_count(mart: str, audited: int, built: int, on_main: int, max_row_drop: float) -> list[str]:
