@@ -16,6 +16,7 @@ from pyiceberg.table import Table
 from logistics_platform.cli import main
 from logistics_platform.lib.bronze import schema as bs
 from logistics_platform.lib.bronze.accounting import account_hour
+from logistics_platform.lib.bronze.commit import DEAD_MANIFESTS_MAX
 from logistics_platform.lib.bronze.ingest import ingest_hour
 from logistics_platform.lib.bronze.tables import METADATA_PREVIOUS_VERSIONS, TABLE_PROPERTIES
 from logistics_platform.lib.connections import connect, load_catalog
@@ -60,6 +61,10 @@ def test_metadata_stays_bounded_over_many_micro_batches(tmp_path: Path) -> None:
     # Appends merge manifests: planning the hour reads a bounded number of them, not one per micro-batch.
     assert len(orders.current_snapshot().manifests(orders.io)) < MERGE_AT  # type: ignore[union-attr]
     assert orders.scan().to_arrow().num_rows == 2 * batches
+    # The ingest log's hour rows are replaced every batch: the manifests holding only their deleted entries are
+    # consolidated away instead of piling up.
+    log_table = load_catalog(settings).load_table(f"bronze.{bs.INGEST_LOG_TABLE}")
+    assert len(log_table.current_snapshot().manifests(log_table.io)) <= DEAD_MANIFESTS_MAX + 1  # type: ignore[union-attr]
 
 
 def test_a_past_hours_micro_batches_are_expired_without_losing_a_row(

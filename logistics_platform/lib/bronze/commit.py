@@ -25,16 +25,21 @@ from pyiceberg.catalog import Catalog
 from pyiceberg.conversions import from_bytes
 from pyiceberg.exceptions import CommitFailedException, ValidationException
 from pyiceberg.expressions import BooleanExpression, EqualTo, In
-from pyiceberg.manifest import DataFile
+from pyiceberg.manifest import DataFile, ManifestContent
 from pyiceberg.table import Table, Transaction
 from pyiceberg.types import TimestampType
 
 from logistics_platform.lib.maintenance.expiry import delete_expired_metadata, stage_early_expiry
+from logistics_platform.lib.maintenance.manifests import rewrite_manifests
 from logistics_platform.lib.timekeys import epoch_micros
 
 log = logging.getLogger(__name__)
 
 MAX_COMMIT_ATTEMPTS = 12
+# pyiceberg's overwrite keeps a manifest whose entries it all deleted (as DELETED entries) in every later snapshot;
+# the ingest log, whose hour rows every micro-batch replaces, would gain one per commit and re-read them all. Past
+# this many such manifests the commit consolidates the table's manifests (lib/maintenance/manifests.py).
+DEAD_MANIFESTS_MAX = 8
 
 BeforeCommitHook = Callable[[str], None]
 """Called with the table identifier after its data files are written and the table metadata is loaded, right
@@ -213,12 +218,32 @@ def commit_hours(
                 delete_expired_metadata(table, before, expired)
             except OSError as exc:  # committed already; what is left unreferenced goes to the orphan sweep
                 log.warning("%s: could not delete the files of expired snapshots: %s", identifier, exc)
-        return _snapshot_id(table)
+        committed = _snapshot_id(table)
+        _drop_dead_manifests(table, identifier)
+        return committed
 
     hours = sorted({*replace, *keep})
     verb = "replace" if not keep else "append to" if not replace else "replace/append"
     what = f"{hours[0]:%Y-%m-%d %H:00}" + (f" .. {hours[-1]:%Y-%m-%d %H:00}" if len(hours) > 1 else "")
     return retry_on_conflict(f"{identifier}: {verb} {what}", attempt)
+
+
+def _drop_dead_manifests(table: Table, identifier: str) -> None:
+    """Consolidate the table's manifests once :data:`DEAD_MANIFESTS_MAX` of them hold no live file."""
+    snap = table.current_snapshot()
+    if snap is None:
+        return
+    dead = [
+        m
+        for m in snap.manifests(table.io)
+        if m.content == ManifestContent.DATA and not (m.added_files_count or 0) + (m.existing_files_count or 0)
+    ]
+    if len(dead) < DEAD_MANIFESTS_MAX:
+        return
+    try:
+        rewrite_manifests(table, max_manifests=0)
+    except CommitFailedException as exc:  # the data is committed; the next commit tries again
+        log.warning("%s: manifests not consolidated: %s", identifier, exc)
 
 
 def _snapshot_id(table: Table) -> int | None:
