@@ -13,8 +13,9 @@ import pytest
 from logistics_platform.lib.bronze import schema as bs
 from logistics_platform.lib.bronze.accounting import account_hour
 from logistics_platform.lib.bronze.ingest import ingest_hour
+from logistics_platform.lib.bronze.ingest_log import read_log_entries
 from logistics_platform.lib.bronze.reports import (
-    PROP_FILES,
+    PROP_FILES_IN,
     PROP_FINGERPRINT,
     PROP_LINES,
     PROP_PARTITION_KEY,
@@ -112,7 +113,12 @@ def test_snapshot_summary_carries_the_lineage(ingested):
     assert props[PROP_PARTITION_KEY] == "2026-11-02-10:00"
     assert props[PROP_RUN_ID] == "run-1"
     assert props[PROP_FINGERPRINT] == report.topics["orders"].fingerprint
-    assert [tuple(x) for x in json.loads(props[PROP_FILES])] == report.topics["orders"].files
+    # The input file list is the hour's ingest log row (named by the summary), not a summary property.
+    assert props[PROP_FILES_IN] == "bronze.ingest_log"
+    orders_topic = bs.TOPICS["orders"].topic
+    (entry,) = [e for (topic, _), e in read_log_entries(load_catalog(settings)).items() if topic == orders_topic]
+    assert list(entry.files) == report.topics["orders"].files
+    assert not any(rel in value for value in props.values() for rel, _ in entry.files)
     assert int(props[PROP_LINES]) == report.topics["orders"].lines
 
 

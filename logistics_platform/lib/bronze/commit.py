@@ -4,6 +4,11 @@ one commit.
 Concurrent writers of other hours of the same table are handled by optimistic concurrency: on
 ``CommitFailedException`` (or ``ValidationException``) the table is reloaded and the same replace is planned
 again on the fresh metadata with the already-written files (the tables turn pyiceberg's own blind retry off).
+
+Appends merge manifests as they go (the tables' ``commit.manifest-merge.*`` properties), and a commit also expires,
+in the same transaction, the micro-batch snapshots of past clock hours once enough pile up
+(:func:`~logistics_platform.lib.maintenance.expiry.micro_batch_snapshots`): what a live hour's commit reads and
+writes stays the same size however long the platform runs.
 """
 
 from __future__ import annotations
@@ -13,22 +18,28 @@ import random
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TypeVar
 
 from pyiceberg.catalog import Catalog
 from pyiceberg.conversions import from_bytes
 from pyiceberg.exceptions import CommitFailedException, ValidationException
 from pyiceberg.expressions import BooleanExpression, EqualTo, In
-from pyiceberg.manifest import DataFile
+from pyiceberg.manifest import DataFile, ManifestContent
 from pyiceberg.table import Table, Transaction
 from pyiceberg.types import TimestampType
 
+from logistics_platform.lib.maintenance.expiry import delete_expired_metadata, stage_early_expiry
+from logistics_platform.lib.maintenance.manifests import rewrite_manifests
 from logistics_platform.lib.timekeys import epoch_micros
 
 log = logging.getLogger(__name__)
 
 MAX_COMMIT_ATTEMPTS = 12
+# pyiceberg's overwrite keeps a manifest whose entries it all deleted (as DELETED entries) in every later snapshot;
+# the ingest log, whose hour rows every micro-batch replaces, would gain one per commit and re-read them all. Past
+# this many such manifests the commit consolidates the table's manifests (lib/maintenance/manifests.py).
+DEAD_MANIFESTS_MAX = 8
 
 BeforeCommitHook = Callable[[str], None]
 """Called with the table identifier after its data files are written and the table metadata is loaded, right
@@ -118,8 +129,10 @@ def _hour_files(table: Table, hour_column: str, hours: Sequence[datetime]) -> tu
 
 
 def _append_files(tx: Transaction, new_files: Sequence[DataFile], properties: dict[str, str]) -> None:
-    """Add ``new_files`` to the transaction as an append (the existing manifests carried over by reference)."""
-    with tx.update_snapshot(snapshot_properties=properties).fast_append() as fa:
+    """Add ``new_files`` to the transaction as an append: the existing manifests carried over by reference, the
+    small ones merged once ``commit.manifest.min-count-to-merge`` of them pile up (a fast append when the table
+    does not enable merging)."""
+    with tx.update_snapshot(snapshot_properties=properties).merge_append() as fa:
         for f in new_files:
             fa.append_data_file(f)
 
@@ -183,6 +196,7 @@ def commit_hours(
             return _snapshot_id(table)
         if before_commit is not None and n == 1:
             before_commit(identifier)
+        before = table.metadata
         with table.transaction() as tx:
             if not old:
                 # New hours (the hourly run's usual case) and appends into an hour: the existing manifests are
@@ -198,12 +212,38 @@ def commit_hours(
                 tx.delete(_hours_filter(hour_column, replace), snapshot_properties=properties)
                 if new_files:
                     _append_files(tx, new_files, properties)
-        return _snapshot_id(table)
+            expired = stage_early_expiry(tx, before, datetime.now(UTC))
+        if expired:
+            try:
+                delete_expired_metadata(table, before, expired)
+            except OSError as exc:  # committed already; what is left unreferenced goes to the orphan sweep
+                log.warning("%s: could not delete the files of expired snapshots: %s", identifier, exc)
+        committed = _snapshot_id(table)
+        _drop_dead_manifests(table, identifier)
+        return committed
 
     hours = sorted({*replace, *keep})
     verb = "replace" if not keep else "append to" if not replace else "replace/append"
     what = f"{hours[0]:%Y-%m-%d %H:00}" + (f" .. {hours[-1]:%Y-%m-%d %H:00}" if len(hours) > 1 else "")
     return retry_on_conflict(f"{identifier}: {verb} {what}", attempt)
+
+
+def _drop_dead_manifests(table: Table, identifier: str) -> None:
+    """Consolidate the table's manifests once :data:`DEAD_MANIFESTS_MAX` of them hold no live file."""
+    snap = table.current_snapshot()
+    if snap is None:
+        return
+    dead = [
+        m
+        for m in snap.manifests(table.io)
+        if m.content == ManifestContent.DATA and not (m.added_files_count or 0) + (m.existing_files_count or 0)
+    ]
+    if len(dead) < DEAD_MANIFESTS_MAX:
+        return
+    try:
+        rewrite_manifests(table, max_manifests=0)
+    except CommitFailedException as exc:  # the data is committed; the next commit tries again
+        log.warning("%s: manifests not consolidated: %s", identifier, exc)
 
 
 def _snapshot_id(table: Table) -> int | None:

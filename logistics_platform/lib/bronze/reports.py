@@ -1,7 +1,9 @@
 """What an ingest reports: per topic and hour counts, and the snapshot summary properties of its commits.
 
-Every row value is a pure function of the landing files: the run id and the input file list go into snapshot
-summary properties only (read by verify, time travel and the Dagster metadata).
+Every row value is a pure function of the landing files: the run id, fingerprint and counts go into snapshot
+summary properties only (read by time travel and the Dagster metadata). The hour's file list is in its
+``bronze.ingest_log`` rows, which the summary names: a summary is stored in every metadata.json for as long as its
+snapshot is kept, so it holds nothing that grows with the hour.
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ from logistics_platform.lib.bronze import schema as bs
 PROP_PARTITION_KEY = "logistics.partition-key"
 PROP_ARRIVAL_HOUR = "logistics.arrival-hour"
 PROP_FINGERPRINT = "logistics.input-fingerprint"
-PROP_FILES = "logistics.input-files"
 PROP_LINES = "logistics.lines"
 PROP_ROWS = "logistics.rows"
 PROP_QUARANTINED = "logistics.quarantined"
@@ -27,9 +28,10 @@ PROP_RUN_ID = "dagster.run-id"
 # Only on the commit of a range of hours (whose fingerprint property is then a JSON object: hour key -> fingerprint).
 PROP_ARRIVAL_HOUR_END = "logistics.arrival-hour-end"
 PROP_HOURS = "logistics.hours"
+# Where the commit's input file list is: the ingest log's rows of its hours.
 PROP_FILES_IN = "logistics.input-files-in"
 # How the commit wrote each hour (append | replace; a JSON object hour key -> mode for a range), and for an append
-# of one hour the files it read (PROP_FILES and the counts describe the whole hour after the commit).
+# of one hour the files it read (the counts describe the whole hour after the commit).
 PROP_MODE = "logistics.ingest-mode"
 PROP_APPENDED_FILES = "logistics.appended-files"
 PROP_APPENDED_LINES = "logistics.appended-lines"
@@ -157,14 +159,12 @@ def snapshot_properties(
 
 
 def topic_counts(trs: Sequence[TopicReport], keys: Sequence[str]) -> dict[str, Any]:
-    """The fingerprint, file list and counts of one table's commit: as is for one hour; per hour for a range
-    (the file lists of a range are in its ``bronze.ingest_log`` rows)."""
-    if len(trs) == 1:
-        fingerprints: Any = trs[0].fingerprint
-        files: dict[str, Any] = {PROP_FILES: trs[0].files}
-    else:
-        fingerprints = {k: t.fingerprint for k, t in zip(keys, trs, strict=True)}
-        files = {PROP_FILES_IN: f"{bs.NAMESPACE}.{bs.INGEST_LOG_TABLE}"}
+    """The fingerprint and counts of one table's commit: as is for one hour; per hour for a range (the file
+    lists are in the hours' ``bronze.ingest_log`` rows)."""
+    fingerprints: Any = (
+        trs[0].fingerprint if len(trs) == 1 else {k: t.fingerprint for k, t in zip(keys, trs, strict=True)}
+    )
+    files: dict[str, Any] = {PROP_FILES_IN: f"{bs.NAMESPACE}.{bs.INGEST_LOG_TABLE}"}
     modes: Any = trs[0].mode if len(trs) == 1 else {k: t.mode for k, t in zip(keys, trs, strict=True)}
     if len(trs) == 1 and trs[0].mode == "append":
         files[PROP_APPENDED_FILES] = trs[0].read_files

@@ -10,6 +10,7 @@ from pyiceberg.types import IcebergType
 
 from logistics_platform.lib.bronze import schema as bs
 from logistics_platform.lib.bronze.commit import retry_on_conflict
+from logistics_platform.lib.maintenance.options import DEFAULT_METADATA_PREVIOUS_VERSIONS as METADATA_PREVIOUS_VERSIONS
 
 TABLE_PROPERTIES = {
     "write.parquet.compression-codec": "zstd",
@@ -31,6 +32,15 @@ TABLE_PROPERTIES = {
     # Conflicts are retried by commit.replace_hours, which re-plans the hour's files on fresh metadata; pyiceberg's
     # own retry would re-apply a plan made on stale metadata.
     "commit.retry.num-retries": "0",
+    # Live micro-batches commit every few seconds. Each commit deletes the metadata.json files that fall out of a
+    # short metadata log (a dbt run binds its bronze views to one and reads it for minutes: the log outlasts that
+    # at a sink's cadence), ...
+    "write.metadata.delete-after-commit.enabled": "true",
+    "write.metadata.previous-versions-max": str(METADATA_PREVIOUS_VERSIONS),
+    # ... and appends merge the small manifests once this many pile up, so that planning an hour reads a bounded
+    # number of them between two nightly consolidations (lib/maintenance/manifests.py orders them by partition).
+    "commit.manifest-merge.enabled": "true",
+    "commit.manifest.min-count-to-merge": "8",
 }
 
 

@@ -1,9 +1,15 @@
-"""Snapshot expiry that frees storage.
+"""Snapshot expiry that frees storage: nightly by age, and early for the micro-batches of a past clock hour.
 
 pyiceberg's ``expire_snapshots()`` only edits metadata. Here: choose the snapshots to expire (older than the
 retention, beyond the newest N of the main branch, not the target of any tag or branch), commit that, then
 delete the manifest lists, manifests and data files that the expired snapshots referenced and that no
 retained snapshot references, and the metadata.json files that fell out of the metadata log.
+
+Live micro-batches commit a snapshot per landed file; kept for the whole retention they would make every commit
+rewrite (and every reader parse) a metadata.json listing thousands of them. :func:`micro_batch_snapshots` picks the
+ones time travel no longer needs (superseded more than :data:`LIVE_SNAPSHOT_WINDOW` ago and not the last of their
+UTC clock hour), which the bronze commit expires in the same transaction (:func:`stage_early_expiry`) and whose own
+metadata files it deletes after the commit (:func:`delete_expired_metadata`).
 
 Crash safety: if the run dies after the metadata commit but before the deletes, nothing references those
 files any more; the next run's orphan sweep (files under the table location referenced by no metadata, older
@@ -12,12 +18,15 @@ than the safety window) deletes them.
 
 from __future__ import annotations
 
+import itertools
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from pyiceberg.table import Table, TableProperties
+from pyiceberg.table import Table, TableProperties, Transaction
+from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.snapshots import ancestors_of
+from pyiceberg.table.update.snapshot import ExpireSnapshots
 
 from logistics_platform.lib.maintenance.files import (
     delete_files,
@@ -29,6 +38,13 @@ from logistics_platform.lib.maintenance.files import (
 from logistics_platform.lib.maintenance.options import Hooks
 
 log = logging.getLogger(__name__)
+
+# A snapshot superseded less than this long ago stays: a reader (a dbt run's bronze views, a scan plan) that started
+# on it while it was current can still read its manifest list; and time travel into this window is exact.
+LIVE_SNAPSHOT_WINDOW = timedelta(minutes=15)
+# Early expiry waits until this many snapshots qualify, so that its file deletes are batched.
+EARLY_EXPIRY_MIN_SNAPSHOTS = 16
+_HOUR_MS = 3_600_000
 
 
 @dataclass
@@ -51,6 +67,54 @@ def snapshots_to_expire(table: Table, older_than: datetime, min_keep: int) -> li
     protected.update(recent)
     cutoff_ms = int(older_than.timestamp() * 1000)
     return sorted(s.snapshot_id for s in md.snapshots if s.timestamp_ms < cutoff_ms and s.snapshot_id not in protected)
+
+
+def micro_batch_snapshots(md: TableMetadata, now: datetime, window: timedelta | None = None) -> list[int]:
+    """Snapshots only an exact time travel inside their clock hour would need: superseded more than ``window``
+    (default :data:`LIVE_SNAPSHOT_WINDOW`) before ``now``, not the last one committed in their UTC hour, not a ref.
+
+    What stays answers time travel to any timestamp exactly at every hour boundary (the hour's last snapshot is the
+    state at the next hour's start) and within the window; the daily tags point at hour-last snapshots.
+    """
+    cutoff_ms = int(now.timestamp() * 1000) - int((window or LIVE_SNAPSHOT_WINDOW).total_seconds() * 1000)
+    protected = {ref.snapshot_id for ref in md.refs.values()}
+    ordered = sorted(md.snapshots, key=lambda s: (s.timestamp_ms, s.sequence_number or 0))
+    out = []
+    for snap, successor in itertools.pairwise(ordered):
+        last_of_hour = successor.timestamp_ms // _HOUR_MS != snap.timestamp_ms // _HOUR_MS
+        if successor.timestamp_ms < cutoff_ms and not last_of_hour and snap.snapshot_id not in protected:
+            out.append(snap.snapshot_id)
+    return out
+
+
+def stage_early_expiry(tx: Transaction, md: TableMetadata, now: datetime) -> list[int]:
+    """Add the expiry of ``md``'s micro-batch snapshots to ``tx`` once enough qualify; returns the ids staged."""
+    doomed = micro_batch_snapshots(md, now)
+    if len(doomed) < EARLY_EXPIRY_MIN_SNAPSHOTS:
+        return []
+    ExpireSnapshots(tx).by_ids(doomed).commit()  # staged: applied with the transaction's own commit
+    return doomed
+
+
+def delete_expired_metadata(table: Table, before: TableMetadata, expired: list[int]) -> int:
+    """Delete the manifest lists of ``expired`` snapshots (of ``before``) and the manifests they added that no
+    snapshot of ``table`` references any more; returns the files deleted.
+
+    Data files are left alone (appends keep them live; those only an expired snapshot read go to the orphan sweep).
+    A manifest added by an expired snapshot can only be referenced by later snapshots, so only those are read.
+    """
+    if not expired:
+        return 0
+    io = pyarrow_io(table)
+    gone = set(expired)
+    snaps = [s for s in before.snapshots if s.snapshot_id in gone]
+    first_ms = min(s.timestamp_ms for s in snaps)
+    added = {m.manifest_path for s in snaps for m in s.manifests(io) if m.added_snapshot_id in gone}
+    later = [s for s in table.metadata.snapshots if s.timestamp_ms >= first_ms]
+    still = {m.manifest_path for s in later for m in s.manifests(io)}
+    paths = [normalize(io, p) for p in sorted({s.manifest_list for s in snaps} | (added - still))]
+    deleted, _ = delete_files(io, table.location(), paths)
+    return deleted
 
 
 def ensure_metadata_retention(table: Table, previous_versions: int) -> bool:
