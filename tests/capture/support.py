@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 from logistics_platform.lib.bronze.landing import list_arrival_hours, list_hour_files
+from logistics_platform.settings import Settings
 
 
 def landed_events(landing_dir: Path) -> list[tuple[str, dict[str, Any]]]:
@@ -68,3 +70,23 @@ def table_rows(conn: Any, table: str, columns: tuple[str, ...], key: str) -> dic
         rows = {r[0]: {c: encoded(v) for c, v in zip(columns, r, strict=True)} for r in cur.fetchall()}
     conn.commit()
     return rows
+
+
+def fct_orders_equals_oltp(settings: Settings, conn: Any) -> int:
+    """marts.fct_orders equals the OLTP orders table, column by column; returns its row count."""
+    from logistics_platform.lib.capture.schema import TABLES
+    from logistics_platform.lib.connections import connect
+
+    cols = TABLES["orders"]
+    with conn.cursor() as cur:
+        cur.execute(f"select {', '.join(cols)} from orders order by order_id")
+        expected = [tuple(naive_utc(v) for v in r) for r in cur.fetchall()]
+    conn.commit()
+    duck = connect(settings.duckdb_path, read_only=True)
+    try:
+        got = duck.execute(f"select {', '.join(cols)} from marts.fct_orders order by order_id").fetchall()
+    finally:
+        duck.close()
+    got = [tuple(naive_utc(Decimal(str(v)) if isinstance(v, float) else v) for v in r) for r in got]
+    assert got == expected
+    return len(got)

@@ -25,7 +25,7 @@ from logistics_platform.lib.connections import connect, load_catalog
 from logistics_platform.lib.timekeys import hour_start
 from logistics_platform.pipeline import run_pipeline
 from logistics_platform.settings import Settings, local_settings
-from tests.capture.support import identities, landed_events, naive_utc, replay, table_rows
+from tests.capture.support import fct_orders_equals_oltp, identities, landed_events, naive_utc, replay, table_rows
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
@@ -40,9 +40,8 @@ def test_capture_then_pipeline_equals_the_oltp_database(
     monkeypatch.delenv("DAGSTER_HOME", raising=False)
     settings = _settings(tmp_path, oltp_dsn)
     conn = psycopg2.connect(oltp_dsn)
-    # The slot starts when tenants and couriers exist but no order yet (as the generator's data does): a snapshot
-    # row's event time is the snapshot's, so an order delivered before it would find no tenant version valid at
-    # delivered_at (invariant 4). test_snapshot.py covers snapshots of a busy database.
+    # The slot starts when tenants and couriers exist but no order yet (as the generator's data does), so that the
+    # orders' whole history streams; test_existing_database.py starts one on a database with history.
     simulate(conn, 0, seed=1)
     # Real time: capture lands in the hour in progress, which `run` ingests like any other.
     first = run_capture(settings)  # creates publication and slot, lands the snapshot as op r
@@ -107,23 +106,6 @@ def test_capture_then_pipeline_equals_the_oltp_database(
     conn.close()
 
 
-def _fct_orders_equals_oltp(settings: Settings, conn: psycopg2.extensions.connection) -> int:
-    """marts.fct_orders equals the OLTP orders table, column by column; returns its row count."""
-    cols = TABLES["orders"]
-    with conn.cursor() as cur:
-        cur.execute(f"select {', '.join(cols)} from orders order by order_id")
-        expected = [tuple(naive_utc(v) for v in r) for r in cur.fetchall()]
-    conn.commit()
-    duck = connect(settings.duckdb_path, read_only=True)
-    try:
-        got = duck.execute(f"select {', '.join(cols)} from marts.fct_orders order by order_id").fetchall()
-    finally:
-        duck.close()
-    got = [tuple(naive_utc(Decimal(str(v)) if isinstance(v, float) else v) for v in r) for r in got]
-    assert got == expected
-    return len(got)
-
-
 def test_simulate_capture_run_in_real_time_twice_into_the_open_hour(
     oltp_dsn: str,
     tmp_path: Path,
@@ -150,11 +132,11 @@ def test_simulate_capture_run_in_real_time_twice_into_the_open_hour(
     simulate_and_capture(1500, 2)
     first_hour = hour_start(datetime.now(UTC))
     assert main(["run"]) == 0, capsys.readouterr().out
-    first = _fct_orders_equals_oltp(settings, conn)
+    first = fct_orders_equals_oltp(settings, conn)
 
     simulate_and_capture(400, 3)
     assert main(["run"]) == 0, capsys.readouterr().out
-    assert _fct_orders_equals_oltp(settings, conn) > first
+    assert fct_orders_equals_oltp(settings, conn) > first
     conn.close()
     orders = load_catalog(settings).load_table("bronze.orders")
     modes = [s.summary.additional_properties.get(PROP_MODE) for s in orders.snapshots()]

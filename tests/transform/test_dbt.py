@@ -108,6 +108,7 @@ def test_dbt_build_passes_and_reports_payment_mismatches(built: tuple[Settings, 
         "redelivered_duplicate_is_one_event_on_time_if_any_copy_is",
         "tier_valid_at_delivery_prices_the_order",
         "noop_tenant_update_opens_no_scd2_version",
+        "snapshot_read_first_version_is_valid_from_the_start_of_history",
         "late_event_does_not_change_its_window",
     ):
         assert unit_test in output, f"unit test {unit_test} did not run"

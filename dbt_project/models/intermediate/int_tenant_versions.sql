@@ -53,6 +53,9 @@ version_boundaries as (
         or region is distinct from previous_region
 ),
 
+-- A tenant whose first event is a snapshot read existed before the platform saw it: its first version is valid from
+-- the start of history (macros/start_of_history.sql), so facts older than the snapshot fall in it. A version opened by
+-- a change starts at the change's event time.
 versions_and_deletes as (
     select
         tenant_id,
@@ -61,7 +64,10 @@ versions_and_deletes as (
         region,
         _op,
         _lsn as opened_by_lsn,
-        _event_time as valid_from,
+        case
+            when previous_op is null and _op = 'r' then {{ start_of_history() }}
+            else _event_time
+        end as valid_from,
         lead(_event_time) over (partition by tenant_id order by _lsn) as valid_to
     from version_boundaries
 )

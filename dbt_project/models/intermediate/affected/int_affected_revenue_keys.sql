@@ -1,5 +1,6 @@
 -- (revenue_date, tenant_id) pairs: every date any version of an affected order was delivered on, for the tenant of
--- that version; and, for tenants with new changes from event time T on, every date with a delivery at or after T.
+-- that version; and, for tenants with new changes from event time T on (a snapshot read: from the start of history),
+-- every date with a delivery at or after T.
 select distinct cast(orders.delivered_at as date) as revenue_date, orders.tenant_id
 from {{ ref('stg_orders') }} as orders
 inner join {{ ref('int_affected_order_ids') }} as affected
@@ -11,7 +12,8 @@ from {{ ref('fct_deliveries') }} as deliveries
 -- Read from staging, not from int_affected_tenant_ids: that set is skipped with the tenant models in an hour without
 -- tenant changes, while this one runs with every order change.
 inner join (
-    select tenant_id, min(_event_time) as changed_from
+    -- A snapshot read can open the tenant's first version, valid from the start of history (int_tenant_versions).
+    select tenant_id, min(case when _op = 'r' then {{ start_of_history() }} else _event_time end) as changed_from
     from {{ ref('stg_tenants') }}
     where {{ in_arrival_window('_arrival_hour', ref('stg_tenants')) }}
     group by tenant_id
