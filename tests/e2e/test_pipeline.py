@@ -170,6 +170,10 @@ def test_a_new_file_in_one_hour_takes_one_ingest_run_and_the_marts_equal_a_full_
     runs = instance.get_runs(dg.RunsFilter(job_name=INGEST_JOB))  # newest first
     assert len(runs) == ingest_runs + 1 and runs[0].tags.get("dagster/partition") == hour_key(hour)
     assert "up to date: 29" in render_summary(second)
+    # `--full` still takes every landed hour (the ingest finds them unchanged).
+    swept = run_pipeline(settings, full=True)
+    assert swept.ok and swept.partitions == first.partitions and swept.up_to_date == []
+    assert len(instance.get_runs(dg.RunsFilter(job_name=INGEST_JOB))) == ingest_runs + 1 + 2  # 24 + 6 hours
 
     # The same landing zone built from scratch in one go.
     monkeypatch.delenv("DAGSTER_HOME")
