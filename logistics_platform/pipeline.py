@@ -1,7 +1,9 @@
-"""The main job behind `logistics-platform run`: every landed hour through Dagster, then everything downstream.
+"""The main job behind `logistics-platform run`: the landed hours that changed through Dagster, then downstream.
 
-Landed hours, the one in progress included, are ingested in ranges of consecutive hours (one Dagster run and one
-Iceberg commit per table each), then the transform job builds the window of them once (one run over their days).
+The landed hours, the one in progress included, are compared with ``bronze.ingest_log`` (file names and sizes, one
+read of the log, no data read); those new or changed are ingested in ranges of consecutive hours (one Dagster run
+and one Iceberg commit per table each), the others are reported up to date. The transform job then builds the
+window of the ingested hours and of those ingested earlier that no transform run built yet (one run over their days).
 A landed hour that is not a partition (before PARTITIONS_START, ahead of the clock) or a folder that is not an
 arrival hour, or a file the ingest does not read (lib/bronze/unread.py), is left out and reported in the summary;
 the rest runs.
@@ -18,6 +20,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 import dagster as dg
 
@@ -31,12 +34,16 @@ from logistics_platform.defs.constants import (
     TRANSFORM_GROUPS,
     TRANSFORM_JOB,
 )
+from logistics_platform.defs.operate.transform_sensor import pending_transform_hours
 from logistics_platform.defs.partitions import arrival_hour_partitions
 from logistics_platform.lib.operate.landing_watch import RANGE_END_TAG, RANGE_START_TAG
 from logistics_platform.lib.timekeys import hour_key, parse_hour_key
 from logistics_platform.lib.transform.arrival_window import ArrivalWindow
 from logistics_platform.lib.transform.spark import is_spark
 from logistics_platform.settings import Settings
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
 
 # The hourly jobs are the operate domain's (the same the sensors, schedules and UI backfills launch); only the
 # assets outside any arrival-hour partitioning get an ad-hoc job here.
@@ -78,6 +85,7 @@ class Summary:
     marts: dict[str, int] = field(default_factory=dict)
     counts_error: str = ""  # why the row counts could not be read (the summary is printed anyway)
     skipped: dict[str, str] = field(default_factory=dict)  # landed hour, folder or file left out -> why
+    up_to_date: list[str] = field(default_factory=list)  # landed hours whose files bronze.ingest_log already records
 
     @property
     def ok(self) -> bool:
@@ -146,6 +154,16 @@ def landed_partitions(settings: Settings, now: datetime) -> tuple[list[str], dic
     return keys, skipped
 
 
+def _changed(settings: Settings, catalog: Catalog, keys: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(the hours of ``keys`` new or changed since their ingest, the up-to-date ones): the landing zone against
+    ``bronze.ingest_log``, as `verify` compares them."""
+    from logistics_platform.lib.operate.landing_watch import scan_landing
+    from logistics_platform.lib.operate.progress import changed_hours, read_ingest_log
+
+    scan = scan_landing(settings.landing_dir, lookback_days=None)
+    return changed_hours(keys, scan, read_ingest_log(catalog), settings.landing_dir)
+
+
 def resolve_partitions(settings: Settings, requested: Sequence[str]) -> list[str]:
     """The requested partition keys, validated (a typo is refused before anything runs)."""
     valid = set(arrival_hour_partitions(settings).get_partition_keys())
@@ -208,9 +226,10 @@ def run_pipeline(
     log: Callable[[str], None] = lambda _m: None,
     progress: Callable[[Progress], None] | None = None,
     verbose: bool = False,
+    full: bool = False,
 ) -> Summary:
-    """Ingest ``partitions`` (default: every landed hour that is a partition) in runs of consecutive hours, then
-    build downstream once.
+    """Ingest ``partitions`` (default: every landed hour that is a partition and new or changed since its ingest;
+    with ``full`` every such hour) in runs of consecutive hours, then build downstream once.
 
     Each ingest run takes up to ``settings.ingest_max_hours_per_run`` consecutive hours (one Iceberg commit per
     table per run). ``progress`` is called after every run; ``verbose`` lets Dagster's step logs reach the console.
@@ -226,10 +245,13 @@ def run_pipeline(
         keys = resolve_partitions(settings, partitions)
     # A misconfigured catalog or warehouse fails here in one line, not as failed (or retried) runs of every hour.
     preflight(settings)
-    IcebergCatalog(settings=settings).get_catalog()  # its tables and namespaces exist before parallel runs start
+    catalog = IcebergCatalog(settings=settings).get_catalog()  # tables and namespaces exist before parallel runs
+    up_to_date: list[str] = []
+    if partitions is None and not full:
+        keys, up_to_date = _changed(settings, catalog, keys)
     defs, has_partitioned, has_unpartitioned = _jobs(build_definitions(settings))
     instance = _instance(settings)
-    summary = Summary(partitions=keys, skipped=skipped)
+    summary = Summary(partitions=keys, skipped=skipped, up_to_date=up_to_date)
 
     def execute(job_name: str, label: str, **kwargs: object) -> dg.ExecuteInProcessResult:
         job = defs.resolve_job_def(job_name)
@@ -262,8 +284,10 @@ def run_pipeline(
             log(f"ingest {label}: FAILED")
         if progress is not None:
             progress(Progress(done, len(keys), lines, time.monotonic() - started))
-    if has_partitioned:
-        ordered = sorted(keys)
+    # Hours an earlier ingest brought in that no transform run built since (a failed transform, a stopped sensor).
+    waiting = list(pending_transform_hours(instance, None)[0])
+    if has_partitioned and (keys or waiting):
+        ordered = sorted({*keys, *waiting})
         # One run over the days of these hours, building exactly the window of them (the days' other hours are
         # left as they are).
         window = ArrivalWindow.of_hours(ordered[0], ordered[-1])

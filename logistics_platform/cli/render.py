@@ -32,6 +32,8 @@ def render_summary(summary: Summary) -> str:
     lines = [f"arrival hours: {len(summary.partitions)}"]
     if summary.partitions:
         lines[0] += f" ({summary.partitions[0]} .. {summary.partitions[-1]})"
+    if summary.up_to_date:
+        lines.append(f"up to date: {len(summary.up_to_date)} (files unchanged since their ingest, not ingested again)")
     if summary.skipped:
         lines.append(f"left out: {len(summary.skipped)} (not ingested)")
         shown = list(summary.skipped.items())[:SKIPPED_SHOWN]

@@ -1,4 +1,4 @@
-"""`run`: the main job — ingest every landed arrival hour and build everything downstream, through Dagster."""
+"""`run`: the main job — ingest the landed arrival hours that changed, build everything downstream, through Dagster."""
 
 from __future__ import annotations
 
@@ -19,12 +19,17 @@ if TYPE_CHECKING:
 LOG_FILE = "run.log"
 
 
-HELP = "materialize every landed arrival-hour partition and everything downstream, then print a summary"
+HELP = "materialize the landed arrival hours new or changed since their ingest and what is downstream, then a summary"
 ARGS = {
     "--landing": {"type": Path, "help": "landing zone root (default: the LANDING_DIR setting)"},
     "--partitions": {
         "help": "comma-separated arrival-hour keys (YYYY-MM-DD-HH:00); consecutive ones are ingested together, in "
-        "runs of up to INGEST_MAX_HOURS_PER_RUN hours; default: all landed hours"
+        "runs of up to INGEST_MAX_HOURS_PER_RUN hours; default: the landed hours whose files bronze.ingest_log "
+        "does not record as they are (new, grown, changed)"
+    },
+    "--full": {
+        "action": "store_true",
+        "help": "run the ingest over every landed hour, also those bronze.ingest_log records as up to date",
     },
     "--verbose": {
         "action": "store_true",
@@ -107,10 +112,11 @@ def run(args: argparse.Namespace) -> int:
         if args.landing is not None:
             settings = settings.with_overrides(landing_dir=args.landing.resolve())
         keys = [k.strip() for k in args.partitions.split(",") if k.strip()] if args.partitions else None
+        full = bool(getattr(args, "full", False))
         log_path = settings.duckdb_path.parent / LOG_FILE
         started = time.monotonic()
         if verbose:
-            summary = run_pipeline(settings, keys, log=lambda msg: print(msg, flush=True), verbose=True)
+            summary = run_pipeline(settings, keys, log=lambda msg: print(msg, flush=True), verbose=True, full=full)
         else:
             with _quiet_into(log_path) as terminal:
                 interactive = terminal.isatty()
@@ -128,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
                         if "FAILED" in msg:
                             ticker.write(lambda: terminal.write(f"\n{msg}\n"))
 
-                    summary = run_pipeline(settings, keys, log=say, progress=ticker.update)
+                    summary = run_pipeline(settings, keys, log=say, progress=ticker.update, full=full)
                 if interactive:
                     terminal.write("\n")
     except (PipelineError, SettingsError) as exc:

@@ -52,3 +52,10 @@ def test_the_stage_line_counts_its_seconds_once_there_is_one() -> None:
     assert render_progress(base, width=4) == "[####] 72/72 hours, 240,000 lines, 10,000 lines/s, transforming"
     later = Progress(72, 72, 240_000, 24.0, "transforming", stage_seconds=41.6)
     assert render_progress(later, width=4).endswith("10,000 lines/s, transforming 42s")
+
+
+def test_run_takes_full_to_sweep_every_landed_hour() -> None:
+    from logistics_platform.cli import build_parser
+
+    assert build_parser().parse_args(["run", "--full"]).full is True
+    assert build_parser().parse_args(["run"]).full is False

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import dagster as dg
 import pytest
 
 from logistics_platform.cli.render import render_progress, render_summary
 from logistics_platform.defs.constants import INGEST_JOB, TRANSFORM_JOB
 from logistics_platform.generator import GeneratorConfig, generate
 from logistics_platform.lib.bronze.landing import hour_dir
-from logistics_platform.lib.connections import load_catalog
+from logistics_platform.lib.connections import connect, load_catalog
 from logistics_platform.lib.operate.progress import read_ingest_log
 from logistics_platform.lib.timekeys import hour_key, hour_start
 from logistics_platform.lib.transform.project import MART_MODELS
@@ -25,6 +27,7 @@ from logistics_platform.pipeline import (
 )
 from logistics_platform.settings import Settings, local_settings
 from tests.conftest import EmbeddedRun
+from tests.support.bronze import dump, write_file
 
 
 def test_run_ingests_every_landed_hour_and_builds_every_mart(embedded_run: EmbeddedRun) -> None:
@@ -124,3 +127,56 @@ def test_run_takes_the_hour_in_progress_and_reports_the_hours_it_cannot_take(
     assert summary.marts["fct_orders"] > 0
     rendered = render_summary(summary)
     assert "left out: 3 (not ingested)" in rendered and "2026-13-01 is not a date" in rendered
+
+
+def _same_marts(built: Path, full: Path) -> None:
+    """Every mart of the DuckDB file ``built`` holds the rows of ``full``'s, as multisets."""
+    con = connect()
+    con.execute(f"attach '{built}' as built (read_only)")
+    con.execute(f"attach '{full}' as full_build (read_only)")
+    for mart in MART_MODELS:
+        a, b = f"select * from built.marts.{mart}", f"select * from full_build.marts.{mart}"
+        only = con.sql(f"({a} except all {b}) union all ({b} except all {a})").fetchall()
+        assert not only, f"{mart}: rows in one build only: {only[:3]}"
+    con.close()
+
+
+@pytest.mark.slow
+def test_a_new_file_in_one_hour_takes_one_ingest_run_and_the_marts_equal_a_full_build(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    settings = local_settings(tmp_path / "live", dagster_home=home)
+    start = datetime(2026, 11, 1)
+    generate(settings.landing_dir, GeneratorConfig.clean(start, hours=30, seed=7, orders_per_day=120))
+    first = run_pipeline(settings)
+    assert first.ok, render_summary(first)
+    assert len(first.partitions) == 30 and first.up_to_date == []
+
+    # One delayed file lands in an hour of the first day.
+    hour = start + timedelta(hours=5)
+    landed = sorted((settings.landing_dir / hour_dir(ORDERS, hour)).iterdir())[0]
+    event = json.loads(landed.read_text().splitlines()[0])
+    event["after"]["order_id"] = 10**6  # a new order, otherwise as the generator writes them
+    write_file(settings.landing_dir, ORDERS, hour, 9, 0, [dump(event)])
+    instance = dg.DagsterInstance.get()
+    ingest_runs = len(instance.get_runs(dg.RunsFilter(job_name=INGEST_JOB)))
+    second = run_pipeline(settings)
+
+    assert second.ok, render_summary(second)
+    assert second.partitions == [hour_key(hour)] and len(second.up_to_date) == 29
+    runs = instance.get_runs(dg.RunsFilter(job_name=INGEST_JOB))  # newest first
+    assert len(runs) == ingest_runs + 1 and runs[0].tags.get("dagster/partition") == hour_key(hour)
+    assert "up to date: 29" in render_summary(second)
+    # `--full` still takes every landed hour (the ingest finds them unchanged).
+    swept = run_pipeline(settings, full=True)
+    assert swept.ok and swept.partitions == first.partitions and swept.up_to_date == []
+    assert len(instance.get_runs(dg.RunsFilter(job_name=INGEST_JOB))) == ingest_runs + 1 + 2  # 24 + 6 hours
+
+    # The same landing zone built from scratch in one go.
+    monkeypatch.delenv("DAGSTER_HOME")
+    full = local_settings(tmp_path / "full", landing_dir=settings.landing_dir)
+    assert run_pipeline(full).ok
+    _same_marts(settings.duckdb_path, full.duckdb_path)

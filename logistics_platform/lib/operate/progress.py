@@ -133,6 +133,33 @@ def compare(
     return reports
 
 
+def changed_hours(
+    hours: Iterable[str],
+    scan: Mapping[str, Mapping[str, str]],
+    ingested: Mapping[tuple[str, str], IngestLogEntry],
+    landing_dir: Path,
+) -> tuple[list[str], list[str]]:
+    """(the hours of ``hours`` an ingest has work in, the up-to-date ones), both sorted; no data read.
+
+    Up to date: every topic bronze.ingest_log records for the hour is landed with exactly the logged files and sizes,
+    nothing else landed for it, and its log rows balance (:func:`compare`'s ``ok``, or ``corrupt``: ingested as far
+    as readable). For such an hour the ingest's own planning (lib/bronze/increment.py) finds nothing new and leaves it
+    ``unchanged`` (or, when compaction merged its files with other hours', rewrites as it is). Any other hour (new,
+    grown, shrunk, a file or topic gone, unbalanced) is to ingest.
+    """
+    reports = {r.hour: r for r in compare(scan, ingested, landing_dir)}
+    logged: dict[str, set[str]] = {}
+    for topic, hour in ingested:
+        logged.setdefault(hour, set()).add(topic)
+    todo: list[str] = []
+    current: list[str] = []
+    for hour in sorted(set(hours)):
+        report = reports.get(hour)
+        same = report is not None and report.status in ("ok", "corrupt") and logged[hour] <= set(scan.get(hour, {}))
+        (current if same else todo).append(hour)
+    return todo, current
+
+
 @dataclass(frozen=True)
 class Backlog:
     hours_pending: list[str]
