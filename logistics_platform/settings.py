@@ -11,12 +11,13 @@ import re
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, AliasGenerator, BeforeValidator, Field, ValidationError, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 DBT_PROJECT_DIR = PROJECT_ROOT / "dbt_project"
@@ -24,6 +25,11 @@ HOUR_KEY_FORMAT = "%Y-%m-%d-%H:%M"  # a Dagster hourly partition key
 _DBT_SHOWN = {"dbt": True, "shown": "local (prod when LOGISTICS_ENV=prod)"}
 IDENTIFIER = "expected a plain identifier (letters, digits, underscores), as JDBC catalogs are named"
 ALIGNED = "SLA windows are aligned to the hour, use a divisor of 60 (1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30, 60)"
+
+
+# False while load_settings validates a given mapping: pydantic runs BaseSettings.__init__ (which adds the process
+# environment) even for model_validate, and a mapping's settings must not pick up DAGSTER_HOME & co. from the caller.
+_READ_ENVIRONMENT: ContextVar[bool] = ContextVar("read_environment", default=True)
 
 
 class SettingsError(ValueError):
@@ -226,6 +232,18 @@ class Settings(BaseSettings):
             return f"file://{_from_cwd(Path(uri[len('file://') :]))}"
         return uri
 
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """The values given, then the process environment unless :func:`load_settings` was handed a mapping."""
+        return (init_settings, env_settings) if _READ_ENVIRONMENT.get() else (init_settings,)
+
     @field_validator("dbt_target")
     @classmethod
     def _target_of_the_environment(cls, target: str, info: Any) -> str:
@@ -278,7 +296,11 @@ def load_settings(environ: Mapping[str, Any] | None = None) -> Settings:
     try:
         if environ is None:
             return Settings()
-        return Settings.model_validate({k: v for k, v in environ.items() if v is not None and v != ""})
+        token = _READ_ENVIRONMENT.set(False)
+        try:
+            return Settings.model_validate({k: v for k, v in environ.items() if v is not None and v != ""})
+        finally:
+            _READ_ENVIRONMENT.reset(token)
     except ValidationError as exc:
         problems = []
         for e in exc.errors(include_url=False):

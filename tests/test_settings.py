@@ -94,6 +94,16 @@ def test_local_settings_and_child_env(tmp_path: Path) -> None:
     assert env["DO_NOT_TRACK"] == "1"
 
 
+def test_a_given_mapping_reads_no_variable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # `make` exports DAGSTER_HOME: a test's local_settings must still get a throwaway instance (dagster_home None).
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("DBT_THREADS", "16")
+    s = local_settings(tmp_path)
+    assert (s.dagster_home, s.dbt_threads) == (None, 4)
+    assert load_settings({}).dagster_home is None and s.with_overrides(dbt_threads=2).dagster_home is None
+    assert load_settings().dagster_home == tmp_path / "home"
+
+
 def test_operations_mart_settings_reach_dbt_as_environment() -> None:
     defaults = load_settings({})
     assert (defaults.sla_window_minutes, defaults.sla_min_deliveries) == (5, 20)
