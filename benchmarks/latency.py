@@ -79,6 +79,72 @@ def newest(instance: dg.DagsterInstance, key: dg.AssetKey) -> tuple[int, float]:
     return (records[0].storage_id, records[0].timestamp) if records else (0, 0.0)
 
 
+def live_project(prefix: str, history_hours: int, webhook_port: int) -> tuple[Path, dict[str, str], datetime]:
+    """A temporary project on the embedded defaults with ``history_hours`` generated and run up to the open hour.
+
+    Returns its root, the environment of its processes (this process's DAGSTER_HOME too) and the open hour.
+    """
+    root = Path(tempfile.mkdtemp(prefix=prefix))
+    home = root / "dagster_home"
+    home.mkdir()
+    shutil.copy(ROOT / "dagster.yaml", home / "dagster.yaml")
+    open_hour = hour_start(datetime.now(UTC))
+    start = open_hour - timedelta(hours=history_hours)
+    env = {
+        **os.environ,
+        "DO_NOT_TRACK": "1",
+        "PYTHONPATH": str(ROOT),
+        "DAGSTER_HOME": str(home),
+        "LANDING_DIR": str(root / "landing"),
+        "ICEBERG_CATALOG_URI": f"sqlite:///{root / 'warehouse' / 'catalog.db'}",
+        "ICEBERG_WAREHOUSE": f"file://{root / 'warehouse'}",
+        "DUCKDB_PATH": str(root / "warehouse" / "analytics.duckdb"),
+        "ALERTS_LOG": str(root / "alerts.jsonl"),
+        "ALERT_WEBHOOK_URL": f"http://127.0.0.1:{webhook_port}/hook",
+        "PARTITIONS_START": f"{start - timedelta(days=1):%Y-%m-%d}-00:00",
+        "AUTOMATION_DEFAULT_STATUS": "running",
+    }
+    os.environ.update({k: env[k] for k in ("DAGSTER_HOME", "DO_NOT_TRACK")})
+    cli = str(BIN / "logistics-platform")
+    t = time.time()
+    subprocess.run(
+        [cli, "generate", "--start", f"{start:%Y-%m-%dT%H}", "--hours", str(history_hours + 1), "--quiet"],
+        env=env,
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    subprocess.run([cli, "run"], env=env, check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
+    print(
+        f"history: {history_hours + 1} hours up to the open one {open_hour:%Y-%m-%d %H}:00, generated and run "
+        f"in {time.time() - t:.0f} s",
+        flush=True,
+    )
+    return root, env, open_hour
+
+
+def start_dev(root: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    """``dagster dev`` (webserver and daemon) on the project of ``env``, in its own session, logging under ``root``."""
+    command = [str(BIN / "dagster"), "dev", "-w", str(ROOT / "workspace.yaml"), "-h", "127.0.0.1"]
+    with (root / "dagster_dev.log").open("wb") as log:
+        return subprocess.Popen(
+            [*command, "-p", str(free_port())],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
+def stop_dev(dev: subprocess.Popen[bytes]) -> None:
+    """Stop ``dagster dev`` and every process of its session."""
+    os.killpg(dev.pid, signal.SIGTERM)
+    try:
+        dev.wait(60)
+    except subprocess.TimeoutExpired:
+        os.killpg(dev.pid, signal.SIGKILL)
+
+
 def built_after(instance: dg.DagsterInstance, key: dg.AssetKey, after_id: int, after: float) -> float | None:
     """Timestamp of the first materialization of ``key`` past ``after_id`` by a run created after the epoch seconds
     ``after`` (a run created before the landing, or before the batch's ingest, read the data without the batch)."""
@@ -155,55 +221,10 @@ def main() -> int:
     p.add_argument("--keep", action="store_true", help="keep the temporary state")
     args = p.parse_args()
 
-    root = Path(tempfile.mkdtemp(prefix="latency-"))
-    home = root / "dagster_home"
-    home.mkdir()
-    shutil.copy(ROOT / "dagster.yaml", home / "dagster.yaml")
     server = HTTPServer(("127.0.0.1", 0), Webhook)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    now = datetime.now(UTC)
-    open_hour = hour_start(now)
-    start = open_hour - timedelta(hours=args.history_hours)
-    env = {
-        **os.environ,
-        "DO_NOT_TRACK": "1",
-        "PYTHONPATH": str(ROOT),
-        "DAGSTER_HOME": str(home),
-        "LANDING_DIR": str(root / "landing"),
-        "ICEBERG_CATALOG_URI": f"sqlite:///{root / 'warehouse' / 'catalog.db'}",
-        "ICEBERG_WAREHOUSE": f"file://{root / 'warehouse'}",
-        "DUCKDB_PATH": str(root / "warehouse" / "analytics.duckdb"),
-        "ALERTS_LOG": str(root / "alerts.jsonl"),
-        "ALERT_WEBHOOK_URL": f"http://127.0.0.1:{server.server_address[1]}/hook",
-        "PARTITIONS_START": f"{start - timedelta(days=1):%Y-%m-%d}-00:00",
-        "AUTOMATION_DEFAULT_STATUS": "running",
-    }
-    os.environ.update({k: env[k] for k in ("DAGSTER_HOME", "DO_NOT_TRACK")})
-    cli = str(BIN / "logistics-platform")
-    t = time.time()
-    subprocess.run(
-        [cli, "generate", "--start", f"{start:%Y-%m-%dT%H}", "--hours", str(args.history_hours + 1), "--quiet"],
-        env=env,
-        check=True,
-        stdout=subprocess.DEVNULL,
-    )
-    subprocess.run([cli, "run"], env=env, check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
-    print(
-        f"history: {args.history_hours + 1} hours up to the open one {open_hour:%Y-%m-%d %H}:00, generated and run "
-        f"in {time.time() - t:.0f} s",
-        flush=True,
-    )
-
-    port = free_port()
-    log = (root / "dagster_dev.log").open("wb")
-    dev = subprocess.Popen(
-        [str(BIN / "dagster"), "dev", "-w", str(ROOT / "workspace.yaml"), "-h", "127.0.0.1", "-p", str(port)],
-        cwd=ROOT,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
+    root, env, open_hour = live_project("latency-", args.history_hours, server.server_address[1])
+    dev = start_dev(root, env)
     loads: list[float] = []
     rows: list[dict[str, float]] = []
     try:
@@ -257,13 +278,8 @@ def main() -> int:
             time.sleep(max(0.0, args.gap - (time.time() - batch_start)))
         sampler_stop.set()
     finally:
-        os.killpg(dev.pid, signal.SIGTERM)
-        try:
-            dev.wait(60)
-        except subprocess.TimeoutExpired:
-            os.killpg(dev.pid, signal.SIGKILL)
+        stop_dev(dev)
         server.shutdown()
-        log.close()
 
     print(f"\n{len(rows)} batches, {args.gap:.0f} s apart, landing -> (seconds)")
     for key in ("bronze", "sla", "alert"):
