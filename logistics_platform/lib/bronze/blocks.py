@@ -2,7 +2,7 @@
 
 A block is the unit of parallel work: :class:`BlockTask` holds everything :func:`parse_block` needs (it is
 pickled to worker processes), :class:`BlockResult` is what comes back. Parsing first tries the vectorised clean
-path (:mod:`~logistics_platform.lib.bronze.isolate`, :mod:`~logistics_platform.lib.bronze.fastpath`), which sets
+path (:mod:`~logistics_platform.lib.bronze.fastpath`), which sets
 apart the lines it cannot prove identical to the per-line parser
 (:class:`~logistics_platform.lib.bronze.envelope.LineParser`, the source of truth) and parses only those line by line.
 """
@@ -19,8 +19,7 @@ import pyarrow as pa
 from pyiceberg.types import IcebergType
 
 from logistics_platform.lib.bronze.envelope import TOMBSTONE, LineParser, Rejected, raw_line_text
-from logistics_platform.lib.bronze.fastpath import fast_rows, newline_positions
-from logistics_platform.lib.bronze.isolate import Isolated, fast_block_isolating
+from logistics_platform.lib.bronze.fastpath import Isolated, fast_block_isolating, fast_rows, newline_positions
 from logistics_platform.lib.bronze.landing import CorruptFileError, LandingFile
 from logistics_platform.lib.bronze.values import DECIMAL_PRECISE
 from logistics_platform.lib.bronze.writer import rows_to_arrow

@@ -1,20 +1,15 @@
-"""Vectorised clean path of the bronze line parser: a run of lines decoded and typed by Arrow at C speed.
+"""Vectorised clean path of the bronze line parser: a block of lines decoded and typed by Arrow at C speed.
 
-:class:`~logistics_platform.lib.bronze.envelope.LineParser` stays the source of truth. :func:`fast_rows` only
-answers for a run of lines when it can prove that every line of it would have been accepted by the per-line
-path with exactly these values; otherwise it returns ``None`` and the caller parses the run line by line.
-It declines on anything out of the ordinary: not UTF-8, a line that is not exactly one ``{...}`` object,
-a field the explicit schema does not declare (extra row columns, schema/payload envelopes, tombstones),
-a value of another JSON type than the column's, duplicate keys, NaN/Infinity, missing or null keys, a bad op,
-missing ``source.lsn``/``source.ts_ms`` or values out of range, and any timestamp or decimal that
-:func:`~logistics_platform.lib.bronze.values.typed` does not take (the forms the connector writes).
-Columns added by schema evolution are read like contract columns (evolved string columns only when every value
-is a JSON string). :func:`vector_rows` builds the rows of Arrow-read records for this path, for
-:mod:`~logistics_platform.lib.bronze.isolate` (a block but for its odd lines) and for Avro files.
+:class:`~logistics_platform.lib.bronze.envelope.LineParser` stays the source of truth: :func:`fast_block` takes a
+block only when every line of it is proven to give exactly the line parser's row, :func:`fast_block_isolating` sets
+apart the lines it cannot prove for the line parser, and :func:`vector_rows` builds the rows of Arrow-read records
+(also for Avro files). What is declined and why: docs/internals/parsers.md.
 """
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -40,8 +35,7 @@ from logistics_platform.lib.bronze.values import (
     typed,
 )
 
-# An evolved string column (K_TEXT_OR_JSON) also takes other JSON values as text per line: read strictly as a
-# string here, any other value makes Arrow fail and the run go line by line.
+# An evolved string column (K_TEXT_OR_JSON) is read strictly as a string here: other JSON values go line by line.
 _JSON_TYPE = {
     K_STRING: pa.string(),
     K_TEXT_OR_JSON: pa.string(),
@@ -49,33 +43,23 @@ _JSON_TYPE = {
     K_DOUBLE: pa.float64(),
     K_BOOL: pa.bool_(),
 }
-# Read as text, then checked against the canonical form before any cast (the per-line path accepts more).
-TEXT_KINDS = (K_DECIMAL, K_TIMESTAMP)
-_SOURCE_FIELDS = (
-    ("version", pa.string()),
-    ("connector", pa.string()),
-    ("name", pa.string()),
-    ("ts_ms", pa.int64()),
-    ("snapshot", pa.string()),
-    ("db", pa.string()),
-    ("sequence", pa.string()),
-    ("schema", pa.string()),
-    ("table", pa.string()),
-    ("txId", pa.int64()),
-    ("lsn", pa.int64()),
-    ("xmin", pa.int64()),
-    # Debezium 3.x adds these; the per-line parser ignores them, so any value of the declared type is fine.
-    ("ts_us", pa.int64()),
-    ("ts_ns", pa.int64()),
-    ("origin", pa.string()),
-    ("origin_lsn", pa.int64()),
-)
+TEXT_KINDS = (K_DECIMAL, K_TIMESTAMP)  # read as text, then checked against the canonical form before any cast
+# Debezium's source block (3.x adds ts_us, ts_ns, origin, origin_lsn): any value of the declared type is fine.
+_SOURCE_INTS = ("ts_ms", "txId", "lsn", "xmin", "ts_us", "ts_ns", "origin_lsn")
+_SOURCE_NAMES = "version connector name ts_ms snapshot db sequence schema table txId lsn xmin ts_us ts_ns origin"
+_SOURCE_FIELDS = [(n, pa.int64() if n in _SOURCE_INTS else pa.string()) for n in [*_SOURCE_NAMES.split(), "origin_lsn"]]
 # The envelope's transaction block (Debezium's provide.transaction.metadata), null nearly always.
 _TRANSACTION = pa.struct([("id", pa.string()), ("total_order", pa.int64()), ("data_collection_order", pa.int64())])
 _OPS = pa.array(["c", "u", "d", "r"])
 _NL, _OPEN, _CLOSE = 0x0A, 0x7B, 0x7D
 READ_OPTIONS = pj.ReadOptions(use_threads=False, block_size=1 << 26)
 _OPTIONS: dict[tuple[Any, ...], pj.ParseOptions] = {}
+_INFER: dict[tuple[Any, ...], pj.ParseOptions] = {}
+_PART_ROWS = 1024  # after a failed read of a whole block, its rows are read in parts of about this many
+_WRAPPED = b'"schema":'
+_WRAPPED_BYTES = np.frombuffer(_WRAPPED, np.uint8)
+_TYPE_CHANGE = ") changed from "  # the reader's error for a value of another JSON type than the schema's
+_ERROR_ROW = re.compile(r" in row (\d+)$")
 
 
 def parse_options(parser: LineParser) -> pj.ParseOptions:
@@ -120,22 +104,14 @@ def fast_rows(
 
 
 def newline_positions(block: bytes) -> np.ndarray:
-    """Byte positions of the newlines between a block's lines (a last newline ends the last line: not listed).
-
-    The block holds one line more than this lists, as the reader counts lines (a last line without newline counts).
-    """
+    """Byte positions of the newlines between a block's lines (a last newline ends the last line: not listed)."""
     end = len(block) - 1 if block.endswith(b"\n") else len(block)
     return np.flatnonzero(np.frombuffer(block, np.uint8, end) == _NL)
 
 
 def object_lines(block: bytes, n_lines: int, newlines: np.ndarray | None = None) -> list[tuple[int, int]] | None:
-    """Where the tombstones are in a block whose every other line is exactly one ``{...}``; None if it is not so.
-
-    ``block`` holds ``n_lines`` lines separated by newlines (the last newline optional, so that a file's last
-    line without one counts); ``newlines``: its :func:`newline_positions`, when the reader found them already.
-    The answer lists (line index, byte position) of each line that is exactly ``null`` (a Kafka tombstone), and
-    is empty when every line starts with ``{`` and ends with ``}``.
-    """
+    """(line index, byte position) of each tombstone (``null``) of a block whose other lines are all ``{...}``; else
+    None. ``newlines``: the block's :func:`newline_positions`, when the reader found them already."""
     layout = odd_lines(block, n_lines, newlines)
     return None if layout is None or layout[1] else layout[0]
 
@@ -143,14 +119,8 @@ def object_lines(block: bytes, n_lines: int, newlines: np.ndarray | None = None)
 def odd_lines(
     block: bytes, n_lines: int, newlines: np.ndarray | None = None
 ) -> tuple[list[tuple[int, int]], list[int]] | None:
-    """:func:`object_lines`, and the indices of the other lines that are not one ``{...}`` instead of None.
-
-    None only when the block is not as described, or its first or last line is empty.
-
-    Vectorised over the block's newlines (CPython's bytes.count, and a scan line by line, cost several times
-    more): a line is proven ``{...}`` by the byte after the newline in front of it and the byte before the
-    newline behind it; only the lines that are not, expected to be few, are looked at one by one.
-    """
+    """(:func:`object_lines`, indices of the other lines not ``{...}``); None when the block is not ``n_lines`` lines
+    or its first or last line is empty. Vectorised over the newlines; only the odd lines are looked at one by one."""
     end = len(block) - 1 if block.endswith(b"\n") else len(block)
     if n_lines < 1 or end < 1:
         return None
@@ -183,22 +153,6 @@ def odd_lines(
     return tombstones, others
 
 
-def _offsets(first_offset: int, n_lines: int, dropped: list[int] | None = None) -> pa.Array:
-    """Record offsets of a block's lines (int64, vectorised), without the lines at the ``dropped`` indices."""
-    return pa.array(np.delete(np.arange(first_offset, first_offset + n_lines, dtype=np.int64), dropped or []))
-
-
-def _without_tombstones(block: bytes, tombstones: list[tuple[int, int]]) -> bytes:
-    view = memoryview(block)
-    parts = []
-    at = 0
-    for _, start in tombstones:
-        parts.append(view[at:start])
-        at = start + 5  # "null" and its newline (the last line's may be missing: slicing past the end is empty)
-    parts.append(view[at:])
-    return b"".join(parts)
-
-
 def fast_block(
     parser: LineParser,
     block: bytes,
@@ -209,36 +163,11 @@ def fast_block(
     schema: pa.Schema,
     newlines: np.ndarray | None = None,
 ) -> tuple[pa.Table, int, int] | None:
-    """:func:`fast_rows` of a whole block of ``n_lines`` newline-separated lines, without splitting it into lines.
-
-    ``newlines``: the block's :func:`newline_positions`, when the reader found them already.
-    """
-    tombstones = object_lines(block, n_lines, newlines)
-    if tombstones is None:
+    """:func:`fast_rows` of a whole block of ``n_lines`` lines: None unless the clean path takes every line."""
+    iso = fast_block_isolating(parser, block, n_lines, kafka_partition, first_offset, source_file, schema, newlines)
+    if iso is None or iso.lines or iso.rows is None:
         return None
-    n = n_lines - len(tombstones)
-    if not n:
-        return None
-    # Kafka tombstones (exactly `null`, as the connector writes them) are counted, never stored.
-    offsets = _offsets(first_offset, n_lines, [i for i, _ in tombstones])
-    if tombstones:
-        block = _without_tombstones(block, tombstones)
-    if not block.isascii():
-        try:
-            block.decode("utf-8")  # Arrow does not validate UTF-8 in strings
-        except UnicodeDecodeError:
-            return None
-    try:
-        tbl = pj.read_json(pa.BufferReader(block), read_options=READ_OPTIONS, parse_options=parse_options(parser))
-        if tbl.num_rows != n:
-            return None
-        encodings, default = json_encodings(parser)
-        rows, _, late = vector_rows(
-            parser, tbl.combine_chunks(), encodings, default, offsets, kafka_partition, source_file, schema, strict=True
-        )
-    except (Decline, pa.ArrowInvalid):
-        return None
-    return rows, late, len(tombstones)
+    return iso.rows, iso.late, iso.tombstones
 
 
 def _column(tbl: pa.Table, name: str) -> pa.Array:
@@ -273,15 +202,10 @@ def vector_rows(
     kafka_partition: int,
     source_file: str,
     schema: pa.Schema,
-    strict: bool = False,
 ) -> tuple[pa.Table, np.ndarray | None, int]:
-    """(rows of ``schema`` of the records proven to give exactly the line parser's rows, which records those are
-    (None: all), late count). Raises Decline for types it does not read, or (``strict``) unless it takes them all.
-
-    ``tbl``: records read by Arrow (CDC: ``op``, ``source``, ``ts_ms``, ``before``, ``after``; else the row's
-    columns); ``offsets``: theirs. A row column the table lacks is taken only when null: the line parser evolves
-    the table with it. ``encodings`` (else ``default``): what each column's values are beyond their Arrow type.
-    """
+    """(rows of ``schema`` of the Arrow-read records proven to give exactly the line parser's rows, which records those
+    are (None: all), late count); raises Decline for types it does not read. ``encodings`` (else ``default``): what
+    each column's values are beyond their Arrow type. A column the table lacks is taken only when null."""
     n = tbl.num_rows
     ok = np.ones(n, bool)
     cols: dict[str, Any] = {}
@@ -336,8 +260,6 @@ def vector_rows(
         ok &= _np(pc.greater(pc.binary_length(key), 0))
     taken = None if ok.all() else ok
     if taken is not None:
-        if strict:
-            raise Decline
         keep = pa.array(ok)
         key, event_us, offsets = pc.filter(key, keep), pc.filter(event_us, keep), pc.filter(offsets, keep)
         cols = {name: pc.filter(v, keep) for name, v in cols.items()}
@@ -367,3 +289,242 @@ def vector_rows(
     )
     arrays = [cols[f.name].cast(f.type) if f.name in cols else pa.nulls(m, f.type) for f in schema]
     return pa.Table.from_arrays(arrays, schema=schema), taken, int(pc.sum(is_late).as_py() or 0)
+
+
+@dataclass
+class Isolated:
+    """A block read by the clean path but for some lines: its rows, and the lines left for the per-line parser."""
+
+    rows: pa.Table | None  # None: every line was set apart
+    late: int
+    tombstones: int
+    lines: list[tuple[int, bytes]]  # (index in the block, the line) of each line set apart, in block order
+
+
+def _infer_options(parser: LineParser) -> pj.ParseOptions:
+    """The clean path's schema, undeclared fields read as inferred columns (so that the reader names their rows)."""
+    key = (parser.spec.table, tuple(parser.columns))
+    opts = _INFER.get(key)
+    if opts is None:
+        schema = parse_options(parser).explicit_schema
+        opts = _INFER[key] = pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="infer")
+    return opts
+
+
+def _field(arr: Any, name: str) -> pa.Array:
+    """A table's column or a struct array's field (parent nulls propagated)."""
+    return arr.column(name).combine_chunks() if isinstance(arr, pa.Table) else pc.struct_field(arr, name)
+
+
+def _undeclared(arr: Any, declared: pa.DataType, n: int) -> np.ndarray:
+    """Rows of a struct array (or table) with a non-null value in a field ``declared`` lacks."""
+    flagged = np.zeros(n, bool)
+    for name in arr.column_names if isinstance(arr, pa.Table) else [f.name for f in arr.type]:
+        child, index = _field(arr, name), declared.get_field_index(name)
+        if index < 0:
+            flagged |= _np(pc.is_valid(child))
+        elif pa.types.is_struct(declared.field(index).type) and child.type != declared.field(index).type:
+            flagged |= _undeclared(child, declared.field(index).type, n)
+    return flagged
+
+
+def _conform(arr: Any, declared: pa.DataType) -> Any:
+    """``arr`` (a table or struct array) with only the fields ``declared`` has, in its order."""
+    children = []
+    for f in declared:
+        child = _field(arr, f.name)
+        children.append(_conform(child, f.type) if pa.types.is_struct(f.type) and child.type != f.type else child)
+    if isinstance(arr, pa.Table):
+        return pa.Table.from_arrays(children, schema=pa.schema(list(declared)))
+    return pa.StructArray.from_arrays(children, fields=list(declared), mask=pc.is_null(arr))
+
+
+def _joined(
+    block: bytes, starts: np.ndarray, stops: np.ndarray, lines: np.ndarray
+) -> tuple[bytes, np.ndarray, np.ndarray]:
+    """The ``lines`` of a block joined by newlines (one copy), and where each starts and stops in the result."""
+    lengths = stops[lines] - starts[lines]
+    row_starts = np.concatenate(([0], np.cumsum(lengths + 1)[:-1])).astype(np.int64)
+    return _join_runs(block, starts, stops, lines), row_starts, row_starts + lengths
+
+
+def _join_runs(data: bytes, starts: np.ndarray, stops: np.ndarray, lines: np.ndarray) -> bytes:
+    """The ``lines`` (ascending) of ``data`` joined by newlines: one slice per run of consecutive lines."""
+    view = memoryview(data)
+    breaks = np.flatnonzero(np.diff(lines) != 1) + 1
+    firsts = lines[np.concatenate(([0], breaks))]
+    lasts = lines[np.append(breaks - 1, len(lines) - 1)]
+    return b"\n".join(view[s:e] for s, e in zip(starts[firsts].tolist(), stops[lasts].tolist(), strict=True))
+
+
+def _suspect_pattern(parser: LineParser) -> str:
+    """RE2 for a line holding a row column's value of another JSON type than the reader's (a decimal as a number,
+    a timestamp as epoch micros, a number as text): the reader would fail on it."""
+    text = [n for n, k in parser.columns if k in (K_STRING, K_TEXT_OR_JSON, *TEXT_KINDS)]
+    other = [n for n, k in parser.columns if n not in text]
+    parts = []
+    if text:
+        parts.append(f'"(?:{"|".join(map(re.escape, text))})":\\s*[^"n\\s]')
+    if other:
+        parts.append(f'"(?:{"|".join(map(re.escape, other))})":\\s*"')
+    return "|".join(parts)
+
+
+def _suspects(parser: LineParser, buffer: bytes, row_starts: np.ndarray, row_stops: np.ndarray) -> np.ndarray:
+    """Per row of a joined buffer, whether :func:`_suspect_pattern` finds something on it (RE2, one pass)."""
+    n = len(row_starts)
+    offsets = np.append(row_starts, row_stops[-1]).astype(np.int32)
+    lines = pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(buffer)])
+    return np.asarray(pc.match_substring_regex(lines, _suspect_pattern(parser)).to_numpy(zero_copy_only=False), bool)
+
+
+class _Reader:
+    """Reads rows (lines kept, joined in one buffer) with Arrow, setting apart the lines it fails on."""
+
+    def __init__(self, buffer: bytes, starts: np.ndarray, stops: np.ndarray, opts: pj.ParseOptions, budget: int):
+        self.buffer, self.starts, self.stops, self.opts = buffer, starts, stops, opts
+        self.budget = budget  # reads left: a block with many bad lines goes the old way
+        self.failed: list[int] = []  # rows set apart
+        self.error = ""  # the reader's last error
+
+    def _gather(self, rows: np.ndarray) -> Any:
+        if rows[-1] - rows[0] == len(rows) - 1:  # consecutive: a slice, no copy
+            return memoryview(self.buffer)[self.starts[rows[0]] : self.stops[rows[-1]]]
+        return _join_runs(self.buffer, self.starts, self.stops, rows)
+
+    def read(self, rows: np.ndarray, whole: bool = False) -> Any:
+        """(table, its rows) pieces of ``rows`` (ascending); ``whole``: one read only, None if it fails."""
+        pieces: list[tuple[pa.Table, np.ndarray]] = []
+        pending: list[np.ndarray] = []  # rows in front of a bad line: read together at the end
+        while len(rows):
+            self.budget -= 1
+            if self.budget < 0:
+                raise Decline
+            data = self._gather(rows)
+            tbl = None
+            try:
+                tbl = pj.read_json(pa.BufferReader(data), read_options=READ_OPTIONS, parse_options=self.opts)
+            except pa.ArrowInvalid as e:
+                self.error = str(e)
+                m = _ERROR_ROW.search(self.error)
+                # One read block (the reader numbers rows per block): the row is the line.
+                row = int(m.group(1)) if m and len(data) <= READ_OPTIONS.block_size else -1
+                if 0 <= row < len(rows) and not whole:
+                    self.failed.append(int(rows[row]))
+                    if row:
+                        pending.append(rows[:row])
+                    rows = rows[row + 1 :]
+                    continue
+            if tbl is not None and tbl.num_rows == len(rows):
+                pieces.append((tbl, rows))
+                break
+            if whole:
+                return None
+            if len(rows) == 1:
+                self.failed.append(int(rows[0]))
+                break
+            half = len(rows) // 2  # no row to go by: halve
+            pieces += self.read(rows[:half])
+            rows = rows[half:]
+        if pending:
+            pieces += self.read(np.concatenate(pending))
+        return pieces
+
+
+def fast_block_isolating(
+    parser: LineParser,
+    block: bytes,
+    n_lines: int,
+    kafka_partition: int,
+    first_offset: int,
+    source_file: str,
+    schema: pa.Schema,
+    newlines: np.ndarray | None = None,
+) -> Isolated | None:
+    """:func:`fast_block` of a block but for the lines it cannot take, returned to be parsed line by line; None: the
+    block goes the old way (its layout is not as described, or too many reads)."""
+    if newlines is None:
+        newlines = newline_positions(block)
+    layout = odd_lines(block, n_lines, newlines)
+    if layout is None:
+        return None
+    tombstones, others = layout
+    end = len(block) - 1 if block.endswith(b"\n") else len(block)
+    starts = np.concatenate(([0], newlines + 1))
+    stops = np.append(newlines, end)
+    keep = np.ones(n_lines, bool)
+    keep[[i for i, _ in tombstones]] = False
+    apart = set(others)
+    # A schema/payload envelope (JsonConverter's schemas.enable) is read by the per-line parser: the reader would
+    # infer its schema block's types, several times the cost of parsing it line by line.
+    if n_lines > 1 and len(block) > starts[-1] + len(_WRAPPED):
+        heads = np.frombuffer(block, np.uint8)[starts[:, None] + np.arange(1, len(_WRAPPED) + 1)]
+        apart.update(np.flatnonzero((heads == _WRAPPED_BYTES).all(axis=1)).tolist())
+    if not block.isascii():
+        # Arrow does not validate UTF-8 in strings: each line with a byte above 0x7F is decoded on its own.
+        high = np.flatnonzero(np.frombuffer(block, np.uint8) >= 0x80)
+        view = memoryview(block)
+        for line in np.unique(np.searchsorted(newlines, high)).tolist():
+            try:
+                str(view[starts[line] : stops[line]], "utf-8")
+            except UnicodeDecodeError:
+                apart.add(line)
+    keep[list(apart)] = False
+    lines = np.flatnonzero(keep)
+    if len(lines) == n_lines:
+        buffer, row_starts, row_stops = block, starts, stops
+    elif len(lines):
+        buffer, row_starts, row_stops = _joined(block, starts, stops, lines)
+    declared = parse_options(parser).explicit_schema
+    rows_table: pa.Table | None = None
+    late = 0
+    if len(lines):
+        reader = _Reader(buffer, row_starts, row_stops, _infer_options(parser), 8 + n_lines // 4)
+        try:
+            pieces = reader.read(np.arange(len(lines)), whole=True)
+            if pieces is None:
+                # A value of another JSON type than its column's: such lines are found in one pass and set apart,
+                # the rest read in parts (a bad line found by reading costs a re-read of its part only).
+                if _TYPE_CHANGE in reader.error:
+                    suspect = _suspects(parser, buffer, row_starts, row_stops)
+                else:
+                    suspect = np.zeros(len(lines), bool)
+                if suspect.any():
+                    apart.update(lines[suspect].tolist())
+                    lines = lines[~suspect]
+                    if len(lines):
+                        buffer, row_starts, row_stops = _joined(block, starts, stops, lines)
+                    reader = _Reader(buffer, row_starts, row_stops, reader.opts, reader.budget)
+                pieces = []
+                for part in np.array_split(np.arange(len(lines)), max(1, len(lines) // _PART_ROWS)):
+                    pieces += reader.read(part) if len(part) else []
+        except Decline:
+            return None
+        apart.update(lines[np.asarray(reader.failed, np.int64)].tolist())
+        tables, kept = [], []
+        for tbl, rows in sorted(pieces, key=lambda p: int(p[1][0])):
+            if tbl.schema != declared:  # undeclared fields: their rows set apart, the rest read as declared
+                flagged = _undeclared(tbl, pa.struct(list(declared)), tbl.num_rows)
+                if flagged.any():
+                    apart.update(lines[rows[flagged]].tolist())
+                    tbl, rows = tbl.filter(pa.array(~flagged)), rows[~flagged]
+                tbl = _conform(tbl, pa.struct(list(declared)))
+            tables.append(tbl)
+            kept.append(rows)
+        if tables:  # none when every read part failed: all its lines are set apart
+            tbl = (tables[0] if len(tables) == 1 else pa.concat_tables(tables)).combine_chunks()
+            read = lines[np.concatenate(kept)]
+            encodings, default = json_encodings(parser)
+            offsets = pa.array(read.astype(np.int64) + first_offset)
+            try:
+                rows_table, taken, late = vector_rows(
+                    parser, tbl, encodings, default, offsets, kafka_partition, source_file, schema
+                )
+            except (Decline, pa.ArrowInvalid):
+                return None
+            if taken is not None:  # the rows it does not take go to the line parser
+                apart.update(read[~taken].tolist())
+            if not rows_table.num_rows:
+                rows_table = None
+    out = [(i, bytes(memoryview(block)[starts[i] : stops[i]])) for i in sorted(apart)]
+    return Isolated(rows_table, late, len(tombstones), out)
