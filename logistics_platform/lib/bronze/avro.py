@@ -1,25 +1,21 @@
 """Avro landing files -> the bronze rows the JSON path gives for the same events, one file at a time.
 
-Each file is decoded by DuckDB's ``read_avro`` (checked against the container's framing,
-:mod:`~logistics_platform.lib.bronze.avro_container`) with its own writer schema: ``read_avro`` has no
-``union_by_name``, and a file's schema says how its values are encoded (a decimal's scale). The records are then
-typed in Arrow, vectorised; a record the vectorised path cannot prove clean goes to the line parser
-(:class:`~logistics_platform.lib.bronze.envelope.LineParser`, the source of truth) as the JSON rendering of the
-record with a JsonConverter schema block saying what the Avro schema says (a ``bytes`` decimal is a Connect
-``Decimal`` of the field's scale), so it is accepted or quarantined exactly as the same event in JSON would be.
+Decoded by DuckDB's ``read_avro`` (checked against the framing, :mod:`~logistics_platform.lib.bronze.avro_container`),
+typed by :func:`~logistics_platform.lib.bronze.fastpath.vector_rows`; a record it cannot prove clean goes to the line
+parser as its JSON rendering with a JsonConverter schema block (docs/internals/parsers.md).
 """
 
 from __future__ import annotations
 
 import base64
-import json
 import math
 from collections import Counter
 from dataclasses import dataclass
-from datetime import UTC, date, datetime
+from datetime import date, datetime
 from decimal import Decimal
 from typing import Any
 
+import fastavro
 import numpy as np
 import pyarrow as pa
 
@@ -28,18 +24,24 @@ from logistics_platform.lib.bronze.blocks import BlockResult, CorruptRead
 from logistics_platform.lib.bronze.envelope import LineParser, Rejected
 from logistics_platform.lib.bronze.fastpath import vector_rows
 from logistics_platform.lib.bronze.landing import CorruptFileError, LandingFile
-from logistics_platform.lib.bronze.values import CONNECT_DECIMAL, NANO_TIMESTAMP, TIMESTAMP_UNITS, Decline, Encoding
+from logistics_platform.lib.bronze.values import (
+    CONNECT_DECIMAL,
+    NANO_TIMESTAMP,
+    TIMESTAMP_UNITS,
+    Decline,
+    Encoding,
+    to_json_text,
+)
 from logistics_platform.lib.bronze.writer import rows_to_arrow
+from logistics_platform.lib.timekeys import epoch_micros
 
-_PRIMITIVES = frozenset(("null", "boolean", "int", "long", "float", "double", "bytes", "string"))
 CONNECT_TIMESTAMP = "org.apache.kafka.connect.data.Timestamp"
 MICRO_TIMESTAMP = "io.debezium.time.MicroTimestamp"
 
 
 @dataclass(frozen=True)
 class AvroField:
-    """What a row image field's writer schema says: its Avro type (unions with null unwrapped), decimal scale,
-    logical type and Kafka Connect name."""
+    """A row field's writer schema: Avro type (null unwrapped), decimal scale, logical type, Kafka Connect name."""
 
     name: str
     type: str
@@ -65,43 +67,32 @@ class AvroField:
         return out
 
 
-def _named(schema: Any, out: dict[str, Any], namespace: str = "") -> dict[str, Any]:
-    if isinstance(schema, list):
-        for s in schema:
-            _named(s, out, namespace)
-    elif isinstance(schema, dict) and schema.get("type") == "record":
-        ns = schema.get("namespace", namespace)
-        out[schema["name"]] = schema
-        out[f"{ns}.{schema['name']}" if ns else schema["name"]] = schema
-        for f in schema.get("fields", []):
-            _named(f.get("type"), out, ns)
-    return out
-
-
-def _resolve(t: Any, named: dict[str, Any]) -> Any:
-    """A field's type without its null branch, name references resolved (a union of several types: kept)."""
+def _resolve(t: Any) -> Any:
+    """A field's type without its null branch (a union of several types: kept)."""
     if isinstance(t, list):
         rest = [x for x in t if x != "null"]
-        t = rest[0] if len(rest) == 1 else rest
-    if isinstance(t, str) and t not in _PRIMITIVES:
-        return named.get(t, t)
+        return rest[0] if len(rest) == 1 else rest
     return t
+
+
+def _expanded(schema: dict[str, Any]) -> Any:
+    """A record writer schema with its named types expanded by fastavro (any other schema as is)."""
+    return fastavro.parse_schema(schema, expand=True) if schema.get("type") == "record" else schema
+
+
+def _top_fields(schema: dict[str, Any]) -> dict[str, Any]:
+    """A writer schema's top-level field name -> type (null unwrapped, named types expanded)."""
+    return {f.get("name"): _resolve(f.get("type")) for f in _expanded(schema).get("fields", [])}
 
 
 def row_fields(schema: dict[str, Any], cdc: bool) -> dict[str, AvroField] | None:
     """Row column -> its :class:`AvroField`, from a file's writer schema (CDC: the ``after`` record's fields)."""
-    named = _named(schema, {})
-    record: Any = schema
-    if cdc:
-        after = next((f for f in schema.get("fields", []) if f.get("name") == "after"), None)
-        if after is None:
-            return None
-        record = _resolve(after["type"], named)
+    record = _top_fields(schema).get("after") if cdc else _expanded(schema)
     if not isinstance(record, dict) or record.get("type") != "record":
         return None
     out: dict[str, AvroField] = {}
     for f in record["fields"]:
-        t = _resolve(f["type"], named)
+        t = _resolve(f["type"])
         if isinstance(t, str):
             out[f["name"]] = AvroField(f["name"], t)
         elif isinstance(t, dict) and isinstance(t.get("type"), str):
@@ -123,8 +114,7 @@ def _json_value(v: Any, field: AvroField | None = None) -> Any:
     if isinstance(v, bytes | bytearray):
         return base64.b64encode(v).decode("ascii")  # a Connect Decimal (or bytes) as JsonConverter writes it
     if isinstance(v, datetime):
-        us = (v if v.tzinfo else v.replace(tzinfo=UTC)) - datetime(1970, 1, 1, tzinfo=UTC)
-        micros = (us.days * 86400 + us.seconds) * 1_000_000 + us.microseconds
+        micros = epoch_micros(v)  # naive: UTC
         return micros // 1000 if field is not None and field.logical == "timestamp-millis" else micros
     if isinstance(v, date):
         return v.isoformat()
@@ -149,14 +139,8 @@ def record_json(record: dict[str, Any], fields: dict[str, AvroField], cdc: bool)
     """The record as the JsonConverter (``schemas.enable=false``) would write the same event."""
     if not cdc:
         return _json_row(record, fields)
-    out = {k: _json_value(v) for k, v in record.items() if k not in ("before", "after")}
-    out["before"] = _json_row(record.get("before"), fields)
-    out["after"] = _json_row(record.get("after"), fields)
-    return {"before": out.pop("before"), "after": out.pop("after"), **out}
-
-
-def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    rest = {k: _json_value(v) for k, v in record.items() if k not in ("before", "after")}
+    return {"before": _json_row(record.get("before"), fields), "after": _json_row(record.get("after"), fields), **rest}
 
 
 def _encoding(field: AvroField) -> Encoding:
@@ -170,12 +154,10 @@ def _quote(name: str) -> str:
 
 
 def projection(schema: dict[str, Any], parser: LineParser) -> str:
-    """What of a CDC file's records the vectorised path reads: ``after``, the key of ``before``, ``op``, ``ts_ms`` and
-    ``source``'s lsn, ts_ms and txId (DuckDB then converts half as much); ``*`` for any other shape."""
+    """What of a CDC file's records the vectorised path reads (DuckDB then converts half as much); else ``*``."""
     if not parser.cdc:
         return "*"
-    named = _named(schema, {})
-    top = {f.get("name"): _resolve(f.get("type"), named) for f in schema.get("fields", [])}
+    top = _top_fields(schema)
     source, before = top.get("source"), top.get("before")
     if not {"after", "op", "source"} <= top.keys() or not isinstance(source, dict) or not isinstance(before, dict):
         return "*"
@@ -213,11 +195,8 @@ class AvroCorruptRead(CorruptRead):
 def read_file(
     parser: LineParser, f: LandingFile, schema: pa.Schema, vectorised: bool = True
 ) -> tuple[BlockResult, AvroCorruptRead | None]:
-    """One Avro landing file -> its rows (of ``schema``), quarantine records and counts, and where it is damaged.
-
-    The result's ``unknown`` is set (nothing else) when a record holds columns the table lacks, as for a block.
-    ``vectorised=False`` sends every record through the line parser (the source of truth: same result, slower).
-    """
+    """One Avro landing file -> its rows (of ``schema``), quarantine records and counts, and where it is damaged
+    (``unknown`` as for a block). ``vectorised=False``: every record through the line parser (same result, slower)."""
     try:
         select = projection(read_header(f.path).schema, parser)
     except (AvroFormatError, OSError):
@@ -228,9 +207,7 @@ def read_file(
     tbl = decoded.table
     if tbl is None or walk.header is None or not tbl.num_rows:
         return BlockResult(lines=0), corrupt
-    fields = row_fields(walk.header.schema, parser.cdc)
-    if fields is None:
-        fields = {}
+    fields = row_fields(walk.header.schema, parser.cdc) or {}
     n = tbl.num_rows
     tables: list[pa.Table] = []
     late = 0
@@ -259,7 +236,7 @@ def read_file(
         for i, record in zip(rest.tolist(), records, strict=True):
             offset = f.start_offset + i
             payload = record_json(record, fields, parser.cdc)
-            line = _dumps({"schema": block, "payload": payload} if parser.cdc else payload)
+            line = to_json_text({"schema": block, "payload": payload} if parser.cdc else payload)
             res = parser.parse(line.encode("utf-8", "surrogatepass"), f.kafka_partition, offset, f.relpath)
             if isinstance(res, list):
                 if res[-1] is not None:
@@ -270,15 +247,8 @@ def read_file(
                 assert isinstance(res, Rejected)  # an Avro record is never a tombstone
                 reasons[res.reason] += 1
                 address = (parser.topic, f.kafka_partition, offset, f.relpath, hour_us)
-                quarantine.append((*address, res.reason, res.detail, _dumps(payload), "utf-8"))
+                quarantine.append((*address, res.reason, res.detail, to_json_text(payload), "utf-8"))
         if slow:
             tables.append(rows_to_arrow(slow, schema))
-    rows_tbl = None
-    if tables:
-        rows_tbl = tables[0] if len(tables) == 1 else pa.concat_tables(tables)
+    rows_tbl = (tables[0] if len(tables) == 1 else pa.concat_tables(tables)) if tables else None
     return BlockResult(rows=rows_tbl, quarantine=quarantine, lines=n, late=late, reasons=dict(reasons)), corrupt
-
-
-def is_avro(f: LandingFile) -> bool:
-    """Whether a landing file is an Avro container (read here, not as lines)."""
-    return f.relpath.endswith(".avro")

@@ -1,11 +1,6 @@
-"""Value conversions of every bronze parse path, one definition of each rule: the column kinds, decimals (strings,
-numbers, Kafka Connect ``Decimal``), timestamps (ISO-8601 strings, integers in a schema's unit) and event ids.
-
-Two forms of the same rules, as pyiceberg keeps its conversions in one module every reader uses: per value (the
-line parser, :mod:`~logistics_platform.lib.bronze.envelope`, the source of truth: a value is decoded or refused
-with a reason) and per Arrow column (the JSON fast path, its isolation and Avro: :func:`typed` says per value
-whether the line parser would give exactly this value; the others go to the line parser). What each encoding is
-and which setting selects it: docs/contract/sources.md.
+"""Value conversions of every bronze parse path, one definition of each rule (column kinds, decimals, timestamps,
+event ids), per value for the line parser (:func:`convert`) and per Arrow column for the vectorised paths
+(:func:`typed`). Encodings and settings: docs/contract/sources.md; design: docs/internals/parsers.md.
 """
 
 from __future__ import annotations
@@ -41,8 +36,7 @@ from logistics_platform.lib.timekeys import epoch_micros
 I64 = 2**63  # a bigint column, an lsn, a txId
 I53 = 2**53  # the envelope's ts_ms and source.ts_ms (epoch milliseconds): JSON's exact integers
 TS_UTC = pa.timestamp("us", "UTC")
-# The ISO-8601 form the vectorised paths cast with Arrow (Debezium's ZonedTimestamp: 6 fraction digits; 0 to 6 also
-# parse to the microsecond exactly as datetime.fromisoformat does). Any other form goes to the line parser.
+# The ISO-8601 form the vectorised paths cast with Arrow (0 to 6 fraction digits, as datetime.fromisoformat reads).
 TIMESTAMP_RE = (
     r"^[1-9][0-9]{3}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])"
     r"T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]{1,6})?Z$"
@@ -54,19 +48,12 @@ MAX_UNSCALED = 10**MONEY_PRECISION  # DECIMAL(12,2): the unscaled value has at m
 IDENTITY_SEPARATOR = "\x1f"  # joins the parts of an event identity before hashing (see event_id)
 _HASHER = hashlib.blake2b(digest_size=16)
 _CENT = Decimal(1).scaleb(-MONEY_SCALE)  # 0.01
-_MAX_MONEY = Decimal(10) ** (MONEY_PRECISION - MONEY_SCALE)  # DECIMAL(12,2): at most 10 integer digits
+_MAX_MONEY = Decimal(MAX_UNSCALED).scaleb(-MONEY_SCALE)  # DECIMAL(12,2): at most 10 integer digits
 _MONEY_SQL = f"DECIMAL({MONEY_PRECISION},{MONEY_SCALE})"
 
 # Column kinds: how a JSON value becomes a column value.
-K_STRING, K_LONG, K_DOUBLE, K_BOOL, K_DECIMAL, K_TIMESTAMP, K_TEXT_OR_JSON = (
-    "string",
-    "long",
-    "double",
-    "bool",
-    "decimal",
-    "timestamp",
-    "text_or_json",
-)
+K_STRING, K_LONG, K_DOUBLE, K_BOOL = "string", "long", "double", "bool"
+K_DECIMAL, K_TIMESTAMP, K_TEXT_OR_JSON = "decimal", "timestamp", "text_or_json"
 
 # Debezium's decimal.handling.mode of the deployment's connector (setting DEBEZIUM_DECIMAL_HANDLING_MODE).
 DECIMAL_PRECISE, DECIMAL_STRING, DECIMAL_DOUBLE = "precise", "string", "double"
@@ -167,12 +154,8 @@ def money(d: Decimal, value: Any) -> Decimal:
 
 
 def decode_decimal(value: Any, mode: str = DECIMAL_PRECISE, scale: int | None = MONEY_SCALE) -> Decimal:
-    """A decimal column value as Debezium writes it: a JSON number, a decimal string, or a Connect ``Decimal``.
-
-    ``scale`` is that of the line's schema block when it has one (None: the schema says the column is a string, so
-    no base64), else the contract's. A string is read as a Connect ``Decimal`` when the connector's mode is
-    ``precise`` (or the schema says bytes) and it is valid base64 without a dot; a decimal string is always read.
-    """
+    """A decimal as Debezium writes it: a JSON number, a decimal string, or (``precise`` mode, ``scale`` not None, valid
+    base64 without a dot) a Connect ``Decimal`` of ``scale`` (the line's schema block's, else the contract's)."""
     t = type(value)
     if t is str:
         if scale is not None and mode == DECIMAL_PRECISE and "." not in value:
@@ -237,11 +220,8 @@ def convert(kind: str, value: Any) -> Any:
 
 
 def schema_encodings(schema: Any) -> dict[str, tuple[str, int | None]] | None:
-    """Per row column, what a JsonConverter schema block says of its encoding; None when it says nothing usable.
-
-    ``("decimal", scale)`` for a Connect ``Decimal`` (bytes), ``("decimal", None)`` for a column sent as a string
-    or number, ``("timestamp", micros per unit)`` for an integer timestamp type (0: nanoseconds).
-    """
+    """Per row column, what a JsonConverter schema block says: ``("decimal", scale)`` for a Connect ``Decimal``
+    (None: sent as a string or number), ``("timestamp", micros per unit)`` (0: nanoseconds); None if unusable."""
     try:
         row = next(f for f in schema["fields"] if f.get("field") == "after")
         out: dict[str, tuple[str, int | None]] = {}
@@ -287,82 +267,20 @@ class Decline(Exception):
 
 @dataclass(frozen=True)
 class Encoding:
-    """What a column's values are beyond their Arrow type: the scale of a Connect ``Decimal`` (None: a string is
-    never read as base64) and the microseconds per unit of an integer timestamp (0: nanoseconds)."""
+    """A column's Connect ``Decimal`` scale (None: never base64) and integer timestamp unit in micros (0: nanos)."""
 
     scale: int | None = MONEY_SCALE
     unit: int = 1
 
 
-# TIMESTAMP_RE position by position, for each length it allows: the lowest byte and the span up to the highest
-# (the day, month and hour are then checked as numbers).
-_TS_BOUNDS = {
-    len(low): (
-        np.frombuffer(low.encode(), np.uint8),
-        np.frombuffer(high.encode(), np.uint8) - np.frombuffer(low.encode(), np.uint8),
-    )
-    for low, high in (
-        (
-            "1000-00-00T00:00:00" + ("." + "0" * k if k else "") + "Z",
-            "9999-19-39T29:59:59" + ("." + "9" * k if k else "") + "Z",
-        )
-        for k in range(7)
-    )
-}
-_MINUS, _DOT, _ZERO = 0x2D, 0x2E, 0x30
-
-
 def canonical_timestamps(valid: pa.Array) -> bool:
-    """Whether every value of a string array without nulls matches ``TIMESTAMP_RE``.
-
-    Checked on the values' bytes when they all have one length (as the connector writes them, nearly always):
-    RE2 costs several times more per value. Values of mixed lengths go to the regex.
-    """
-    n = len(valid)
-    if not n:
-        return True
-    lengths = pc.min_max(pc.binary_length(valid))
-    width = lengths["min"].as_py()
-    bounds = _TS_BOUNDS.get(width)
-    if bounds is None or lengths["max"].as_py() != width or valid.null_count:
-        return bool(pc.all(pc.match_substring_regex(valid, TIMESTAMP_RE)).as_py())
-    low, span = bounds
-    _, offsets, data = valid.buffers()
-    start = int(np.frombuffer(offsets, np.int32, 1, valid.offset * 4)[0])
-    # All of one length: the values are consecutive in the data buffer, one row of the matrix each.
-    rel = np.frombuffer(data, np.uint8, n * width, start).reshape(n, width) - low  # wraps below the lowest byte
-    if not (rel <= span).all():
-        return False
-    month, day, hour = (rel[:, i] * 10 + rel[:, i + 1] for i in (5, 8, 11))
-    return bool(((month - 1) <= 11).all() and ((day - 1) <= 30).all() and (hour <= 23).all())
+    """Whether every value of a string array without nulls matches ``TIMESTAMP_RE``."""
+    return bool(pc.all(pc.match_substring_regex(valid, TIMESTAMP_RE), min_count=0).as_py())
 
 
 def canonical_money(valid: pa.Array) -> bool:
-    """Whether every value of a string array without nulls matches ``MONEY_RE``, checked on the values' bytes.
-
-    Each value must hold a dot three bytes before its end and may start with a minus; the array's bytes that
-    are not digits must then be exactly those dots and minuses, and the digits before the dot 1 to 10.
-    """
-    n = len(valid)
-    if not n:
-        return True
-    if valid.null_count:
-        return bool(pc.all(pc.match_substring_regex(valid, MONEY_RE)).as_py())
-    _, offsets_buffer, data = valid.buffers()
-    offsets = np.frombuffer(offsets_buffer, np.int32, n + 1, valid.offset * 4)
-    lengths = np.diff(offsets)
-    if lengths.min() < 4 or lengths.max() > 14:  # "0.00" to "-1234567890.00"
-        return False
-    first = int(offsets[0])
-    text = np.frombuffer(data, np.uint8, int(offsets[-1]) - first, first)
-    starts, ends = offsets[:-1] - first, offsets[1:] - first
-    negative = text[starts] == _MINUS
-    if not (text[ends - 3] == _DOT).all():
-        return False
-    before_dot = lengths - 3 - negative
-    if not ((before_dot >= 1) & (before_dot <= 10)).all():
-        return False
-    return int(np.count_nonzero((text - _ZERO) > 9)) == n + int(np.count_nonzero(negative))
+    """Whether every value of a string array without nulls matches ``MONEY_RE``."""
+    return bool(pc.all(pc.match_substring_regex(valid, MONEY_RE), min_count=0).as_py())
 
 
 def _good(mask: Any) -> np.ndarray | None:
@@ -426,8 +344,7 @@ def _text_decimals(values: pa.Array, scale: int | None) -> tuple[pa.Array, np.nd
     valid = values.drop_null() if values.null_count else values
     if canonical_money(valid):
         return values.cast(MONEY_TYPE), None
-    # One Python step per value, still far cheaper than parsing the line: the line parser's own decoding, with base64
-    # (a Connect Decimal) only when the column has a scale.
+    # One Python step per value (far cheaper than parsing the line): the line parser's own decoding.
     n = len(values)
     out = np.zeros(n, np.int64)
     good = np.ones(n, bool)
