@@ -19,7 +19,7 @@ import fastavro
 import numpy as np
 import pyarrow as pa
 
-from logistics_platform.lib.bronze.avro_container import AvroFormatError, decode, read_header
+from logistics_platform.lib.bronze.avro_container import decode
 from logistics_platform.lib.bronze.blocks import BlockResult, CorruptRead
 from logistics_platform.lib.bronze.envelope import LineParser, Rejected
 from logistics_platform.lib.bronze.fastpath import vector_rows
@@ -197,11 +197,7 @@ def read_file(
 ) -> tuple[BlockResult, AvroCorruptRead | None]:
     """One Avro landing file -> its rows (of ``schema``), quarantine records and counts, and where it is damaged
     (``unknown`` as for a block). ``vectorised=False``: every record through the line parser (same result, slower)."""
-    try:
-        select = projection(read_header(f.path).schema, parser)
-    except (AvroFormatError, OSError):
-        select = "*"  # what is wrong with the file, decode says
-    decoded = decode(f.path, select)
+    decoded = decode(f.path, lambda header: projection(header.schema, parser))
     walk = decoded.walk
     corrupt = None if walk.error is None else AvroCorruptRead(f, walk.error, walk.records, walk.error_at)
     tbl = decoded.table
@@ -229,7 +225,7 @@ def read_file(
         block = {"fields": [{"field": "after", "fields": [fl.json_schema() for fl in fields.values()]}]}
         slow: list[Any] = []
         hour_us = parser.arrival_us
-        if select != "*":  # the records to render in full: read again with every field (few files have any)
+        if decoded.select != "*":  # the records to render in full: read again with every field (few files have any)
             full = decode(f.path).table
             tbl = full if full is not None and full.num_rows == n else tbl
         records = tbl.take(pa.array(rest)).to_pylist()

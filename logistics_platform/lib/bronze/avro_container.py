@@ -1,9 +1,6 @@
-"""The blocks of Avro object container files (the Confluent S3 sink's ``AvroFormat``), read without decoding records.
-
-fastavro's ``block_reader`` reads a container block by block: each block's record count, where it starts and ends,
-its sync marker and its decompression checked. :func:`read_header` gives the writer schema and codec;
-:func:`walk_blocks` the blocks up to the first damage. The accounting counts a file's records with it, independently
-of the DuckDB reader of the ingest; the ingest uses it to find what is readable in front of a damaged spot.
+"""Avro object container files (the Confluent S3 sink's ``AvroFormat``): their blocks walked by fastavro's
+``block_reader`` (framing, sync marker and decompression checked) and their records decoded by DuckDB's
+``read_avro``, trusted only as far as the walk's record count (docs/internals/parsers.md).
 """
 
 from __future__ import annotations
@@ -11,6 +8,7 @@ from __future__ import annotations
 import json
 import tempfile
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from io import BytesIO
 from pathlib import Path
@@ -21,8 +19,7 @@ import fastavro
 import pyarrow as pa
 
 CODECS = ("null", "deflate", "snappy")  # what DuckDB's read_avro reads (bzip2, xz and zstandard: not landed)
-# What fastavro raises on bytes that are not a container or a block: ValueError, EOFError, KeyError (no schema),
-# SchemaParseException, zlib.error, cramjam.DecompressionError; they share no base class narrower than Exception.
+# fastavro's errors on damaged bytes (ValueError, EOFError, KeyError, zlib.error, ...) share no narrower base class.
 _DAMAGE = Exception
 
 
@@ -72,12 +69,6 @@ def _open(fo: IO[bytes]) -> tuple[fastavro.block_reader, Header]:
     return reader, Header(schema if isinstance(schema, dict) else {"type": schema}, reader.codec, fo.tell())
 
 
-def read_header(path: Path) -> Header:
-    """The header of a container file (raises :class:`AvroFormatError`, or OSError when unreadable)."""
-    with open(path, "rb") as f:
-        return _open(f)[1]
-
-
 def walk_bytes(data: bytes) -> Walk:
     """:func:`walk_blocks` of a container held in memory."""
     try:
@@ -111,11 +102,8 @@ def walk_blocks(path: Path) -> Walk:
     return walk_bytes(path.read_bytes())
 
 
-# -- what DuckDB's read_avro decodes ----------------------------------------------------------------------------
-# read_avro does not fail on a damaged container: it stops early or skips blocks without a word (checked with
-# truncated files and flipped bytes, codecs null, deflate and snappy). So nothing it returns is taken on trust: its
-# record count must be the one the blocks' framing announces, else the blocks are decoded one by one to find the
-# first one it does not read whole, and only the blocks in front of it count.
+# -- what DuckDB's read_avro decodes: it stops early or skips damaged blocks without a word, so its record count must
+# be the framing's, else the first block it does not read whole is found and only the blocks in front of it count.
 
 _LOCAL = threading.local()
 
@@ -144,8 +132,7 @@ def _try(path: Path | str, select: str) -> pa.Table | None:
 
 
 def _read(path: Path, data: bytes, walk: Walk, select: str, blocks: list[Block] | None = None) -> pa.Table | None:
-    """read_avro of the file when the walk found no damage, else of a container of its header and ``blocks``
-    (default: the walk's); None when DuckDB fails."""
+    """read_avro of the file, or (damage, or ``blocks`` given) of its header and those blocks; None if DuckDB fails."""
     if blocks is None and walk.error is None:
         return _try(path, select)
     assert walk.header is not None
@@ -165,18 +152,20 @@ class Decoded:
 
     walk: Walk
     table: pa.Table | None = None
+    select: str = "*"
 
 
-def decode(path: Path, select: str = "*") -> Decoded:
-    """The records of ``path`` that are readable in front of any damage, as DuckDB decodes them (``select``: the
-    projection over ``read_avro``), with the walk that says where the damage is."""
+def decode(path: Path, select: str | Callable[[Header], str] = "*") -> Decoded:
+    """The records of ``path`` readable in front of any damage (``select`` over ``read_avro``, or made from the
+    header), and the walk."""
     data = path.read_bytes()
     walk = walk_bytes(data)
     if walk.header is None or not walk.blocks:
         return Decoded(walk, None)
+    select = select(walk.header) if callable(select) else select
     table = _read(path, data, walk, select)
     if table is not None and table.num_rows == walk.records:
-        return Decoded(walk, table)
+        return Decoded(walk, table, select)
     # DuckDB read less than the framing announces (or failed): find the first block it does not read whole.
     for i, block in enumerate(walk.blocks):
         n = _counted(_read(path, data, walk, "count(*) as n", [block]))
@@ -186,16 +175,10 @@ def decode(path: Path, select: str = "*") -> Decoded:
             walk.error_at = block.start
             walk.blocks = walk.blocks[:i]
             break
-    return Decoded(walk, _read(path, data, walk, select) if walk.blocks else None)
+    return Decoded(walk, _read(path, data, walk, select) if walk.blocks else None, select)
 
 
 def count_records(path: Path) -> tuple[int, str | None]:
-    """(records readable in front of any damage, why the file cannot be read to its end or None), for accounting."""
-    data = path.read_bytes()
-    walk = walk_bytes(data)
-    if walk.header is None or not walk.blocks:
-        return 0, walk.error
-    if _counted(_read(path, data, walk, "count(*) as n")) == walk.records:
-        return walk.records, walk.error
-    decoded = decode(path, "1 as one")
-    return decoded.walk.records, decoded.walk.error
+    """(records readable in front of any damage, why the file cannot be read to its end or None)."""
+    walk = decode(path, "1 as one").walk
+    return walk.records, walk.error

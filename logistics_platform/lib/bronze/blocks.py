@@ -1,10 +1,6 @@
-"""Blocks of whole lines: read from a landing file (bounded memory), parsed into typed rows and quarantine records.
-
-A block is the unit of parallel work: :class:`BlockTask` holds everything :func:`parse_block` needs (it is
-pickled to worker processes), :class:`BlockResult` is what comes back. Parsing first tries the vectorised clean
-path (:mod:`~logistics_platform.lib.bronze.fastpath`), which sets
-apart the lines it cannot prove identical to the per-line parser
-(:class:`~logistics_platform.lib.bronze.envelope.LineParser`, the source of truth) and parses only those line by line.
+"""Blocks of whole lines, the unit of parallel work: read from a landing file (bounded memory), parsed into typed rows
+and quarantine records by the vectorised clean path (:mod:`~logistics_platform.lib.bronze.fastpath`), the lines it
+sets apart by :class:`~logistics_platform.lib.bronze.envelope.LineParser`.
 """
 
 from __future__ import annotations
@@ -90,12 +86,8 @@ class CorruptRead(Exception):
 
 
 def iter_counted_blocks(f: LandingFile, block_bytes: int = BLOCK_BYTES) -> Iterator[tuple[bytes, int, np.ndarray]]:
-    """(block of whole lines, offset of its first line, its :func:`fastpath.newline_positions`) of one file.
-
-    Block by block (bounded memory). The newlines are found once: the count of the lines (one more than these)
-    and the clean path's proof of their layout both need them. A damaged file yields its complete lines in
-    front of the damage, then raises :class:`CorruptRead`.
-    """
+    """(block of whole lines, offset of its first line, its :func:`fastpath.newline_positions`) of one file; a damaged
+    file yields its complete lines in front of the damage, then raises :class:`CorruptRead`."""
     offset = f.start_offset
     done = 0
     tail = b""
@@ -129,8 +121,7 @@ def iter_counted_blocks(f: LandingFile, block_bytes: int = BLOCK_BYTES) -> Itera
 def _parse_lines(
     parser: LineParser, lines: Iterator[tuple[int, bytes]], task: BlockTask, out: BlockResult, rows: list[Any]
 ) -> bool:
-    """Parse (offset, line) pairs line by line into ``rows`` and ``out``; False at a line with columns the table lacks
-    (``out.unknown`` then says which)."""
+    """Parse (offset, line) pairs into ``rows`` and ``out``; False at a line with columns the table lacks."""
     late_index = parser.column_names.index("_is_late")
     parse, part, rel, topic, hour_us = parser.parse, task.kafka_partition, task.relpath, parser.topic, parser.arrival_us
     add = rows.append
@@ -174,12 +165,9 @@ def _with_isolated(task: BlockTask, parser: LineParser, iso: Isolated, n_lines: 
 
 
 def parse_block(task: BlockTask, parser: LineParser, whole_first: bool = True) -> BlockResult:
-    """Parse and validate one block of lines with ``parser``: typed rows as Arrow, quarantine records, counts.
-
-    Unless ``task.fast_run_lines`` is 0, the whole block (if ``whole_first``) is first tried on the vectorised
-    clean path, which sets apart the lines it cannot take (parsed line by line, the rest stays vectorised); if it
-    declines the block, runs of ``task.fast_run_lines`` lines are tried, and a run it declines is parsed line by line.
-    """
+    """One block -> typed rows as Arrow, quarantine, counts. Unless ``task.fast_run_lines`` is 0, the whole block
+    (if ``whole_first``) goes to the clean path with its odd lines set apart; if it declines the block, runs of
+    ``task.fast_run_lines`` lines are tried, and a run it declines is parsed line by line."""
     fast_on = task.fast_run_lines > 0
     whole_tried = fast_on and whole_first
     if whole_tried:

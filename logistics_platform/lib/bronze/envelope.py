@@ -1,19 +1,8 @@
-"""Parsing and validation of one landed line into a typed bronze row or a quarantine verdict.
+"""One landed line -> a typed bronze row or a quarantine verdict: the source of truth of every parse path.
 
-Pure functions of (topic, line, record address, arrival hour, allowed lateness): no clock, no run id, so
-bronze is reproducible from the landing files alone. The rules are those of docs/contract/sources.md:
-
-- not UTF-8, not JSON or truncated             -> ``malformed_json``
-- CDC envelope without ``op`` or op not c/u/d/r -> ``invalid_op``
-- ``after`` missing for c/u/r; ``source.lsn`` or ``source.ts_ms`` missing -> ``invalid_envelope``
-- key column missing or of the wrong type       -> ``missing_key``
-- a value that does not parse to its column type -> ``invalid_value:<column>``
-- ``null`` (bare, or as ``{"schema":..,"payload":null}``) -> tombstone, counted, not stored
-- columns the table does not know yet are returned in an ``extras`` dict: the ingest adds them to the table.
-
-A row is returned as a list in table column order (row columns, evolved columns, metadata columns) with the
-extras dict (or None) as its last element; :meth:`LineParser.row_dict` names the values for people and tests.
-Hot path: this runs once per landed line, so it avoids per-line allocations beyond the row tuple.
+Pure (no clock, no run id): bronze is reproducible from the landing files alone. The quarantine reasons are those of
+docs/contract/sources.md. A row is a list in table column order with the extras dict (columns the table lacks, or
+None) last. Hot path: once per landed line.
 """
 
 from __future__ import annotations
@@ -26,10 +15,7 @@ from decimal import Decimal
 from math import isfinite
 from typing import Any
 
-from pyiceberg.types import (
-    DecimalType,
-    IcebergType,
-)
+from pyiceberg.types import DecimalType, IcebergType
 
 from logistics_platform.lib.bronze.schema import (
     REASON_INVALID_ENVELOPE,
@@ -127,10 +113,7 @@ def raw_line_text(raw: bytes) -> tuple[str, str]:
 
 
 class LineParser:
-    """Parses lines of one topic landed in one arrival hour.
-
-    ``evolved`` maps columns already added to the table beyond the contract (name -> Iceberg type).
-    """
+    """Parses lines of one topic landed in one arrival hour (``evolved``: columns added beyond the contract)."""
 
     def __init__(
         self,
@@ -169,7 +152,6 @@ class LineParser:
         self.cdc = spec.cdc
         if spec.columns[0].name != spec.key:
             raise ValueError(f"{spec.table}: the key column must come first in the contract")
-        self._event_time_column = PLAIN_EVENT_TIME_COLUMN
         self._event_time_index = 0 if spec.cdc else [n for n, _ in self.columns].index(PLAIN_EVENT_TIME_COLUMN)
 
     # -- public ---------------------------------------------------------------------------------------------
@@ -368,7 +350,7 @@ class LineParser:
             return bad
         event_us = out[self._event_time_index]
         if event_us is None:
-            return Rejected(f"{REASON_INVALID_VALUE}:{self._event_time_column}", "event time is missing")
+            return Rejected(f"{REASON_INVALID_VALUE}:{PLAIN_EVENT_TIME_COLUMN}", "event time is missing")
         is_late, lateness = self._lateness(event_us)
         out += (
             self.topic,

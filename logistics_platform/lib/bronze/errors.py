@@ -1,8 +1,5 @@
-"""Which failures of an ingest a retry can fix, and one line that says what went wrong.
-
-Transient: the catalog or the storage is unavailable for a moment, a commit conflicted with a concurrent one, a
-lock is held. Everything else (unreadable input that is not a quarantine case, a schema contract violation, a bad
-setting, a bug) fails the same way on every attempt, so it is reported at once instead of retried.
+"""Which failures of an ingest a retry can fix (the catalog or storage unavailable for a moment, a commit conflict,
+a held lock; anything else fails the same way every time and is reported at once), and one line saying what failed.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""The bronze side of the source contract: topics with their Iceberg-typed columns, metadata columns, quarantine
-reasons and partitioning.
-
-The topics and their columns are those of :mod:`logistics_platform.lib.contract` (declared there once), typed for
-Iceberg here. Everything that reads or writes bronze (ingest, dbt sources, maintenance, verify) takes names and types
-from here, so the layers cannot drift apart.
+"""The bronze side of the source contract (:mod:`logistics_platform.lib.contract`, typed for Iceberg): topics, metadata
+columns, quarantine reasons and partitioning, for everything that reads or writes bronze.
 """
 
 from __future__ import annotations
@@ -40,14 +36,6 @@ REASON_INVALID_VALUE = "invalid_value"
 REASON_INVALID_ENVELOPE = "invalid_envelope"
 # A file that cannot be read to its end: one row for the file, not for a line (its readable lines are ingested).
 REASON_CORRUPT_FILE = "corrupt_file"
-QUARANTINE_REASONS = (
-    REASON_MALFORMED_JSON,
-    REASON_INVALID_OP,
-    REASON_MISSING_KEY,
-    REASON_INVALID_VALUE,
-    REASON_INVALID_ENVELOPE,
-    REASON_CORRUPT_FILE,
-)
 
 
 @dataclass(frozen=True)
@@ -72,10 +60,6 @@ class TopicSpec:
     def identifier(self) -> str:
         return f"{NAMESPACE}.{self.table}"
 
-    @property
-    def column_names(self) -> tuple[str, ...]:
-        return tuple(c.name for c in self.columns)
-
 
 _ICEBERG_TYPES: dict[str, IcebergType] = {
     contract.TEXT_NAME: StringType(),
@@ -96,8 +80,7 @@ def iceberg_type(t: contract.ColumnType) -> IcebergType:
 
 
 def topic_spec(source: contract.SourceTopic) -> TopicSpec:
-    """The bronze side of a contract topic: its columns with their Iceberg types and docs (all optional: a delete
-    carries only the key)."""
+    """The bronze side of a contract topic (all columns optional: a delete carries only the key)."""
     return TopicSpec(
         table=source.table,
         topic=source.topic,
