@@ -357,32 +357,29 @@ def _text_decimals(values: pa.Array, scale: int | None) -> tuple[pa.Array, np.nd
     return _money_array(out, good & np.asarray(pc.is_valid(values), bool)), None if good.all() else good
 
 
-def _cast_failures(values: pa.Array, start: int = 0) -> list[int]:
-    """Indices (from ``start``) of the canonical timestamps that do not cast (2026-02-30), found by halves."""
-    try:
-        values.cast(TS_UTC)
-        return []
-    except pa.ArrowInvalid:
-        if len(values) == 1:
-            return [start]
-    half = len(values) // 2
-    return _cast_failures(values.slice(0, half), start) + _cast_failures(values.slice(half), start + half)
+def _masked(values: pa.Array, good: np.ndarray | None) -> pa.Array:
+    """``values`` with those not ``good`` nulled."""
+    return values if good is None else pc.if_else(pa.array(good), values, pa.nulls(len(values), values.type))
 
 
 def _text_timestamps(values: pa.Array) -> tuple[pa.Array, np.ndarray | None]:
     valid = values.drop_null() if values.null_count else values
     good = None if canonical_timestamps(valid) else _good(pc.match_substring_regex(values, TIMESTAMP_RE))
-    for attempt in range(2):
-        taken = values if good is None else pc.if_else(pa.array(good), values, pa.nulls(len(values), values.type))
-        try:
-            # Every value taken ends in Z: parsed as UTC, its epoch micros are those of the naive time.
-            return taken.cast(TS_UTC).cast(pa.int64()), good
-        except pa.ArrowInvalid:  # a canonical-looking impossible date (2026-02-30): the line parser says so
-            if attempt:
-                raise
-            good = np.ones(len(values), bool) if good is None else good
-            good[_cast_failures(taken)] = False
-    raise AssertionError("unreachable")
+    try:
+        # Every value taken ends in Z: parsed as UTC, its epoch micros are those of the naive time.
+        return _masked(values, good).cast(TS_UTC).cast(pa.int64()), good
+    except pa.ArrowInvalid:  # a canonical-looking impossible date (2026-02-30): the line parser says so
+        dates = np.array([v is None or _is_date(v) for v in values.to_pylist()], bool)
+        good = dates if good is None else good & dates
+        return _masked(values, good).cast(TS_UTC).cast(pa.int64()), good
+
+
+def _is_date(text: str) -> bool:
+    try:
+        datetime.fromisoformat(text)
+    except ValueError:
+        return False
+    return True
 
 
 def typed(kind: str, values: pa.Array, encoding: Encoding = Encoding()) -> tuple[pa.Array, np.ndarray | None]:
@@ -405,7 +402,7 @@ def typed(kind: str, values: pa.Array, encoding: Encoding = Encoding()) -> tuple
     if kind == K_DOUBLE and (pa.types.is_floating(t) or pa.types.is_integer(t)):
         v = values.cast(pa.float64())
         good = _good(pc.is_finite(v))
-        return (v, None) if good is None else (pc.if_else(pa.array(good), v, pa.nulls(len(v), v.type)), good)
+        return _masked(v, good), good
     if kind == K_DECIMAL and is_text:
         return _text_decimals(values, encoding.scale)
     if kind == K_DECIMAL and is_bytes and encoding.scale is not None:
