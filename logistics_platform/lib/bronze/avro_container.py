@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from io import BytesIO
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import duckdb
 import fastavro
@@ -21,10 +21,6 @@ import pyarrow as pa
 CODECS = ("null", "deflate", "snappy")  # what DuckDB's read_avro reads (bzip2, xz and zstandard: not landed)
 # fastavro's errors on damaged bytes (ValueError, EOFError, KeyError, zlib.error, ...) share no narrower base class.
 _DAMAGE = Exception
-
-
-class AvroFormatError(ValueError):
-    """The bytes do not start with an Avro container header holding a writer schema."""
 
 
 @dataclass(frozen=True)
@@ -59,22 +55,15 @@ class Walk:
         return sum(b.records for b in self.blocks)
 
 
-def _open(fo: IO[bytes]) -> tuple[fastavro.block_reader, Header]:
-    """fastavro's block reader of ``fo`` and the header it read (raises :class:`AvroFormatError`)."""
+def walk_bytes(data: bytes) -> Walk:
+    """:func:`walk_blocks` of a container held in memory."""
+    fo = BytesIO(data)
     try:
         reader = fastavro.block_reader(fo)
         schema = json.loads(reader.metadata["avro.schema"])
     except _DAMAGE as e:
-        raise AvroFormatError(f"not an Avro container file with a schema ({type(e).__name__}: {e})") from None
-    return reader, Header(schema if isinstance(schema, dict) else {"type": schema}, reader.codec, fo.tell())
-
-
-def walk_bytes(data: bytes) -> Walk:
-    """:func:`walk_blocks` of a container held in memory."""
-    try:
-        reader, header = _open(BytesIO(data))
-    except AvroFormatError as e:
-        return Walk(None, error=str(e), error_at=0)
+        return Walk(None, error=f"not an Avro container file with a schema ({type(e).__name__}: {e})", error_at=0)
+    header = Header(schema if isinstance(schema, dict) else {"type": schema}, reader.codec, fo.tell())
     walk = Walk(header)
     if header.codec not in CODECS:
         walk.error, walk.error_at = f"codec {header.codec!r} is not one of {', '.join(CODECS)}", 0

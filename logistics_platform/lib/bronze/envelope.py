@@ -131,7 +131,6 @@ class LineParser:
         self._line_schema: dict[str, tuple[str, int | None]] | None = None  # the current line's schema_encodings
         self.spec = spec
         self.topic = spec.topic
-        self.arrival_hour = arrival_hour
         self.arrival_us = epoch_micros(arrival_hour)
         self.late_before_us = self.arrival_us - allowed_lateness_seconds * 1_000_000
         self.evolved = dict(evolved or {})
