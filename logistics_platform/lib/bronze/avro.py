@@ -26,6 +26,8 @@ from logistics_platform.lib.bronze.fastpath import vector_rows
 from logistics_platform.lib.bronze.landing import CorruptFileError, LandingFile
 from logistics_platform.lib.bronze.values import (
     CONNECT_DECIMAL,
+    CONNECT_TIMESTAMP,
+    MICRO_TIMESTAMP,
     NANO_TIMESTAMP,
     TIMESTAMP_UNITS,
     Decline,
@@ -34,9 +36,6 @@ from logistics_platform.lib.bronze.values import (
 )
 from logistics_platform.lib.bronze.writer import rows_to_arrow
 from logistics_platform.lib.timekeys import epoch_micros
-
-CONNECT_TIMESTAMP = "org.apache.kafka.connect.data.Timestamp"
-MICRO_TIMESTAMP = "io.debezium.time.MicroTimestamp"
 
 
 @dataclass(frozen=True)

@@ -62,11 +62,8 @@ DECIMAL_MODE_SETTING = "DEBEZIUM_DECIMAL_HANDLING_MODE"
 CONNECT_DECIMAL = "org.apache.kafka.connect.data.Decimal"
 VARIABLE_SCALE_DECIMAL = "io.debezium.data.VariableScaleDecimal"
 # Integer timestamps of the JsonConverter schema's semantic types, in microseconds per unit (default: micros).
-TIMESTAMP_UNITS = {
-    "io.debezium.time.Timestamp": 1000,
-    "io.debezium.time.MicroTimestamp": 1,
-    "org.apache.kafka.connect.data.Timestamp": 1000,
-}
+CONNECT_TIMESTAMP, MICRO_TIMESTAMP = "org.apache.kafka.connect.data.Timestamp", "io.debezium.time.MicroTimestamp"
+TIMESTAMP_UNITS = {"io.debezium.time.Timestamp": 1000, MICRO_TIMESTAMP: 1, CONNECT_TIMESTAMP: 1000}
 NANO_TIMESTAMP = "io.debezium.time.NanoTimestamp"
 
 
