@@ -9,34 +9,9 @@ from dataclasses import fields
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from logistics_platform.generator.config import GeneratorConfig
+from logistics_platform.generator.config import CLEAN, RATE_HELP, GeneratorConfig
 
 DEFAULT_DAYS = 3
-
-_RATE_HELP = {
-    "duplicate_rate": "redelivered copies of events (same hour or up to 6 h later)",
-    "out_of_order_rate": "changes that land after the next change of their row",
-    "late_within_rate": "events arriving 1..L hours after their event time (on time)",
-    "late_beyond_rate": "events arriving more than L after their event time (late)",
-    "delete_rate": "orders/couriers deleted (each delete followed by a tombstone)",
-    "snapshot_rate": "orders open at the start, read by the snapshot (op r), x orders/day",
-    "malformed_json_rate": "lines that are not JSON, truncated or not UTF-8",
-    "invalid_op_rate": "envelopes without op or with an unknown op",
-    "missing_key_rate": "rows without their key or with a key of the wrong type",
-    "invalid_value_rate": "values that do not parse (bad decimal, bad timestamp, ...)",
-    "invalid_envelope_rate": "envelopes without after / source.lsn / source.ts_ms",
-    "schema_envelope_rate": "CDC lines in the schemas.enable=true form",
-    "gzip_rate": "files written gzipped (Avro files: codec deflate)",
-    "decimal_number_rate": "CDC lines with decimals as JSON numbers",
-    "epoch_micros_rate": "CDC lines with timestamps as epoch microseconds",
-    "precise_decimal_rate": "order/payment lines with decimals as Connect Decimal base64 (Debezium's default)",
-    "avro_file_rate": "CDC topic-partition-hours landed as Avro container files (.avro)",
-    "cancel_rate": "orders cancelled",
-    "refund_rate": "delivered orders charged twice and refunded",
-    "payment_mismatch_rate": "delivered orders whose payments do not add up",
-    "failed_payment_rate": "orders whose first payment fails",
-}
-
 
 VOLUMES = ("tenants", "couriers", "orders_per_day", "pings_per_day", "flush_size")
 RATES = "anomaly rates (0..1)"
@@ -72,7 +47,7 @@ ARGS: dict[str, dict[str, object]] = {
     },
     **{
         _flag(n): {"type": float, "default": _D[n], "help": f"{text} (default {_D[n]})", "group": RATES}
-        for n, text in _RATE_HELP.items()
+        for n, text in RATE_HELP.items()
     },
     "--delayed-files": {"type": int, "default": _D["delayed_files"], "help": "files dropped late", "group": RATES},
     "--tip-amount-from": {
@@ -113,8 +88,7 @@ def _parse_partitions(text: str) -> dict[str, int]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from logistics_platform.generator import GeneratorConfig, GeneratorConfigError, generate
-    from logistics_platform.generator.config import DIRTY_RATES
+    from logistics_platform.generator import GeneratorConfigError, generate
     from logistics_platform.settings import load_settings
 
     settings = load_settings()
@@ -126,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
     today = datetime.now(UTC).replace(tzinfo=None, hour=0, minute=0, second=0, microsecond=0)
     start = _parse_start(args.start, today, settings.partitions_start_datetime)
     hours = args.hours if args.hours is not None else args.days * 24
-    values = {name: getattr(args, name) for name in (*_RATE_HELP, *VOLUMES)}
+    values = {name: getattr(args, name) for name in (*RATE_HELP, *VOLUMES)}
     values["delayed_files"] = args.delayed_files
     values["tip_amount_from"] = None if args.tip_amount_from >= 1 else args.tip_amount_from
     values["partitions"] = _parse_partitions(args.partitions)
@@ -134,9 +108,7 @@ def run(args: argparse.Namespace) -> int:
         args.allowed_lateness_hours if args.allowed_lateness_hours is not None else settings.allowed_lateness_hours
     )
     if args.clean:
-        for name in DIRTY_RATES:
-            values[name] = 0.0
-        values["delayed_files"] = 0
+        values.update(CLEAN)
     try:
         config = GeneratorConfig(start=start, hours=hours, seed=args.seed, **values)
     except GeneratorConfigError as e:
