@@ -20,26 +20,12 @@ from logistics_platform.generator.roster import Couriers
 from logistics_platform.generator.summary import TopicStats
 
 PING_BATCH = 65_536  # pings expanded per batch of Arrow kernels
-# A run: `count` pings k0 .. k0+count-1 of a trip starting at t0, on one segment (s0 .. s0+dur, from la0/lo0 by
-# dlat/dlon), cut at t_stop; arrival_base >= 0 when the phone uploads them late (late_kind 1 within L, 2 beyond).
+# A run: `count` pings k0 .. k0+count-1 of a trip, on one segment (s0 .. s0+dur, from la0/lo0 by dlat/dlon), cut at
+# t_stop; then the trip's start t0, ..., and arrival_base >= 0 when the phone uploads them late (late_kind 1 within L,
+# 2 beyond).
 RUN_FIELDS = (
-    "count",
-    "k0",
-    "t0",
-    "t_stop",
-    "s0",
-    "dur",
-    "la0",
-    "lo0",
-    "dlat",
-    "dlon",
-    "oid",
-    "moving",
-    "speed0",
-    "cid",
-    "part",
-    "arrival_base",
-    "late_kind",
+    *("count", "k0", "t_stop", "s0", "dur", "la0", "lo0", "dlat", "dlon", "oid", "moving"),
+    *("t0", "speed0", "cid", "part", "arrival_base", "late_kind"),
 )
 
 
@@ -100,7 +86,7 @@ class Trips:
         arrival_base, late_kind = self.faults.offline_upload(t0, t_stop)
         # Ping k of the trip is recorded at t0 + k*iv + jitter; each segment becomes one run of pings, expanded
         # and computed column-wise by Arrow in expand() (pings are most of the volume).
-        part = cid % self.partitions
+        trip = (t0, speed0, cid, cid % self.partitions, arrival_base, late_kind)
         for s0, s1, la0, lo0, la1, lo1, seg_oid, moving in segs:
             lo_t, hi_t = max(s0, t0), min(s1, t_stop)
             if lo_t >= hi_t:
@@ -109,27 +95,8 @@ class Trips:
             k1 = -(-(hi_t - t0) // iv)
             if k1 <= k0:
                 continue
-            self.runs.append(
-                (
-                    k1 - k0,
-                    k0,
-                    t0,
-                    hi_t,
-                    s0,
-                    max(1, s1 - s0),
-                    la0,
-                    lo0,
-                    la1 - la0,
-                    lo1 - lo0,
-                    seg_oid,
-                    moving,
-                    speed0,
-                    cid,
-                    part,
-                    arrival_base,
-                    late_kind,
-                )
-            )
+            dur = max(1, s1 - s0)
+            self.runs.append((k1 - k0, k0, hi_t, s0, dur, la0, lo0, la1 - la0, lo1 - lo0, seg_oid, moving, *trip))
 
     def batches(self) -> Iterator[list[tuple[Any, ...]]]:
         """The runs planned so far, taken out in batches of about PING_BATCH pings.
