@@ -22,12 +22,11 @@ from logistics_platform.generator import encode as E
 from logistics_platform.generator.config import TABLES, GeneratorConfig
 from logistics_platform.generator.model import HOUR_US, SECOND, T_PINGS, TOPICS, Period
 from logistics_platform.generator.summary import FILES, LATE, LINES, TOMBSTONES, TopicStats
-from logistics_platform.generator.writer import AvroPiece, FileWriter, PingText, Record, avro_pieces, cdc_file
+from logistics_platform.generator.writer import FileWriter, Piece, PingText, Record, avro_pieces, cdc_file
 from logistics_platform.lib.timekeys import from_epoch_micros
 
 _ARRIVAL = itemgetter(0)
-# (partition, first line, end line) -> (file content or a function making it, lines, last arrival time)
-Render = Callable[[int, int, int], tuple[Any, int, int]]
+Render = Callable[[int, int, int], list[Piece]]  # (partition, first line, end line) -> the files of that chunk
 
 
 class Layout:
@@ -167,14 +166,15 @@ class Layout:
                 recs.sort(key=_ARRIVAL)
                 self._count_out_of_order(ti, recs)
 
-            def render(p: int, i: int, j: int, parts: list[list[Record]] = parts) -> tuple[Any, int, int]:
-                return cdc_file(parts[p][i:j])
-
-            def render_avro(p: int, i: int, j: int, parts: list[list[Record]] = parts, ti: int = ti) -> list[AvroPiece]:
+            def render(
+                p: int, i: int, j: int, parts: list[list[Record]] = parts, ti: int = ti, avro: Any = avro_parts
+            ) -> list[Piece]:
+                if not (avro and avro[p]):
+                    return [(*cdc_file(parts[p][i:j]), None)]
                 pieces, self._avro_schema[ti][p] = avro_pieces(TABLES[ti], parts[p][i:j], self._avro_schema[ti][p])
                 return pieces
 
-            self._write_files(ti, a, [len(x) for x in parts], render, render_avro, avro_parts)
+            self._write_files(ti, a, [len(x) for x in parts], render)
         self._flush_pings(a)
         self._flushed = a
 
@@ -223,28 +223,18 @@ class Layout:
         starts = [sum(counts[:p]) for p in range(len(counts))]
         text = PingText(rows, extra_lines, order)
 
-        def render(p: int, i: int, j: int) -> tuple[Any, int, int]:
+        def render(p: int, i: int, j: int) -> list[Piece]:
             lo, hi = starts[p] + i, starts[p] + j
             # The text is made on the writer thread: Arrow kernels release the GIL, so on a second core the
             # formatting overlaps the simulation.
-            return partial(text.text, lo, hi), j - i, sorted_arrivals[hi - 1].as_py()
+            return [(partial(text.text, lo, hi), j - i, sorted_arrivals[hi - 1].as_py(), None)]
 
         self._write_files(T_PINGS, a, counts, render)
 
-    def _write_files(
-        self,
-        ti: int,
-        a: int,
-        counts: list[int],
-        render: Render,
-        render_avro: Callable[[int, int, int], list[AvroPiece]] | None = None,
-        avro_parts: list[bool] | None = None,
-    ) -> None:
-        """Split each partition's lines into files and write them (gzip, delayed upload, offsets, mtimes).
-
-        A partition in ``avro_parts`` lands as Avro container files (deflate where a JSON file would be gzipped):
-        one per chunk, and a new one whenever the writer schema changes inside it; offsets count records.
-        """
+    def _write_files(self, ti: int, a: int, counts: list[int], render: Render) -> None:
+        """Split each partition's lines into chunks of at most ``flush_size`` and write them (gzip, delayed upload,
+        offsets, mtimes); ``render`` gives a chunk's files: one, or Avro files cut where the writer schema changes
+        (deflate where a JSON file would be gzipped; offsets count records)."""
         cfg, rng = self.cfg, self.rng
         hour_us = self.period.hour_start(a)
         topic = TOPICS[TABLES[ti]]
@@ -255,45 +245,31 @@ class Layout:
         for p, n in enumerate(counts):
             if not n:
                 continue
-            bounds = [*range(0, n, cfg.flush_size), n]
-            chunks = list(pairwise(bounds))
+            chunks = list(pairwise([*range(0, n, cfg.flush_size), n]))
             delayed_at = None
             if p == delayed_p:
                 # The sink's last flush of this partition uploads hours late into the (old) hour folder.
                 i, j = chunks.pop()
-                if j - i >= 2:
-                    cut = max(1, (j - i) // 4)
-                    chunks += [(i, j - cut), (j - cut, j)]
-                else:
-                    chunks.append((i, j))
+                cut = max(1, (j - i) // 4)
+                chunks += [(i, j - cut), (j - cut, j)] if j - i >= 2 else [(i, j)]
                 delayed_at = len(chunks) - 1
                 self._delayed_plan.discard((ti, a))
-            as_avro = avro_parts is not None and render_avro is not None and avro_parts[p]
             for ci, (i, j) in enumerate(chunks):
                 gz = rng.random() < cfg.gzip_rate
-                if as_avro:
-                    pieces: list[tuple[Any, int, int, dict[str, Any] | None]] = [
-                        (recs, nrec, last, schema)
-                        for recs, schema, nrec, last in render_avro(p, i, j)  # type: ignore[misc]
-                    ]
-                else:
-                    raw, nlines, last_arrival = render(p, i, j)
-                    pieces = [(raw, nlines, last_arrival, None)]
+                pieces = render(p, i, j)
                 for k, (raw, nlines, last_arrival, schema) in enumerate(pieces):
                     start_offset = self._next_offset[ti][p]
                     self._next_offset[ti][p] = start_offset + nlines
                     written_at = last_arrival // SECOND
-                    if schema is None:
-                        rel = E.landing_relpath(topic, hour_us, p, start_offset, gz)
-                        record: dict[str, Any] = {"topic": ti, "gz": gz, "bytes": 0}
-                        content, compress = raw, gz
-                    else:
-                        rel = E.landing_relpath(topic, hour_us, p, start_offset, False).removesuffix(".json")
-                        rel += ".avro"
+                    rel = E.landing_relpath(topic, hour_us, p, start_offset, gz and schema is None)
+                    record: dict[str, Any] = {"topic": ti, "gz": gz, "bytes": 0}
+                    content, compress = raw, gz
+                    if schema is not None:
+                        rel = rel.removesuffix(".json") + ".avro"
                         codec = "deflate" if gz else "null"
-                        sync = A.sync_marker(f"{cfg.seed}:{rel}")
                         record = {"topic": ti, "gz": False, "avro": codec, "bytes": 0}
-                        content, compress = partial(A.container, schema, raw, codec, sync), False
+                        content = partial(A.container, schema, raw, codec, A.sync_marker(f"{cfg.seed}:{rel}"))
+                        compress = False
                     if ci == delayed_at and k == len(pieces) - 1:
                         written_at = (hour_us + cfg.delayed_file_hours * HOUR_US) // SECOND + rng.randrange(3000)
                         self.delayed.append(

@@ -19,21 +19,66 @@ REGIONS: tuple[tuple[str, float, float], ...] = (
 REGION_NAMES = tuple(r[0] for r in REGIONS)
 
 TENANT_NAMES = (
-    "Mercado Azul,Farmácia Vida,Pizzaria Napoli,Livraria Página,Pet Feliz,Açougue Central,"
-    "Floricultura Ipê,Eletro Rápido,Padaria Pão Quente,Sushi Kenzo,Moda Bella,Café Grão,"
-    "Hortifruti Verde,Burger Norte,Adega São Jorge,Papelaria Lápis"
-).split(",")
+    "Mercado Azul",
+    "Farmácia Vida",
+    "Pizzaria Napoli",
+    "Livraria Página",
+    "Pet Feliz",
+    "Açougue Central",
+    "Floricultura Ipê",
+    "Eletro Rápido",
+    "Padaria Pão Quente",
+    "Sushi Kenzo",
+    "Moda Bella",
+    "Café Grão",
+    "Hortifruti Verde",
+    "Burger Norte",
+    "Adega São Jorge",
+    "Papelaria Lápis",
+)
 TIERS = contract.TIERS
 VEHICLES = contract.VEHICLES
 VEHICLE_WEIGHTS = (3, 5, 2, 1)
 VEHICLE_SPEED_KMH = {"bike": 15.0, "motorbike": 32.0, "car": 26.0, "van": 22.0}
 FIRST_NAMES = (
-    "Ana Bruno Carla Diego Eduarda Felipe Gabriela Henrique Isabela João Larissa Marcos Natália "
-    "Otávio Paula Rafael Sofia Thiago Vitória Wesley"
-).split()
+    "Ana",
+    "Bruno",
+    "Carla",
+    "Diego",
+    "Eduarda",
+    "Felipe",
+    "Gabriela",
+    "Henrique",
+    "Isabela",
+    "João",
+    "Larissa",
+    "Marcos",
+    "Natália",
+    "Otávio",
+    "Paula",
+    "Rafael",
+    "Sofia",
+    "Thiago",
+    "Vitória",
+    "Wesley",
+)
 LAST_NAMES = (
-    "Silva Santos Oliveira Souza Lima Pereira Costa Ferreira Almeida Ribeiro Carvalho Gomes Martins Araújo Rocha"
-).split()
+    "Silva",
+    "Santos",
+    "Oliveira",
+    "Souza",
+    "Lima",
+    "Pereira",
+    "Costa",
+    "Ferreira",
+    "Almeida",
+    "Ribeiro",
+    "Carvalho",
+    "Gomes",
+    "Martins",
+    "Araújo",
+    "Rocha",
+)
 PAYMENT_METHODS = contract.PAYMENT_METHODS
 PAYMENT_METHOD_WEIGHTS = (55, 30, 5, 10)
 TIP_CENTS = (0, 0, 0, 200, 300, 500, 800, 1000)

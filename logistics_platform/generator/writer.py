@@ -21,8 +21,8 @@ from logistics_platform.lib import contract
 
 # A CDC record as the layout files it: (arrival time, text, row key or None, LSN, lines: 2 for a delete + tombstone).
 Record = tuple[int, str, Any, int, int]
-# One Avro file's worth of records of one writer schema: (records, writer schema, records, last arrival time)
-AvroPiece = tuple[list[dict[str, Any]], dict[str, Any], int, int]
+# A landed file: its content (Avro: its records) or a function making it, lines, last arrival time, Avro writer schema
+Piece = tuple[Any, int, int, dict[str, Any] | None]
 _SCHEMAS: dict[tuple[str, tuple[str, ...]], tuple[dict[str, Any], list[contract.SourceColumn]]] = {}
 
 
@@ -83,7 +83,7 @@ def cdc_file(records: list[Record]) -> tuple[bytes, int, int]:
     return raw, sum([rec[4] for rec in records]), records[-1][0]
 
 
-def avro_pieces(table: str, records: list[Record], current: tuple[str, ...]) -> tuple[list[AvroPiece], tuple[str, ...]]:
+def avro_pieces(table: str, records: list[Record], current: tuple[str, ...]) -> tuple[list[Piece], tuple[str, ...]]:
     """The records of one CDC file as Avro records, cut where the writer schema changes (a table gaining an added
     column such as orders' ``tip_amount``: the registry's next schema version), as a sink with AvroFormat rotates its
     file; and the partition's added columns after them.
@@ -94,7 +94,7 @@ def avro_pieces(table: str, records: list[Record], current: tuple[str, ...]) -> 
     ``schema``/``payload``); the tombstone after a delete is not written (the sink skips null values).
     """
     added = [c.name for c in contract.SOURCES[table].added_columns]
-    pieces: list[AvroPiece] = []
+    pieces: list[Piece] = []
     recs: list[dict[str, Any]] = []
     schema: dict[str, Any] = {}
     cols: list[contract.SourceColumn] = []
@@ -110,7 +110,7 @@ def avro_pieces(table: str, records: list[Record], current: tuple[str, ...]) -> 
         if extra != current or not started:
             started = True
             if recs:
-                pieces.append((recs, schema, len(recs), last))
+                pieces.append((recs, len(recs), last, schema))
                 recs = []
             current = extra
             cached = _SCHEMAS.get((table, extra))
@@ -120,7 +120,7 @@ def avro_pieces(table: str, records: list[Record], current: tuple[str, ...]) -> 
         recs.append(A.record(env, cols))
         last = arrival
     if recs:
-        pieces.append((recs, schema, len(recs), last))
+        pieces.append((recs, len(recs), last, schema))
     return pieces, current
 
 
