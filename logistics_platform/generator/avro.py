@@ -7,20 +7,21 @@ marker derived from the file name, so the bytes are reproducible).
 from __future__ import annotations
 
 import hashlib
+import json
 from decimal import Decimal
+from functools import lru_cache
 from io import BytesIO
 from typing import Any
 
 import fastavro
 
 from logistics_platform.generator import encode as E
+from logistics_platform.generator.model import Piece, Record
 from logistics_platform.lib import contract
 
 CODECS = ("null", "deflate")
 _TS = {"type": "string", "connect.version": 1, "connect.name": "io.debezium.time.ZonedTimestamp"}
 _EPOCH_DEFAULT = "1970-01-01T00:00:00.000000Z"
-# A column with a DEFAULT in the OLTP schema (updated_at): the registry schema carries it, as the real connector's does.
-_TS_DEFAULTED = {**_TS, "connect.default": _EPOCH_DEFAULT}
 _AVRO_TYPES = {
     contract.TEXT_NAME: "string",
     contract.BIGINT_NAME: "long",
@@ -62,10 +63,11 @@ def columns(table: str, extra: tuple[str, ...] = ()) -> list[contract.SourceColu
     return [*source.columns, *(source.column(c) for c in extra)]
 
 
-def _column_type(c: contract.SourceColumn) -> Any:
+def _field(c: contract.SourceColumn) -> dict[str, Any]:
     t = c.type
+    typ: Any = _AVRO_TYPES.get(t.name)
     if t.is_decimal:
-        return {
+        typ = {
             "type": "bytes",
             "scale": t.scale,
             "precision": t.precision,
@@ -74,13 +76,9 @@ def _column_type(c: contract.SourceColumn) -> Any:
             "connect.name": "org.apache.kafka.connect.data.Decimal",
             "logicalType": "decimal",
         }
-    if t.name == contract.TIMESTAMPTZ_NAME:
-        return dict(_TS_DEFAULTED if c.default is not None else _TS)
-    return _AVRO_TYPES[t.name]
-
-
-def _field(c: contract.SourceColumn) -> dict[str, Any]:
-    typ = _column_type(c)
+    elif t.name == contract.TIMESTAMPTZ_NAME:
+        # a column with a DEFAULT in the OLTP schema (updated_at): the registry schema carries it, as the real one's
+        typ = {**_TS, "connect.default": _EPOCH_DEFAULT} if c.default is not None else dict(_TS)
     if c.nullable:
         return {"name": c.name, "type": ["null", typ], "default": None}
     if isinstance(typ, dict) and "connect.default" in typ:
@@ -181,3 +179,37 @@ def container(schema: dict[str, Any], records: list[dict[str, Any]], codec: str,
     # sync_interval: no block boundary inside the file, as the sink writes one block per flush
     fastavro.writer(out, schema, records, codec=codec, sync_marker=sync, sync_interval=2**62)
     return out.getvalue()
+
+
+@lru_cache
+def _schema(table: str, extra: tuple[str, ...]) -> tuple[dict[str, Any], list[contract.SourceColumn]]:
+    return writer_schema(table, extra), columns(table, extra)
+
+
+def avro_pieces(table: str, records: list[Record], current: tuple[str, ...]) -> tuple[list[Piece], tuple[str, ...]]:
+    """The envelopes of one CDC file's lines as Avro files, cut where the writer schema changes (an added column
+    appears), and the partition's added columns after them; ``current``: the added columns so far (the sink's state),
+    to which an older record is projected (schema.compatibility=BACKWARD). Tombstones are not written."""
+    added = [c.name for c in contract.SOURCES[table].added_columns]
+    pieces: list[Piece] = []
+    recs: list[dict[str, Any]] = []
+    schema, cols = _schema(table, current)
+    last = 0
+    for arrival, text, _key, _lsn, nlines in records:
+        obj = json.loads(text[:-5] if nlines == 2 else text)  # "\nnull": the tombstone
+        env = obj.get("payload", obj) if "schema" in obj else obj
+        images = [i for i in (env.get("before"), env.get("after")) if i is not None]
+        extra = tuple(c for c in added if any(c in i for i in images))
+        if len(extra) < len(current):
+            extra = current  # projected to the newer schema
+        if extra != current:
+            if recs:
+                pieces.append((recs, len(recs), last, schema))
+                recs = []
+            current = extra
+            schema, cols = _schema(table, extra)
+        recs.append(record(env, cols))
+        last = arrival
+    if recs:
+        pieces.append((recs, len(recs), last, schema))
+    return pieces, current

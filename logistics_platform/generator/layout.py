@@ -20,9 +20,9 @@ import pyarrow.compute as pc
 from logistics_platform.generator import avro as A
 from logistics_platform.generator import encode as E
 from logistics_platform.generator.config import TABLES, GeneratorConfig
-from logistics_platform.generator.model import HOUR_US, SECOND, T_PINGS, TOPICS, Period
+from logistics_platform.generator.model import HOUR_US, SECOND, T_PINGS, TOPICS, Period, Piece, Record
 from logistics_platform.generator.summary import FILES, LATE, LINES, TOMBSTONES, TopicStats
-from logistics_platform.generator.writer import FileWriter, Piece, PingText, Record, avro_pieces, cdc_file
+from logistics_platform.generator.writer import FileWriter, PingText, cdc_file
 from logistics_platform.lib.timekeys import from_epoch_micros
 
 _ARRIVAL = itemgetter(0)
@@ -171,7 +171,7 @@ class Layout:
             ) -> list[Piece]:
                 if not (avro and avro[p]):
                     return [(*cdc_file(parts[p][i:j]), None)]
-                pieces, self._avro_schema[ti][p] = avro_pieces(TABLES[ti], parts[p][i:j], self._avro_schema[ti][p])
+                pieces, self._avro_schema[ti][p] = A.avro_pieces(TABLES[ti], parts[p][i:j], self._avro_schema[ti][p])
                 return pieces
 
             self._write_files(ti, a, [len(x) for x in parts], render)

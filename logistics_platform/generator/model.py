@@ -34,6 +34,10 @@ def schema_variant(flags: int) -> int:
     return (flags >> 2) & 3
 
 
+# A CDC line as the layout files it: (arrival time, text, row key or None, LSN, lines: 2 for a delete + tombstone).
+Record = tuple[int, str, Any, int, int]
+# A landed file: its content (Avro: its records) or a function making it, lines, last arrival time, Avro writer schema
+Piece = tuple[Any, int, int, dict[str, Any] | None]
 # (commit time, changes, read by the connector's snapshot)
 Transaction = tuple[int, list[Change], bool]
 

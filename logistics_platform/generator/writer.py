@@ -3,7 +3,6 @@ thread that compresses and writes the files."""
 
 from __future__ import annotations
 
-import json
 import os
 import queue
 import threading
@@ -14,16 +13,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from logistics_platform.generator import avro as A
 from logistics_platform.generator import encode as E
-from logistics_platform.generator.model import SECOND
-from logistics_platform.lib import contract
-
-# A CDC record as the layout files it: (arrival time, text, row key or None, LSN, lines: 2 for a delete + tombstone).
-Record = tuple[int, str, Any, int, int]
-# A landed file: its content (Avro: its records) or a function making it, lines, last arrival time, Avro writer schema
-Piece = tuple[Any, int, int, dict[str, Any] | None]
-_SCHEMAS: dict[tuple[str, tuple[str, ...]], tuple[dict[str, Any], list[contract.SourceColumn]]] = {}
+from logistics_platform.generator.model import SECOND, Record
 
 
 class FileWriter:
@@ -81,47 +72,6 @@ def cdc_file(records: list[Record]) -> tuple[bytes, int, int]:
     lines.append("")  # the final newline, without copying the joined text once more
     raw = "\n".join(lines).encode("utf-8", "surrogateescape")
     return raw, sum([rec[4] for rec in records]), records[-1][0]
-
-
-def avro_pieces(table: str, records: list[Record], current: tuple[str, ...]) -> tuple[list[Piece], tuple[str, ...]]:
-    """The records of one CDC file as Avro records, cut where the writer schema changes (a table gaining an added
-    column such as orders' ``tip_amount``: the registry's next schema version), as a sink with AvroFormat rotates its
-    file; and the partition's added columns after them.
-
-    ``current`` is the partition's schema so far (the sink's state): with ``schema.compatibility=BACKWARD`` a record
-    of an older version (a late or redelivered change from before ``tip_amount``) is projected to the current one
-    (``tip_amount`` null) rather than starting a file. Each record is the envelope of its JSON line (unwrapped from
-    ``schema``/``payload``); the tombstone after a delete is not written (the sink skips null values).
-    """
-    added = [c.name for c in contract.SOURCES[table].added_columns]
-    pieces: list[Piece] = []
-    recs: list[dict[str, Any]] = []
-    schema: dict[str, Any] = {}
-    cols: list[contract.SourceColumn] = []
-    started = False
-    last = 0
-    for arrival, text, _key, _lsn, nlines in records:
-        obj = json.loads(text[:-5] if nlines == 2 else text)  # "\nnull": the tombstone
-        env = obj.get("payload", obj) if "schema" in obj else obj
-        images = [i for i in (env.get("before"), env.get("after")) if i is not None]
-        extra = tuple(c for c in added if any(c in i for i in images))
-        if len(extra) < len(current):
-            extra = current  # projected to the newer schema
-        if extra != current or not started:
-            started = True
-            if recs:
-                pieces.append((recs, len(recs), last, schema))
-                recs = []
-            current = extra
-            cached = _SCHEMAS.get((table, extra))
-            if cached is None:
-                cached = _SCHEMAS[(table, extra)] = (A.writer_schema(table, extra), A.columns(table, extra))
-            schema, cols = cached
-        recs.append(A.record(env, cols))
-        last = arrival
-    if recs:
-        pieces.append((recs, len(recs), last, schema))
-    return pieces, current
 
 
 class PingText:
