@@ -13,7 +13,7 @@ import pyarrow.compute as pc
 
 from logistics_platform.generator import encode as E
 from logistics_platform.generator import world as W
-from logistics_platform.generator.config import TABLES, GeneratorConfig
+from logistics_platform.generator.config import INVALID_LINE_RATES, TABLES, GeneratorConfig
 from logistics_platform.generator.layout import Layout
 from logistics_platform.generator.model import (
     DECIMAL_NUMBERS,
@@ -53,12 +53,8 @@ def plan_delayed_files(cfg: GeneratorConfig, rng: Random) -> set[tuple[int, int]
 
 
 def late_boost(cfg: GeneratorConfig, k_min: int) -> float:
-    """1 / share of the events that can still arrive k_min hours later inside the period.
-
-    Events in the last hours cannot be delayed that far, so the others are picked more often; the share
-    is weighted by the daily order curve (most events follow orders), keeping the realised rate near the
-    configured one over the whole period.
-    """
+    """1 / share of the events that can still arrive k_min hours later inside the period (weighted by the daily
+    order curve): the odds for the others, so the realised rate stays near the configured one."""
     first = cfg.start.hour
     weights = [W.HOURLY_SHARE[(first + h) % 24] for h in range(cfg.hours)]
     eligible = sum(weights[: max(0, cfg.hours - k_min)])
@@ -75,10 +71,7 @@ def encoders(flags: int) -> tuple[E.TsFn, E.DecFn]:
 
 class Faults:
     """Decides, from the shared random source, which events go wrong and how; places the extra copies it makes.
-
-    ``schema_rate``, ``dup_rate`` and ``bad_total`` (and the schemas of the wrapped form) are public so that the
-    CDC hot loop rolls those dice inline and calls in only for the changes picked.
-    """
+    ``schema_rate``, ``dup_rate``, ``bad_total`` and ``schemas`` are public: the CDC hot loop rolls the dice inline."""
 
     def __init__(
         self, cfg: GeneratorConfig, period: Period, rng: Random, stats: list[TopicStats], layout: Layout
@@ -91,8 +84,6 @@ class Faults:
         # Arrival-hour offsets (from the event's hour) that are surely within / surely beyond L.
         self._k_within = (1, math.floor(lateness)) if lateness >= 1 else None
         self._k_beyond_min = math.ceil(lateness) + 1
-        # Events too close to the end cannot be delayed inside the period: raise the odds for the others so
-        # the realised share over all events stays near the configured rate.
         self._p_beyond = min(1.0, cfg.late_beyond_rate * late_boost(cfg, self._k_beyond_min))
         self._p_within = min(1.0, cfg.late_within_rate * late_boost(cfg, 1)) if self._k_within else 0.0
         self._p_late = self._p_beyond + self._p_within
@@ -104,20 +95,12 @@ class Faults:
         self._number_rate = cfg.decimal_number_rate
         self._precise_rate = cfg.precise_decimal_rate
         self.precise_on = cfg.precise_decimal_rate > 0
-        # A stream of its own for the precise-decimal dice: the shared stream's draws (and so every other byte of
-        # the output) stay those of a config without precise decimals.
+        # a stream of its own: the shared stream's draws stay those of a config without precise decimals
         self._precise_rng = Random(f"{cfg.seed}:precise-decimals")
-        self._malformed_kinds = [
-            ("malformed_json", cfg.malformed_json_rate),
-            ("invalid_op", cfg.invalid_op_rate),
-            ("missing_key", cfg.missing_key_rate),
-            ("invalid_value", cfg.invalid_value_rate),
-            ("invalid_envelope", cfg.invalid_envelope_rate),
-        ]
+        self._malformed_kinds = [(name.removesuffix("_rate"), getattr(cfg, name)) for name in INVALID_LINE_RATES]
         self.bad_total = cfg.malformed_total
         self._ping_malformed = [(k, r) for k, r in self._malformed_kinds if k in E.PLAIN_REASONS]
-        # JsonConverter schemas of the schema/payload envelope form, per CDC table, indexed by schema_variant(flags):
-        # with or without tip_amount (orders only), decimals as strings or Connect Decimal
+        # JsonConverter schemas per CDC table, indexed by schema_variant(flags): tip_amount or not, precise or not
         self.schemas = {
             t: [
                 E.connect_schema(t, ("tip_amount",) if v & 1 and t == "orders" else (), precise=bool(v & 2))
@@ -126,7 +109,6 @@ class Faults:
             for t in TABLES[:T_PINGS]
         }
 
-    # ------------------------------------------------------------------------------------------------ encodings
     def encoding_flags(self, decimals: bool = False) -> int:
         """Encoding flags of one change: EPOCH_MICROS at ``epoch_micros_rate``, DECIMAL_NUMBERS at its rate, and for
         a row with ``decimals`` whose decimals are not numbers, PRECISE at ``precise_decimal_rate``."""
@@ -144,7 +126,6 @@ class Faults:
             flags |= PRECISE
         return flags
 
-    # ------------------------------------------------------------------------------------------------ lateness
     def _late_arrival(self, st: TopicStats, commit_us: int, r: float) -> int | None:
         """Arrival time of an event picked to be late (beyond L when r < p_beyond, else within L)."""
         rng, period = self.rng, self.period
@@ -183,12 +164,8 @@ class Faults:
         return period.hour_start(reconnect[0]) + rng.randrange(50 * MINUTE), reconnect[1]
 
     def arrival(self, st: TopicStats, commit_us: int, next_commit: int | None, r: float) -> int | None:
-        """A CDC change's arrival when it is late or overtaken by its row's next change; None: the usual lag.
-
-        ``r`` is the change's lateness dice. Only a change with a next change (soon enough, inside the period) can
-        be overtaken; the share owed by the others (last changes of rows) is carried over so the realised rate
-        matches.
-        """
+        """A CDC change's arrival when it is late (``r``: its lateness dice) or overtaken by its row's next change
+        (the share owed by changes without a next one is carried over); None: the usual lag."""
         arrival = None
         if r < self._p_late:
             arrival = self._late_arrival(st, commit_us, r)
@@ -206,7 +183,6 @@ class Faults:
                 self._ooo_owed -= 1.0
         return arrival
 
-    # ------------------------------------------------------------------------------------------------ copies
     def _redelivery_delay(self, arrival: int) -> int | None:
         """How much later a redelivered copy lands: half within minutes, half hours later, inside the period."""
         room = self.period.end_us - 1 - arrival
@@ -230,10 +206,8 @@ class Faults:
                 st.schema_envelopes += 1
 
     def corrupt(self, ti: int, envelope: str, arrival: int, key: Any, x: float, flags: int) -> None:
-        """File a corrupted copy of a CDC change of row ``key``; ``x`` in [0, bad_total) picks the defect.
-
-        A copy that would land in an Avro file is not written (an AvroConverter serialises only valid records).
-        """
+        """File a corrupted copy of a CDC change of row ``key`` (not in an Avro file); ``x`` in [0, bad_total) picks
+        the defect."""
         bad, reason, arrival = self._corrupted(ti, envelope, arrival, x, self._malformed_kinds, flags)
         a = self.layout.add_corrupted(ti, arrival, bad, key)
         if a is not None:

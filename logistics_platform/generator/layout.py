@@ -1,7 +1,6 @@
-"""The layout of the landing zone: lines waiting per arrival hour and Kafka partition, then, hour by hour, split into
-files of at most ``flush_size`` lines with continuous offsets, Kafka Connect's names and the upload time as mtime
-(one file per planned hour uploaded hours late into its old folder). A share of the CDC topic-partition-hours is
-written as Avro container files instead of JSON Lines, as a sink with AvroFormat would."""
+"""The layout of the landing zone: lines waiting per arrival hour and Kafka partition, then, hour by hour, files of at
+most ``flush_size`` lines with continuous offsets, Kafka Connect's names and the upload time as mtime; a share of the
+CDC topic-partition-hours as Avro container files (a sink with AvroFormat)."""
 
 from __future__ import annotations
 
@@ -31,11 +30,7 @@ Render = Callable[[int, int, int], list[Piece]]  # (partition, first line, end l
 
 class Layout:
     """Where every line lands: arrival hour, partition, file and offset; writes each arrival hour once complete.
-
-    CDC lines wait as records, one list per partition of each arrival hour; pings as Arrow tables and corrupted
-    ping lines. ``delayed`` names the (topic, arrival hour) pairs whose last file of one partition uploads
-    ``delayed_file_hours`` late.
-    """
+    ``delayed``: the (topic, arrival hour) pairs whose last file of a partition uploads ``delayed_file_hours`` late."""
 
     def __init__(
         self,
@@ -81,18 +76,15 @@ class Layout:
         return bucket
 
     def _lands_avro(self, ti: int, a: int, p: int) -> bool:
-        """Whether partition ``p`` of topic ``ti`` lands as Avro files in arrival hour ``a``: a hash of the seed and
-        the place, not a draw from the shared random source, so the rest of the output is that of a JSON-only run."""
+        """Whether partition ``p`` of topic ``ti`` lands as Avro files in arrival hour ``a`` (a hash, not a draw)."""
         if self._avro_rate <= 0:
             return False
         digest = hashlib.blake2b(f"{self.cfg.seed}:avro:{ti}:{a}:{p}".encode(), digest_size=8).digest()
         return int.from_bytes(digest, "big") / 2**64 < self._avro_rate
 
     def add(self, ti: int, arrival: int, line: str, key: Any, lsn: int, nlines: int, event_us: int) -> bool:
-        """File one CDC line of row ``key`` (or its delete + tombstone, ``nlines`` 2) for its arrival time, in the
-        key's partition; counts it late when ``event_us`` is more than L before its arrival hour.
-
-        Returns whether it lands in an Avro file (where the sink writes no tombstone)."""
+        """File one CDC line of row ``key`` (or its delete + tombstone, ``nlines`` 2) in its arrival hour and the key's
+        partition, counted late when ``event_us`` is more than L before that hour; returns whether it lands as Avro."""
         period, nparts = self.period, self._nparts[ti]
         a = (arrival - period.start_us) // HOUR_US
         # E.partition_of with its integer case first: this runs for every change
@@ -109,11 +101,8 @@ class Layout:
         return avro
 
     def add_corrupted(self, ti: int, arrival: int, line: str, key: Any) -> int | None:
-        """File a corrupted copy of a CDC line of row ``key`` in the key's partition; returns its arrival hour, or
-        None when that partition-hour lands as Avro (an AvroConverter writes only valid records: not filed).
-
-        Filed without its key (it is no row, so never counted out of order), never counted late.
-        """
+        """File a corrupted copy of a CDC line of row ``key`` (without the key: no row, never out of order or late);
+        returns its arrival hour, or None when that partition-hour lands as Avro (then it is not filed)."""
         a = (arrival - self.period.start_us) // HOUR_US
         bucket = self._bucket(ti, a)
         part = E.partition_of(key, self._nparts[ti])
@@ -160,8 +149,7 @@ class Layout:
             if not pending:
                 continue
             parts: list[list[Record]] = pending
-            # Records are bucketed by partition as they are routed: each partition's lines in arrival order
-            # (a stable sort, so equal arrivals keep their routing order).
+            # each partition's lines in arrival order (a stable sort: equal arrivals keep their routing order)
             for recs in parts:
                 recs.sort(key=_ARRIVAL)
                 self._count_out_of_order(ti, recs)
@@ -194,8 +182,7 @@ class Layout:
         self.stats[ti].out_of_order_lines += ooo
 
     def _flush_pings(self, a: int) -> None:
-        """Pings of one arrival hour: rows and corrupted lines sorted by (partition, arrival), a file's text made
-        when the writer gets to it."""
+        """Pings of one arrival hour: rows and corrupted lines sorted by (partition, arrival), files made later."""
         tables = self._pings.pop(a, None)
         extras = self._ping_extras.pop(a, None) or []
         if not tables and not extras:
@@ -225,8 +212,6 @@ class Layout:
 
         def render(p: int, i: int, j: int) -> list[Piece]:
             lo, hi = starts[p] + i, starts[p] + j
-            # The text is made on the writer thread: Arrow kernels release the GIL, so on a second core the
-            # formatting overlaps the simulation.
             return [(partial(text.text, lo, hi), j - i, sorted_arrivals[hi - 1].as_py(), None)]
 
         self._write_files(T_PINGS, a, counts, render)

@@ -18,11 +18,8 @@ from logistics_platform.generator.model import SECOND, Record
 
 
 class FileWriter:
-    """Compresses and writes landed files on a background thread, in submission order.
-
-    zlib and file writes release the GIL, so on a second core they overlap the (pure Python) simulation;
-    the bounded queue bounds the memory held by files not yet written.
-    """
+    """Compresses and writes landed files on a background thread (zlib and writes release the GIL), in submission
+    order; the bounded queue bounds the memory held by files not yet written."""
 
     def __init__(self, depth: int = 16) -> None:
         self._queue: queue.Queue[tuple[Path, Any, bool, int, dict[str, Any]] | None] = queue.Queue(depth)
@@ -75,12 +72,8 @@ def cdc_file(records: list[Record]) -> tuple[bytes, int, int]:
 
 
 class PingText:
-    """JSON Lines text of one arrival hour's pings, a file (a slice of ``order``) at a time.
-
-    ``rows`` are valid ping rows, ``extra_lines`` corrupted lines (binary, newline-terminated); ``order`` indexes
-    both as one sequence (below ``rows.num_rows``: a row, from it: an extra line) in the order the files hold them.
-    The text is made by Arrow kernels, file by file, so the text of a whole hour never sits in memory at once.
-    """
+    """JSON Lines text of one arrival hour's pings, a file (a slice of ``order``) at a time, by Arrow kernels.
+    ``order`` indexes ``rows`` then ``extra_lines`` (corrupted lines, binary, newline-terminated) as one sequence."""
 
     def __init__(self, rows: pa.Table | None, extra_lines: pa.Array | None, order: pa.Array) -> None:
         self.rows = rows
@@ -97,36 +90,25 @@ class PingText:
     def text(self, lo: int, hi: int) -> memoryview:
         """The bytes of positions ``lo`` to ``hi`` of ``order``."""
         idx = self.order.slice(lo, hi - lo)
-        rows, extra_lines, n_rows = self.rows, self.extra_lines, self.n_rows
+        rows, extra_lines = self.rows, self.extra_lines
         if extra_lines is None:
             lines = ping_text(rows.take(idx), self.seconds, self.first_hour)  # type: ignore[union-attr]
         else:
-            is_extra = pc.greater_equal(idx, n_rows)
+            is_extra = pc.greater_equal(idx, self.n_rows)
             row_idx = idx.filter(pc.invert(is_extra))
-            extra_idx = pc.subtract(idx.filter(is_extra), n_rows)
-            texts = [extra_lines.take(extra_idx)]
+            texts = [extra_lines.take(pc.subtract(idx.filter(is_extra), self.n_rows))]
             if len(row_idx):
                 texts.insert(0, ping_text(rows.take(row_idx), self.seconds, self.first_hour))  # type: ignore[union-attr]
-            # back into (partition, arrival) order: rows first in `texts`, then the corrupted lines
-            as_int = pc.cast(is_extra, pa.int64())
-            n_valid = len(row_idx)
-            pos = pc.if_else(
-                is_extra,
-                pc.add(pc.subtract(pc.cumulative_sum(as_int), 1), n_valid),
-                pc.subtract(pc.cumulative_sum(pc.subtract(1, as_int)), 1),
-            )
-            lines = pa.concat_arrays(texts).take(pos)
+            # rows first in `texts`, then the corrupted lines: back into (partition, arrival) order
+            lines = pa.concat_arrays(texts).take(pc.sort_indices(pc.sort_indices(is_extra)))
         _, offsets_buf, data_buf = lines.buffers()
         line_bounds = memoryview(offsets_buf).cast("i")
         return memoryview(data_buf)[line_bounds[lines.offset] : line_bounds[lines.offset + len(lines)]]
 
 
 def ping_text(rows: pa.Table, seconds: pa.Array, first_hour: int) -> pa.Array:
-    """JSON Lines text (binary array, newline-terminated) of ping rows, built by Arrow kernels.
-
-    ``seconds`` holds ``YYYY-MM-DDTHH:MM:SS.`` of every second from epoch hour ``first_hour`` on (one take per
-    timestamp instead of Arrow's strftime, which is far slower, or a dozen kernels for hours, minutes and seconds).
-    """
+    """JSON Lines text (binary array, newline-terminated) of ping rows, built by Arrow kernels; ``seconds`` holds
+    ``YYYY-MM-DDTHH:MM:SS.`` of every second from epoch hour ``first_hour`` on."""
     text = pa.string()
     ts = rows.column("t")
     prefix = seconds.take(pc.subtract(pc.divide(ts, SECOND), first_hour * 3600))
