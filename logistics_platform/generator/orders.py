@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from itertools import accumulate, count
 from random import Random
 from typing import Any
@@ -37,41 +38,23 @@ METHOD_CUM = list(accumulate(W.PAYMENT_METHOD_WEIGHTS))
 _LATEST = 7
 
 
+@dataclass(slots=True)
 class _Order:
-    """One order's row and its payments' rows as they change; renders the row image of every change."""
+    """One order's row (order, tenant, courier, region, status, total, fee, created, promised, delivered, updated)
+    and its payments' rows as they change; renders the row image of every change."""
 
-    __slots__ = (
-        "faults",
-        "latest",
-        "method",
-        "payment_ids",
-        "payments",
-        "precise_on",
-        "prev_after",
-        "prev_flags",
-        "prev_values",
-        "row",
-        "tip",
-        "tip_from",
-    )
-
-    def __init__(
-        self, row: list[Any], tip: int, tip_from: int | None, method: str, faults: Faults, ids: Iterator[int]
-    ) -> None:
-        # row: order, tenant, courier, region, status, total, fee, created, promised, delivered, updated
-        self.row = row
-        self.tip = tip
-        self.tip_from = tip_from
-        self.method = method
-        self.faults = faults
-        self.payment_ids = ids
-        self.payments: list[list[Any]] = []
-        self.prev_after = "null"
-        self.latest: Change | None = None
-        # the last change's row values and encoding flags, kept only when precise decimals are on (see change())
-        self.precise_on = faults.precise_on
-        self.prev_flags = 0
-        self.prev_values: list[Any] = []
+    row: list[Any]
+    tip: int
+    tip_from: int | None
+    method: str
+    faults: Faults
+    payment_ids: Iterator[int]
+    payments: list[list[Any]] = field(default_factory=list)
+    prev_after: str = "null"
+    latest: Change | None = None
+    # the last change's encoding flags and row values, kept only when precise decimals are on (see change())
+    prev_flags: int = 0
+    prev_values: list[Any] = field(default_factory=list)
 
     def change(self, op: str, t: int, updated: int | None = None) -> Change:
         """The order's change committed at ``t`` (its row as it is now; ``updated`` overrides updated_at)."""
@@ -89,7 +72,7 @@ class _Order:
             # (the previous change rendered it in its own; only with precise decimals on, so other bytes stay)
             ts, dec = encoders((self.prev_flags & ~PRECISE) | (flags & PRECISE))
             before = E.row("orders", self.prev_values, ts=ts, dec=dec)
-        if self.precise_on:
+        if self.faults.precise_on:
             self.prev_flags = flags
             self.prev_values = [*o, self.tip if with_tip else None]
         self.prev_after = after
