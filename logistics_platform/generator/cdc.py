@@ -4,6 +4,7 @@ faults' late, out-of-order, redelivered and corrupted copies) in the layout."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from operator import itemgetter
 from random import Random
 
@@ -66,26 +67,17 @@ def wal_start(rng: Random) -> tuple[int, int]:
     return lsn, 700 + rng.randrange(1000)
 
 
+@dataclass
 class ChangeStream:
     """Commits the queued transactions hour by hour and routes every change into the layout."""
 
-    def __init__(
-        self,
-        period: Period,
-        rng: Random,
-        stats: list[TopicStats],
-        queue: CommitQueue,
-        faults: Faults,
-        layout: Layout,
-        wal: tuple[int, int],
-    ) -> None:
-        self.period = period
-        self.rng = rng
-        self.stats = stats
-        self.queue = queue
-        self.faults = faults
-        self.layout = layout
-        self.lsn, self.tx_id = wal
+    period: Period
+    rng: Random
+    stats: list[TopicStats]
+    queue: CommitQueue
+    faults: Faults
+    layout: Layout
+    wal: tuple[int, int]  # the LSN and txId the database is at
 
     def commit_hour(self, h: int) -> None:
         """Commit hour h's transactions in commit order and route each change (the CDC hot loop).
@@ -104,7 +96,7 @@ class ChangeStream:
         end_us = self.period.end_us
         schema_rate, dup_rate, bad_total = faults.schema_rate, faults.dup_rate, faults.bad_total
         wrap = E.wrap_with_schema
-        lsn, tx_id = self.lsn, self.tx_id
+        lsn, tx_id = self.wal
         # per topic and op: changes committed (folded into the stats after the loop, cheaper than per change)
         op_counts: list[dict[str, int]] = [{"c": 0, "u": 0, "d": 0, "r": 0} for _ in range(4)]
         for commit_us, _, changes, snapshot in txs:
@@ -172,7 +164,7 @@ class ChangeStream:
                     faults.redeliver(ti, arrival, line, key, lsn, nlines, commit_us, wrapped)
                 elif op != "d" and x < dup_rate + bad_total:
                     faults.corrupt(ti, env, arrival, key, x - dup_rate, flags)
-        self.lsn, self.tx_id = lsn, tx_id
+        self.wal = (lsn, tx_id)
         for st, counted in zip(stats, op_counts, strict=False):
             for op, n in counted.items():
                 st.ops[op] += n

@@ -165,32 +165,24 @@ def _status_at_end(txs: list[Transaction], initial: str, end_us: int) -> str:
     return status[i : status.index('"', i)]
 
 
+@dataclass
 class OrderBook:
     """Plans the orders of each hour (and those open at the start) and records how each one ends."""
 
-    def __init__(
-        self,
-        cfg: GeneratorConfig,
-        period: Period,
-        rng: Random,
-        faults: Faults,
-        queue: CommitQueue,
-        tenants: Tenants,
-        couriers: Couriers,
-        trips: Trips,
-    ) -> None:
-        self.cfg = cfg
-        self.period = period
-        self.rng = rng
-        self.faults = faults
-        self.queue = queue
-        self.tenants = tenants
-        self.couriers = couriers
-        self.trips = trips
-        self.order_id = 100_000
-        self.payment_ids = count(500_001)
-        self.final: dict[int, tuple[str, int, bool]] = {}  # order -> (status at the end, total cents, deleted)
-        self.snapshot_reads: list[Change] = []
+    cfg: GeneratorConfig
+    period: Period
+    rng: Random
+    faults: Faults
+    queue: CommitQueue
+    tenants: Tenants
+    couriers: Couriers
+    trips: Trips
+    order_id: int = 100_000
+    payment_ids: Iterator[int] = field(default_factory=lambda: count(500_001))
+    final: dict[int, tuple[str, int, bool]] = field(
+        default_factory=dict
+    )  # order -> (status at the end, cents, deleted)
+    snapshot_reads: list[Change] = field(default_factory=list)
 
     def plan_snapshot(self, snap_us: int) -> list[Change]:
         """Orders open when the period starts (``snapshot_rate`` x orders a day); returns their snapshot reads."""
