@@ -47,11 +47,7 @@ class CommitQueue:
             if t < start_us:
                 raise RuntimeError(f"generator bug: transaction at {E.iso(t)} before the period starts")
             seq += 1
-            h = (t - start_us) // HOUR_US
-            bucket = by_hour.get(h)
-            if bucket is None:
-                bucket = by_hour[h] = []
-            bucket.append((t, seq, chs, snap))
+            by_hour.setdefault((t - start_us) // HOUR_US, []).append((t, seq, chs, snap))
         self.seq = seq
 
     def pop(self, h: int) -> list[Queued]:
@@ -80,16 +76,10 @@ class ChangeStream:
     wal: tuple[int, int]  # the LSN and txId the database is at
 
     def commit_hour(self, h: int) -> None:
-        """Commit hour h's transactions in commit order and route each change (the CDC hot loop).
-
-        LSNs and txIds are assigned here, so they increase with commit time. Per change: its arrival (the faults'
-        late or out-of-order arrival, else connector and sink lag), its envelope, its file slot, then maybe a
-        redelivered or a corrupted copy.
-        """
+        """Commit hour h's transactions in commit order (LSNs and txIds assigned) and route each change: its arrival,
+        envelope and file, then maybe a redelivered or a corrupted copy (the CDC hot loop)."""
         txs = self.queue.pop(h)
-        rng = self.rng
-        rnd = rng.random
-        getbits = rng.getrandbits
+        rnd, getbits = self.rng.random, self.rng.getrandbits
         faults, layout, stats = self.faults, self.layout, self.stats
         arrival_of, add = faults.arrival, layout.add
         schemas = faults.schemas
@@ -136,10 +126,8 @@ class ChangeStream:
                     f'"sequence":"[\\"{prev}\\",\\"{lsn}\\"]","schema":"public","table":"{table}","txId":{tx_id},'
                     f'"lsn":{lsn},"xmin":null}},"op":"{op}","ts_ms":{connector // 1000},"transaction":null}}'
                 )
-                line = env
                 wrapped = ((bits >> 20) & 0xFFFFF) * INV20 < schema_rate
-                if wrapped:
-                    line = wrap(schemas[table][(flags >> 2) & 3], env)  # model.schema_variant(flags), inlined
+                line = wrap(schemas[table][(flags >> 2) & 3], env) if wrapped else env  # (flags >> 2) & 3: the variant
                 nlines = 1
                 if op == "d":
                     line += "\nnull"
