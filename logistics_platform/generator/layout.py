@@ -182,33 +182,25 @@ class Layout:
         self.stats[ti].out_of_order_lines += ooo
 
     def _flush_pings(self, a: int) -> None:
-        """Pings of one arrival hour: rows and corrupted lines sorted by (partition, arrival), files made later."""
-        tables = self._pings.pop(a, None)
-        extras = self._ping_extras.pop(a, None) or []
-        if not tables and not extras:
+        """Pings of one arrival hour: rows, then corrupted lines (rows with a ``line``), sorted by (partition,
+        arrival); files made later."""
+        tables = self._pings.pop(a, [])
+        extras = self._ping_extras.pop(a, None)
+        if extras:
+            arrival, part, lines = zip(*extras, strict=True)
+            line = pa.array([x.encode("utf-8", "surrogateescape") + b"\n" for x in lines], pa.binary())
+            tables.append(pa.table({"arrival": pa.array(arrival, pa.int64()), "part": pa.array(part), "line": line}))
+        if not tables:
             return
         # contiguous: take() on a table of many chunks (one per materialized batch) costs far more per file
-        rows = pa.concat_tables(tables).combine_chunks() if tables else None
-        arrival_parts: list[pa.Array] = []
-        partition_parts: list[pa.Array] = []
-        if rows is not None:
-            arrival_parts.append(rows.column("arrival").chunk(0))
-            partition_parts.append(pc.cast(rows.column("part").chunk(0), pa.int32()))
-        extra_lines = None
-        if extras:
-            e_arrival, e_part, e_line = zip(*extras, strict=True)
-            extra_lines = pa.array([x.encode("utf-8", "surrogateescape") + b"\n" for x in e_line], pa.binary())
-            arrival_parts.append(pa.array(e_arrival, pa.int64()))
-            partition_parts.append(pa.array(e_part, pa.int32()))
-        keys = pa.table({"p": pa.concat_arrays(partition_parts), "a": pa.concat_arrays(arrival_parts)})
-        # Indices below the row count are rows, the others corrupted lines; the sort is stable.
-        order = pc.sort_indices(keys, sort_keys=[("p", "ascending"), ("a", "ascending")])
-        sorted_arrivals = keys.column("a").chunk(0).take(order)
+        rows = pa.concat_tables(tables, promote_options="default").combine_chunks()
+        order = pc.sort_indices(rows, sort_keys=[("part", "ascending"), ("arrival", "ascending")])  # stable
+        sorted_arrivals = rows.column("arrival").chunk(0).take(order)
         counts = [0] * self._nparts[T_PINGS]
-        for item in pc.value_counts(keys.column("p")).to_pylist():
+        for item in pc.value_counts(rows.column("part")).to_pylist():
             counts[item["values"]] = item["counts"]
         starts = [sum(counts[:p]) for p in range(len(counts))]
-        text = PingText(rows, extra_lines, order)
+        text = PingText(rows, order)
 
         def render(p: int, i: int, j: int) -> list[Piece]:
             lo, hi = starts[p] + i, starts[p] + j

@@ -72,35 +72,28 @@ def cdc_file(records: list[Record]) -> tuple[bytes, int, int]:
 
 
 class PingText:
-    """JSON Lines text of one arrival hour's pings, a file (a slice of ``order``) at a time, by Arrow kernels.
-    ``order`` indexes ``rows`` then ``extra_lines`` (corrupted lines, binary, newline-terminated) as one sequence."""
+    """JSON Lines text of one arrival hour's pings, a file (a slice of ``order``) at a time, by Arrow kernels; a row
+    with a ``line`` is a corrupted line (binary, newline-terminated), kept as it is."""
 
-    def __init__(self, rows: pa.Table | None, extra_lines: pa.Array | None, order: pa.Array) -> None:
-        self.rows = rows
-        self.n_rows = 0 if rows is None else rows.num_rows
-        self.extra_lines = extra_lines
-        self.order = order
+    def __init__(self, rows: pa.Table, order: pa.Array) -> None:
+        self.rows, self.order = rows, order
         self.seconds, self.first_hour = pa.array([], pa.string()), 0
-        if rows is not None and self.n_rows:
-            bounds = pc.min_max(rows.column("t"))
+        bounds = pc.min_max(rows.column("t")) if "t" in rows.column_names else None
+        if bounds is not None and bounds["min"].is_valid:
             first_hour, last_hour = bounds["min"].as_py() // E.HOUR_US, bounds["max"].as_py() // E.HOUR_US
             self.seconds = pa.concat_arrays([E.second_prefixes(h) for h in range(first_hour, last_hour + 1)])
             self.first_hour = first_hour
 
     def text(self, lo: int, hi: int) -> memoryview:
         """The bytes of positions ``lo`` to ``hi`` of ``order``."""
-        idx = self.order.slice(lo, hi - lo)
-        rows, extra_lines = self.rows, self.extra_lines
-        if extra_lines is None:
-            lines = ping_text(rows.take(idx), self.seconds, self.first_hour)  # type: ignore[union-attr]
+        rows = self.rows.take(self.order.slice(lo, hi - lo))
+        if "t" not in rows.column_names:
+            lines = rows.column("line").combine_chunks()
+        elif "line" not in rows.column_names:
+            lines = ping_text(rows, self.seconds, self.first_hour)
         else:
-            is_extra = pc.greater_equal(idx, self.n_rows)
-            row_idx = idx.filter(pc.invert(is_extra))
-            texts = [extra_lines.take(pc.subtract(idx.filter(is_extra), self.n_rows))]
-            if len(row_idx):
-                texts.insert(0, ping_text(rows.take(row_idx), self.seconds, self.first_hour))  # type: ignore[union-attr]
-            # rows first in `texts`, then the corrupted lines: back into (partition, arrival) order
-            lines = pa.concat_arrays(texts).take(pc.sort_indices(pc.sort_indices(is_extra)))
+            made = ping_text(rows, self.seconds, self.first_hour)
+            lines = pc.if_else(pc.is_null(rows.column("line")), made, rows.column("line")).combine_chunks()
         _, offsets_buf, data_buf = lines.buffers()
         line_bounds = memoryview(offsets_buf).cast("i")
         return memoryview(data_buf)[line_bounds[lines.offset] : line_bounds[lines.offset + len(lines)]]
