@@ -26,8 +26,8 @@ ProgressFn = Callable[[int, int, int], None]  # (hours done, hours total, lines 
 
 
 def run(out: Path, cfg: GeneratorConfig, progress: ProgressFn | None) -> dict[str, Any]:
-    """Generate the landing zone of ``cfg`` into ``out/topics`` and return the summary (the order of the random
-    draws is part of the output)."""
+    """Generate the landing zone of ``cfg`` into ``out/topics``, the world hour by hour from its snapshot on, and
+    return the summary (the order of the random draws is part of the output)."""
     rng = FastRandom(cfg.seed)
     period = Period.of(cfg)
     stats = [summary.TopicStats() for _ in TABLES]
@@ -36,50 +36,37 @@ def run(out: Path, cfg: GeneratorConfig, progress: ProgressFn | None) -> dict[st
     writer = FileWriter()
     try:
         layout = Layout(out, cfg, period, rng, stats, writer, delayed)
-        truth = _simulate(cfg, period, rng, stats, layout, wal, progress)
+        anomalies = faults.Faults(cfg, period, rng, stats, layout)
+        queue = cdc.CommitQueue(period)
+        stream = cdc.ChangeStream(period, rng, stats, queue, anomalies, layout, wal)
+        # The connector's snapshot reads every tenant, courier and open order one second into the period.
+        snap_us = period.start_us + SECOND
+        snapshot: list[Change] = []
+        tenants = plan_tenants(cfg, period, rng, anomalies, queue, snap_us, snapshot)
+        couriers = plan_couriers(cfg, period, rng, anomalies, queue, snap_us, snapshot)
+        trips = Trips(cfg, period, rng, stats, anomalies, couriers)
+        orders = OrderBook(cfg, period, rng, anomalies, queue, tenants, couriers, trips)
+        snapshot.extend(orders.plan_snapshot(snap_us))
+        queue.add([(snap_us, snapshot, cfg.snapshot_rate > 0)])
+        for h in range(cfg.hours):
+            orders.plan_hour(h)
+            stream.commit_hour(h)
+            for runs in trips.batches():
+                rows = trips.expand(runs)
+                anomalies.copy_pings(rows)
+                layout.add_pings(rows.drop_columns(["dice"]))
+            layout.flush(h)
+            if progress is not None:
+                progress(h + 1, cfg.hours, layout.lines_written)
+        leftovers = layout.unwritten()
+        if leftovers:  # a routing bug, never data: fail loudly rather than drop lines silently
+            raise RuntimeError(f"generator left lines unwritten for (topic, hour) {leftovers[:5]}")
     except BaseException:
         writer.close(raise_error=False)
         raise
     writer.close()
+    truth = {"tenants": len(tenants.ids), "couriers": couriers.existing, **summary.order_truth(orders.final)}
     return summary.build_summary(cfg, period, stats, layout.files, layout.delayed, truth)
-
-
-def _simulate(
-    cfg: GeneratorConfig,
-    period: Period,
-    rng: FastRandom,
-    stats: list[summary.TopicStats],
-    layout: Layout,
-    wal: tuple[int, int],
-    progress: ProgressFn | None,
-) -> dict[str, Any]:
-    """The world from its snapshot on, hour by hour into the layout; returns its counts for the ground truth."""
-    anomalies = faults.Faults(cfg, period, rng, stats, layout)
-    queue = cdc.CommitQueue(period)
-    stream = cdc.ChangeStream(period, rng, stats, queue, anomalies, layout, wal)
-    # The connector's snapshot reads every tenant, courier and open order one second into the period.
-    snap_us = period.start_us + SECOND
-    snapshot: list[Change] = []
-    tenants = plan_tenants(cfg, period, rng, anomalies, queue, snap_us, snapshot)
-    couriers = plan_couriers(cfg, period, rng, anomalies, queue, snap_us, snapshot)
-    trips = Trips(cfg, period, rng, stats, anomalies, couriers)
-    orders = OrderBook(cfg, period, rng, anomalies, queue, tenants, couriers, trips)
-    snapshot.extend(orders.plan_snapshot(snap_us))
-    queue.add([(snap_us, snapshot, cfg.snapshot_rate > 0)])
-    for h in range(cfg.hours):
-        orders.plan_hour(h)
-        stream.commit_hour(h)
-        for runs in trips.batches():
-            rows = trips.expand(runs)
-            anomalies.copy_pings(rows)
-            layout.add_pings(rows.drop_columns(["dice"]))
-        layout.flush(h)
-        if progress is not None:
-            progress(h + 1, cfg.hours, layout.lines_written)
-    leftovers = layout.unwritten()
-    if leftovers:  # a routing bug, never data: fail loudly rather than drop lines silently
-        raise RuntimeError(f"generator left lines unwritten for (topic, hour) {leftovers[:5]}")
-    return {"tenants": len(tenants.ids), "couriers": couriers.existing, **summary.order_truth(orders.final)}
 
 
 def stderr_progress(width: int = 30) -> ProgressFn:
