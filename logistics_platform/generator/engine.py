@@ -14,7 +14,7 @@ from typing import Any
 from logistics_platform.generator import cdc, faults, summary
 from logistics_platform.generator.config import TABLES, GeneratorConfig
 from logistics_platform.generator.layout import Layout
-from logistics_platform.generator.model import SECOND, Change, FastRandom, Period
+from logistics_platform.generator.model import SECOND, T_PINGS, Change, FastRandom, Period
 from logistics_platform.generator.orders import OrderBook
 from logistics_platform.generator.pings import Trips
 from logistics_platform.generator.roster import plan_couriers, plan_tenants
@@ -44,7 +44,7 @@ def run(out: Path, cfg: GeneratorConfig, progress: ProgressFn | None) -> dict[st
         snapshot: list[Change] = []
         tenants = plan_tenants(cfg, period, rng, anomalies, queue, snap_us, snapshot)
         couriers = plan_couriers(cfg, period, rng, anomalies, queue, snap_us, snapshot)
-        trips = Trips(cfg, period, rng, stats, anomalies, couriers)
+        trips = Trips(cfg, period, rng, stats[T_PINGS], anomalies, couriers)
         orders = OrderBook(cfg, period, rng, anomalies, queue, tenants, couriers, trips)
         snapshot.extend(orders.plan_snapshot(snap_us))
         queue.add([(snap_us, snapshot, cfg.snapshot_rate > 0)])
@@ -94,8 +94,7 @@ def generate(out_dir: Path | str, config: GeneratorConfig, progress: bool | Prog
     out.mkdir(parents=True, exist_ok=True)
     # Built in a hidden sibling, moved into place at the end: an interrupted run leaves no half-written landing zone.
     staging = out / ".generating"
-    if staging.exists():
-        shutil.rmtree(staging)
+    shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir()
     fn: ProgressFn | None = stderr_progress() if progress is True else (progress or None)
     # The engine makes no reference cycles: the cyclic GC would only rescan the pending hours (~15% of the run).

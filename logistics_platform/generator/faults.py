@@ -147,21 +147,18 @@ class Faults:
         """A trip's pings (t0 .. t_stop) uploaded together later by a phone that was offline: the upload's start
         time and kind (1 within L, 2 beyond L), or (-1, 0) for a phone online as usual."""
         rng, period = self.rng, self.period
-        hours = period.hours
+        hours, late = period.hours, period.late_us
         r = rng.random()
-        reconnect = None
         last_hour = period.hour_of(t_stop - 1)
+        a, kind = hours, 0
         if r < self._p_beyond:
             a = last_hour + self._k_beyond_min + rng.randrange(max(1, min(3, hours - last_hour - self._k_beyond_min)))
-            if a < hours:
-                reconnect = (a, 2)
-        elif r < self._p_beyond + self._p_within and self._k_within is not None:
-            a = last_hour + 1
-            if a < hours and period.hour_start(a) - t0 <= period.late_us:
-                reconnect = (a, 1)
-        if reconnect is None:
+            kind = 2
+        elif r < self._p_beyond + self._p_within and self._k_within and period.hour_start(last_hour + 1) - t0 <= late:
+            a, kind = last_hour + 1, 1
+        if a >= hours:
             return -1, 0
-        return period.hour_start(reconnect[0]) + rng.randrange(50 * MINUTE), reconnect[1]
+        return period.hour_start(a) + rng.randrange(50 * MINUTE), kind
 
     def arrival(self, st: TopicStats, commit_us: int, next_commit: int | None, r: float) -> int | None:
         """A CDC change's arrival when it is late (``r``: its lateness dice) or overtaken by its row's next change
@@ -249,14 +246,12 @@ class Faults:
 
     def _redeliver_pings(self, rows: pa.Table) -> None:
         """Redelivered copies: same ping, landing seconds to hours later (inside the period)."""
-        if rows.num_rows == 0:
+        rng, n = self.rng, rows.num_rows
+        if n == 0:
             return
-        rng = self.rng
-        n = rows.num_rows
         arrival = rows.column("arrival")
         room = pc.subtract(self.period.end_us - 1, arrival)
-        short = pc.less(pc.random(n, initializer=rng.getrandbits(62)), 0.5)
-        short = pc.or_(short, pc.less_equal(room, 10 * MINUTE))
+        short = pc.or_(pc.less(pc.random(n, initializer=rng.getrandbits(62)), 0.5), pc.less_equal(room, 10 * MINUTE))
         lo = pc.if_else(short, SECOND, 10 * MINUTE)
         hi = pc.min_element_wise(pc.if_else(short, 10 * MINUTE, DUP_MAX_DELAY_US), room)
         u = pc.random(n, initializer=rng.getrandbits(62))

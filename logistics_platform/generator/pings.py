@@ -15,7 +15,7 @@ from logistics_platform.generator import encode as E
 from logistics_platform.generator import world as W
 from logistics_platform.generator.config import GeneratorConfig
 from logistics_platform.generator.faults import Faults
-from logistics_platform.generator.model import MINUTE, SECOND, T_PINGS, Period
+from logistics_platform.generator.model import MINUTE, SECOND, Period
 from logistics_platform.generator.roster import Couriers
 from logistics_platform.generator.summary import TopicStats
 
@@ -41,17 +41,11 @@ class Trips:
     """The pings of courier trips: planned as runs when an order is planned, expanded to rows hour by hour."""
 
     def __init__(
-        self,
-        cfg: GeneratorConfig,
-        period: Period,
-        rng: Random,
-        stats: list[TopicStats],
-        faults: Faults,
-        couriers: Couriers,
+        self, cfg: GeneratorConfig, period: Period, rng: Random, stats: TopicStats, faults: Faults, couriers: Couriers
     ) -> None:
         self.period = period
         self.rng = rng
-        self.stats = stats[T_PINGS]
+        self.stats = stats  # the pings'
         self.faults = faults
         self.couriers = couriers
         self.partitions = cfg.partitions["tracking_pings"]
@@ -84,8 +78,7 @@ class Trips:
             return
         speed0 = W.VEHICLE_SPEED_KMH[self.couriers.vehicle[cid]]
         arrival_base, late_kind = self.faults.offline_upload(t0, t_stop)
-        # Ping k of the trip is recorded at t0 + k*iv + jitter; each segment becomes one run of pings, expanded
-        # and computed column-wise by Arrow in expand() (pings are most of the volume).
+        # ping k of the trip is recorded at t0 + k*iv + jitter; each segment becomes one run, expanded in expand()
         trip = (t0, speed0, cid, cid % self.partitions, arrival_base, late_kind)
         for s0, s1, la0, lo0, la1, lo1, seg_oid, moving in segs:
             lo_t, hi_t = max(s0, t0), min(s1, t_stop)
@@ -99,11 +92,7 @@ class Trips:
             self.runs.append((k1 - k0, k0, hi_t, s0, dur, la0, lo0, la1 - la0, lo1 - lo0, seg_oid, moving, *trip))
 
     def batches(self) -> Iterator[list[tuple[Any, ...]]]:
-        """The runs planned so far, taken out in batches of about PING_BATCH pings.
-
-        Batches keep the arrays small enough for the allocator to reuse and the caches to hold (whole hours of
-        a 10M-line day at once were slower per ping, mostly from page faults).
-        """
+        """The runs planned so far, taken out in batches of about PING_BATCH pings (small enough for the caches)."""
         runs, self.runs = self.runs, []
         i = total = 0
         for j, run in enumerate(runs):
