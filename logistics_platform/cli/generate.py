@@ -100,8 +100,7 @@ def run(args: argparse.Namespace) -> int:
     today = datetime.now(UTC).replace(tzinfo=None, hour=0, minute=0, second=0, microsecond=0)
     start = _parse_start(args.start, today, settings.partitions_start_datetime)
     hours = args.hours if args.hours is not None else args.days * 24
-    values = {name: getattr(args, name) for name in (*RATE_HELP, *VOLUMES)}
-    values["delayed_files"] = args.delayed_files
+    values = {name: getattr(args, name) for name in (*RATE_HELP, *VOLUMES, "delayed_files")}
     values["tip_amount_from"] = None if args.tip_amount_from >= 1 else args.tip_amount_from
     values["partitions"] = _parse_partitions(args.partitions)
     values["allowed_lateness_hours"] = (
@@ -109,17 +108,13 @@ def run(args: argparse.Namespace) -> int:
     )
     if args.clean:
         values.update(CLEAN)
-    try:
-        config = GeneratorConfig(start=start, hours=hours, seed=args.seed, **values)
-    except GeneratorConfigError as e:
-        print(f"generate: {e}", file=sys.stderr)
-        return 2
     t0 = time.perf_counter()
     try:
+        config = GeneratorConfig(start=start, hours=hours, seed=args.seed, **values)
         summary = generate(out, config, progress=not args.quiet and sys.stderr.isatty())
-    except FileExistsError as e:
+    except (GeneratorConfigError, FileExistsError) as e:
         print(f"generate: {e}", file=sys.stderr)
-        return 1
+        return 2 if isinstance(e, GeneratorConfigError) else 1
     elapsed = max(time.perf_counter() - t0, 1e-9)
     print(format_summary(summary, out, elapsed))
     return 0
