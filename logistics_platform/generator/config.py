@@ -7,19 +7,14 @@ from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from typing import Any
 
+from logistics_platform.generator.encode import CDC_REASONS
 from logistics_platform.lib import contract
 
 TABLES = tuple(contract.SOURCES)
 DEFAULT_PARTITIONS = {"tenants": 1, "couriers": 1, "orders": 3, "payments": 3, "tracking_pings": 4}
 
 # The rates of invalid lines, one per quarantine reason (extra corrupted copies of valid events).
-INVALID_LINE_RATES = (
-    "malformed_json_rate",
-    "invalid_op_rate",
-    "missing_key_rate",
-    "invalid_value_rate",
-    "invalid_envelope_rate",
-)
+INVALID_LINE_RATES = tuple(f"{reason}_rate" for reason in CDC_REASONS)
 # Rates that make data "dirty" (not valid per the contract, or unusual encodings); zero in clean mode.
 DIRTY_RATES = (
     *INVALID_LINE_RATES,

@@ -142,9 +142,7 @@ def _timeline(
         if t_cancel >= t_pick:
             t_cancel = t_pick - SECOND
         if t_cancel <= base:
-            # Only a snapshot order picked up within a second after the snapshot gets here: its cancel
-            # would precede the snapshot read (and its assignment the period). Cancel just after the
-            # snapshot instead; no extra draw, so every other order keeps its bytes.
+            # a snapshot order picked up within a second after the snapshot: cancel just after it (no extra draw)
             t_pick = max(t_pick, base + 2 * SECOND)
             t_cancel = t_pick - SECOND
     return t_assign, t_pick, t_transit, t_deliv, t_cancel
@@ -179,9 +177,8 @@ class OrderBook:
     trips: Trips
     order_id: int = 100_000
     payment_ids: Iterator[int] = field(default_factory=lambda: count(500_001))
-    final: dict[int, tuple[str, int, bool]] = field(
-        default_factory=dict
-    )  # order -> (status at the end, cents, deleted)
+    # order -> (status at the end, total cents, deleted)
+    final: dict[int, tuple[str, int, bool]] = field(default_factory=dict)
     snapshot_reads: list[Change] = field(default_factory=list)
 
     def plan_snapshot(self, snap_us: int) -> list[Change]:
