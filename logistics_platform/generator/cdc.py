@@ -4,7 +4,7 @@ faults' late, out-of-order, redelivered and corrupted copies) in the layout."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from operator import itemgetter
 from random import Random
 
@@ -28,13 +28,13 @@ from logistics_platform.generator.summary import TopicStats
 Queued = tuple[int, int, list[Change], bool]
 
 
+@dataclass
 class CommitQueue:
     """Transactions planned by the world, waiting for the hour they commit in."""
 
-    def __init__(self, period: Period) -> None:
-        self.period = period
-        self.by_hour: dict[int, list[Queued]] = {}
-        self.seq = 0
+    period: Period
+    by_hour: dict[int, list[Queued]] = field(default_factory=dict)
+    seq: int = 0
 
     def add(self, txs: list[Transaction]) -> None:
         """Queue transactions ``(commit time, changes, snapshot)`` for their commit hours; those at or after the

@@ -116,15 +116,9 @@ class Faults:
         flags = (EPOCH_MICROS if (bits & 0xFFFFF) * INV20 < self._epoch_rate else 0) | (
             DECIMAL_NUMBERS if (bits >> 20) * INV20 < self._number_rate else 0
         )
-        # the precise dice is rolled first, so its stream does not depend on the shared one
-        if (
-            decimals
-            and self._precise_rate
-            and self._precise_rng.random() < self._precise_rate
-            and not flags & DECIMAL_NUMBERS
-        ):
-            flags |= PRECISE
-        return flags
+        # the precise dice is rolled also for decimals as numbers: its stream does not depend on the shared one
+        precise = decimals and self._precise_rate and self._precise_rng.random() < self._precise_rate
+        return flags | PRECISE if precise and not flags & DECIMAL_NUMBERS else flags
 
     def _late_arrival(self, st: TopicStats, commit_us: int, r: float) -> int | None:
         """Arrival time of an event picked to be late (beyond L when r < p_beyond, else within L)."""

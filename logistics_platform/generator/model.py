@@ -55,19 +55,10 @@ class Period:
     @classmethod
     def of(cls, cfg: GeneratorConfig) -> Period:
         """The period of a config."""
-        start_us = epoch_micros(cfg.start)
-        tip_from_us = (
-            None
-            if cfg.tip_amount_from is None or cfg.tip_amount_from >= 1.0
-            else start_us + int(cfg.tip_amount_from * cfg.hours * 3600) * SECOND
-        )
-        return cls(
-            start_us=start_us,
-            end_us=start_us + cfg.hours * HOUR_US,
-            hours=cfg.hours,
-            late_us=round(cfg.allowed_lateness_hours * 3600) * SECOND,
-            tip_from_us=tip_from_us,
-        )
+        start_us, tip = epoch_micros(cfg.start), cfg.tip_amount_from
+        tip_from_us = None if tip is None or tip >= 1.0 else start_us + int(tip * cfg.hours * 3600) * SECOND
+        late_us = round(cfg.allowed_lateness_hours * 3600) * SECOND
+        return cls(start_us, start_us + cfg.hours * HOUR_US, cfg.hours, late_us, tip_from_us)
 
     def hour_of(self, us: int) -> int:
         """Index (from 0) of the hour of the period that ``us`` falls in."""

@@ -106,28 +106,17 @@ def ping_text(rows: pa.Table, seconds: pa.Array, first_hour: int) -> pa.Array:
     ts = rows.column("t")
     prefix = seconds.take(pc.subtract(pc.divide(ts, SECOND), first_hour * 3600))
     micros = pc.subtract(ts, pc.multiply(pc.divide(ts, SECOND), SECOND))
-
-    def padded(values: pa.Array, width: int) -> pa.Array:
-        return pc.utf8_lpad(pc.cast(values, text), width=width, padding="0")
-
     col = rows.column
-    line = pc.binary_join_element_wise(
-        '{"ping_id":"',
-        col("pid"),
-        '","courier_id":',
-        pc.cast(col("cid"), text),
-        ',"order_id":',
-        pc.fill_null(pc.cast(col("oid"), text), "null"),
-        ',"lat":',
-        pc.cast(pc.round(col("lat"), 6), text),
-        ',"lon":',
-        pc.cast(pc.round(col("lon"), 6), text),
-        ',"speed_kmh":',
-        pc.cast(pc.round(col("speed"), 1), text),
-        ',"recorded_at":"',
-        prefix,
-        padded(micros, 6),
-        'Z"}\n',
-        "",
+    # (the JSON text before each value, the value), in the contract's column order
+    parts = (
+        ('{"ping_id":"', col("pid")),
+        ('","courier_id":', pc.cast(col("cid"), text)),
+        (',"order_id":', pc.fill_null(pc.cast(col("oid"), text), "null")),
+        (',"lat":', pc.cast(pc.round(col("lat"), 6), text)),
+        (',"lon":', pc.cast(pc.round(col("lon"), 6), text)),
+        (',"speed_kmh":', pc.cast(pc.round(col("speed"), 1), text)),
+        (',"recorded_at":"', prefix),
     )
+    micros_text = pc.utf8_lpad(pc.cast(micros, text), width=6, padding="0")
+    line = pc.binary_join_element_wise(*(x for pair in parts for x in pair), micros_text, 'Z"}\n', "")
     return (line.combine_chunks() if isinstance(line, pa.ChunkedArray) else line).cast(pa.binary())
