@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
 from itertools import pairwise
 from operator import itemgetter
@@ -28,27 +29,21 @@ _ARRIVAL = itemgetter(0)
 Render = Callable[[int, int, int], list[Piece]]  # (partition, first line, end line) -> the files of that chunk
 
 
+@dataclass
 class Layout:
     """Where every line lands: arrival hour, partition, file and offset; writes each arrival hour once complete.
     ``delayed``: the (topic, arrival hour) pairs whose last file of a partition uploads ``delayed_file_hours`` late."""
 
-    def __init__(
-        self,
-        out: Path,
-        cfg: GeneratorConfig,
-        period: Period,
-        rng: Random,
-        stats: list[TopicStats],
-        writer: FileWriter,
-        delayed: set[tuple[int, int]],
-    ) -> None:
-        self.out = out
-        self.cfg = cfg
-        self.period = period
-        self.rng = rng
-        self.stats = stats
-        self.writer = writer
-        self._delayed_plan = set(delayed)
+    out: Path
+    cfg: GeneratorConfig
+    period: Period
+    rng: Random
+    stats: list[TopicStats]
+    writer: FileWriter
+    delayed_plan: set[tuple[int, int]]
+
+    def __post_init__(self) -> None:
+        cfg = self.cfg
         self._nparts = [cfg.partitions[t] for t in TABLES]
         self._cdc: list[dict[int, list[list[Record]]]] = [{} for _ in TABLES[:T_PINGS]]
         # per CDC topic and arrival hour: which partitions land as Avro files (drawn when the hour is first used)
@@ -217,7 +212,7 @@ class Layout:
         topic = TOPICS[TABLES[ti]]
         ph = self.stats[ti].hour(a)
         delayed_p = None
-        if (ti, a) in self._delayed_plan:
+        if (ti, a) in self.delayed_plan:
             delayed_p = next((p for p, n in enumerate(counts) if n >= 2), None)
         for p, n in enumerate(counts):
             if not n:
@@ -230,7 +225,7 @@ class Layout:
                 cut = max(1, (j - i) // 4)
                 chunks += [(i, j - cut), (j - cut, j)] if j - i >= 2 else [(i, j)]
                 delayed_at = len(chunks) - 1
-                self._delayed_plan.discard((ti, a))
+                self.delayed_plan.discard((ti, a))
             for ci, (i, j) in enumerate(chunks):
                 gz = rng.random() < cfg.gzip_rate
                 pieces = render(p, i, j)
