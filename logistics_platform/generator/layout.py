@@ -32,7 +32,7 @@ Render = Callable[[int, int, int], list[Piece]]  # (partition, first line, end l
 @dataclass
 class Layout:
     """Where every line lands: arrival hour, partition, file and offset; writes each arrival hour once complete.
-    ``delayed``: the (topic, arrival hour) pairs whose last file of a partition uploads ``delayed_file_hours`` late."""
+    ``delayed_plan``: the (topic, arrival hour) pairs whose last file of a partition uploads hours late."""
 
     out: Path
     cfg: GeneratorConfig
