@@ -86,47 +86,29 @@ def _field(c: contract.SourceColumn) -> dict[str, Any]:
     return {"name": c.name, "type": typ}
 
 
+def _record(name: str, namespace: str | None, fields: list[Any], version: int | None, connect: str) -> dict[str, Any]:
+    """An Avro record schema with Connect's ``connect.version`` and ``connect.name`` (None: left out)."""
+    rec = {"type": "record", "name": name, "namespace": namespace, "fields": fields, "connect.version": version}
+    return {**{k: v for k, v in rec.items() if v is not None}, "connect.name": connect}
+
+
 def writer_schema(table: str, extra: tuple[str, ...] = ()) -> dict[str, Any]:
     """The registry's writer schema of ``oltp.public.<table>`` (record ``Envelope`` in namespace ``<topic>``): the
     real connector's, for the fields the generator writes (its ``source`` has no ``ts_us``/``ts_ns``/``origin``)."""
     topic = contract.SOURCES[table].topic
-    value = {
-        "type": "record",
-        "name": "Value",
-        "fields": [_field(c) for c in columns(table, extra)],
-        "connect.name": f"{topic}.Value",
-    }
-    source = {
-        "type": "record",
-        "name": "Source",
-        "namespace": "io.debezium.connector.postgresql",
-        "fields": [_source_field(*f) for f in E.SOURCE_FIELDS],
-        "connect.version": 1,
-        "connect.name": "io.debezium.connector.postgresql.Source",
-    }
-    block = {
-        "type": "record",
-        "name": "block",
-        "namespace": "event",
-        "fields": [{"name": n, "type": _AVRO_OF_CONNECT[t]} for n, t in E.TRANSACTION_FIELDS],
-        "connect.version": 1,
-        "connect.name": "event.block",
-    }
-    return {
-        "type": "record",
-        "name": "Envelope",
-        "namespace": topic,
-        "fields": [
-            {"name": "before", "type": ["null", value], "default": None},
-            {"name": "after", "type": ["null", "Value"], "default": None},
-            {"name": "source", "type": source},
-            {"name": "transaction", "type": ["null", block], "default": None},
-            {"name": "op", "type": "string"},
-            {"name": "ts_ms", "type": ["null", "long"], "default": None},
-        ],
-        "connect.version": 2,
-        "connect.name": f"{topic}.Envelope",
-    }
+    value = _record("Value", None, [_field(c) for c in columns(table, extra)], None, f"{topic}.Value")
+    debezium = "io.debezium.connector.postgresql"
+    source = _record("Source", debezium, [_source_field(*f) for f in E.SOURCE_FIELDS], 1, f"{debezium}.Source")
+    block = [{"name": n, "type": _AVRO_OF_CONNECT[t]} for n, t in E.TRANSACTION_FIELDS]
+    fields = [
+        {"name": "before", "type": ["null", value], "default": None},
+        {"name": "after", "type": ["null", "Value"], "default": None},
+        {"name": "source", "type": source},
+        {"name": "transaction", "type": ["null", _record("block", "event", block, 1, "event.block")], "default": None},
+        {"name": "op", "type": "string"},
+        {"name": "ts_ms", "type": ["null", "long"], "default": None},
+    ]
+    return _record("Envelope", topic, fields, 2, f"{topic}.Envelope")
 
 
 def _decimal(value: Any, scale: int) -> Decimal:
