@@ -235,40 +235,27 @@ SOURCE_FIELDS: tuple[tuple[str, str, bool], ...] = (
 TRANSACTION_FIELDS = (("id", "string"), ("total_order", "int64"), ("data_collection_order", "int64"))
 
 
+def _struct(fields: list[dict[str, Any]], optional: bool, name: str, **rest: Any) -> dict[str, Any]:
+    return {"type": "struct", "fields": fields, "optional": optional, "name": name, **rest}
+
+
 def connect_schema(table: str, extra_columns: tuple[str, ...] = (), precise: bool = False) -> str:
     """The JsonConverter ``schema`` of a Debezium envelope for one table (compact JSON text); ``precise``: numeric
     columns as Connect ``Decimal`` (bytes, ``parameters.scale``) instead of strings."""
     source = contract.SOURCES[table]
     fields = [_connect_field(c, source.key, precise) for c in (*source.columns, *map(source.column, extra_columns))]
-    value = {"type": "struct", "fields": fields, "optional": True, "name": f"oltp.public.{table}.Value"}
-    schema = {
-        "type": "struct",
-        "fields": [
-            {**value, "field": "before"},
-            {**value, "field": "after"},
-            {
-                "type": "struct",
-                "fields": [{"type": t, "optional": o, "field": n} for n, t, o in SOURCE_FIELDS],
-                "optional": False,
-                "name": "io.debezium.connector.postgresql.Source",
-                "field": "source",
-            },
-            {"type": "string", "optional": False, "field": "op"},
-            {"type": "int64", "optional": True, "field": "ts_ms"},
-            {
-                "type": "struct",
-                "fields": [{"type": t, "optional": False, "field": n} for n, t in TRANSACTION_FIELDS],
-                "optional": True,
-                "name": "event.block",
-                "version": 1,
-                "field": "transaction",
-            },
-        ],
-        "optional": False,
-        "name": f"oltp.public.{table}.Envelope",
-        "version": 1,
-    }
-    return json.dumps(schema, separators=(",", ":"))
+    value = _struct(fields, True, f"oltp.public.{table}.Value")
+    source_fields = [{"type": t, "optional": o, "field": n} for n, t, o in SOURCE_FIELDS]
+    block_fields = [{"type": t, "optional": False, "field": n} for n, t in TRANSACTION_FIELDS]
+    envelope = [
+        {**value, "field": "before"},
+        {**value, "field": "after"},
+        _struct(source_fields, False, "io.debezium.connector.postgresql.Source", field="source"),
+        {"type": "string", "optional": False, "field": "op"},
+        {"type": "int64", "optional": True, "field": "ts_ms"},
+        _struct(block_fields, True, "event.block", version=1, field="transaction"),
+    ]
+    return json.dumps(_struct(envelope, False, f"oltp.public.{table}.Envelope", version=1), separators=(",", ":"))
 
 
 # ----------------------------------------------------------------------------------------------- files
