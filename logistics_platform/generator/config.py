@@ -18,12 +18,8 @@ INVALID_LINE_RATES = tuple(f"{reason}_rate" for reason in CDC_REASONS)
 # Rates that make data "dirty" (not valid per the contract, or unusual encodings); zero in clean mode.
 DIRTY_RATES = (
     *INVALID_LINE_RATES,
-    "schema_envelope_rate",
-    "gzip_rate",
-    "decimal_number_rate",
-    "epoch_micros_rate",
-    "precise_decimal_rate",
-    "avro_file_rate",
+    *("schema_envelope_rate", "gzip_rate", "decimal_number_rate", "epoch_micros_rate"),
+    *("precise_decimal_rate", "avro_file_rate"),
 )
 CLEAN: dict[str, Any] = {**{name: 0.0 for name in DIRTY_RATES}, "delayed_files": 0}
 # What each rate (a probability per valid event, per file for gzip_rate) is: the CLI's help.

@@ -112,9 +112,7 @@ class Layout:
             return
         period = self.period
         hours = pc.divide(pc.subtract(rows.column("arrival"), period.start_us), HOUR_US)
-        late = pc.less(
-            rows.column("t"), pc.subtract(pc.add(pc.multiply(hours, HOUR_US), period.start_us), period.late_us)
-        )
+        late = pc.less(rows.column("t"), pc.add(pc.multiply(hours, HOUR_US), period.start_us - period.late_us))
         for item in pc.value_counts(pc.filter(hours, late)).to_pylist():
             self.stats[T_PINGS].hour(item["values"])[LATE] += item["counts"]
         distinct = pc.unique(hours).to_pylist()

@@ -160,8 +160,7 @@ def plan_couriers(
             plan.append((t, cid, 0, "create"))
     for cid in rng.sample(range(1001, 1001 + cfg.couriers), n_del):
         t_del = start_us + rng.randrange(span // 3, span)
-        t_off = t_del - rng.randrange(2 * HOUR_US, 12 * HOUR_US)
-        t_off = max(t_off, start_us + HOUR_US)
+        t_off = max(t_del - rng.randrange(2 * HOUR_US, 12 * HOUR_US), start_us + HOUR_US)
         window[cid] = (window[cid][0], t_off - HOUR_US)
         plan.append((t_off, cid, 1, "deactivate"))
         plan.append((max(t_del, t_off + MINUTE), cid, 2, "delete"))
