@@ -30,6 +30,7 @@ from logistics_platform.generator.model import (
     schema_variant,
 )
 from logistics_platform.generator.summary import TopicStats
+from logistics_platform.lib import contract
 
 INV20 = 1.0 / (1 << 20)  # a 20-bit slice of a random draw as a fraction of 1
 OOO_MAX_GAP_US = 3 * HOUR_US  # an out-of-order change overtakes a next change at most this far ahead
@@ -100,14 +101,12 @@ class Faults:
         self._malformed_kinds = [(name.removesuffix("_rate"), getattr(cfg, name)) for name in INVALID_LINE_RATES]
         self.bad_total = cfg.malformed_total
         self._ping_malformed = [(k, r) for k, r in self._malformed_kinds if k in E.PLAIN_REASONS]
-        # JsonConverter schemas per CDC table, indexed by schema_variant(flags): tip_amount or not, precise or not
-        self.schemas = {
-            t: [
-                E.connect_schema(t, ("tip_amount",) if v & 1 and t == "orders" else (), precise=bool(v & 2))
-                for v in range(4)
-            ]
-            for t in TABLES[:T_PINGS]
-        }
+        # JsonConverter schemas per CDC table, indexed by schema_variant(flags): with the added columns (tip_amount)
+        # or not, precise decimals or not
+        self.schemas: dict[str, list[str]] = {}
+        for t in TABLES[:T_PINGS]:
+            added = tuple(c.name for c in contract.SOURCES[t].added_columns)
+            self.schemas[t] = [E.connect_schema(t, added if v & 1 else (), precise=bool(v & 2)) for v in range(4)]
 
     def encoding_flags(self, decimals: bool = False) -> int:
         """Encoding flags of one change: EPOCH_MICROS at ``epoch_micros_rate``, DECIMAL_NUMBERS at its rate, and for

@@ -199,10 +199,8 @@ class OrderBook:
             self.plan(t, None)
 
     def plan(self, created_us: int, snap_us: int | None) -> None:
-        """Plan one order's lifecycle: its changes, its payments' changes and its courier's pings.
-
-        ``snap_us``: the order was created before the period and is read by the snapshot at that time.
-        """
+        """Plan one order's lifecycle: its changes, its payments' changes and its courier's pings (``snap_us``: the
+        order was created before the period and is read by the snapshot at that time)."""
         cfg, rng = self.cfg, self.rng
         self.order_id += 1
         oid = self.order_id
@@ -227,8 +225,7 @@ class OrderBook:
         failed_first = rng.random() < cfg.failed_payment_rate
         if snap_us is not None:
             if t_assign < snap_us and courier is not None and (t_cancel is None or t_cancel > snap_us):
-                row[2], row[4] = courier, "assigned"
-                row[10] = t_assign
+                row[2], row[4], row[10] = courier, "assigned", t_assign
             read = order.change("r", snap_us, row[10])
             self.snapshot_reads.extend([read, order.new_payment("r", snap_us, total, "authorized", created_us)])
         else:
@@ -248,7 +245,7 @@ class OrderBook:
             end_t = t_cancel
         else:
             assert courier is not None
-            self._deliver(order, txs, courier, t_assign, t_pick, t_transit, t_deliv)
+            self._deliver(order, txs, courier, (t_assign, t_pick, t_transit, t_deliv))
             end_t = t_deliv
         deleted = False
         if rng.random() < cfg.delete_rate:
@@ -261,17 +258,9 @@ class OrderBook:
             t_end = t_deliv if t_cancel is None else t_cancel
             self.trips.plan(courier, oid, region, t_assign, t_pick, t_transit, t_end, t_cancel is None)
 
-    def _deliver(
-        self,
-        order: _Order,
-        txs: list[Transaction],
-        courier: int,
-        t_assign: int,
-        t_pick: int,
-        t_transit: int,
-        t_deliv: int,
-    ) -> None:
+    def _deliver(self, order: _Order, txs: list[Transaction], courier: int, times: tuple[int, int, int, int]) -> None:
         """Assigned, picked up, in transit, delivered and paid (or paid wrongly), maybe charged twice and refunded."""
+        t_assign, t_pick, t_transit, t_deliv = times
         rng, row = self.rng, order.row
         total = row[5]
         live_payment = order.payments[-1]
