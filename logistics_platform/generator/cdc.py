@@ -137,16 +137,12 @@ class ChangeStream:
                 op_counts[ti][op] += 1
                 if wrapped and not avro:
                     st.schema_envelopes += 1
-                if flags:
-                    if not avro:
-                        if flags & EPOCH_MICROS:
-                            st.epoch_micros += 1
-                        if flags & DECIMAL_NUMBERS:
-                            st.decimal_numbers += 1
-                        if flags & PRECISE:
-                            st.precise_decimals += 1
-                    if flags & WITH_TIP:
-                        st.tip_amount_events += 1
+                if flags and not avro:  # encodings that show (not in an Avro file)
+                    st.epoch_micros += bool(flags & EPOCH_MICROS)
+                    st.decimal_numbers += bool(flags & DECIMAL_NUMBERS)
+                    st.precise_decimals += bool(flags & PRECISE)
+                if flags & WITH_TIP:
+                    st.tip_amount_events += 1
                 x = rnd()
                 if x < dup_rate:
                     faults.redeliver(ti, arrival, line, key, lsn, nlines, commit_us, wrapped)

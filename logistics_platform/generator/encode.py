@@ -272,8 +272,7 @@ def partition_of(key: str | int, partitions: int) -> int:
 def landing_relpath(topic: str, hour_us: int, partition: int, start_offset: int, gz: bool) -> str:
     """``topics/<topic>/dt=YYYY-MM-DD/hr=HH/<topic>+<partition>+<start_offset:010d>.json[.gz]``."""
     h = from_epoch_micros(hour_us)
-    ext = ".json.gz" if gz else ".json"
-    return f"topics/{topic}/dt={h:%Y-%m-%d}/hr={h:%H}/{topic}+{partition}+{start_offset:010d}{ext}"
+    return f"topics/{topic}/dt={h:%Y-%m-%d}/hr={h:%H}/{topic}+{partition}+{start_offset:010d}.json{'.gz' if gz else ''}"
 
 
 # ----------------------------------------------------------------------------------------------- corruption

@@ -122,8 +122,7 @@ class Faults:
     def _late_arrival(self, st: TopicStats, commit_us: int, r: float) -> int | None:
         """Arrival time of an event picked to be late (beyond L when r < p_beyond, else within L)."""
         rng, period = self.rng, self.period
-        hours = period.hours
-        eh = period.hour_of(commit_us)
+        hours, eh = period.hours, period.hour_of(commit_us)
         if r < self._p_beyond:
             a = eh + self._k_beyond_min + rng.randrange(max(1, min(4, hours - eh - self._k_beyond_min)))
             if a < hours:

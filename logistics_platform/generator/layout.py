@@ -137,11 +137,10 @@ class Layout:
     def flush(self, a: int) -> None:
         """Write arrival hour ``a``: per topic and partition, in arrival order, ``flush_size`` lines a file."""
         for ti in range(T_PINGS):
-            pending = self._cdc[ti].pop(a, None)
+            parts = self._cdc[ti].pop(a, [])
             avro_parts = self._avro[ti].pop(a, None)
-            if not pending:
+            if not parts:
                 continue
-            parts: list[list[Record]] = pending
             # each partition's lines in arrival order (a stable sort: equal arrivals keep their routing order)
             for recs in parts:
                 recs.sort(key=_ARRIVAL)
@@ -163,14 +162,13 @@ class Layout:
         """Lines landing after a line of the same row with a higher LSN (a key always has one partition)."""
         max_lsn = self._max_lsn[ti]
         ooo = 0
-        for rec in recs:
-            k = rec[2]
+        for _, _, k, lsn, _ in recs:
             if k is None:
                 continue
             m = max_lsn.get(k)
-            if m is None or rec[3] > m:
-                max_lsn[k] = rec[3]
-            elif rec[3] < m:
+            if m is None or lsn > m:
+                max_lsn[k] = lsn
+            elif lsn < m:
                 ooo += 1
         self.stats[ti].out_of_order_lines += ooo
 

@@ -79,8 +79,7 @@ def link(changes_by_row: dict[Any, Change], change: Change, commit_us: int) -> N
 
 
 class FastRandom(Random):
-    """``random.Random`` with a cheap ``randrange``: floor(random() * n) is uniform enough for a simulation and
-    several times faster than the stdlib's exact method, which dominated the CDC hot path."""
+    """``random.Random`` with a cheap ``randrange`` (floor(random() * n): docs/internals/generator.md)."""
 
     def randrange(self, start: int, stop: int | None = None, step: int = 1) -> int:  # type: ignore[override]
         """An int in [start, stop) (or [0, start)); ``step`` is not supported."""

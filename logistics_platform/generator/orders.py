@@ -99,8 +99,7 @@ class _Order:
 
     def update_payment(self, p: list[Any], t: int, status: str, amount: int | None = None) -> Change:
         """Payment ``p`` updated at ``t`` to ``status`` (and ``amount``)."""
-        p[4] = status
-        p[6] = t
+        p[4], p[6] = status, t
         if amount is not None:
             p[2] = amount
         after, flags = self._payment_after(p)

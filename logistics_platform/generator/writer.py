@@ -40,8 +40,7 @@ class FileWriter:
                 continue  # keep draining so that put() never blocks on a dead writer
             path, raw, gz, mtime, record = item
             try:
-                if callable(raw):
-                    raw = raw()
+                raw = raw() if callable(raw) else raw
                 # gzip.compress(mtime=0) is exactly this (header without time or name), minus a copy
                 data = zlib.compress(raw, 1, 31) if gz else raw
                 if path.parent not in made:
