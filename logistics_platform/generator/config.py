@@ -147,6 +147,4 @@ class GeneratorConfig:
 
     def to_json(self) -> dict[str, Any]:
         """Plain JSON-able form (recorded in ``_generation.json``)."""
-        out = dataclasses.asdict(self)
-        out["start"] = self.start.isoformat()
-        return out
+        return {**dataclasses.asdict(self), "start": self.start.isoformat()}

@@ -191,8 +191,7 @@ class OrderBook:
         """The orders created in hour ``h``: as many as the daily curve gives that hour, at random times."""
         rng = self.rng
         hour_start = self.period.hour_start(h)
-        share = W.HOURLY_SHARE[from_epoch_micros(hour_start).hour]
-        expected = self.cfg.orders_per_day * share
+        expected = self.cfg.orders_per_day * W.HOURLY_SHARE[from_epoch_micros(hour_start).hour]
         n = int(expected) + (1 if rng.random() < expected - int(expected) else 0)
         for t in sorted(hour_start + rng.randrange(HOUR_US) for _ in range(n)):
             self.plan(t, None)

@@ -162,9 +162,7 @@ class Trips:
         ).filter(keep)
         st = self.stats
         st.events += rows.num_rows
-        for item in pc.value_counts(rows.column("late_kind")).to_pylist():
-            if item["values"] == 1:
-                st.late_within_injected += item["counts"]
-            elif item["values"] == 2:
-                st.late_beyond_injected += item["counts"]
+        late = {item["values"]: item["counts"] for item in pc.value_counts(rows.column("late_kind")).to_pylist()}
+        st.late_within_injected += late.get(1, 0)
+        st.late_beyond_injected += late.get(2, 0)
         return rows.drop_columns(["late_kind"])
