@@ -134,8 +134,7 @@ def format_summary(summary: dict, out: Path, elapsed: float) -> str:
             f"late {t['late_lines']:,}  out-of-order {t['out_of_order_lines']:,}  "
             f"tombstones {t['tombstones']:,}  quarantine {t['quarantined']:,}"
         )
-    q = ", ".join(f"{k} {v:,}" for k, v in tot["quarantine"].items()) or "none"
-    lines.append(f"quarantine expected: {q}")
+    lines.append(f"quarantine expected: {', '.join(f'{k} {v:,}' for k, v in tot['quarantine'].items()) or 'none'}")
     lines.append(
         f"schema/payload lines {tot['schema_envelopes']:,}, gzip files {tot['gzip_files']:,}, "
         f"delayed files {len(summary['delayed_files'])}, tip_amount from {summary['tip_amount_from'] or 'never'}"

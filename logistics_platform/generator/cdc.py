@@ -59,8 +59,7 @@ class CommitQueue:
 
 def wal_start(rng: Random) -> tuple[int, int]:
     """The LSN and txId the database is at when the period starts."""
-    lsn = 24_000_000 + rng.randrange(1_000_000)
-    return lsn, 700 + rng.randrange(1000)
+    return 24_000_000 + rng.randrange(1_000_000), 700 + rng.randrange(1000)
 
 
 @dataclass

@@ -155,9 +155,7 @@ class Faults:
     def arrival(self, st: TopicStats, commit_us: int, next_commit: int | None, r: float) -> int | None:
         """A CDC change's arrival when it is late (``r``: its lateness dice) or overtaken by its row's next change
         (the share owed by changes without a next one is carried over); None: the usual lag."""
-        arrival = None
-        if r < self._p_late:
-            arrival = self._late_arrival(st, commit_us, r)
+        arrival = self._late_arrival(st, commit_us, r) if r < self._p_late else None
         self._ooo_owed += self._p_ooo
         if (
             arrival is None
@@ -174,10 +172,9 @@ class Faults:
 
     def _redelivery_delay(self, arrival: int) -> int | None:
         """How much later a redelivered copy lands: half within minutes, half hours later, inside the period."""
-        room = self.period.end_us - 1 - arrival
+        rng, room = self.rng, self.period.end_us - 1 - arrival
         if room <= SECOND:
             return None
-        rng = self.rng
         if rng.random() < 0.5 or room <= 10 * MINUTE:
             return rng.randrange(SECOND, min(10 * MINUTE, room))
         return rng.randrange(10 * MINUTE, min(DUP_MAX_DELAY_US, room))
@@ -189,10 +186,8 @@ class Faults:
         delay = self._redelivery_delay(arrival)
         if delay is not None:
             avro = self.layout.add(ti, arrival + delay, line, key, lsn, nlines, event_us)
-            st = self.stats[ti]
-            st.duplicates += 1
-            if wrapped and not avro:
-                st.schema_envelopes += 1
+            self.stats[ti].duplicates += 1
+            self.stats[ti].schema_envelopes += wrapped and not avro
 
     def corrupt(self, ti: int, envelope: str, arrival: int, key: Any, x: float, flags: int) -> None:
         """File a corrupted copy of a CDC change of row ``key`` (not in an Avro file); ``x`` in [0, bad_total) picks

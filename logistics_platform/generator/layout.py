@@ -84,9 +84,7 @@ class Layout:
         a = (arrival - period.start_us) // HOUR_US
         # E.partition_of with its integer case first: this runs for every change
         part = key % nparts if type(key) is int else E.partition_of(key, nparts)
-        bucket = self._cdc[ti].get(a)
-        if bucket is None:
-            bucket = self._bucket(ti, a)
+        bucket = self._cdc[ti].get(a) or self._bucket(ti, a)
         bucket[part].append((arrival, line, key, lsn, nlines))
         avro = self._avro_rate > 0 and self._avro[ti][a][part]
         if event_us < period.start_us + a * HOUR_US - period.late_us:
