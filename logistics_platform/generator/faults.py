@@ -42,9 +42,8 @@ def plan_delayed_files(cfg: GeneratorConfig, rng: Random) -> set[tuple[int, int]
     plan: set[tuple[int, int]] = set()
     if cfg.hours <= cfg.delayed_file_hours:
         return plan
-    topics = (T_ORDERS, T_PAYMENTS, T_PINGS)
     for i in range(cfg.delayed_files):
-        ti = topics[i % len(topics)]
+        ti = (T_ORDERS, T_PAYMENTS, T_PINGS)[i % 3]  # in turn
         for _ in range(20):
             a = rng.randrange(0, cfg.hours - cfg.delayed_file_hours)
             if (ti, a) not in plan:
@@ -216,8 +215,7 @@ class Faults:
 
     def copy_pings(self, rows: pa.Table) -> None:
         """Redelivered and corrupted copies of ping rows, picked by each row's ``dice`` column."""
-        dice = rows.column("dice")
-        p_dup = self.dup_rate
+        dice, p_dup = rows.column("dice"), self.dup_rate
         p_bad = sum(rt for _, rt in self._ping_malformed)
         if p_dup > 0:
             self._redeliver_pings(rows.filter(pc.less(dice, p_dup)))

@@ -37,8 +37,7 @@ class Couriers:
 
     def pick(self, rng: Random, region: str, t: int) -> int | None:
         """A courier available at ``t``, from the region if possible; None after a few tries."""
-        pools = (self.by_region.get(region) or self.everyone, self.everyone)
-        for pool in pools:
+        for pool in (self.by_region.get(region) or self.everyone, self.everyone):
             for _ in range(6):
                 cid = pool[rng.randrange(len(pool))]
                 lo, hi = self.window[cid]
