@@ -20,9 +20,8 @@ from logistics_platform.generator.roster import Couriers
 from logistics_platform.generator.summary import TopicStats
 
 PING_BATCH = 65_536  # pings expanded per batch of Arrow kernels
-# A run: `count` pings k0 .. k0+count-1 of a trip, on one segment (s0 .. s0+dur, from la0/lo0 by dlat/dlon), cut at
-# t_stop; then the trip's start t0, ..., and arrival_base >= 0 when the phone uploads them late (late_kind 1 within L,
-# 2 beyond).
+# A run: pings k0 .. k0+count-1 of a trip on one segment (s0 .. s0+dur, from la0/lo0 by dlat/dlon), cut at t_stop;
+# then the trip's fields: arrival_base >= 0 when the phone uploads them late (late_kind 1 within L, 2 beyond).
 RUN_FIELDS = (
     *("count", "k0", "t_stop", "s0", "dur", "la0", "lo0", "dlat", "dlon", "oid", "moving"),
     *("t0", "speed0", "cid", "part", "arrival_base", "late_kind"),
