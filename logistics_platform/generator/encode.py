@@ -21,10 +21,13 @@ HOUR_US = 3_600_000_000
 DEBEZIUM_VERSION = "2.7.3.Final"
 
 
-@cache
+_hour_prefix: dict[int, str] = {}
+
+
 def hour_prefix(hour: int) -> str:
-    """``YYYY-MM-DDTHH:`` of an epoch hour number (cached: timestamps are formatted by the million)."""
-    return from_epoch_micros(hour * HOUR_US).strftime("%Y-%m-%dT%H:")
+    """``YYYY-MM-DDTHH:`` of an epoch hour number (cached by ``iso``: timestamps are formatted by the million)."""
+    prefix = _hour_prefix[hour] = from_epoch_micros(hour * HOUR_US).strftime("%Y-%m-%dT%H:")
+    return prefix
 
 
 # ``MM:SS.`` of every second of an hour: one lookup instead of two divmods and two formats per timestamp.
@@ -35,16 +38,25 @@ def iso(us: int) -> str:
     """ISO-8601 UTC text with microseconds, e.g. ``2026-11-02T10:15:30.123456Z``."""
     h, rem = divmod(us, HOUR_US)
     s, u = divmod(rem, 1_000_000)
-    return f"{hour_prefix(h)}{_MIN_SEC[s]}{u:06d}Z"
+    return f"{_hour_prefix.get(h) or hour_prefix(h)}{_MIN_SEC[s]}{u:06d}Z"
 
 
-@lru_cache(maxsize=200_000)
+_ts_cache: dict[int, str] = {}
+
+
 def ts_iso(us: int | None) -> str:
     """A timestamptz value as a JSON string literal (``time.precision.mode=adaptive`` ZonedTimestamp); memoised."""
-    return "null" if us is None else f'"{iso(us)}"'
+    if us is None:
+        return "null"
+    text = _ts_cache.get(us)
+    if text is None:
+        if len(_ts_cache) > 200_000:
+            _ts_cache.clear()
+        text = _ts_cache[us] = f'"{iso(us)}"'
+    return text
 
 
-@lru_cache(maxsize=100_000)
+@cache  # amounts are a few thousand distinct values
 def dec_str(cents: int | None) -> str:
     """A numeric(12,2) value as a JSON decimal string (``decimal.handling.mode=string``); memoised."""
     if cents is None:
@@ -57,7 +69,7 @@ def dec_num(cents: int | None) -> str:
     return "null" if cents is None else dec_str(cents)[1:-1]
 
 
-@lru_cache(maxsize=100_000)
+@cache
 def dec_b64(cents: int | None) -> str:
     """A numeric(12,2) value as Kafka Connect's ``Decimal`` in JSON (``decimal.handling.mode=precise``): the unscaled
     value, two's-complement big-endian in the fewest bytes, base64 (``"EmI="``); memoised."""
@@ -159,7 +171,8 @@ def second_prefixes(hour: int) -> Any:
     """Arrow array of ``YYYY-MM-DDTHH:MM:SS.`` for the 3600 seconds of an epoch hour (a few hours cached)."""
     import pyarrow as pa
 
-    return pa.array([hour_prefix(hour) + ms for ms in _MIN_SEC], pa.string())
+    prefix = hour_prefix(hour)
+    return pa.array([prefix + ms for ms in _MIN_SEC], pa.string())
 
 
 # ----------------------------------------------------------------------------------------------- envelopes
