@@ -120,11 +120,10 @@ def _decimal(value: Any, scale: int) -> Decimal:
 
 def _value(c: contract.SourceColumn, v: Any) -> Any:
     """A row image's value as fastavro writes it for the column's Avro type (None stays None)."""
-    if v is None:
-        if c.nullable:
-            return None
-        v = _PLACEHOLDER[c.type.name]  # a key-only before image: every other column is its type's placeholder
+    if v is None and c.nullable:
+        return None
     name = c.type.name
+    v = _PLACEHOLDER[name] if v is None else v  # a key-only before image: the other columns are placeholders
     if name == contract.NUMERIC_NAME:
         return _decimal(v, c.type.scale or 0)
     if name == contract.TIMESTAMPTZ_NAME:

@@ -19,8 +19,6 @@ from logistics_platform.lib.timekeys import from_epoch_micros
 
 HOUR_US = 3_600_000_000
 DEBEZIUM_VERSION = "2.7.3.Final"
-
-
 _hour_prefix: dict[int, str] = {}
 
 

@@ -27,7 +27,6 @@ from logistics_platform.generator.model import (
     T_PAYMENTS,
     T_PINGS,
     Period,
-    schema_variant,
 )
 from logistics_platform.generator.summary import TopicStats
 from logistics_platform.lib import contract
@@ -55,8 +54,7 @@ def plan_delayed_files(cfg: GeneratorConfig, rng: Random) -> set[tuple[int, int]
 def late_boost(cfg: GeneratorConfig, k_min: int) -> float:
     """1 / share of the events that can still arrive k_min hours later inside the period (weighted by the daily
     order curve): the odds for the others, so the realised rate stays near the configured one."""
-    first = cfg.start.hour
-    weights = [W.HOURLY_SHARE[(first + h) % 24] for h in range(cfg.hours)]
+    weights = [W.HOURLY_SHARE[(cfg.start.hour + h) % 24] for h in range(cfg.hours)]
     eligible = sum(weights[: max(0, cfg.hours - k_min)])
     return sum(weights) / eligible if eligible > 0 else 0.0
 
@@ -100,8 +98,8 @@ class Faults:
         self._malformed_kinds = [(name.removesuffix("_rate"), getattr(cfg, name)) for name in INVALID_LINE_RATES]
         self.bad_total = cfg.malformed_total
         self._ping_malformed = [(k, r) for k, r in self._malformed_kinds if k in E.PLAIN_REASONS]
-        # JsonConverter schemas per CDC table, indexed by schema_variant(flags): with the added columns (tip_amount)
-        # or not, precise decimals or not
+        # JsonConverter schemas per CDC table, indexed by (flags >> 2) & 3: with the added columns (tip_amount) or
+        # not, precise decimals or not
         self.schemas: dict[str, list[str]] = {}
         for t in TABLES[:T_PINGS]:
             added = tuple(c.name for c in contract.SOURCES[t].added_columns)
@@ -209,7 +207,7 @@ class Faults:
         rng = self.rng
         schema = None
         if ti != T_PINGS and rng.random() < self.schema_rate:
-            schema = self.schemas[TABLES[ti]][schema_variant(flags)]
+            schema = self.schemas[TABLES[ti]][(flags >> 2) & 3]
         bad, reason = E.corrupt(line, TABLES[ti], KEYS[ti], kind, rng, schema)
         return bad, reason, min(arrival + rng.randrange(1000, SECOND), self.period.end_us - 1)
 

@@ -43,12 +43,11 @@ class Layout:
     delayed_plan: set[tuple[int, int]]
 
     def __post_init__(self) -> None:
-        cfg = self.cfg
-        self._nparts = [cfg.partitions[t] for t in TABLES]
+        self._nparts = [self.cfg.partitions[t] for t in TABLES]
         self._cdc: list[dict[int, list[list[Record]]]] = [{} for _ in TABLES[:T_PINGS]]
         # per CDC topic and arrival hour: which partitions land as Avro files (drawn when the hour is first used)
         self._avro: list[dict[int, list[bool]]] = [{} for _ in TABLES[:T_PINGS]]
-        self._avro_rate = cfg.avro_file_rate
+        self._avro_rate = self.cfg.avro_file_rate
         # per CDC topic and partition: the added columns of the sink's current Avro writer schema
         self._avro_schema: list[list[tuple[str, ...]]] = [[()] * n for n in self._nparts[:T_PINGS]]
         self._pings: dict[int, list[pa.Table]] = {}
@@ -205,9 +204,8 @@ class Layout:
         hour_us = self.period.hour_start(a)
         topic = TOPICS[TABLES[ti]]
         ph = self.stats[ti].hour(a)
-        delayed_p = None
-        if (ti, a) in self.delayed_plan:
-            delayed_p = next((p for p, n in enumerate(counts) if n >= 2), None)
+        planned = (ti, a) in self.delayed_plan
+        delayed_p = next((p for p, n in enumerate(counts) if n >= 2), None) if planned else None
         for p, n in enumerate(counts):
             if not n:
                 continue

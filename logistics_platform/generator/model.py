@@ -26,12 +26,8 @@ Change = list[Any]
 NEXT_COMMIT = 5
 # Encoding flags of a change: timestamps as epoch microseconds, decimals as JSON numbers, orders row with tip_amount,
 # decimals as Connect Decimal base64 (Debezium's default decimal.handling.mode=precise).
+# (flags >> 2) & 3, bit 0 with tip_amount, bit 1 precise decimals, indexes the JsonConverter schema a change needs.
 EPOCH_MICROS, DECIMAL_NUMBERS, WITH_TIP, PRECISE = 1, 2, 4, 8
-
-
-def schema_variant(flags: int) -> int:
-    """Index of the JsonConverter schema a change's flags need: bit 0 with tip_amount, bit 1 precise decimals."""
-    return (flags >> 2) & 3
 
 
 # A CDC line as the layout files it: (arrival time, text, row key or None, LSN, lines: 2 for a delete + tombstone).
