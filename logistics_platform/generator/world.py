@@ -1,8 +1,6 @@
 """Reference data of the simulated OLTP world: regions, tenants, courier names, business constants (the allowed
 values of the contract's columns come from lib/contract.py)."""
 
-from __future__ import annotations
-
 from logistics_platform.lib import contract
 
 # (region, latitude, longitude of its centre)
