@@ -9,34 +9,9 @@ from dataclasses import fields
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from logistics_platform.generator.config import GeneratorConfig
+from logistics_platform.generator.config import CLEAN, RATE_HELP, GeneratorConfig
 
 DEFAULT_DAYS = 3
-
-_RATE_HELP = {
-    "duplicate_rate": "redelivered copies of events (same hour or up to 6 h later)",
-    "out_of_order_rate": "changes that land after the next change of their row",
-    "late_within_rate": "events arriving 1..L hours after their event time (on time)",
-    "late_beyond_rate": "events arriving more than L after their event time (late)",
-    "delete_rate": "orders/couriers deleted (each delete followed by a tombstone)",
-    "snapshot_rate": "orders open at the start, read by the snapshot (op r), x orders/day",
-    "malformed_json_rate": "lines that are not JSON, truncated or not UTF-8",
-    "invalid_op_rate": "envelopes without op or with an unknown op",
-    "missing_key_rate": "rows without their key or with a key of the wrong type",
-    "invalid_value_rate": "values that do not parse (bad decimal, bad timestamp, ...)",
-    "invalid_envelope_rate": "envelopes without after / source.lsn / source.ts_ms",
-    "schema_envelope_rate": "CDC lines in the schemas.enable=true form",
-    "gzip_rate": "files written gzipped (Avro files: codec deflate)",
-    "decimal_number_rate": "CDC lines with decimals as JSON numbers",
-    "epoch_micros_rate": "CDC lines with timestamps as epoch microseconds",
-    "precise_decimal_rate": "order/payment lines with decimals as Connect Decimal base64 (Debezium's default)",
-    "avro_file_rate": "CDC topic-partition-hours landed as Avro container files (.avro)",
-    "cancel_rate": "orders cancelled",
-    "refund_rate": "delivered orders charged twice and refunded",
-    "payment_mismatch_rate": "delivered orders whose payments do not add up",
-    "failed_payment_rate": "orders whose first payment fails",
-}
-
 
 VOLUMES = ("tenants", "couriers", "orders_per_day", "pings_per_day", "flush_size")
 RATES = "anomaly rates (0..1)"
@@ -72,7 +47,7 @@ ARGS: dict[str, dict[str, object]] = {
     },
     **{
         _flag(n): {"type": float, "default": _D[n], "help": f"{text} (default {_D[n]})", "group": RATES}
-        for n, text in _RATE_HELP.items()
+        for n, text in RATE_HELP.items()
     },
     "--delayed-files": {"type": int, "default": _D["delayed_files"], "help": "files dropped late", "group": RATES},
     "--tip-amount-from": {
@@ -113,8 +88,7 @@ def _parse_partitions(text: str) -> dict[str, int]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from logistics_platform.generator import GeneratorConfig, GeneratorConfigError, generate
-    from logistics_platform.generator.config import DIRTY_RATES
+    from logistics_platform.generator import GeneratorConfigError, generate
     from logistics_platform.settings import load_settings
 
     settings = load_settings()
@@ -126,28 +100,21 @@ def run(args: argparse.Namespace) -> int:
     today = datetime.now(UTC).replace(tzinfo=None, hour=0, minute=0, second=0, microsecond=0)
     start = _parse_start(args.start, today, settings.partitions_start_datetime)
     hours = args.hours if args.hours is not None else args.days * 24
-    values = {name: getattr(args, name) for name in (*_RATE_HELP, *VOLUMES)}
-    values["delayed_files"] = args.delayed_files
+    values = {name: getattr(args, name) for name in (*RATE_HELP, *VOLUMES, "delayed_files")}
     values["tip_amount_from"] = None if args.tip_amount_from >= 1 else args.tip_amount_from
     values["partitions"] = _parse_partitions(args.partitions)
     values["allowed_lateness_hours"] = (
         args.allowed_lateness_hours if args.allowed_lateness_hours is not None else settings.allowed_lateness_hours
     )
     if args.clean:
-        for name in DIRTY_RATES:
-            values[name] = 0.0
-        values["delayed_files"] = 0
-    try:
-        config = GeneratorConfig(start=start, hours=hours, seed=args.seed, **values)
-    except GeneratorConfigError as e:
-        print(f"generate: {e}", file=sys.stderr)
-        return 2
+        values.update(CLEAN)
     t0 = time.perf_counter()
     try:
+        config = GeneratorConfig(start=start, hours=hours, seed=args.seed, **values)
         summary = generate(out, config, progress=not args.quiet and sys.stderr.isatty())
-    except FileExistsError as e:
+    except (GeneratorConfigError, FileExistsError) as e:
         print(f"generate: {e}", file=sys.stderr)
-        return 1
+        return 2 if isinstance(e, GeneratorConfigError) else 1
     elapsed = max(time.perf_counter() - t0, 1e-9)
     print(format_summary(summary, out, elapsed))
     return 0
@@ -167,8 +134,7 @@ def format_summary(summary: dict, out: Path, elapsed: float) -> str:
             f"late {t['late_lines']:,}  out-of-order {t['out_of_order_lines']:,}  "
             f"tombstones {t['tombstones']:,}  quarantine {t['quarantined']:,}"
         )
-    q = ", ".join(f"{k} {v:,}" for k, v in tot["quarantine"].items()) or "none"
-    lines.append(f"quarantine expected: {q}")
+    lines.append(f"quarantine expected: {', '.join(f'{k} {v:,}' for k, v in tot['quarantine'].items()) or 'none'}")
     lines.append(
         f"schema/payload lines {tot['schema_envelopes']:,}, gzip files {tot['gzip_files']:,}, "
         f"delayed files {len(summary['delayed_files'])}, tip_amount from {summary['tip_amount_from'] or 'never'}"

@@ -1,12 +1,6 @@
 """Deterministic generator of the landing contract (docs/contract/sources.md): Debezium CDC + tracking pings as
-Kafka Connect would land them, with every anomaly the platform must survive at a configurable rate.
-
-Usage::
-
-    from logistics_platform.generator import GeneratorConfig, generate
-    summary = generate(out_dir, GeneratorConfig(start=datetime(2026, 11, 1), hours=6, seed=7))
-
-``summary`` is also written to ``<out_dir>/_generation.json`` (for tests; the pipeline never reads it).
+Kafka Connect would land them, every anomaly at a configurable rate. ``generate(out_dir, GeneratorConfig(start=...))``
+writes them and returns the summary it also writes to ``<out_dir>/_generation.json`` (tests read it, the pipeline not).
 """
 
 from logistics_platform.generator.config import DEFAULT_PARTITIONS, GeneratorConfig, GeneratorConfigError

@@ -7,20 +7,21 @@ marker derived from the file name, so the bytes are reproducible).
 from __future__ import annotations
 
 import hashlib
+import json
 from decimal import Decimal
+from functools import lru_cache
 from io import BytesIO
 from typing import Any
 
 import fastavro
 
 from logistics_platform.generator import encode as E
+from logistics_platform.generator.model import Piece, Record
 from logistics_platform.lib import contract
 
 CODECS = ("null", "deflate")
 _TS = {"type": "string", "connect.version": 1, "connect.name": "io.debezium.time.ZonedTimestamp"}
 _EPOCH_DEFAULT = "1970-01-01T00:00:00.000000Z"
-# A column with a DEFAULT in the OLTP schema (updated_at): the registry schema carries it, as the real connector's does.
-_TS_DEFAULTED = {**_TS, "connect.default": _EPOCH_DEFAULT}
 _AVRO_TYPES = {
     contract.TEXT_NAME: "string",
     contract.BIGINT_NAME: "long",
@@ -62,10 +63,11 @@ def columns(table: str, extra: tuple[str, ...] = ()) -> list[contract.SourceColu
     return [*source.columns, *(source.column(c) for c in extra)]
 
 
-def _column_type(c: contract.SourceColumn) -> Any:
+def _field(c: contract.SourceColumn) -> dict[str, Any]:
     t = c.type
+    typ: Any = _AVRO_TYPES.get(t.name)
     if t.is_decimal:
-        return {
+        typ = {
             "type": "bytes",
             "scale": t.scale,
             "precision": t.precision,
@@ -74,13 +76,9 @@ def _column_type(c: contract.SourceColumn) -> Any:
             "connect.name": "org.apache.kafka.connect.data.Decimal",
             "logicalType": "decimal",
         }
-    if t.name == contract.TIMESTAMPTZ_NAME:
-        return dict(_TS_DEFAULTED if c.default is not None else _TS)
-    return _AVRO_TYPES[t.name]
-
-
-def _field(c: contract.SourceColumn) -> dict[str, Any]:
-    typ = _column_type(c)
+    elif t.name == contract.TIMESTAMPTZ_NAME:
+        # a column with a DEFAULT in the OLTP schema (updated_at): the registry schema carries it, as the real one's
+        typ = {**_TS, "connect.default": _EPOCH_DEFAULT} if c.default is not None else dict(_TS)
     if c.nullable:
         return {"name": c.name, "type": ["null", typ], "default": None}
     if isinstance(typ, dict) and "connect.default" in typ:
@@ -88,47 +86,29 @@ def _field(c: contract.SourceColumn) -> dict[str, Any]:
     return {"name": c.name, "type": typ}
 
 
+def _record(name: str, namespace: str | None, fields: list[Any], version: int | None, connect: str) -> dict[str, Any]:
+    """An Avro record schema with Connect's ``connect.version`` and ``connect.name`` (None: left out)."""
+    rec = {"type": "record", "name": name, "namespace": namespace, "fields": fields, "connect.version": version}
+    return {**{k: v for k, v in rec.items() if v is not None}, "connect.name": connect}
+
+
 def writer_schema(table: str, extra: tuple[str, ...] = ()) -> dict[str, Any]:
     """The registry's writer schema of ``oltp.public.<table>`` (record ``Envelope`` in namespace ``<topic>``): the
     real connector's, for the fields the generator writes (its ``source`` has no ``ts_us``/``ts_ns``/``origin``)."""
     topic = contract.SOURCES[table].topic
-    value = {
-        "type": "record",
-        "name": "Value",
-        "fields": [_field(c) for c in columns(table, extra)],
-        "connect.name": f"{topic}.Value",
-    }
-    source = {
-        "type": "record",
-        "name": "Source",
-        "namespace": "io.debezium.connector.postgresql",
-        "fields": [_source_field(*f) for f in E.SOURCE_FIELDS],
-        "connect.version": 1,
-        "connect.name": "io.debezium.connector.postgresql.Source",
-    }
-    block = {
-        "type": "record",
-        "name": "block",
-        "namespace": "event",
-        "fields": [{"name": n, "type": _AVRO_OF_CONNECT[t]} for n, t in E.TRANSACTION_FIELDS],
-        "connect.version": 1,
-        "connect.name": "event.block",
-    }
-    return {
-        "type": "record",
-        "name": "Envelope",
-        "namespace": topic,
-        "fields": [
-            {"name": "before", "type": ["null", value], "default": None},
-            {"name": "after", "type": ["null", "Value"], "default": None},
-            {"name": "source", "type": source},
-            {"name": "transaction", "type": ["null", block], "default": None},
-            {"name": "op", "type": "string"},
-            {"name": "ts_ms", "type": ["null", "long"], "default": None},
-        ],
-        "connect.version": 2,
-        "connect.name": f"{topic}.Envelope",
-    }
+    value = _record("Value", None, [_field(c) for c in columns(table, extra)], None, f"{topic}.Value")
+    debezium = "io.debezium.connector.postgresql"
+    source = _record("Source", debezium, [_source_field(*f) for f in E.SOURCE_FIELDS], 1, f"{debezium}.Source")
+    block = [{"name": n, "type": _AVRO_OF_CONNECT[t]} for n, t in E.TRANSACTION_FIELDS]
+    fields = [
+        {"name": "before", "type": ["null", value], "default": None},
+        {"name": "after", "type": ["null", "Value"], "default": None},
+        {"name": "source", "type": source},
+        {"name": "transaction", "type": ["null", _record("block", "event", block, 1, "event.block")], "default": None},
+        {"name": "op", "type": "string"},
+        {"name": "ts_ms", "type": ["null", "long"], "default": None},
+    ]
+    return _record("Envelope", topic, fields, 2, f"{topic}.Envelope")
 
 
 def _decimal(value: Any, scale: int) -> Decimal:
@@ -140,11 +120,10 @@ def _decimal(value: Any, scale: int) -> Decimal:
 
 def _value(c: contract.SourceColumn, v: Any) -> Any:
     """A row image's value as fastavro writes it for the column's Avro type (None stays None)."""
-    if v is None:
-        if c.nullable:
-            return None
-        v = _PLACEHOLDER[c.type.name]  # a key-only before image: every other column is its type's placeholder
+    if v is None and c.nullable:
+        return None
     name = c.type.name
+    v = _PLACEHOLDER[name] if v is None else v  # a key-only before image: the other columns are placeholders
     if name == contract.NUMERIC_NAME:
         return _decimal(v, c.type.scale or 0)
     if name == contract.TIMESTAMPTZ_NAME:
@@ -181,3 +160,37 @@ def container(schema: dict[str, Any], records: list[dict[str, Any]], codec: str,
     # sync_interval: no block boundary inside the file, as the sink writes one block per flush
     fastavro.writer(out, schema, records, codec=codec, sync_marker=sync, sync_interval=2**62)
     return out.getvalue()
+
+
+@lru_cache
+def _schema(table: str, extra: tuple[str, ...]) -> tuple[dict[str, Any], list[contract.SourceColumn]]:
+    return writer_schema(table, extra), columns(table, extra)
+
+
+def avro_pieces(table: str, records: list[Record], current: tuple[str, ...]) -> tuple[list[Piece], tuple[str, ...]]:
+    """The envelopes of one CDC file's lines as Avro files, cut where the writer schema changes (an added column
+    appears), and the partition's added columns after them; ``current``: the added columns so far (the sink's state),
+    to which an older record is projected (schema.compatibility=BACKWARD). Tombstones are not written."""
+    added = [c.name for c in contract.SOURCES[table].added_columns]
+    pieces: list[Piece] = []
+    recs: list[dict[str, Any]] = []
+    schema, cols = _schema(table, current)
+    last = 0
+    for arrival, text, _key, _lsn, nlines in records:
+        obj = json.loads(text[:-5] if nlines == 2 else text)  # "\nnull": the tombstone
+        env = obj.get("payload", obj) if "schema" in obj else obj
+        images = [i for i in (env.get("before"), env.get("after")) if i is not None]
+        extra = tuple(c for c in added if any(c in i for i in images))
+        if len(extra) < len(current):
+            extra = current  # projected to the newer schema
+        if extra != current:
+            if recs:
+                pieces.append((recs, len(recs), last, schema))
+                recs = []
+            current = extra
+            schema, cols = _schema(table, extra)
+        recs.append(record(env, cols))
+        last = arrival
+    if recs:
+        pieces.append((recs, len(recs), last, schema))
+    return pieces, current

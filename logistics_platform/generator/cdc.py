@@ -4,6 +4,7 @@ faults' late, out-of-order, redelivered and corrupted copies) in the layout."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from operator import itemgetter
 from random import Random
 
@@ -27,13 +28,13 @@ from logistics_platform.generator.summary import TopicStats
 Queued = tuple[int, int, list[Change], bool]
 
 
+@dataclass
 class CommitQueue:
     """Transactions planned by the world, waiting for the hour they commit in."""
 
-    def __init__(self, period: Period) -> None:
-        self.period = period
-        self.by_hour: dict[int, list[Queued]] = {}
-        self.seq = 0
+    period: Period
+    by_hour: dict[int, list[Queued]] = field(default_factory=dict)
+    seq: int = 0
 
     def add(self, txs: list[Transaction]) -> None:
         """Queue transactions ``(commit time, changes, snapshot)`` for their commit hours; those at or after the
@@ -46,11 +47,7 @@ class CommitQueue:
             if t < start_us:
                 raise RuntimeError(f"generator bug: transaction at {E.iso(t)} before the period starts")
             seq += 1
-            h = (t - start_us) // HOUR_US
-            bucket = by_hour.get(h)
-            if bucket is None:
-                bucket = by_hour[h] = []
-            bucket.append((t, seq, chs, snap))
+            by_hour.setdefault((t - start_us) // HOUR_US, []).append((t, seq, chs, snap))
         self.seq = seq
 
     def pop(self, h: int) -> list[Queued]:
@@ -62,49 +59,33 @@ class CommitQueue:
 
 def wal_start(rng: Random) -> tuple[int, int]:
     """The LSN and txId the database is at when the period starts."""
-    lsn = 24_000_000 + rng.randrange(1_000_000)
-    return lsn, 700 + rng.randrange(1000)
+    return 24_000_000 + rng.randrange(1_000_000), 700 + rng.randrange(1000)
 
 
+@dataclass
 class ChangeStream:
     """Commits the queued transactions hour by hour and routes every change into the layout."""
 
-    def __init__(
-        self,
-        period: Period,
-        rng: Random,
-        stats: list[TopicStats],
-        queue: CommitQueue,
-        faults: Faults,
-        layout: Layout,
-        wal: tuple[int, int],
-    ) -> None:
-        self.period = period
-        self.rng = rng
-        self.stats = stats
-        self.queue = queue
-        self.faults = faults
-        self.layout = layout
-        self.lsn, self.tx_id = wal
+    period: Period
+    rng: Random
+    stats: list[TopicStats]
+    queue: CommitQueue
+    faults: Faults
+    layout: Layout
+    wal: tuple[int, int]  # the LSN and txId the database is at
 
     def commit_hour(self, h: int) -> None:
-        """Commit hour h's transactions in commit order and route each change (the CDC hot loop).
-
-        LSNs and txIds are assigned here, so they increase with commit time. Per change: its arrival (the faults'
-        late or out-of-order arrival, else connector and sink lag), its envelope, its file slot, then maybe a
-        redelivered or a corrupted copy.
-        """
+        """Commit hour h's transactions in commit order (LSNs and txIds assigned) and route each change: its arrival,
+        envelope and file, then maybe a redelivered or a corrupted copy (the CDC hot loop)."""
         txs = self.queue.pop(h)
-        rng = self.rng
-        rnd = rng.random
-        getbits = rng.getrandbits
+        rnd, getbits = self.rng.random, self.rng.getrandbits
         faults, layout, stats = self.faults, self.layout, self.stats
         arrival_of, add = faults.arrival, layout.add
         schemas = faults.schemas
         end_us = self.period.end_us
         schema_rate, dup_rate, bad_total = faults.schema_rate, faults.dup_rate, faults.bad_total
         wrap = E.wrap_with_schema
-        lsn, tx_id = self.lsn, self.tx_id
+        lsn, tx_id = self.wal
         # per topic and op: changes committed (folded into the stats after the loop, cheaper than per change)
         op_counts: list[dict[str, int]] = [{"c": 0, "u": 0, "d": 0, "r": 0} for _ in range(4)]
         for commit_us, _, changes, snapshot in txs:
@@ -144,10 +125,8 @@ class ChangeStream:
                     f'"sequence":"[\\"{prev}\\",\\"{lsn}\\"]","schema":"public","table":"{table}","txId":{tx_id},'
                     f'"lsn":{lsn},"xmin":null}},"op":"{op}","ts_ms":{connector // 1000},"transaction":null}}'
                 )
-                line = env
                 wrapped = ((bits >> 20) & 0xFFFFF) * INV20 < schema_rate
-                if wrapped:
-                    line = wrap(schemas[table][(flags >> 2) & 3], env)  # model.schema_variant(flags), inlined
+                line = wrap(schemas[table][(flags >> 2) & 3], env) if wrapped else env  # (flags >> 2) & 3: its schema
                 nlines = 1
                 if op == "d":
                     line += "\nnull"
@@ -157,22 +136,18 @@ class ChangeStream:
                 op_counts[ti][op] += 1
                 if wrapped and not avro:
                     st.schema_envelopes += 1
-                if flags:
-                    if not avro:
-                        if flags & EPOCH_MICROS:
-                            st.epoch_micros += 1
-                        if flags & DECIMAL_NUMBERS:
-                            st.decimal_numbers += 1
-                        if flags & PRECISE:
-                            st.precise_decimals += 1
-                    if flags & WITH_TIP:
-                        st.tip_amount_events += 1
+                if flags and not avro:  # encodings that show (not in an Avro file)
+                    st.epoch_micros += bool(flags & EPOCH_MICROS)
+                    st.decimal_numbers += bool(flags & DECIMAL_NUMBERS)
+                    st.precise_decimals += bool(flags & PRECISE)
+                if flags & WITH_TIP:
+                    st.tip_amount_events += 1
                 x = rnd()
                 if x < dup_rate:
                     faults.redeliver(ti, arrival, line, key, lsn, nlines, commit_us, wrapped)
                 elif op != "d" and x < dup_rate + bad_total:
                     faults.corrupt(ti, env, arrival, key, x - dup_rate, flags)
-        self.lsn, self.tx_id = lsn, tx_id
+        self.wal = (lsn, tx_id)
         for st, counted in zip(stats, op_counts, strict=False):
             for op, n in counted.items():
                 st.ops[op] += n

@@ -1,20 +1,17 @@
 """Pure encoders for the landing contract (docs/contract/sources.md): timestamps, decimals, row images, Debezium
 envelopes, the JsonConverter schema wrapper, landing file names, and the deliberate corruptions of the quarantine table.
-
-Hot paths build JSON text with f-strings instead of ``json.dumps``: every generated value is ASCII-safe or
-plain UTF-8 text without quotes or backslashes, so the result is valid JSON by construction (the tests parse
-every line to prove it). The rare corrupted lines go through ``json`` because their shape varies.
+Hot paths build JSON text with f-strings: every generated value is JSON-safe text (docs/internals/generator.md).
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-import gzip
 import json
 import random
 from array import array
 from collections.abc import Callable
+from functools import cache, lru_cache
 from typing import Any
 
 from logistics_platform.lib import contract
@@ -22,16 +19,12 @@ from logistics_platform.lib.timekeys import from_epoch_micros
 
 HOUR_US = 3_600_000_000
 DEBEZIUM_VERSION = "2.7.3.Final"
-
 _hour_prefix: dict[int, str] = {}
 
 
 def hour_prefix(hour: int) -> str:
-    """``YYYY-MM-DDTHH:`` of an epoch hour number (cached: timestamps are formatted by the million)."""
-    prefix = _hour_prefix.get(hour)
-    if prefix is None:
-        prefix = from_epoch_micros(hour * HOUR_US).strftime("%Y-%m-%dT%H:")
-        _hour_prefix[hour] = prefix
+    """``YYYY-MM-DDTHH:`` of an epoch hour number (cached by ``iso``: timestamps are formatted by the million)."""
+    prefix = _hour_prefix[hour] = from_epoch_micros(hour * HOUR_US).strftime("%Y-%m-%dT%H:")
     return prefix
 
 
@@ -50,10 +43,7 @@ _ts_cache: dict[int, str] = {}
 
 
 def ts_iso(us: int | None) -> str:
-    """A timestamptz value as a JSON string literal (``time.precision.mode=adaptive`` ZonedTimestamp).
-
-    Memoised: an order's created_at/promised_at are rendered again on every one of its changes.
-    """
+    """A timestamptz value as a JSON string literal (``time.precision.mode=adaptive`` ZonedTimestamp); memoised."""
     if us is None:
         return "null"
     text = _ts_cache.get(us)
@@ -64,26 +54,12 @@ def ts_iso(us: int | None) -> str:
     return text
 
 
-def ts_epoch(us: int | None) -> str:
-    """A timestamptz value as a JSON integer of epoch microseconds (the alternative encoding)."""
-    return "null" if us is None else str(us)
-
-
-_dec_cache: dict[int, str] = {}
-
-
+@cache  # amounts are a few thousand distinct values
 def dec_str(cents: int | None) -> str:
     """A numeric(12,2) value as a JSON decimal string (``decimal.handling.mode=string``); memoised."""
     if cents is None:
         return "null"
-    text = _dec_cache.get(cents)
-    if text is None:
-        sign = "-" if cents < 0 else ""
-        c = -cents if cents < 0 else cents
-        text = f'"{sign}{c // 100}.{c % 100:02d}"'
-        if len(_dec_cache) < 100_000:
-            _dec_cache[cents] = text
-    return text
+    return f'"{"-" if cents < 0 else ""}{abs(cents) // 100}.{abs(cents) % 100:02d}"'
 
 
 def dec_num(cents: int | None) -> str:
@@ -91,21 +67,14 @@ def dec_num(cents: int | None) -> str:
     return "null" if cents is None else dec_str(cents)[1:-1]
 
 
-_b64_cache: dict[int, str] = {}
-
-
+@cache
 def dec_b64(cents: int | None) -> str:
-    """A numeric(12,2) value as Kafka Connect's ``Decimal`` in JSON (``decimal.handling.mode=precise``, Debezium's
-    default): the unscaled value, two's-complement big-endian in the fewest bytes, base64 (``"EmI="``); memoised."""
+    """A numeric(12,2) value as Kafka Connect's ``Decimal`` in JSON (``decimal.handling.mode=precise``): the unscaled
+    value, two's-complement big-endian in the fewest bytes, base64 (``"EmI="``); memoised."""
     if cents is None:
         return "null"
-    text = _b64_cache.get(cents)
-    if text is None:
-        n = (cents + (cents < 0)).bit_length() // 8 + 1
-        text = '"' + base64.b64encode(cents.to_bytes(n, "big", signed=True)).decode("ascii") + '"'
-        if len(_b64_cache) < 100_000:
-            _b64_cache[cents] = text
-    return text
+    n = (cents + (cents < 0)).bit_length() // 8 + 1
+    return '"' + base64.b64encode(cents.to_bytes(n, "big", signed=True)).decode("ascii") + '"'
 
 
 def b64decode(text: str) -> bytes:
@@ -118,23 +87,17 @@ def jint(value: int | None) -> str:
     return "null" if value is None else str(value)
 
 
+ts_epoch = jint  # a timestamptz value as a JSON integer of epoch microseconds (the alternative encoding)
+
 TsFn = Callable[[int | None], str]
 DecFn = Callable[[int | None], str]
 
 
 # ----------------------------------------------------------------------------------------------- row images
-def _text(value: Any) -> str:
-    return "null" if value is None else f'"{value}"'
-
-
-def _bool(value: Any) -> str:
-    return "null" if value is None else ("true" if value else "false")
-
-
 _ENCODERS: dict[str, Callable[[Any], str]] = {
-    contract.TEXT_NAME: _text,
+    contract.TEXT_NAME: lambda v: "null" if v is None else f'"{v}"',
     contract.BIGINT_NAME: jint,
-    contract.BOOLEAN_NAME: _bool,
+    contract.BOOLEAN_NAME: lambda v: "null" if v is None else ("true" if v else "false"),
 }
 # Per CDC table, from the contract: (the field's JSON prefix, its type name, whether it is an added column), in order.
 _ROWS: dict[str, tuple[tuple[str, str, bool], ...]] = {
@@ -151,14 +114,9 @@ def row(table: str, values: list[Any], *, ts: TsFn = ts_iso, dec: DecFn = dec_st
     left out: the column does not exist yet); timestamps by ``ts`` and decimals by ``dec``."""
     parts = []
     for (key, kind, added), v in zip(_ROWS[table], values, strict=False):
-        if added and v is None:
-            continue
-        if kind == contract.TIMESTAMPTZ_NAME:
-            parts.append(key + ts(v))
-        elif kind == contract.NUMERIC_NAME:
-            parts.append(key + dec(v))
-        else:
-            parts.append(key + _ENCODERS[kind](v))
+        if not (added and v is None):
+            enc = ts if kind == contract.TIMESTAMPTZ_NAME else dec if kind == contract.NUMERIC_NAME else _ENCODERS[kind]
+            parts.append(key + enc(v))
     return "{" + ",".join(parts) + "}"
 
 
@@ -182,12 +140,8 @@ _UUID_OFFSETS = array("i", [0])
 
 
 def uuid4_column(random_bytes: bytes) -> Any:
-    """Version-4 UUID strings (Arrow array), one per 16 bytes of ``random_bytes``.
-
-    The bytes are hex-encoded in one C call and the digits moved into the 8-4-4-4-12 layout by strided slice
-    copies (whole 4-byte units where source and target line up): a few copies of n elements instead of a
-    per-id string join. The version digit is ``4`` and the variant digit ``a``, as in :func:`uuid4_text`.
-    """
+    """Version-4 UUID strings (Arrow array), one per 16 bytes of ``random_bytes``, as :func:`uuid4_text` makes them:
+    hex-encoded in one C call, the digits moved into the 8-4-4-4-12 layout by strided slice copies."""
     import pyarrow as pa
 
     global _UUID_OFFSETS
@@ -210,20 +164,13 @@ def uuid4_column(random_bytes: bytes) -> Any:
     return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(out)])
 
 
-_SECOND_TABLES: dict[int, Any] = {}
-
-
+@lru_cache(maxsize=64)
 def second_prefixes(hour: int) -> Any:
     """Arrow array of ``YYYY-MM-DDTHH:MM:SS.`` for the 3600 seconds of an epoch hour (a few hours cached)."""
     import pyarrow as pa
 
-    table = _SECOND_TABLES.get(hour)
-    if table is None:
-        if len(_SECOND_TABLES) >= 64:
-            _SECOND_TABLES.clear()
-        prefix = hour_prefix(hour)
-        table = _SECOND_TABLES[hour] = pa.array([prefix + ms for ms in _MIN_SEC], pa.string())
-    return table
+    prefix = hour_prefix(hour)
+    return pa.array([prefix + ms for ms in _MIN_SEC], pa.string())
 
 
 # ----------------------------------------------------------------------------------------------- envelopes
@@ -254,21 +201,6 @@ def wrap_with_schema(schema_json: str, payload: str) -> str:
 
 
 _TS_SCHEMA = {"type": "string", "optional": True, "name": "io.debezium.time.ZonedTimestamp", "version": 1}
-# Connect schema type of each contract type (decimal.handling.mode=string -> string).
-_CONNECT_TYPES: dict[str, Any] = {
-    contract.TEXT_NAME: "string",
-    contract.BIGINT_NAME: "int64",
-    contract.BOOLEAN_NAME: "boolean",
-    contract.DOUBLE_NAME: "double",
-    contract.NUMERIC_NAME: "string",
-    contract.TIMESTAMPTZ_NAME: _TS_SCHEMA,
-}
-_COLUMN_TYPES: dict[str, list[tuple[str, Any]]] = {
-    t: [(c.name, _CONNECT_TYPES[c.type.name]) for c in contract.SOURCES[t].columns] for t in contract.CDC_TABLES
-}
-KEYS = {t: contract.SOURCES[t].key for t in contract.CDC_TABLES}
-
-
 # A numeric column's schema with decimal.handling.mode=precise, field for field as the real JsonConverter writes it.
 _DECIMAL_SCHEMA = {
     "type": "bytes",
@@ -277,12 +209,22 @@ _DECIMAL_SCHEMA = {
     "version": 1,
     "parameters": {"scale": str(contract.MONEY_SCALE), "connect.decimal.precision": str(contract.MONEY_PRECISION)},
 }
-DECIMAL_COLUMNS = frozenset(
-    c.name
-    for t in contract.CDC_TABLES
-    for c in contract.SOURCES[t].columns + contract.SOURCES[t].added_columns
-    if c.type.is_decimal
-)
+# Connect schema type of the other contract types (decimal.handling.mode=string: numeric as string).
+_CONNECT_TYPES = {
+    contract.TEXT_NAME: "string",
+    contract.BIGINT_NAME: "int64",
+    contract.BOOLEAN_NAME: "boolean",
+    contract.DOUBLE_NAME: "double",
+    contract.NUMERIC_NAME: "string",
+}
+
+
+def _connect_field(c: contract.SourceColumn, key: str, precise: bool) -> dict[str, Any]:
+    if c.type.name == contract.TIMESTAMPTZ_NAME or (precise and c.type.is_decimal):
+        typ: dict[str, Any] = _DECIMAL_SCHEMA if c.type.is_decimal else _TS_SCHEMA
+    else:
+        typ = {"type": _CONNECT_TYPES[c.type.name], "optional": True}
+    return {**typ, "optional": c.name != key, "field": c.name}
 
 
 # Debezium's source block as the generator writes it, (field, Connect type, optional); and the transaction block.
@@ -304,50 +246,27 @@ SOURCE_FIELDS: tuple[tuple[str, str, bool], ...] = (
 TRANSACTION_FIELDS = (("id", "string"), ("total_order", "int64"), ("data_collection_order", "int64"))
 
 
+def _struct(fields: list[dict[str, Any]], optional: bool, name: str, **rest: Any) -> dict[str, Any]:
+    return {"type": "struct", "fields": fields, "optional": optional, "name": name, **rest}
+
+
 def connect_schema(table: str, extra_columns: tuple[str, ...] = (), precise: bool = False) -> str:
     """The JsonConverter ``schema`` of a Debezium envelope for one table (compact JSON text); ``precise``: numeric
     columns as Connect ``Decimal`` (bytes, ``parameters.scale``) instead of strings."""
     source = contract.SOURCES[table]
-    columns = list(_COLUMN_TYPES[table]) + [(c, _CONNECT_TYPES[source.column(c).type.name]) for c in extra_columns]
-    key = KEYS[table]
-    fields = []
-    for name, typ in columns:
-        if precise and name in DECIMAL_COLUMNS:
-            typ = _DECIMAL_SCHEMA
-        f: dict[str, Any] = dict(typ) if isinstance(typ, dict) else {"type": typ, "optional": name != key}
-        if name == key:
-            f["optional"] = False
-        f["field"] = name
-        fields.append(f)
-    value = {"type": "struct", "fields": fields, "optional": True, "name": f"oltp.public.{table}.Value"}
-    schema = {
-        "type": "struct",
-        "fields": [
-            {**value, "field": "before"},
-            {**value, "field": "after"},
-            {
-                "type": "struct",
-                "fields": [{"type": t, "optional": o, "field": n} for n, t, o in SOURCE_FIELDS],
-                "optional": False,
-                "name": "io.debezium.connector.postgresql.Source",
-                "field": "source",
-            },
-            {"type": "string", "optional": False, "field": "op"},
-            {"type": "int64", "optional": True, "field": "ts_ms"},
-            {
-                "type": "struct",
-                "fields": [{"type": t, "optional": False, "field": n} for n, t in TRANSACTION_FIELDS],
-                "optional": True,
-                "name": "event.block",
-                "version": 1,
-                "field": "transaction",
-            },
-        ],
-        "optional": False,
-        "name": f"oltp.public.{table}.Envelope",
-        "version": 1,
-    }
-    return json.dumps(schema, separators=(",", ":"))
+    fields = [_connect_field(c, source.key, precise) for c in (*source.columns, *map(source.column, extra_columns))]
+    value = _struct(fields, True, f"oltp.public.{table}.Value")
+    source_fields = [{"type": t, "optional": o, "field": n} for n, t, o in SOURCE_FIELDS]
+    block_fields = [{"type": t, "optional": False, "field": n} for n, t in TRANSACTION_FIELDS]
+    envelope = [
+        {**value, "field": "before"},
+        {**value, "field": "after"},
+        _struct(source_fields, False, "io.debezium.connector.postgresql.Source", field="source"),
+        {"type": "string", "optional": False, "field": "op"},
+        {"type": "int64", "optional": True, "field": "ts_ms"},
+        _struct(block_fields, True, "event.block", version=1, field="transaction"),
+    ]
+    return json.dumps(_struct(envelope, False, f"oltp.public.{table}.Envelope", version=1), separators=(",", ":"))
 
 
 # ----------------------------------------------------------------------------------------------- files
@@ -364,24 +283,10 @@ def partition_of(key: str | int, partitions: int) -> int:
 def landing_relpath(topic: str, hour_us: int, partition: int, start_offset: int, gz: bool) -> str:
     """``topics/<topic>/dt=YYYY-MM-DD/hr=HH/<topic>+<partition>+<start_offset:010d>.json[.gz]``."""
     h = from_epoch_micros(hour_us)
-    ext = ".json.gz" if gz else ".json"
-    return f"topics/{topic}/dt={h:%Y-%m-%d}/hr={h:%H}/{topic}+{partition}+{start_offset:010d}{ext}"
-
-
-def encode_lines(lines: list[str], gz: bool) -> bytes:
-    """File content: one line each, newline-terminated; lone surrogates become the raw (non-UTF-8) bytes.
-
-    gzip output is reproducible: mtime 0 and no file name in the header.
-    """
-    data = ("\n".join(lines) + "\n").encode("utf-8", "surrogateescape")
-    return gzip.compress(data, compresslevel=1, mtime=0) if gz else data
+    return f"topics/{topic}/dt={h:%Y-%m-%d}/hr={h:%H}/{topic}+{partition}+{start_offset:010d}.json{'.gz' if gz else ''}"
 
 
 # ----------------------------------------------------------------------------------------------- corruption
-def _dumps(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-
-
 # Values that do not parse to the column type: (column, bad JSON value), per table.
 BAD_VALUES: dict[str, tuple[tuple[str, Any], ...]] = {
     "tenants": (("updated_at", "2026-13-45T25:61:00Z"), ("updated_at", "yesterday")),
@@ -406,11 +311,8 @@ PLAIN_REASONS = ("malformed_json", "missing_key", "invalid_value")
 
 
 def corrupt(line: str, table: str, key: str, kind: str, rng: random.Random, schema_json: str | None) -> tuple[str, str]:
-    """A broken copy of a valid line: (new line, expected quarantine reason, with ``:<column>`` for values).
-
-    ``line`` is a valid unwrapped envelope (CDC) or ping object; ``schema_json`` wraps the result in the
-    ``schema``/``payload`` form when given. Each corruption has exactly one defect so its reason is unambiguous.
-    """
+    """A copy of a valid unwrapped envelope or ping line with exactly one defect, wrapped in ``schema_json`` when
+    given: (new line, expected quarantine reason, with ``:<column>`` for values)."""
     if kind == "malformed_json":
         variant = rng.randrange(3)
         if variant == 0:  # the sink cut the line (disk full, partial upload)
@@ -422,22 +324,19 @@ def corrupt(line: str, table: str, key: str, kind: str, rng: random.Random, sche
         return repr(json.loads(line)), kind
     obj = json.loads(line)
     row = obj.get("after") if "op" in obj else obj
+    reason = kind
     if kind == "invalid_op":
         variant = rng.randrange(3)
         if variant == 0:
             del obj["op"]
         else:
             obj["op"] = "x" if variant == 1 else "U"
-        reason = kind
     elif kind == "missing_key":
         variant = rng.randrange(3)
         if variant == 0:
             del row[key]
-        elif variant == 1:
-            row[key] = None
-        else:  # wrong type: text key as a number, bigint key as text
-            row[key] = 12345 if isinstance(row[key], str) else f"id-{row[key]}"
-        reason = kind
+        else:  # null, or the wrong type: a text key as a number, a bigint key as text
+            row[key] = None if variant == 1 else 12345 if isinstance(row[key], str) else f"id-{row[key]}"
     elif kind == "invalid_value":
         column, bad = rng.choice(BAD_VALUES[table])
         row[column] = bad
@@ -452,8 +351,7 @@ def corrupt(line: str, table: str, key: str, kind: str, rng: random.Random, sche
             del obj["source"]["lsn"]
         else:
             del obj["source"]["ts_ms"]
-        reason = kind
     else:
         raise ValueError(f"unknown corruption {kind!r}")
-    text = _dumps(obj)
+    text = json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
     return (wrap_with_schema(schema_json, text) if schema_json else text), reason

@@ -13,7 +13,7 @@ import pyarrow.compute as pc
 
 from logistics_platform.generator import encode as E
 from logistics_platform.generator import world as W
-from logistics_platform.generator.config import TABLES, GeneratorConfig
+from logistics_platform.generator.config import INVALID_LINE_RATES, TABLES, GeneratorConfig
 from logistics_platform.generator.layout import Layout
 from logistics_platform.generator.model import (
     DECIMAL_NUMBERS,
@@ -27,9 +27,9 @@ from logistics_platform.generator.model import (
     T_PAYMENTS,
     T_PINGS,
     Period,
-    schema_variant,
 )
 from logistics_platform.generator.summary import TopicStats
+from logistics_platform.lib import contract
 
 INV20 = 1.0 / (1 << 20)  # a 20-bit slice of a random draw as a fraction of 1
 OOO_MAX_GAP_US = 3 * HOUR_US  # an out-of-order change overtakes a next change at most this far ahead
@@ -41,9 +41,8 @@ def plan_delayed_files(cfg: GeneratorConfig, rng: Random) -> set[tuple[int, int]
     plan: set[tuple[int, int]] = set()
     if cfg.hours <= cfg.delayed_file_hours:
         return plan
-    topics = (T_ORDERS, T_PAYMENTS, T_PINGS)
     for i in range(cfg.delayed_files):
-        ti = topics[i % len(topics)]
+        ti = (T_ORDERS, T_PAYMENTS, T_PINGS)[i % 3]  # in turn
         for _ in range(20):
             a = rng.randrange(0, cfg.hours - cfg.delayed_file_hours)
             if (ti, a) not in plan:
@@ -53,14 +52,9 @@ def plan_delayed_files(cfg: GeneratorConfig, rng: Random) -> set[tuple[int, int]
 
 
 def late_boost(cfg: GeneratorConfig, k_min: int) -> float:
-    """1 / share of the events that can still arrive k_min hours later inside the period.
-
-    Events in the last hours cannot be delayed that far, so the others are picked more often; the share
-    is weighted by the daily order curve (most events follow orders), keeping the realised rate near the
-    configured one over the whole period.
-    """
-    first = cfg.start.hour
-    weights = [W.HOURLY_SHARE[(first + h) % 24] for h in range(cfg.hours)]
+    """1 / share of the events that can still arrive k_min hours later inside the period (weighted by the daily
+    order curve): the odds for the others, so the realised rate stays near the configured one."""
+    weights = [W.HOURLY_SHARE[(cfg.start.hour + h) % 24] for h in range(cfg.hours)]
     eligible = sum(weights[: max(0, cfg.hours - k_min)])
     return sum(weights) / eligible if eligible > 0 else 0.0
 
@@ -75,10 +69,7 @@ def encoders(flags: int) -> tuple[E.TsFn, E.DecFn]:
 
 class Faults:
     """Decides, from the shared random source, which events go wrong and how; places the extra copies it makes.
-
-    ``schema_rate``, ``dup_rate`` and ``bad_total`` (and the schemas of the wrapped form) are public so that the
-    CDC hot loop rolls those dice inline and calls in only for the changes picked.
-    """
+    ``schema_rate``, ``dup_rate``, ``bad_total`` and ``schemas`` are public: the CDC hot loop rolls the dice inline."""
 
     def __init__(
         self, cfg: GeneratorConfig, period: Period, rng: Random, stats: list[TopicStats], layout: Layout
@@ -91,8 +82,6 @@ class Faults:
         # Arrival-hour offsets (from the event's hour) that are surely within / surely beyond L.
         self._k_within = (1, math.floor(lateness)) if lateness >= 1 else None
         self._k_beyond_min = math.ceil(lateness) + 1
-        # Events too close to the end cannot be delayed inside the period: raise the odds for the others so
-        # the realised share over all events stays near the configured rate.
         self._p_beyond = min(1.0, cfg.late_beyond_rate * late_boost(cfg, self._k_beyond_min))
         self._p_within = min(1.0, cfg.late_within_rate * late_boost(cfg, 1)) if self._k_within else 0.0
         self._p_late = self._p_beyond + self._p_within
@@ -104,29 +93,18 @@ class Faults:
         self._number_rate = cfg.decimal_number_rate
         self._precise_rate = cfg.precise_decimal_rate
         self.precise_on = cfg.precise_decimal_rate > 0
-        # A stream of its own for the precise-decimal dice: the shared stream's draws (and so every other byte of
-        # the output) stay those of a config without precise decimals.
+        # a stream of its own: the shared stream's draws stay those of a config without precise decimals
         self._precise_rng = Random(f"{cfg.seed}:precise-decimals")
-        self._malformed_kinds = [
-            ("malformed_json", cfg.malformed_json_rate),
-            ("invalid_op", cfg.invalid_op_rate),
-            ("missing_key", cfg.missing_key_rate),
-            ("invalid_value", cfg.invalid_value_rate),
-            ("invalid_envelope", cfg.invalid_envelope_rate),
-        ]
+        self._malformed_kinds = [(name.removesuffix("_rate"), getattr(cfg, name)) for name in INVALID_LINE_RATES]
         self.bad_total = cfg.malformed_total
         self._ping_malformed = [(k, r) for k, r in self._malformed_kinds if k in E.PLAIN_REASONS]
-        # JsonConverter schemas of the schema/payload envelope form, per CDC table, indexed by schema_variant(flags):
-        # with or without tip_amount (orders only), decimals as strings or Connect Decimal
-        self.schemas = {
-            t: [
-                E.connect_schema(t, ("tip_amount",) if v & 1 and t == "orders" else (), precise=bool(v & 2))
-                for v in range(4)
-            ]
-            for t in TABLES[:T_PINGS]
-        }
+        # JsonConverter schemas per CDC table, indexed by (flags >> 2) & 3: with the added columns (tip_amount) or
+        # not, precise decimals or not
+        self.schemas: dict[str, list[str]] = {}
+        for t in TABLES[:T_PINGS]:
+            added = tuple(c.name for c in contract.SOURCES[t].added_columns)
+            self.schemas[t] = [E.connect_schema(t, added if v & 1 else (), precise=bool(v & 2)) for v in range(4)]
 
-    # ------------------------------------------------------------------------------------------------ encodings
     def encoding_flags(self, decimals: bool = False) -> int:
         """Encoding flags of one change: EPOCH_MICROS at ``epoch_micros_rate``, DECIMAL_NUMBERS at its rate, and for
         a row with ``decimals`` whose decimals are not numbers, PRECISE at ``precise_decimal_rate``."""
@@ -134,22 +112,14 @@ class Faults:
         flags = (EPOCH_MICROS if (bits & 0xFFFFF) * INV20 < self._epoch_rate else 0) | (
             DECIMAL_NUMBERS if (bits >> 20) * INV20 < self._number_rate else 0
         )
-        # the precise dice is rolled first, so its stream does not depend on the shared one
-        if (
-            decimals
-            and self._precise_rate
-            and self._precise_rng.random() < self._precise_rate
-            and not flags & DECIMAL_NUMBERS
-        ):
-            flags |= PRECISE
-        return flags
+        # the precise dice is rolled also for decimals as numbers: its stream does not depend on the shared one
+        precise = decimals and self._precise_rate and self._precise_rng.random() < self._precise_rate
+        return flags | PRECISE if precise and not flags & DECIMAL_NUMBERS else flags
 
-    # ------------------------------------------------------------------------------------------------ lateness
     def _late_arrival(self, st: TopicStats, commit_us: int, r: float) -> int | None:
         """Arrival time of an event picked to be late (beyond L when r < p_beyond, else within L)."""
         rng, period = self.rng, self.period
-        hours = period.hours
-        eh = period.hour_of(commit_us)
+        hours, eh = period.hours, period.hour_of(commit_us)
         if r < self._p_beyond:
             a = eh + self._k_beyond_min + rng.randrange(max(1, min(4, hours - eh - self._k_beyond_min)))
             if a < hours:
@@ -166,32 +136,23 @@ class Faults:
         """A trip's pings (t0 .. t_stop) uploaded together later by a phone that was offline: the upload's start
         time and kind (1 within L, 2 beyond L), or (-1, 0) for a phone online as usual."""
         rng, period = self.rng, self.period
-        hours = period.hours
+        hours, late = period.hours, period.late_us
         r = rng.random()
-        reconnect = None
         last_hour = period.hour_of(t_stop - 1)
+        a, kind = hours, 0
         if r < self._p_beyond:
             a = last_hour + self._k_beyond_min + rng.randrange(max(1, min(3, hours - last_hour - self._k_beyond_min)))
-            if a < hours:
-                reconnect = (a, 2)
-        elif r < self._p_beyond + self._p_within and self._k_within is not None:
-            a = last_hour + 1
-            if a < hours and period.hour_start(a) - t0 <= period.late_us:
-                reconnect = (a, 1)
-        if reconnect is None:
+            kind = 2
+        elif r < self._p_beyond + self._p_within and self._k_within and period.hour_start(last_hour + 1) - t0 <= late:
+            a, kind = last_hour + 1, 1
+        if a >= hours:
             return -1, 0
-        return period.hour_start(reconnect[0]) + rng.randrange(50 * MINUTE), reconnect[1]
+        return period.hour_start(a) + rng.randrange(50 * MINUTE), kind
 
     def arrival(self, st: TopicStats, commit_us: int, next_commit: int | None, r: float) -> int | None:
-        """A CDC change's arrival when it is late or overtaken by its row's next change; None: the usual lag.
-
-        ``r`` is the change's lateness dice. Only a change with a next change (soon enough, inside the period) can
-        be overtaken; the share owed by the others (last changes of rows) is carried over so the realised rate
-        matches.
-        """
-        arrival = None
-        if r < self._p_late:
-            arrival = self._late_arrival(st, commit_us, r)
+        """A CDC change's arrival when it is late (``r``: its lateness dice) or overtaken by its row's next change
+        (the share owed by changes without a next one is carried over); None: the usual lag."""
+        arrival = self._late_arrival(st, commit_us, r) if r < self._p_late else None
         self._ooo_owed += self._p_ooo
         if (
             arrival is None
@@ -206,13 +167,11 @@ class Faults:
                 self._ooo_owed -= 1.0
         return arrival
 
-    # ------------------------------------------------------------------------------------------------ copies
     def _redelivery_delay(self, arrival: int) -> int | None:
         """How much later a redelivered copy lands: half within minutes, half hours later, inside the period."""
-        room = self.period.end_us - 1 - arrival
+        rng, room = self.rng, self.period.end_us - 1 - arrival
         if room <= SECOND:
             return None
-        rng = self.rng
         if rng.random() < 0.5 or room <= 10 * MINUTE:
             return rng.randrange(SECOND, min(10 * MINUTE, room))
         return rng.randrange(10 * MINUTE, min(DUP_MAX_DELAY_US, room))
@@ -224,16 +183,12 @@ class Faults:
         delay = self._redelivery_delay(arrival)
         if delay is not None:
             avro = self.layout.add(ti, arrival + delay, line, key, lsn, nlines, event_us)
-            st = self.stats[ti]
-            st.duplicates += 1
-            if wrapped and not avro:
-                st.schema_envelopes += 1
+            self.stats[ti].duplicates += 1
+            self.stats[ti].schema_envelopes += wrapped and not avro
 
     def corrupt(self, ti: int, envelope: str, arrival: int, key: Any, x: float, flags: int) -> None:
-        """File a corrupted copy of a CDC change of row ``key``; ``x`` in [0, bad_total) picks the defect.
-
-        A copy that would land in an Avro file is not written (an AvroConverter serialises only valid records).
-        """
+        """File a corrupted copy of a CDC change of row ``key`` (not in an Avro file); ``x`` in [0, bad_total) picks
+        the defect."""
         bad, reason, arrival = self._corrupted(ti, envelope, arrival, x, self._malformed_kinds, flags)
         a = self.layout.add_corrupted(ti, arrival, bad, key)
         if a is not None:
@@ -252,14 +207,13 @@ class Faults:
         rng = self.rng
         schema = None
         if ti != T_PINGS and rng.random() < self.schema_rate:
-            schema = self.schemas[TABLES[ti]][schema_variant(flags)]
+            schema = self.schemas[TABLES[ti]][(flags >> 2) & 3]
         bad, reason = E.corrupt(line, TABLES[ti], KEYS[ti], kind, rng, schema)
         return bad, reason, min(arrival + rng.randrange(1000, SECOND), self.period.end_us - 1)
 
     def copy_pings(self, rows: pa.Table) -> None:
         """Redelivered and corrupted copies of ping rows, picked by each row's ``dice`` column."""
-        dice = rows.column("dice")
-        p_dup = self.dup_rate
+        dice, p_dup = rows.column("dice"), self.dup_rate
         p_bad = sum(rt for _, rt in self._ping_malformed)
         if p_dup > 0:
             self._redeliver_pings(rows.filter(pc.less(dice, p_dup)))
@@ -275,14 +229,12 @@ class Faults:
 
     def _redeliver_pings(self, rows: pa.Table) -> None:
         """Redelivered copies: same ping, landing seconds to hours later (inside the period)."""
-        if rows.num_rows == 0:
+        rng, n = self.rng, rows.num_rows
+        if n == 0:
             return
-        rng = self.rng
-        n = rows.num_rows
         arrival = rows.column("arrival")
         room = pc.subtract(self.period.end_us - 1, arrival)
-        short = pc.less(pc.random(n, initializer=rng.getrandbits(62)), 0.5)
-        short = pc.or_(short, pc.less_equal(room, 10 * MINUTE))
+        short = pc.or_(pc.less(pc.random(n, initializer=rng.getrandbits(62)), 0.5), pc.less_equal(room, 10 * MINUTE))
         lo = pc.if_else(short, SECOND, 10 * MINUTE)
         hi = pc.min_element_wise(pc.if_else(short, 10 * MINUTE, DUP_MAX_DELAY_US), room)
         u = pc.random(n, initializer=rng.getrandbits(62))

@@ -1,12 +1,12 @@
-"""The layout of the landing zone: lines waiting per arrival hour and Kafka partition, then, hour by hour, split into
-files of at most ``flush_size`` lines with continuous offsets, Kafka Connect's names and the upload time as mtime
-(one file per planned hour uploaded hours late into its old folder). A share of the CDC topic-partition-hours is
-written as Avro container files instead of JSON Lines, as a sink with AvroFormat would."""
+"""The layout of the landing zone: lines waiting per arrival hour and Kafka partition, then, hour by hour, files of at
+most ``flush_size`` lines with continuous offsets, Kafka Connect's names and the upload time as mtime; a share of the
+CDC topic-partition-hours as Avro container files (a sink with AvroFormat)."""
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
 from itertools import pairwise
 from operator import itemgetter
@@ -20,46 +20,34 @@ import pyarrow.compute as pc
 from logistics_platform.generator import avro as A
 from logistics_platform.generator import encode as E
 from logistics_platform.generator.config import TABLES, GeneratorConfig
-from logistics_platform.generator.model import HOUR_US, SECOND, T_PINGS, TOPICS, Period
+from logistics_platform.generator.model import HOUR_US, SECOND, T_PINGS, TOPICS, Period, Piece, Record
 from logistics_platform.generator.summary import FILES, LATE, LINES, TOMBSTONES, TopicStats
-from logistics_platform.generator.writer import AvroPiece, FileWriter, PingText, Record, avro_pieces, cdc_file
+from logistics_platform.generator.writer import FileWriter, PingText, cdc_file
 from logistics_platform.lib.timekeys import from_epoch_micros
 
 _ARRIVAL = itemgetter(0)
-# (partition, first line, end line) -> (file content or a function making it, lines, last arrival time)
-Render = Callable[[int, int, int], tuple[Any, int, int]]
+Render = Callable[[int, int, int], list[Piece]]  # (partition, first line, end line) -> the files of that chunk
 
 
+@dataclass
 class Layout:
     """Where every line lands: arrival hour, partition, file and offset; writes each arrival hour once complete.
+    ``delayed_plan``: the (topic, arrival hour) pairs whose last file of a partition uploads hours late."""
 
-    CDC lines wait as records, one list per partition of each arrival hour; pings as Arrow tables and corrupted
-    ping lines. ``delayed`` names the (topic, arrival hour) pairs whose last file of one partition uploads
-    ``delayed_file_hours`` late.
-    """
+    out: Path
+    cfg: GeneratorConfig
+    period: Period
+    rng: Random
+    stats: list[TopicStats]
+    writer: FileWriter
+    delayed_plan: set[tuple[int, int]]
 
-    def __init__(
-        self,
-        out: Path,
-        cfg: GeneratorConfig,
-        period: Period,
-        rng: Random,
-        stats: list[TopicStats],
-        writer: FileWriter,
-        delayed: set[tuple[int, int]],
-    ) -> None:
-        self.out = out
-        self.cfg = cfg
-        self.period = period
-        self.rng = rng
-        self.stats = stats
-        self.writer = writer
-        self._delayed_plan = set(delayed)
-        self._nparts = [cfg.partitions[t] for t in TABLES]
+    def __post_init__(self) -> None:
+        self._nparts = [self.cfg.partitions[t] for t in TABLES]
         self._cdc: list[dict[int, list[list[Record]]]] = [{} for _ in TABLES[:T_PINGS]]
         # per CDC topic and arrival hour: which partitions land as Avro files (drawn when the hour is first used)
         self._avro: list[dict[int, list[bool]]] = [{} for _ in TABLES[:T_PINGS]]
-        self._avro_rate = cfg.avro_file_rate
+        self._avro_rate = self.cfg.avro_file_rate
         # per CDC topic and partition: the added columns of the sink's current Avro writer schema
         self._avro_schema: list[list[tuple[str, ...]]] = [[()] * n for n in self._nparts[:T_PINGS]]
         self._pings: dict[int, list[pa.Table]] = {}
@@ -82,25 +70,20 @@ class Layout:
         return bucket
 
     def _lands_avro(self, ti: int, a: int, p: int) -> bool:
-        """Whether partition ``p`` of topic ``ti`` lands as Avro files in arrival hour ``a``: a hash of the seed and
-        the place, not a draw from the shared random source, so the rest of the output is that of a JSON-only run."""
+        """Whether partition ``p`` of topic ``ti`` lands as Avro files in arrival hour ``a`` (a hash, not a draw)."""
         if self._avro_rate <= 0:
             return False
         digest = hashlib.blake2b(f"{self.cfg.seed}:avro:{ti}:{a}:{p}".encode(), digest_size=8).digest()
         return int.from_bytes(digest, "big") / 2**64 < self._avro_rate
 
     def add(self, ti: int, arrival: int, line: str, key: Any, lsn: int, nlines: int, event_us: int) -> bool:
-        """File one CDC line of row ``key`` (or its delete + tombstone, ``nlines`` 2) for its arrival time, in the
-        key's partition; counts it late when ``event_us`` is more than L before its arrival hour.
-
-        Returns whether it lands in an Avro file (where the sink writes no tombstone)."""
+        """File one CDC line of row ``key`` (or its delete + tombstone, ``nlines`` 2) in its arrival hour and the key's
+        partition, counted late when ``event_us`` is more than L before that hour; returns whether it lands as Avro."""
         period, nparts = self.period, self._nparts[ti]
         a = (arrival - period.start_us) // HOUR_US
         # E.partition_of with its integer case first: this runs for every change
         part = key % nparts if type(key) is int else E.partition_of(key, nparts)
-        bucket = self._cdc[ti].get(a)
-        if bucket is None:
-            bucket = self._bucket(ti, a)
+        bucket = self._cdc[ti].get(a) or self._bucket(ti, a)
         bucket[part].append((arrival, line, key, lsn, nlines))
         avro = self._avro_rate > 0 and self._avro[ti][a][part]
         if event_us < period.start_us + a * HOUR_US - period.late_us:
@@ -110,11 +93,8 @@ class Layout:
         return avro
 
     def add_corrupted(self, ti: int, arrival: int, line: str, key: Any) -> int | None:
-        """File a corrupted copy of a CDC line of row ``key`` in the key's partition; returns its arrival hour, or
-        None when that partition-hour lands as Avro (an AvroConverter writes only valid records: not filed).
-
-        Filed without its key (it is no row, so never counted out of order), never counted late.
-        """
+        """File a corrupted copy of a CDC line of row ``key`` (without the key: no row, never out of order or late);
+        returns its arrival hour, or None when that partition-hour lands as Avro (then it is not filed)."""
         a = (arrival - self.period.start_us) // HOUR_US
         bucket = self._bucket(ti, a)
         part = E.partition_of(key, self._nparts[ti])
@@ -129,9 +109,7 @@ class Layout:
             return
         period = self.period
         hours = pc.divide(pc.subtract(rows.column("arrival"), period.start_us), HOUR_US)
-        late = pc.less(
-            rows.column("t"), pc.subtract(pc.add(pc.multiply(hours, HOUR_US), period.start_us), period.late_us)
-        )
+        late = pc.less(rows.column("t"), pc.add(pc.multiply(hours, HOUR_US), period.start_us - period.late_us))
         for item in pc.value_counts(pc.filter(hours, late)).to_pylist():
             self.stats[T_PINGS].hour(item["values"])[LATE] += item["counts"]
         distinct = pc.unique(hours).to_pylist()
@@ -156,25 +134,24 @@ class Layout:
     def flush(self, a: int) -> None:
         """Write arrival hour ``a``: per topic and partition, in arrival order, ``flush_size`` lines a file."""
         for ti in range(T_PINGS):
-            pending = self._cdc[ti].pop(a, None)
+            parts = self._cdc[ti].pop(a, [])
             avro_parts = self._avro[ti].pop(a, None)
-            if not pending:
+            if not parts:
                 continue
-            parts: list[list[Record]] = pending
-            # Records are bucketed by partition as they are routed: each partition's lines in arrival order
-            # (a stable sort, so equal arrivals keep their routing order).
+            # each partition's lines in arrival order (a stable sort: equal arrivals keep their routing order)
             for recs in parts:
                 recs.sort(key=_ARRIVAL)
                 self._count_out_of_order(ti, recs)
 
-            def render(p: int, i: int, j: int, parts: list[list[Record]] = parts) -> tuple[Any, int, int]:
-                return cdc_file(parts[p][i:j])
-
-            def render_avro(p: int, i: int, j: int, parts: list[list[Record]] = parts, ti: int = ti) -> list[AvroPiece]:
-                pieces, self._avro_schema[ti][p] = avro_pieces(TABLES[ti], parts[p][i:j], self._avro_schema[ti][p])
+            def render(
+                p: int, i: int, j: int, parts: list[list[Record]] = parts, ti: int = ti, avro: Any = avro_parts
+            ) -> list[Piece]:
+                if not (avro and avro[p]):
+                    return [(*cdc_file(parts[p][i:j]), None)]
+                pieces, self._avro_schema[ti][p] = A.avro_pieces(TABLES[ti], parts[p][i:j], self._avro_schema[ti][p])
                 return pieces
 
-            self._write_files(ti, a, [len(x) for x in parts], render, render_avro, avro_parts)
+            self._write_files(ti, a, [len(x) for x in parts], render)
         self._flush_pings(a)
         self._flushed = a
 
@@ -182,118 +159,81 @@ class Layout:
         """Lines landing after a line of the same row with a higher LSN (a key always has one partition)."""
         max_lsn = self._max_lsn[ti]
         ooo = 0
-        for rec in recs:
-            k = rec[2]
+        for _, _, k, lsn, _ in recs:
             if k is None:
                 continue
             m = max_lsn.get(k)
-            if m is None or rec[3] > m:
-                max_lsn[k] = rec[3]
-            elif rec[3] < m:
+            if m is None or lsn > m:
+                max_lsn[k] = lsn
+            elif lsn < m:
                 ooo += 1
         self.stats[ti].out_of_order_lines += ooo
 
     def _flush_pings(self, a: int) -> None:
-        """Pings of one arrival hour: rows and corrupted lines sorted by (partition, arrival), a file's text made
-        when the writer gets to it."""
-        tables = self._pings.pop(a, None)
-        extras = self._ping_extras.pop(a, None) or []
-        if not tables and not extras:
+        """Pings of one arrival hour: rows, then corrupted lines (rows with a ``line``), sorted by (partition,
+        arrival); files made later."""
+        tables = self._pings.pop(a, [])
+        extras = self._ping_extras.pop(a, None)
+        if extras:
+            arrival, part, lines = zip(*extras, strict=True)
+            line = pa.array([x.encode("utf-8", "surrogateescape") + b"\n" for x in lines], pa.binary())
+            tables.append(pa.table({"arrival": pa.array(arrival, pa.int64()), "part": pa.array(part), "line": line}))
+        if not tables:
             return
         # contiguous: take() on a table of many chunks (one per materialized batch) costs far more per file
-        rows = pa.concat_tables(tables).combine_chunks() if tables else None
-        arrival_parts: list[pa.Array] = []
-        partition_parts: list[pa.Array] = []
-        if rows is not None:
-            arrival_parts.append(rows.column("arrival").chunk(0))
-            partition_parts.append(pc.cast(rows.column("part").chunk(0), pa.int32()))
-        extra_lines = None
-        if extras:
-            e_arrival, e_part, e_line = zip(*extras, strict=True)
-            extra_lines = pa.array([x.encode("utf-8", "surrogateescape") + b"\n" for x in e_line], pa.binary())
-            arrival_parts.append(pa.array(e_arrival, pa.int64()))
-            partition_parts.append(pa.array(e_part, pa.int32()))
-        keys = pa.table({"p": pa.concat_arrays(partition_parts), "a": pa.concat_arrays(arrival_parts)})
-        # Indices below the row count are rows, the others corrupted lines; the sort is stable.
-        order = pc.sort_indices(keys, sort_keys=[("p", "ascending"), ("a", "ascending")])
-        sorted_arrivals = keys.column("a").chunk(0).take(order)
+        rows = pa.concat_tables(tables, promote_options="default").combine_chunks()
+        order = pc.sort_indices(rows, sort_keys=[("part", "ascending"), ("arrival", "ascending")])  # stable
+        sorted_arrivals = rows.column("arrival").chunk(0).take(order)
         counts = [0] * self._nparts[T_PINGS]
-        for item in pc.value_counts(keys.column("p")).to_pylist():
+        for item in pc.value_counts(rows.column("part")).to_pylist():
             counts[item["values"]] = item["counts"]
         starts = [sum(counts[:p]) for p in range(len(counts))]
-        text = PingText(rows, extra_lines, order)
+        text = PingText(rows, order)
 
-        def render(p: int, i: int, j: int) -> tuple[Any, int, int]:
+        def render(p: int, i: int, j: int) -> list[Piece]:
             lo, hi = starts[p] + i, starts[p] + j
-            # The text is made on the writer thread: Arrow kernels release the GIL, so on a second core the
-            # formatting overlaps the simulation.
-            return partial(text.text, lo, hi), j - i, sorted_arrivals[hi - 1].as_py()
+            return [(partial(text.text, lo, hi), j - i, sorted_arrivals[hi - 1].as_py(), None)]
 
         self._write_files(T_PINGS, a, counts, render)
 
-    def _write_files(
-        self,
-        ti: int,
-        a: int,
-        counts: list[int],
-        render: Render,
-        render_avro: Callable[[int, int, int], list[AvroPiece]] | None = None,
-        avro_parts: list[bool] | None = None,
-    ) -> None:
-        """Split each partition's lines into files and write them (gzip, delayed upload, offsets, mtimes).
-
-        A partition in ``avro_parts`` lands as Avro container files (deflate where a JSON file would be gzipped):
-        one per chunk, and a new one whenever the writer schema changes inside it; offsets count records.
-        """
+    def _write_files(self, ti: int, a: int, counts: list[int], render: Render) -> None:
+        """Split each partition's lines into chunks of at most ``flush_size`` and write them (gzip, delayed upload,
+        offsets, mtimes); ``render`` gives a chunk's files: one, or Avro files cut where the writer schema changes
+        (deflate where a JSON file would be gzipped; offsets count records)."""
         cfg, rng = self.cfg, self.rng
         hour_us = self.period.hour_start(a)
         topic = TOPICS[TABLES[ti]]
         ph = self.stats[ti].hour(a)
-        delayed_p = None
-        if (ti, a) in self._delayed_plan:
-            delayed_p = next((p for p, n in enumerate(counts) if n >= 2), None)
+        planned = (ti, a) in self.delayed_plan
+        delayed_p = next((p for p, n in enumerate(counts) if n >= 2), None) if planned else None
         for p, n in enumerate(counts):
             if not n:
                 continue
-            bounds = [*range(0, n, cfg.flush_size), n]
-            chunks = list(pairwise(bounds))
+            chunks = list(pairwise([*range(0, n, cfg.flush_size), n]))
             delayed_at = None
             if p == delayed_p:
                 # The sink's last flush of this partition uploads hours late into the (old) hour folder.
                 i, j = chunks.pop()
-                if j - i >= 2:
-                    cut = max(1, (j - i) // 4)
-                    chunks += [(i, j - cut), (j - cut, j)]
-                else:
-                    chunks.append((i, j))
+                cut = max(1, (j - i) // 4)
+                chunks += [(i, j - cut), (j - cut, j)] if j - i >= 2 else [(i, j)]
                 delayed_at = len(chunks) - 1
-                self._delayed_plan.discard((ti, a))
-            as_avro = avro_parts is not None and render_avro is not None and avro_parts[p]
+                self.delayed_plan.discard((ti, a))
             for ci, (i, j) in enumerate(chunks):
                 gz = rng.random() < cfg.gzip_rate
-                if as_avro:
-                    pieces: list[tuple[Any, int, int, dict[str, Any] | None]] = [
-                        (recs, nrec, last, schema)
-                        for recs, schema, nrec, last in render_avro(p, i, j)  # type: ignore[misc]
-                    ]
-                else:
-                    raw, nlines, last_arrival = render(p, i, j)
-                    pieces = [(raw, nlines, last_arrival, None)]
+                pieces = render(p, i, j)
                 for k, (raw, nlines, last_arrival, schema) in enumerate(pieces):
                     start_offset = self._next_offset[ti][p]
                     self._next_offset[ti][p] = start_offset + nlines
                     written_at = last_arrival // SECOND
-                    if schema is None:
-                        rel = E.landing_relpath(topic, hour_us, p, start_offset, gz)
-                        record: dict[str, Any] = {"topic": ti, "gz": gz, "bytes": 0}
-                        content, compress = raw, gz
-                    else:
-                        rel = E.landing_relpath(topic, hour_us, p, start_offset, False).removesuffix(".json")
-                        rel += ".avro"
+                    rel = E.landing_relpath(topic, hour_us, p, start_offset, gz and schema is None)
+                    record: dict[str, Any] = {"topic": ti, "gz": gz, "bytes": 0}
+                    content, compress = raw, gz
+                    if schema is not None:
+                        rel = rel.removesuffix(".json") + ".avro"
                         codec = "deflate" if gz else "null"
-                        sync = A.sync_marker(f"{cfg.seed}:{rel}")
                         record = {"topic": ti, "gz": False, "avro": codec, "bytes": 0}
-                        content, compress = partial(A.container, schema, raw, codec, sync), False
+                        content = partial(A.container, schema, raw, codec, A.sync_marker(f"{cfg.seed}:{rel}"))
+                        compress = False
                     if ci == delayed_at and k == len(pieces) - 1:
                         written_at = (hour_us + cfg.delayed_file_hours * HOUR_US) // SECOND + rng.randrange(3000)
                         self.delayed.append(

@@ -26,14 +26,14 @@ Change = list[Any]
 NEXT_COMMIT = 5
 # Encoding flags of a change: timestamps as epoch microseconds, decimals as JSON numbers, orders row with tip_amount,
 # decimals as Connect Decimal base64 (Debezium's default decimal.handling.mode=precise).
+# (flags >> 2) & 3, bit 0 with tip_amount, bit 1 precise decimals, indexes the JsonConverter schema a change needs.
 EPOCH_MICROS, DECIMAL_NUMBERS, WITH_TIP, PRECISE = 1, 2, 4, 8
 
 
-def schema_variant(flags: int) -> int:
-    """Index of the JsonConverter schema a change's flags need: bit 0 with tip_amount, bit 1 precise decimals."""
-    return (flags >> 2) & 3
-
-
+# A CDC line as the layout files it: (arrival time, text, row key or None, LSN, lines: 2 for a delete + tombstone).
+Record = tuple[int, str, Any, int, int]
+# A landed file: its content (Avro: its records) or a function making it, lines, last arrival time, Avro writer schema
+Piece = tuple[Any, int, int, dict[str, Any] | None]
 # (commit time, changes, read by the connector's snapshot)
 Transaction = tuple[int, list[Change], bool]
 
@@ -51,19 +51,10 @@ class Period:
     @classmethod
     def of(cls, cfg: GeneratorConfig) -> Period:
         """The period of a config."""
-        start_us = epoch_micros(cfg.start)
-        tip_from_us = (
-            None
-            if cfg.tip_amount_from is None or cfg.tip_amount_from >= 1.0
-            else start_us + int(cfg.tip_amount_from * cfg.hours * 3600) * SECOND
-        )
-        return cls(
-            start_us=start_us,
-            end_us=start_us + cfg.hours * HOUR_US,
-            hours=cfg.hours,
-            late_us=round(cfg.allowed_lateness_hours * 3600) * SECOND,
-            tip_from_us=tip_from_us,
-        )
+        start_us, tip = epoch_micros(cfg.start), cfg.tip_amount_from
+        tip_from_us = None if tip is None or tip >= 1.0 else start_us + int(tip * cfg.hours * 3600) * SECOND
+        late_us = round(cfg.allowed_lateness_hours * 3600) * SECOND
+        return cls(start_us, start_us + cfg.hours * HOUR_US, cfg.hours, late_us, tip_from_us)
 
     def hour_of(self, us: int) -> int:
         """Index (from 0) of the hour of the period that ``us`` falls in."""
@@ -84,8 +75,7 @@ def link(changes_by_row: dict[Any, Change], change: Change, commit_us: int) -> N
 
 
 class FastRandom(Random):
-    """``random.Random`` with a cheap ``randrange``: floor(random() * n) is uniform enough for a simulation and
-    several times faster than the stdlib's exact method, which dominated the CDC hot path."""
+    """``random.Random`` with a cheap ``randrange`` (floor(random() * n): docs/internals/generator.md)."""
 
     def randrange(self, start: int, stop: int | None = None, step: int = 1) -> int:  # type: ignore[override]
         """An int in [start, stop) (or [0, start)); ``step`` is not supported."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from itertools import accumulate, count
 from random import Random
 from typing import Any
@@ -37,41 +38,23 @@ METHOD_CUM = list(accumulate(W.PAYMENT_METHOD_WEIGHTS))
 _LATEST = 7
 
 
+@dataclass(slots=True)
 class _Order:
-    """One order's row and its payments' rows as they change; renders the row image of every change."""
+    """One order's row (order, tenant, courier, region, status, total, fee, created, promised, delivered, updated)
+    and its payments' rows as they change; renders the row image of every change."""
 
-    __slots__ = (
-        "faults",
-        "latest",
-        "method",
-        "payment_ids",
-        "payments",
-        "precise_on",
-        "prev_after",
-        "prev_flags",
-        "prev_values",
-        "row",
-        "tip",
-        "tip_from",
-    )
-
-    def __init__(
-        self, row: list[Any], tip: int, tip_from: int | None, method: str, faults: Faults, ids: Iterator[int]
-    ) -> None:
-        # row: order, tenant, courier, region, status, total, fee, created, promised, delivered, updated
-        self.row = row
-        self.tip = tip
-        self.tip_from = tip_from
-        self.method = method
-        self.faults = faults
-        self.payment_ids = ids
-        self.payments: list[list[Any]] = []
-        self.prev_after = "null"
-        self.latest: Change | None = None
-        # the last change's row values and encoding flags, kept only when precise decimals are on (see change())
-        self.precise_on = faults.precise_on
-        self.prev_flags = 0
-        self.prev_values: list[Any] = []
+    row: list[Any]
+    tip: int
+    tip_from: int | None
+    method: str
+    faults: Faults
+    payment_ids: Iterator[int]
+    payments: list[list[Any]] = field(default_factory=list)
+    prev_after: str = "null"
+    latest: Change | None = None
+    # the last change's encoding flags and row values, kept only when precise decimals are on (see change())
+    prev_flags: int = 0
+    prev_values: list[Any] = field(default_factory=list)
 
     def change(self, op: str, t: int, updated: int | None = None) -> Change:
         """The order's change committed at ``t`` (its row as it is now; ``updated`` overrides updated_at)."""
@@ -89,7 +72,7 @@ class _Order:
             # (the previous change rendered it in its own; only with precise decimals on, so other bytes stay)
             ts, dec = encoders((self.prev_flags & ~PRECISE) | (flags & PRECISE))
             before = E.row("orders", self.prev_values, ts=ts, dec=dec)
-        if self.precise_on:
+        if self.faults.precise_on:
             self.prev_flags = flags
             self.prev_values = [*o, self.tip if with_tip else None]
         self.prev_after = after
@@ -116,8 +99,7 @@ class _Order:
 
     def update_payment(self, p: list[Any], t: int, status: str, amount: int | None = None) -> Change:
         """Payment ``p`` updated at ``t`` to ``status`` (and ``amount``)."""
-        p[4] = status
-        p[6] = t
+        p[4], p[6] = status, t
         if amount is not None:
             p[2] = amount
         after, flags = self._payment_after(p)
@@ -159,9 +141,7 @@ def _timeline(
         if t_cancel >= t_pick:
             t_cancel = t_pick - SECOND
         if t_cancel <= base:
-            # Only a snapshot order picked up within a second after the snapshot gets here: its cancel
-            # would precede the snapshot read (and its assignment the period). Cancel just after the
-            # snapshot instead; no extra draw, so every other order keeps its bytes.
+            # a snapshot order picked up within a second after the snapshot: cancel just after it (no extra draw)
             t_pick = max(t_pick, base + 2 * SECOND)
             t_cancel = t_pick - SECOND
     return t_assign, t_pick, t_transit, t_deliv, t_cancel
@@ -182,32 +162,23 @@ def _status_at_end(txs: list[Transaction], initial: str, end_us: int) -> str:
     return status[i : status.index('"', i)]
 
 
+@dataclass
 class OrderBook:
     """Plans the orders of each hour (and those open at the start) and records how each one ends."""
 
-    def __init__(
-        self,
-        cfg: GeneratorConfig,
-        period: Period,
-        rng: Random,
-        faults: Faults,
-        queue: CommitQueue,
-        tenants: Tenants,
-        couriers: Couriers,
-        trips: Trips,
-    ) -> None:
-        self.cfg = cfg
-        self.period = period
-        self.rng = rng
-        self.faults = faults
-        self.queue = queue
-        self.tenants = tenants
-        self.couriers = couriers
-        self.trips = trips
-        self.order_id = 100_000
-        self.payment_ids = count(500_001)
-        self.final: dict[int, tuple[str, int, bool]] = {}  # order -> (status at the end, total cents, deleted)
-        self.snapshot_reads: list[Change] = []
+    cfg: GeneratorConfig
+    period: Period
+    rng: Random
+    faults: Faults
+    queue: CommitQueue
+    tenants: Tenants
+    couriers: Couriers
+    trips: Trips
+    order_id: int = 100_000
+    payment_ids: Iterator[int] = field(default_factory=lambda: count(500_001))
+    # order -> (status at the end, total cents, deleted)
+    final: dict[int, tuple[str, int, bool]] = field(default_factory=dict)
+    snapshot_reads: list[Change] = field(default_factory=list)
 
     def plan_snapshot(self, snap_us: int) -> list[Change]:
         """Orders open when the period starts (``snapshot_rate`` x orders a day); returns their snapshot reads."""
@@ -220,17 +191,14 @@ class OrderBook:
         """The orders created in hour ``h``: as many as the daily curve gives that hour, at random times."""
         rng = self.rng
         hour_start = self.period.hour_start(h)
-        share = W.HOURLY_SHARE[from_epoch_micros(hour_start).hour]
-        expected = self.cfg.orders_per_day * share
+        expected = self.cfg.orders_per_day * W.HOURLY_SHARE[from_epoch_micros(hour_start).hour]
         n = int(expected) + (1 if rng.random() < expected - int(expected) else 0)
         for t in sorted(hour_start + rng.randrange(HOUR_US) for _ in range(n)):
             self.plan(t, None)
 
     def plan(self, created_us: int, snap_us: int | None) -> None:
-        """Plan one order's lifecycle: its changes, its payments' changes and its courier's pings.
-
-        ``snap_us``: the order was created before the period and is read by the snapshot at that time.
-        """
+        """Plan one order's lifecycle: its changes, its payments' changes and its courier's pings (``snap_us``: the
+        order was created before the period and is read by the snapshot at that time)."""
         cfg, rng = self.cfg, self.rng
         self.order_id += 1
         oid = self.order_id
@@ -255,8 +223,7 @@ class OrderBook:
         failed_first = rng.random() < cfg.failed_payment_rate
         if snap_us is not None:
             if t_assign < snap_us and courier is not None and (t_cancel is None or t_cancel > snap_us):
-                row[2], row[4] = courier, "assigned"
-                row[10] = t_assign
+                row[2], row[4], row[10] = courier, "assigned", t_assign
             read = order.change("r", snap_us, row[10])
             self.snapshot_reads.extend([read, order.new_payment("r", snap_us, total, "authorized", created_us)])
         else:
@@ -276,7 +243,7 @@ class OrderBook:
             end_t = t_cancel
         else:
             assert courier is not None
-            self._deliver(order, txs, courier, t_assign, t_pick, t_transit, t_deliv)
+            self._deliver(order, txs, courier, (t_assign, t_pick, t_transit, t_deliv))
             end_t = t_deliv
         deleted = False
         if rng.random() < cfg.delete_rate:
@@ -289,17 +256,9 @@ class OrderBook:
             t_end = t_deliv if t_cancel is None else t_cancel
             self.trips.plan(courier, oid, region, t_assign, t_pick, t_transit, t_end, t_cancel is None)
 
-    def _deliver(
-        self,
-        order: _Order,
-        txs: list[Transaction],
-        courier: int,
-        t_assign: int,
-        t_pick: int,
-        t_transit: int,
-        t_deliv: int,
-    ) -> None:
+    def _deliver(self, order: _Order, txs: list[Transaction], courier: int, times: tuple[int, int, int, int]) -> None:
         """Assigned, picked up, in transit, delivered and paid (or paid wrongly), maybe charged twice and refunded."""
+        t_assign, t_pick, t_transit, t_deliv = times
         rng, row = self.rng, order.row
         total = row[5]
         live_payment = order.payments[-1]

@@ -15,31 +15,16 @@ from logistics_platform.generator import encode as E
 from logistics_platform.generator import world as W
 from logistics_platform.generator.config import GeneratorConfig
 from logistics_platform.generator.faults import Faults
-from logistics_platform.generator.model import MINUTE, SECOND, T_PINGS, Period
+from logistics_platform.generator.model import MINUTE, SECOND, Period
 from logistics_platform.generator.roster import Couriers
 from logistics_platform.generator.summary import TopicStats
 
 PING_BATCH = 65_536  # pings expanded per batch of Arrow kernels
-# A run: `count` pings k0 .. k0+count-1 of a trip starting at t0, on one segment (s0 .. s0+dur, from la0/lo0 by
-# dlat/dlon), cut at t_stop; arrival_base >= 0 when the phone uploads them late (late_kind 1 within L, 2 beyond).
+# A run: pings k0 .. k0+count-1 of a trip on one segment (s0 .. s0+dur, from la0/lo0 by dlat/dlon), cut at t_stop;
+# then the trip's fields: arrival_base >= 0 when the phone uploads them late (late_kind 1 within L, 2 beyond).
 RUN_FIELDS = (
-    "count",
-    "k0",
-    "t0",
-    "t_stop",
-    "s0",
-    "dur",
-    "la0",
-    "lo0",
-    "dlat",
-    "dlon",
-    "oid",
-    "moving",
-    "speed0",
-    "cid",
-    "part",
-    "arrival_base",
-    "late_kind",
+    *("count", "k0", "t_stop", "s0", "dur", "la0", "lo0", "dlat", "dlon", "oid", "moving"),
+    *("t0", "speed0", "cid", "part", "arrival_base", "late_kind"),
 )
 
 
@@ -55,17 +40,11 @@ class Trips:
     """The pings of courier trips: planned as runs when an order is planned, expanded to rows hour by hour."""
 
     def __init__(
-        self,
-        cfg: GeneratorConfig,
-        period: Period,
-        rng: Random,
-        stats: list[TopicStats],
-        faults: Faults,
-        couriers: Couriers,
+        self, cfg: GeneratorConfig, period: Period, rng: Random, stats: TopicStats, faults: Faults, couriers: Couriers
     ) -> None:
         self.period = period
         self.rng = rng
-        self.stats = stats[T_PINGS]
+        self.stats = stats  # the pings'
         self.faults = faults
         self.couriers = couriers
         self.partitions = cfg.partitions["tracking_pings"]
@@ -98,9 +77,8 @@ class Trips:
             return
         speed0 = W.VEHICLE_SPEED_KMH[self.couriers.vehicle[cid]]
         arrival_base, late_kind = self.faults.offline_upload(t0, t_stop)
-        # Ping k of the trip is recorded at t0 + k*iv + jitter; each segment becomes one run of pings, expanded
-        # and computed column-wise by Arrow in expand() (pings are most of the volume).
-        part = cid % self.partitions
+        # ping k of the trip is recorded at t0 + k*iv + jitter; each segment becomes one run, expanded in expand()
+        trip = (t0, speed0, cid, cid % self.partitions, arrival_base, late_kind)
         for s0, s1, la0, lo0, la1, lo1, seg_oid, moving in segs:
             lo_t, hi_t = max(s0, t0), min(s1, t_stop)
             if lo_t >= hi_t:
@@ -109,34 +87,11 @@ class Trips:
             k1 = -(-(hi_t - t0) // iv)
             if k1 <= k0:
                 continue
-            self.runs.append(
-                (
-                    k1 - k0,
-                    k0,
-                    t0,
-                    hi_t,
-                    s0,
-                    max(1, s1 - s0),
-                    la0,
-                    lo0,
-                    la1 - la0,
-                    lo1 - lo0,
-                    seg_oid,
-                    moving,
-                    speed0,
-                    cid,
-                    part,
-                    arrival_base,
-                    late_kind,
-                )
-            )
+            dur = max(1, s1 - s0)
+            self.runs.append((k1 - k0, k0, hi_t, s0, dur, la0, lo0, la1 - la0, lo1 - lo0, seg_oid, moving, *trip))
 
     def batches(self) -> Iterator[list[tuple[Any, ...]]]:
-        """The runs planned so far, taken out in batches of about PING_BATCH pings.
-
-        Batches keep the arrays small enough for the allocator to reuse and the caches to hold (whole hours of
-        a 10M-line day at once were slower per ping, mostly from page faults).
-        """
+        """The runs planned so far, taken out in batches of about PING_BATCH pings (small enough for the caches)."""
         runs, self.runs = self.runs, []
         i = total = 0
         for j, run in enumerate(runs):
@@ -206,9 +161,7 @@ class Trips:
         ).filter(keep)
         st = self.stats
         st.events += rows.num_rows
-        for item in pc.value_counts(rows.column("late_kind")).to_pylist():
-            if item["values"] == 1:
-                st.late_within_injected += item["counts"]
-            elif item["values"] == 2:
-                st.late_beyond_injected += item["counts"]
+        late = {item["values"]: item["counts"] for item in pc.value_counts(rows.column("late_kind")).to_pylist()}
+        st.late_within_injected += late.get(1, 0)
+        st.late_beyond_injected += late.get(2, 0)
         return rows.drop_columns(["late_kind"])

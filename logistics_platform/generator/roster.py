@@ -37,8 +37,7 @@ class Couriers:
 
     def pick(self, rng: Random, region: str, t: int) -> int | None:
         """A courier available at ``t``, from the region if possible; None after a few tries."""
-        pools = (self.by_region.get(region) or self.everyone, self.everyone)
-        for pool in pools:
+        for pool in (self.by_region.get(region) or self.everyone, self.everyone):
             for _ in range(6):
                 cid = pool[rng.randrange(len(pool))]
                 lo, hi = self.window[cid]
@@ -63,22 +62,16 @@ def plan_tenants(
     for i in range(cfg.tenants):
         tid = f"t-{i + 1:03d}"
         name = names[i % len(names)] + ("" if i < len(names) else f" {i // len(names) + 1}")
-        rows[tid] = [
-            tid,
-            name,
-            rng.choice(W.TIERS),
-            rng.choice(W.REGION_NAMES),
-            snap_us - rng.randrange(1, 90) * 86400 * SECOND,
-        ]
+        tier, region = rng.choice(W.TIERS), rng.choice(W.REGION_NAMES)
+        rows[tid] = [tid, name, tier, region, snap_us - rng.randrange(1, 90) * 86400 * SECOND]
     tenant_ids = list(rows)
     links: dict[Any, Change] = {}
     op0 = "r" if cfg.snapshot_rate > 0 else "c"
     for tid in tenant_ids:
-        r = rows[tid]
         if op0 == "c":
-            r[4] = snap_us
+            rows[tid][4] = snap_us
         flags = faults.encoding_flags()
-        ch = [T_TENANTS, op0, tid, "null", E.row("tenants", r, ts=encoders(flags)[0]), None, flags]
+        ch = [T_TENANTS, op0, tid, "null", E.row("tenants", rows[tid], ts=encoders(flags)[0]), None, flags]
         link(links, ch, snap_us)
         snap_changes.append(ch)
     plan: list[tuple[int, int, str, str]] = []  # (time, seq, tenant, kind)
@@ -105,12 +98,13 @@ def plan_tenants(
         elif kind == "rename":
             r[1] = r[1] + " Express"
         flags = faults.encoding_flags()
-        if kind == "create":
-            ch = [T_TENANTS, "c", tid, "null", E.row("tenants", r, ts=encoders(flags)[0]), None, flags]
-        elif kind == "delete":
+        after = E.row("tenants", r, ts=encoders(flags)[0])
+        if kind == "delete":
             ch = [T_TENANTS, "d", tid, before_row, "null", None, 0]
+        elif kind == "create":
+            ch = [T_TENANTS, "c", tid, "null", after, None, flags]
         else:
-            ch = [T_TENANTS, "u", tid, before_row, E.row("tenants", r, ts=encoders(flags)[0]), None, flags]
+            ch = [T_TENANTS, "u", tid, before_row, after, None, flags]
         link(links, ch, t)
         queue.add([(t, [ch], False)])
     return Tenants(
@@ -150,14 +144,8 @@ def plan_couriers(
         by_region[region].append(cid)
         vehicles[cid] = vehicle
         if i < cfg.couriers:
-            row: list[Any] = [
-                cid,
-                name,
-                region,
-                vehicle,
-                True,
-                snap_us if op0 == "c" else snap_us - rng.randrange(1, 400) * 86400 * SECOND,
-            ]
+            updated = snap_us if op0 == "c" else snap_us - rng.randrange(1, 400) * 86400 * SECOND
+            row: list[Any] = [cid, name, region, vehicle, True, updated]
             rows[cid] = row
             window[cid] = (start_us - HOUR_US, end_us + HOUR_US)
             flags = faults.encoding_flags()
@@ -171,8 +159,7 @@ def plan_couriers(
             plan.append((t, cid, 0, "create"))
     for cid in rng.sample(range(1001, 1001 + cfg.couriers), n_del):
         t_del = start_us + rng.randrange(span // 3, span)
-        t_off = t_del - rng.randrange(2 * HOUR_US, 12 * HOUR_US)
-        t_off = max(t_off, start_us + HOUR_US)
+        t_off = max(t_del - rng.randrange(2 * HOUR_US, 12 * HOUR_US), start_us + HOUR_US)
         window[cid] = (window[cid][0], t_off - HOUR_US)
         plan.append((t_off, cid, 1, "deactivate"))
         plan.append((max(t_del, t_off + MINUTE), cid, 2, "delete"))
@@ -184,7 +171,6 @@ def plan_couriers(
     plan.sort()
     for t, cid, _, kind in plan:
         row = rows[cid]
-        key_only = f'{{"courier_id":{cid}}}'
         row[5] = t
         if kind == "vehicle":
             row[3] = rng.choice([v for v in W.VEHICLES if v != row[3]])
@@ -194,12 +180,11 @@ def plan_couriers(
         elif kind == "deactivate":
             row[4] = False
         flags = faults.encoding_flags()
-        if kind == "create":
-            ch = [T_COURIERS, "c", cid, "null", E.row("couriers", row, ts=encoders(flags)[0]), None, flags]
-        elif kind == "delete":
-            ch = [T_COURIERS, "d", cid, key_only, "null", None, 0]
+        if kind == "delete":
+            ch = [T_COURIERS, "d", cid, f'{{"courier_id":{cid}}}', "null", None, 0]
         else:  # REPLICA IDENTITY DEFAULT: no before image on updates
-            ch = [T_COURIERS, "u", cid, "null", E.row("couriers", row, ts=encoders(flags)[0]), None, flags]
+            after = E.row("couriers", row, ts=encoders(flags)[0])
+            ch = [T_COURIERS, "c" if kind == "create" else "u", cid, "null", after, None, flags]
         link(links, ch, t)
         queue.add([(t, [ch], False)])
     working = {r: ids for r, ids in by_region.items() if ids}

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections import Counter, defaultdict
 from typing import Any
 
 from logistics_platform.generator import encode as E
@@ -32,14 +33,11 @@ class TopicStats:
         self.tip_amount_events = 0
         self.quarantine: dict[str, int] = {}
         # arrival hour index -> [lines, quarantined, tombstones, late lines, files] (slots LINES ... FILES)
-        self.per_hour: dict[int, list[int]] = {}
+        self.per_hour: defaultdict[int, list[int]] = defaultdict(lambda: [0, 0, 0, 0, 0])
 
     def hour(self, a: int) -> list[int]:
         """The counters of arrival hour ``a`` (created on first use)."""
-        ph = self.per_hour.get(a)
-        if ph is None:
-            ph = self.per_hour[a] = [0, 0, 0, 0, 0]
-        return ph
+        return self.per_hour[a]
 
     def quarantined(self, a: int, reason: str) -> None:
         """Count a corrupted line landing in arrival hour ``a`` that the ingest must quarantine for ``reason``."""
@@ -48,10 +46,8 @@ class TopicStats:
 
 
 def order_truth(final: dict[int, tuple[str, int, bool]]) -> dict[str, Any]:
-    """Orders planned, still existing, deleted and delivered at the end, and the delivered orders' revenue.
-
-    ``final``: order id -> (status of its last change inside the period, total in cents, deleted).
-    """
+    """Orders planned, still existing, deleted and delivered at the end, and the delivered orders' revenue, from
+    ``final``: order id -> (status of its last change inside the period, total in cents, deleted)."""
     delivered = [v for v in final.values() if v[0] == "delivered" and not v[2]]
     return {
         "orders_planned": len(final),
@@ -64,9 +60,7 @@ def order_truth(final: dict[int, tuple[str, int, bool]]) -> dict[str, Any]:
 
 def _topic_summary(st: TopicStats, ti: int, files: list[dict[str, Any]], partitions: int) -> dict[str, Any]:
     mine = [f for f in files if f["topic"] == ti]
-    lines = sum(v[LINES] for v in st.per_hour.values())
-    quarantined = sum(v[QUARANTINED] for v in st.per_hour.values())
-    tombstones = sum(v[TOMBSTONES] for v in st.per_hour.values())
+    lines, quarantined, tombstones, late, _ = (sum(slot) for slot in zip([0] * 5, *st.per_hour.values(), strict=True))
     return {
         "table": TABLES[ti],
         "lines": lines,
@@ -80,7 +74,7 @@ def _topic_summary(st: TopicStats, ti: int, files: list[dict[str, Any]], partiti
         "ops": dict(st.ops) if ti != T_PINGS else {},
         "duplicates": st.duplicates,
         "tombstones": tombstones,
-        "late_lines": sum(v[LATE] for v in st.per_hour.values()),
+        "late_lines": late,
         "late_beyond_injected": st.late_beyond_injected,
         "late_within_injected": st.late_within_injected,
         "out_of_order_injected": st.out_of_order_injected,
@@ -117,22 +111,18 @@ def build_summary(
     delayed_files: list[dict[str, Any]],
     truth: dict[str, Any],
 ) -> dict[str, Any]:
-    """The ``_generation.json`` content: config, period, totals, per-topic and per-hour counts, ground truth.
-
-    ``files`` holds one ``{"topic", "gz", "bytes"}`` record per landed file (and ``"avro": codec`` for an Avro
-    file), ``delayed_files`` the files uploaded late, ``truth`` the world's counts (tenants, couriers, orders).
-    """
+    """The ``_generation.json`` content: config, period, totals, per-topic and per-hour counts, ground truth (the
+    world's counts); ``files``: one ``{"topic", "gz", "bytes"}`` record (and ``"avro": codec``) per landed file."""
     topics: dict[str, Any] = {}
     per_hour: dict[str, Any] = {}
     for ti, table in enumerate(TABLES):
         topic = TOPICS[table]
         topics[topic] = _topic_summary(stats[ti], ti, files, cfg.partitions[table])
         per_hour[topic] = _hours_summary(stats[ti], period)
-    quarantine_total: dict[str, int] = {}
+    quarantine_total: Counter[str] = Counter()
     for t in topics.values():
         for reason, n in t["quarantine"].items():
-            base = reason.split(":")[0]
-            quarantine_total[base] = quarantine_total.get(base, 0) + n
+            quarantine_total[reason.split(":")[0]] += n
     return {
         "generator": "logistics_platform.generator",
         "format_version": 1,

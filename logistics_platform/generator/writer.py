@@ -3,7 +3,6 @@ thread that compresses and writes the files."""
 
 from __future__ import annotations
 
-import json
 import os
 import queue
 import threading
@@ -14,24 +13,13 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from logistics_platform.generator import avro as A
 from logistics_platform.generator import encode as E
-from logistics_platform.generator.model import SECOND
-from logistics_platform.lib import contract
-
-# A CDC record as the layout files it: (arrival time, text, row key or None, LSN, lines: 2 for a delete + tombstone).
-Record = tuple[int, str, Any, int, int]
-# One Avro file's worth of records of one writer schema: (records, writer schema, records, last arrival time)
-AvroPiece = tuple[list[dict[str, Any]], dict[str, Any], int, int]
-_SCHEMAS: dict[tuple[str, tuple[str, ...]], tuple[dict[str, Any], list[contract.SourceColumn]]] = {}
+from logistics_platform.generator.model import SECOND, Record
 
 
 class FileWriter:
-    """Compresses and writes landed files on a background thread, in submission order.
-
-    zlib and file writes release the GIL, so on a second core they overlap the (pure Python) simulation;
-    the bounded queue bounds the memory held by files not yet written.
-    """
+    """Compresses and writes landed files on a background thread (zlib and writes release the GIL), in submission
+    order; the bounded queue bounds the memory held by files not yet written."""
 
     def __init__(self, depth: int = 16) -> None:
         self._queue: queue.Queue[tuple[Path, Any, bool, int, dict[str, Any]] | None] = queue.Queue(depth)
@@ -52,8 +40,7 @@ class FileWriter:
                 continue  # keep draining so that put() never blocks on a dead writer
             path, raw, gz, mtime, record = item
             try:
-                if callable(raw):
-                    raw = raw()
+                raw = raw() if callable(raw) else raw
                 # gzip.compress(mtime=0) is exactly this (header without time or name), minus a copy
                 data = zlib.compress(raw, 1, 31) if gz else raw
                 if path.parent not in made:
@@ -83,126 +70,52 @@ def cdc_file(records: list[Record]) -> tuple[bytes, int, int]:
     return raw, sum([rec[4] for rec in records]), records[-1][0]
 
 
-def avro_pieces(table: str, records: list[Record], current: tuple[str, ...]) -> tuple[list[AvroPiece], tuple[str, ...]]:
-    """The records of one CDC file as Avro records, cut where the writer schema changes (a table gaining an added
-    column such as orders' ``tip_amount``: the registry's next schema version), as a sink with AvroFormat rotates its
-    file; and the partition's added columns after them.
-
-    ``current`` is the partition's schema so far (the sink's state): with ``schema.compatibility=BACKWARD`` a record
-    of an older version (a late or redelivered change from before ``tip_amount``) is projected to the current one
-    (``tip_amount`` null) rather than starting a file. Each record is the envelope of its JSON line (unwrapped from
-    ``schema``/``payload``); the tombstone after a delete is not written (the sink skips null values).
-    """
-    added = [c.name for c in contract.SOURCES[table].added_columns]
-    pieces: list[AvroPiece] = []
-    recs: list[dict[str, Any]] = []
-    schema: dict[str, Any] = {}
-    cols: list[contract.SourceColumn] = []
-    started = False
-    last = 0
-    for arrival, text, _key, _lsn, nlines in records:
-        obj = json.loads(text[:-5] if nlines == 2 else text)  # "\nnull": the tombstone
-        env = obj.get("payload", obj) if "schema" in obj else obj
-        images = [i for i in (env.get("before"), env.get("after")) if i is not None]
-        extra = tuple(c for c in added if any(c in i for i in images))
-        if len(extra) < len(current):
-            extra = current  # projected to the newer schema
-        if extra != current or not started:
-            started = True
-            if recs:
-                pieces.append((recs, schema, len(recs), last))
-                recs = []
-            current = extra
-            cached = _SCHEMAS.get((table, extra))
-            if cached is None:
-                cached = _SCHEMAS[(table, extra)] = (A.writer_schema(table, extra), A.columns(table, extra))
-            schema, cols = cached
-        recs.append(A.record(env, cols))
-        last = arrival
-    if recs:
-        pieces.append((recs, schema, len(recs), last))
-    return pieces, current
-
-
 class PingText:
-    """JSON Lines text of one arrival hour's pings, a file (a slice of ``order``) at a time.
+    """JSON Lines text of one arrival hour's pings, a file (a slice of ``order``) at a time, by Arrow kernels; a row
+    with a ``line`` is a corrupted line (binary, newline-terminated), kept as it is."""
 
-    ``rows`` are valid ping rows, ``extra_lines`` corrupted lines (binary, newline-terminated); ``order`` indexes
-    both as one sequence (below ``rows.num_rows``: a row, from it: an extra line) in the order the files hold them.
-    The text is made by Arrow kernels, file by file, so the text of a whole hour never sits in memory at once.
-    """
-
-    def __init__(self, rows: pa.Table | None, extra_lines: pa.Array | None, order: pa.Array) -> None:
-        self.rows = rows
-        self.n_rows = 0 if rows is None else rows.num_rows
-        self.extra_lines = extra_lines
-        self.order = order
+    def __init__(self, rows: pa.Table, order: pa.Array) -> None:
+        self.rows, self.order = rows, order
         self.seconds, self.first_hour = pa.array([], pa.string()), 0
-        if rows is not None and self.n_rows:
-            bounds = pc.min_max(rows.column("t"))
+        bounds = pc.min_max(rows.column("t")) if "t" in rows.column_names else None
+        if bounds is not None and bounds["min"].is_valid:
             first_hour, last_hour = bounds["min"].as_py() // E.HOUR_US, bounds["max"].as_py() // E.HOUR_US
             self.seconds = pa.concat_arrays([E.second_prefixes(h) for h in range(first_hour, last_hour + 1)])
             self.first_hour = first_hour
 
     def text(self, lo: int, hi: int) -> memoryview:
         """The bytes of positions ``lo`` to ``hi`` of ``order``."""
-        idx = self.order.slice(lo, hi - lo)
-        rows, extra_lines, n_rows = self.rows, self.extra_lines, self.n_rows
-        if extra_lines is None:
-            lines = ping_text(rows.take(idx), self.seconds, self.first_hour)  # type: ignore[union-attr]
+        rows = self.rows.take(self.order.slice(lo, hi - lo))
+        if "t" not in rows.column_names:
+            lines = rows.column("line").combine_chunks()
+        elif "line" not in rows.column_names:
+            lines = ping_text(rows, self.seconds, self.first_hour)
         else:
-            is_extra = pc.greater_equal(idx, n_rows)
-            row_idx = idx.filter(pc.invert(is_extra))
-            extra_idx = pc.subtract(idx.filter(is_extra), n_rows)
-            texts = [extra_lines.take(extra_idx)]
-            if len(row_idx):
-                texts.insert(0, ping_text(rows.take(row_idx), self.seconds, self.first_hour))  # type: ignore[union-attr]
-            # back into (partition, arrival) order: rows first in `texts`, then the corrupted lines
-            as_int = pc.cast(is_extra, pa.int64())
-            n_valid = len(row_idx)
-            pos = pc.if_else(
-                is_extra,
-                pc.add(pc.subtract(pc.cumulative_sum(as_int), 1), n_valid),
-                pc.subtract(pc.cumulative_sum(pc.subtract(1, as_int)), 1),
-            )
-            lines = pa.concat_arrays(texts).take(pos)
+            made = ping_text(rows, self.seconds, self.first_hour)
+            lines = pc.if_else(pc.is_null(rows.column("line")), made, rows.column("line")).combine_chunks()
         _, offsets_buf, data_buf = lines.buffers()
         line_bounds = memoryview(offsets_buf).cast("i")
         return memoryview(data_buf)[line_bounds[lines.offset] : line_bounds[lines.offset + len(lines)]]
 
 
 def ping_text(rows: pa.Table, seconds: pa.Array, first_hour: int) -> pa.Array:
-    """JSON Lines text (binary array, newline-terminated) of ping rows, built by Arrow kernels.
-
-    ``seconds`` holds ``YYYY-MM-DDTHH:MM:SS.`` of every second from epoch hour ``first_hour`` on (one take per
-    timestamp instead of Arrow's strftime, which is far slower, or a dozen kernels for hours, minutes and seconds).
-    """
+    """JSON Lines text (binary array, newline-terminated) of ping rows, built by Arrow kernels; ``seconds`` holds
+    ``YYYY-MM-DDTHH:MM:SS.`` of every second from epoch hour ``first_hour`` on."""
     text = pa.string()
     ts = rows.column("t")
     prefix = seconds.take(pc.subtract(pc.divide(ts, SECOND), first_hour * 3600))
     micros = pc.subtract(ts, pc.multiply(pc.divide(ts, SECOND), SECOND))
-
-    def padded(values: pa.Array, width: int) -> pa.Array:
-        return pc.utf8_lpad(pc.cast(values, text), width=width, padding="0")
-
     col = rows.column
-    line = pc.binary_join_element_wise(
-        '{"ping_id":"',
-        col("pid"),
-        '","courier_id":',
-        pc.cast(col("cid"), text),
-        ',"order_id":',
-        pc.fill_null(pc.cast(col("oid"), text), "null"),
-        ',"lat":',
-        pc.cast(pc.round(col("lat"), 6), text),
-        ',"lon":',
-        pc.cast(pc.round(col("lon"), 6), text),
-        ',"speed_kmh":',
-        pc.cast(pc.round(col("speed"), 1), text),
-        ',"recorded_at":"',
-        prefix,
-        padded(micros, 6),
-        'Z"}\n',
-        "",
+    # (the JSON text before each value, the value), in the contract's column order
+    parts = (
+        ('{"ping_id":"', col("pid")),
+        ('","courier_id":', pc.cast(col("cid"), text)),
+        (',"order_id":', pc.fill_null(pc.cast(col("oid"), text), "null")),
+        (',"lat":', pc.cast(pc.round(col("lat"), 6), text)),
+        (',"lon":', pc.cast(pc.round(col("lon"), 6), text)),
+        (',"speed_kmh":', pc.cast(pc.round(col("speed"), 1), text)),
+        (',"recorded_at":"', prefix),
     )
+    micros_text = pc.utf8_lpad(pc.cast(micros, text), width=6, padding="0")
+    line = pc.binary_join_element_wise(*(x for pair in parts for x in pair), micros_text, 'Z"}\n', "")
     return (line.combine_chunks() if isinstance(line, pa.ChunkedArray) else line).cast(pa.binary())

@@ -152,8 +152,8 @@ def test_ping_text_holds_the_same_values_as_the_reference_line() -> None:
             "pid": ["0f0e0d0c-0b0a-4090-a080-706050403020", "00000000-0000-4000-a000-000000000001"],
         }
     )
-    extra = pa.array([b"not json\n"], pa.binary())
-    text = PingText(rows, extra, pa.array([1, 2, 0], pa.uint64()))
+    extra = pa.table({"arrival": [t + 3], "part": [0], "line": pa.array([b"not json\n"], pa.binary())})
+    text = PingText(pa.concat_tables([rows, extra], promote_options="default"), pa.array([1, 2, 0], pa.uint64()))
     lines = bytes(text.text(0, 3)).decode().splitlines()
     assert lines[1] == "not json"
     for line, r in zip([lines[2], lines[0]], rows.to_pylist(), strict=True):
