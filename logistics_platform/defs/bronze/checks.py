@@ -1,14 +1,10 @@
-"""The bronze checks: accounting of every landed line (blocking), quarantine rate and schema drift (warnings),
-answered per arrival hour (a range run's result holds every hour's answer in its metadata).
-
-They are evaluated inside the ingest step, from its report and a DuckDB re-read of the committed tables
-(:mod:`logistics_platform.lib.bronze.accounting`).
-"""
+"""The bronze checks, evaluated in the ingest step per arrival hour: accounting of every landed line (blocking,
+:mod:`logistics_platform.lib.bronze.accounting`), quarantine rate and schema drift (warnings)."""
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +22,14 @@ CHECK_QUARANTINE_RATE = "quarantine_rate"
 CHECK_SCHEMA_STABLE = "schema_stable"
 # Above this share of an hour's lines in quarantine, a producer is likely broken: warn (do not block).
 QUARANTINE_RATE_WARN = 0.01
+
+
+def reason_counts(counts: Iterable[Mapping[str, int]]) -> dg.JsonMetadataValue:
+    """Quarantined lines per reason, summed and sorted, as JSON metadata."""
+    total: Counter[str] = Counter()
+    for c in counts:
+        total.update(c)
+    return dg.MetadataValue.json(dict(sorted(total.items())))
 
 
 def bronze_check_specs() -> list[dg.AssetCheckSpec]:
@@ -62,11 +66,7 @@ def bronze_check_specs() -> list[dg.AssetCheckSpec]:
 def bronze_check_results(
     reports: Sequence[IngestReport], accounts: Mapping[datetime, Mapping[str, TopicAccount]]
 ) -> Iterator[dg.AssetCheckResult]:
-    """The check results of one ingest run (one hour or a range), from its reports and each hour's accounting.
-
-    Each check answers per hour: it fails when any hour of the run fails, and for a range its metadata holds
-    every hour's answer (hour key -> counts).
-    """
+    """The check results of one ingest run: each fails when any hour fails; a range's metadata has every hour's."""
     single = len(reports) == 1
     for t in reports[0].topics:
         per_hour = {r.partition_key: accounts[r.arrival_hour][t] for r in reports}
@@ -118,9 +118,7 @@ def bronze_check_results(
             description=description,
             metadata=metadata,
         )
-        added: dict[str, str] = {}
-        for r in reports:
-            added.update(r.topics[t].added_columns)
+        added = {k: v for r in reports for k, v in r.topics[t].added_columns.items()}
         yield dg.AssetCheckResult(
             asset_key=TOPIC_KEYS[t],
             check_name=CHECK_SCHEMA_STABLE,
@@ -133,14 +131,11 @@ def bronze_check_results(
     high = {k: v for k, v in rates.items() if v > QUARANTINE_RATE_WARN}
     lines = sum(r.lines for r in reports)
     quarantined = sum(r.quarantined for r in reports)
-    by_reason: Counter[str] = Counter()
-    for r in reports:
-        by_reason.update(r.quarantined_by_reason)
     rate_meta: dict[str, Any] = {
         "rate": round(quarantined / lines if lines else 0.0, 6),
         "quarantined": quarantined,
         "lines": lines,
-        "by_reason": dg.MetadataValue.json(dict(sorted(by_reason.items()))),
+        "by_reason": reason_counts(r.quarantined_by_reason for r in reports),
     }
     if not single:
         rate_meta["hours_above_threshold"] = dg.MetadataValue.json({k: round(v, 6) for k, v in high.items()})

@@ -31,6 +31,7 @@ from logistics_platform.lib.bronze.reports import (
     PROP_QUARANTINED,
     IngestReport,
     TopicReport,
+    per_hour,
     snapshot_properties,
     topic_counts,
 )
@@ -138,7 +139,7 @@ def ingest_hours(
                 tr.written = [f.file_path for f in writer.files]
             _whole_hour(tr, landed[i][name], plans[i].logged.get(name))
         trs = [r.topics[name] for r in reports]
-        counts = topic_counts([trs[i] for i in done], d_keys) if done else {}
+        counts = topic_counts([trs[i] for i in done], d_keys)
         props = snapshot_properties(d_keys, d_hours, run_id, **counts) if done else {}
         keep = _appended(plans, name, [t.written for t in trs])
         snapshot_id, attempts = _commit(catalog, name, replaced, keep, new_files, props, before_commit)
@@ -158,21 +159,13 @@ def ingest_hours(
         q.flush()
         r.quarantine_written = [f.file_path for f in q.files]
     fingerprints = [fingerprint_of([rel for t in reports[i].topics.values() for rel in t.files]) for i in done]
-    q_props = (
-        snapshot_properties(
-            d_keys,
-            d_hours,
-            run_id,
-            **{
-                PROP_FINGERPRINT: fingerprints[0] if len(done) == 1 else dict(zip(d_keys, fingerprints, strict=True)),
-                PROP_MODE: plans[done[0]].mode if len(done) == 1 else {keys[i]: plans[i].mode for i in done},
-                PROP_LINES: sum(reports[i].lines for i in done),
-                PROP_QUARANTINED: sum(reports[i].quarantined for i in done),
-            },
-        )
-        if done
-        else {}
-    )
+    q_counts = {
+        PROP_FINGERPRINT: per_hour(d_keys, fingerprints),
+        PROP_MODE: per_hour(d_keys, [plans[i].mode for i in done]),
+        PROP_LINES: sum(reports[i].lines for i in done),
+        PROP_QUARANTINED: sum(reports[i].quarantined for i in done),
+    }
+    q_props = snapshot_properties(d_keys, d_hours, run_id, **q_counts) if done else {}
     q_files = [f for q in quarantines for f in q.files]
     q_keep = _appended(plans, bs.QUARANTINE_TABLE, [q.files for q in quarantines])
     q_snapshot, _ = _commit(catalog, bs.QUARANTINE_TABLE, replaced, q_keep, q_files, q_props, before_commit)

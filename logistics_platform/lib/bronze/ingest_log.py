@@ -1,8 +1,7 @@
-"""``bronze.ingest_log``: one row per topic and arrival hour, saying which files the hour holds and what they became.
+"""``bronze.ingest_log``: one row per topic and arrival hour, the files the hour holds and what they became.
 
-The ingest commits it last, so a logged hour is a committed hour; an append into an hour replaces the hour's rows
-with the cumulative ones (the hour's file list grows, its counts add up). Read here for the ingest's own planning
-and for `verify`, the backlog and the landing sensor.
+Committed last by the ingest (a logged hour is a committed hour); an append replaces the hour's rows with the
+cumulative ones. Read by the ingest's planning, `verify`, the backlog and the landing sensor.
 """
 
 from __future__ import annotations
@@ -54,12 +53,11 @@ def read_log_entries(
     except NoSuchTableError:
         return {}
     wanted = {hour_key(h) for h in hours} if hours is not None else None
+    if wanted is not None and not wanted:
+        return {}
     scan = table.scan()
-    if wanted is not None:
-        if not wanted:
-            return {}
-        if len(wanted) <= _FILTER_MAX_HOURS:
-            scan = table.scan(row_filter=In("arrival_hour", [parse_hour_key(k).isoformat() for k in sorted(wanted)]))
+    if wanted is not None and len(wanted) <= _FILTER_MAX_HOURS:
+        scan = table.scan(row_filter=In("arrival_hour", [parse_hour_key(k).isoformat() for k in sorted(wanted)]))
     out: dict[tuple[str, str], IngestLogEntry] = {}
     for row in scan.to_arrow().to_pylist():
         hk = hour_key(row["arrival_hour"])

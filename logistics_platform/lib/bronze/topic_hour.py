@@ -1,9 +1,7 @@
 """One topic's landing files of one arrival hour -> data files of its bronze table (written, not committed).
 
-Lines are parsed in blocks of whole lines (in worker processes for large hours, results consumed in file order),
-so memory does not grow with the size of the hour. A line with columns the table lacks adds them (additive schema
-evolution) and its block is parsed again against the new schema. Invalid lines and unreadable file tails go to the
-quarantine writer; the counts go to the topic's report.
+Lines are parsed in blocks (in worker processes for large hours, consumed in file order), so memory does not grow
+with the hour; unknown columns are added (schema evolution) and their block parsed again.
 """
 
 from __future__ import annotations
@@ -55,10 +53,8 @@ def write_topic_hour(
     pool: BlockPool,
     fast_run_lines: int = FAST_RUN_LINES,
 ) -> BatchWriter:
-    """Parse ``files`` (of ``hour``) and write their rows as data files of ``table``; returns the flushed writer.
-
-    The writer's ``table`` is the table as last loaded (a schema evolution reloads it) and its ``files`` are the
-    data files to commit. Quarantine rows are added to ``quarantine`` (not flushed); counts go to ``report``.
+    """Parse ``files`` and write their rows as data files of ``table``; returns the flushed writer (its ``table``
+    as last loaded, its ``files`` to commit). Quarantine rows go to ``quarantine`` (not flushed), counts to ``report``.
     """
     writer = BatchWriter(table, settings.ingest_batch_rows)
     lateness = settings.allowed_lateness_seconds
@@ -135,8 +131,7 @@ def write_topic_hour(
         take(result, partial(rerun_block, task))
     for f in files:
         if f.avro:
-            # Each container has its own writer schema: read alone (read_avro has no union_by_name).
-            result, damaged = read_avro(f)
+            result, damaged = read_avro(f)  # alone: each container has its own writer schema
             take(result, partial(reread_avro, f))
             if damaged is not None:
                 corrupt.append(damaged)

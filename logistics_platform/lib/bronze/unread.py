@@ -1,14 +1,7 @@
 """The files of the landing zone that the platform does not read, each with why: nothing is skipped silently.
 
-Read are ``topics/<topic>/dt=YYYY-MM-DD/hr=HH/<topic>+<partition>+<start_offset>.json|.json.gz|.avro`` of the
-contract's topics (:mod:`~logistics_platform.lib.bronze.landing`). Everything else under the landing root is
-reported by ``verify``, the accounting check and ``run``'s summary: an unknown extension (``.bin``,
-``.json.bz2``), the record keys or headers a sink can write beside the values (the Confluent sink's
-``store.kafka.keys`` / ``store.kafka.headers``: ``<topic>+<partition>+<offset>.keys.avro``, ``.headers.avro``),
-a name that is not the sink's, a file outside an hour folder or of a topic the contract does not have. Folders
-whose names start with ``.``, ``_`` or ``+`` are a sink's temporary folders (uploads in flight): not reported,
-as for folders (:func:`~logistics_platform.lib.operate.landing_watch.malformed_folders`); so are files with such
-names at the landing root itself (the generator's ``_generation.json``).
+Reported by ``verify``, the accounting check and ``run``'s summary; a sink's temporary folders (names starting with
+``.``, ``_`` or ``+``) and such files at the landing root are not (docs/internals/ingest.md, "Landing files").
 """
 
 from __future__ import annotations
@@ -46,9 +39,7 @@ def why_unread(relpath: str) -> str | None:
 
 def _report(root: Path, base: Path) -> dict[str, str]:
     out: dict[str, str] = {}
-    if not base.is_dir():
-        return out
-    for folder, dirs, files in os.walk(base):
+    for folder, dirs, files in os.walk(base):  # nothing when ``base`` is not a folder
         dirs[:] = sorted(d for d in dirs if not d.startswith(_TEMPORARY))
         for name in sorted(files):
             if folder == str(root) and name.startswith(_TEMPORARY):

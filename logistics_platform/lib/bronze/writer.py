@@ -1,8 +1,4 @@
-"""Writing rows to data files of a bronze table, batch by batch, without committing them.
-
-Memory is bounded by the batch size: of the rows written, only the DataFile descriptions are kept; the files
-are committed by :mod:`logistics_platform.lib.bronze.commit`.
-"""
+"""Writing rows to data files of a bronze table, batch by batch, without committing them (:mod:`.commit` does)."""
 
 from __future__ import annotations
 
@@ -36,10 +32,7 @@ def rows_to_arrow(rows: list[Any], schema: pa.Schema) -> pa.Table:
 
 
 class BatchWriter:
-    """Collects rows and Arrow tables and writes one Parquet data file per ``batch_rows`` rows.
-
-    Memory is bounded by the batch size: nothing of the hour is kept but the DataFile descriptions.
-    """
+    """Collects rows and Arrow tables and writes one Parquet data file per ``batch_rows`` rows (bounded memory)."""
 
     def __init__(self, table: Table, batch_rows: int) -> None:
         self.batch_rows = max(1, batch_rows)
@@ -90,11 +83,8 @@ class BatchWriter:
 def write_data_files(
     table: Table, batch: pa.Table, write_uuid: uuid.UUID, counter: itertools.count[int]
 ) -> list[DataFile]:
-    """Write ``batch`` as Parquet data file(s) of ``table`` without committing them.
-
-    A batch of one partition (always the case here: one arrival hour) is written as one file directly;
-    pyiceberg's generic path would group and filter the whole batch by partition first.
-    """
+    """Write ``batch`` as Parquet data file(s) of ``table`` without committing them (one partition: one file,
+    without pyiceberg's grouping and filtering of the whole batch)."""
     md = table.metadata
     spec, schema = md.spec(), md.schema()
     single = not spec.is_unpartitioned() and batch.num_rows > 0
