@@ -34,33 +34,20 @@ def reason_counts(counts: Iterable[Mapping[str, int]]) -> dg.JsonMetadataValue:
 
 def bronze_check_specs() -> list[dg.AssetCheckSpec]:
     """Accounting and schema stability per topic table, quarantine rate on the quarantine table."""
+    stable = "Warns when this hour added columns to the table (additive schema evolution)."
     checks = []
     for t, key in TOPIC_KEYS.items():
-        checks.append(
-            dg.AssetCheckSpec(
-                CHECK_ACCOUNTING,
-                asset=key,
-                blocking=True,
-                description=f"Landed lines of {bs.TOPICS[t].topic} in the hour = bronze rows + quarantine rows + "
-                "tombstones (files recounted, tables re-read with DuckDB); a run that appended to the hour accounts "
-                "for the files it added (metadata: scope). Warns naming the files of the hour it does not read.",
-            )
+        accounting = (
+            f"Landed lines of {bs.TOPICS[t].topic} in the hour = bronze rows + quarantine rows + "
+            "tombstones (files recounted, tables re-read with DuckDB); a run that appended to the hour accounts "
+            "for the files it added (metadata: scope). Warns naming the files of the hour it does not read."
         )
-        checks.append(
-            dg.AssetCheckSpec(
-                CHECK_SCHEMA_STABLE,
-                asset=key,
-                description="Warns when this hour added columns to the table (additive schema evolution).",
-            )
-        )
-    checks.append(
-        dg.AssetCheckSpec(
-            CHECK_QUARANTINE_RATE,
-            asset=QUARANTINE_KEY,
-            description=f"Warns when more than {QUARANTINE_RATE_WARN:.0%} of an hour's lines are quarantined.",
-        )
-    )
-    return checks
+        checks += [
+            dg.AssetCheckSpec(CHECK_ACCOUNTING, asset=key, blocking=True, description=accounting),
+            dg.AssetCheckSpec(CHECK_SCHEMA_STABLE, asset=key, description=stable),
+        ]
+    rate = f"Warns when more than {QUARANTINE_RATE_WARN:.0%} of an hour's lines are quarantined."
+    return [*checks, dg.AssetCheckSpec(CHECK_QUARANTINE_RATE, asset=QUARANTINE_KEY, description=rate)]
 
 
 def bronze_check_results(
@@ -102,10 +89,10 @@ def bronze_check_results(
                 "arrival_hours": len(per_hour),
                 "balanced": not unbalanced,
                 "unbalanced_hours": dg.MetadataValue.json(unbalanced),
-                "lines": sum(a.lines for a in per_hour.values()),
-                "bronze_rows": sum(a.bronze_rows for a in per_hour.values()),
-                "quarantine_rows": sum(a.quarantine_rows for a in per_hour.values()),
-                "tombstones": sum(a.tombstones for a in per_hour.values()),
+                **{
+                    k: sum(getattr(a, k) for a in per_hour.values())
+                    for k in ("lines", "bronze_rows", "quarantine_rows", "tombstones")
+                },
                 "by_hour": dg.MetadataValue.json({k: a.as_dict() for k, a in per_hour.items()}),
             }
             if unread:

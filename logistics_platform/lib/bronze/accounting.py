@@ -63,12 +63,7 @@ class TopicAccount:
 
 
 def _account(
-    settings: Settings,
-    hour: datetime,
-    table: str,
-    topic: str,
-    files: Sequence[LandingFile],
-    counts: tuple[int, int, int],
+    settings: Settings, hour: datetime, table: str, files: list[LandingFile], n: tuple[int, int, int]
 ) -> TopicAccount:
     """``files`` (lines, tombstones, damaged files: counted here) against (rows, quarantined, corrupt rows)."""
     lines = tombstones = 0
@@ -79,20 +74,10 @@ def _account(
         tombstones += c.tombstones
         if c.corrupt is not None:
             corrupt.append(f.relpath)
-    rows, quarantined, corrupt_rows = counts
+    topic, (rows, quarantined, corrupt_rows) = bs.TOPICS[table].topic, n
     unread = tuple(unread_in_hour(settings.landing_dir, topic, hour).items())
-    return TopicAccount(
-        table,
-        topic,
-        len(files),
-        lines,
-        tombstones,
-        rows,
-        quarantined,
-        tuple(corrupt),
-        corrupt_rows,
-        unread_files=unread,
-    )
+    found = (len(files), lines, tombstones, rows, quarantined, tuple(corrupt), corrupt_rows)
+    return TopicAccount(table, topic, *found, unread_files=unread)
 
 
 def _location(catalog: Catalog, table: str) -> str | None:
@@ -140,7 +125,7 @@ def account_hours(
             for hour in hours:
                 files = list_hour_files(settings.landing_dir, spec.topic, hour)
                 q, c = quarantined.get((hour, spec.topic, False), 0), quarantined.get((hour, spec.topic, True), 0)
-                out[hour][table] = _account(settings, hour, table, spec.topic, files, (int(rows.get(hour, 0)), q, c))
+                out[hour][table] = _account(settings, hour, table, files, (int(rows.get(hour, 0)), q, c))
     return out
 
 
@@ -188,11 +173,7 @@ def _account_increment(settings: Settings, catalog: Catalog, report: IngestRepor
             files = [f for f in list_hour_files(settings.landing_dir, tr.topic, hour) if f.relpath in new]
             data = _live(catalog, table, hour, tr.written)
             found = con.execute("select count(*) from read_parquet(?)", [data]).fetchone() if data else None
-            counts = (
-                int(found[0]) if found else 0,
-                quarantined.get((tr.topic, False), 0),
-                quarantined.get((tr.topic, True), 0),
-            )
-            account = _account(settings, hour, table, tr.topic, files, counts)
+            q, c = quarantined.get((tr.topic, False), 0), quarantined.get((tr.topic, True), 0)
+            account = _account(settings, hour, table, files, (int(found[0]) if found else 0, q, c))
             out[table] = replace(account, scope=SCOPE_INCREMENT)
     return out

@@ -121,9 +121,12 @@ def commit_hours(
 
     ``keep``: hours whose live files must still be exactly the given paths (those an append was planned on), else
     :class:`HourMovedError` and nothing committed. Hours outside ``replace`` and ``keep`` are never touched.
-    Returns (snapshot id, attempts); nothing to commit returns the current snapshot without committing.
+    Returns (snapshot id, attempts); nothing to commit returns the current snapshot (and 0 attempts without
+    ``replace`` hours).
     """
     keep = keep or {}
+    if not replace and not new_files:
+        return _snapshot_id(catalog.load_table(identifier)), 0
 
     def attempt(n: int) -> int | None:
         table = catalog.load_table(identifier)

@@ -114,6 +114,7 @@ def ingest_hours(
         for p in plans
     ]
     label = keys[0] if len(keys) == 1 else f"{keys[0]}..{keys[-1]}"
+    fast = options.get("fast_run_lines", FAST_RUN_LINES)
     for name, spec in bs.TOPICS.items():
         new_files: list[DataFile] = []
         for i, hour in enumerate(hours):
@@ -122,18 +123,8 @@ def ingest_hours(
             tr.read_files = [(f.relpath, f.size) for f in files]
             if files:
                 log.debug("%s %s: reading %d files (%s)", keys[i], spec.identifier, len(files), plans[i].mode)
-                writer = write_topic_hour(
-                    catalog,
-                    tables[name],
-                    spec,
-                    hour,
-                    files,
-                    settings,
-                    quarantines[i],
-                    tr,
-                    pools[i],
-                    options.get("fast_run_lines", FAST_RUN_LINES),
-                )
+                q, pool = quarantines[i], pools[i]
+                writer = write_topic_hour(catalog, tables[name], spec, hour, files, settings, q, tr, pool, fast)
                 tables[name] = writer.table  # reloaded by a schema evolution
                 new_files.extend(writer.files)
                 tr.written = [f.file_path for f in writer.files]
@@ -225,11 +216,8 @@ def _commit(
     props: dict[str, str],
     before_commit: BeforeCommitHook | None,
 ) -> tuple[int | None, int]:
-    """One bronze table's commit of the run (:func:`commit.commit_hours`); none when it has nothing to write."""
+    """One bronze table's commit of the run (:func:`commit.commit_hours`)."""
     identifier = f"{bs.NAMESPACE}.{table}"
-    if not replace and not new_files:
-        snap = catalog.load_table(identifier).current_snapshot()
-        return (snap.snapshot_id if snap else None), 0
     return commit_hours(catalog, identifier, hour_column(table), replace, new_files, props, keep, before_commit)
 
 

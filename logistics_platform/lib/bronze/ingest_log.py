@@ -68,12 +68,7 @@ def read_log_entries(
             hour=hk,
             fingerprint=row["fingerprint"],
             files=tuple((str(p), int(s)) for p, s in json.loads(row["files"] or "[]")),
-            lines=int(row["lines"]),
-            rows=int(row["rows"]),
-            quarantined=int(row["quarantined"]),
-            tombstones=int(row["tombstones"]),
-            late_events=int(row.get("late_events") or 0),
-            bytes=int(row.get("bytes") or 0),
+            **{k: int(row.get(k) or 0) for k in ("lines", "rows", "quarantined", "tombstones", "late_events", "bytes")},
         )
     return out
 

@@ -8,6 +8,7 @@ raises :class:`CorruptFileError` (docs/internals/ingest.md, "Landing files").
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import gzip
 import hashlib
@@ -127,28 +128,17 @@ def unexpected_files(landing_dir: Path, topic: str, arrival_hour: datetime) -> l
 
 def list_arrival_hours(landing_dir: Path, topics: Iterable[str] | None = None) -> list[datetime]:
     """Sorted arrival hours that hold at least one landing file (of ``topics``, default all)."""
-    root = Path(landing_dir) / TOPICS_DIR
-    if not root.is_dir():
-        return []
     wanted = set(topics) if topics is not None else None
     hours: set[datetime] = set()
-    for topic_dir in root.iterdir():
-        if not topic_dir.is_dir() or (wanted is not None and topic_dir.name not in wanted):
+    for hr_dir in (Path(landing_dir) / TOPICS_DIR).glob("*/dt=*/hr=*"):
+        dt_m, hr_m = _DT_RE.match(hr_dir.parent.name), _HR_RE.match(hr_dir.name)
+        if not dt_m or not hr_m or int(hr_m[1]) > 23 or not hr_dir.is_dir():
             continue
-        for dt_dir in topic_dir.iterdir():
-            dt_m = _DT_RE.match(dt_dir.name)
-            if not dt_m or not dt_dir.is_dir():
-                continue
-            for hr_dir in dt_dir.iterdir():
-                hr_m = _HR_RE.match(hr_dir.name)
-                if not hr_m or int(hr_m[1]) > 23 or not hr_dir.is_dir():
-                    continue
-                if any(p.is_file() and _FILE_RE.match(p.name) for p in hr_dir.iterdir()):
-                    try:
-                        day = datetime.strptime(dt_m[1], "%Y-%m-%d")
-                    except ValueError:
-                        continue
-                    hours.add(day + timedelta(hours=int(hr_m[1])))
+        if wanted is not None and hr_dir.parent.parent.name not in wanted:
+            continue
+        if any(p.is_file() and _FILE_RE.match(p.name) for p in hr_dir.iterdir()):
+            with contextlib.suppress(ValueError):  # not a date
+                hours.add(datetime.strptime(dt_m[1], "%Y-%m-%d") + timedelta(hours=int(hr_m[1])))
     return sorted(hours)
 
 

@@ -26,17 +26,9 @@ FOLDED_WINDOWS_TABLE = f"{OPS_SCHEMA}.folded_windows"
 # The bronze tables dbt reads, by name (bronze_tables() has their schemas; a test keeps the two equal).
 BRONZE_TABLE_NAMES = (*SOURCES, "quarantine", "ingest_log")
 SQLITE_PREFIX = "sqlite:///"
-_DUCKDB_TYPES = {  # Iceberg primitive type (as pyiceberg prints it) -> DuckDB type
-    "string": "varchar",
-    "long": "bigint",
-    "int": "integer",
-    "boolean": "boolean",
-    "double": "double",
-    "float": "float",
-    "timestamp": "timestamp",
-    "timestamptz": "timestamptz",
-    "date": "date",
-}
+# Iceberg primitive type (as pyiceberg prints it) -> DuckDB type; the others have the same name in both
+_DUCKDB_TYPES = {"string": "varchar", "long": "bigint", "int": "integer"}
+_DUCKDB_TYPES |= {t: t for t in ("boolean", "double", "float", "timestamp", "timestamptz", "date")}
 
 
 def bronze_tables() -> dict[str, Schema]:
