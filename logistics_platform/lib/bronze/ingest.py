@@ -10,8 +10,9 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
+from functools import partial
 from typing import TypedDict, Unpack
 
 from pyiceberg.catalog import Catalog
@@ -35,7 +36,7 @@ from logistics_platform.lib.bronze.reports import (
     snapshot_properties,
     topic_counts,
 )
-from logistics_platform.lib.bronze.tables import ensure_bronze_tables, hour_column
+from logistics_platform.lib.bronze.tables import ensure_bronze_tables
 from logistics_platform.lib.bronze.topic_hour import write_topic_hour
 from logistics_platform.lib.bronze.writer import BatchWriter
 from logistics_platform.lib.connections import catalog_of
@@ -88,7 +89,7 @@ def ingest_hours(
     hours = sorted({hour_start(h) for h in arrival_hours})
     if not hours:
         raise ValueError("ingest_hours: no arrival hours given; pass at least one hour")
-    run_id, before_commit = options.get("run_id"), options.get("before_commit")
+    run_id = options.get("run_id")
     say = options.get("progress") or log.info
     catalog = catalog_of(settings, options.get("catalog"))
     tables = ensure_bronze_tables(catalog)
@@ -115,6 +116,7 @@ def ingest_hours(
     ]
     label = keys[0] if len(keys) == 1 else f"{keys[0]}..{keys[-1]}"
     fast = options.get("fast_run_lines", FAST_RUN_LINES)
+    commit = partial(commit_hours, catalog, before_commit=options.get("before_commit"))
     for name, spec in bs.TOPICS.items():
         new_files: list[DataFile] = []
         for i, hour in enumerate(hours):
@@ -133,7 +135,7 @@ def ingest_hours(
         counts = topic_counts([trs[i] for i in done], d_keys)
         props = snapshot_properties(d_keys, d_hours, run_id, **counts) if done else {}
         keep = _appended(plans, name, [t.written for t in trs])
-        snapshot_id, attempts = _commit(catalog, name, replaced, keep, new_files, props, before_commit)
+        snapshot_id, attempts = commit(spec.identifier, "_arrival_hour", replaced, new_files, props, keep)
         for t in trs:
             t.snapshot_id, t.commit_attempts = snapshot_id, attempts
         damaged = sum(len(t.corrupt_files) for t in trs)
@@ -159,7 +161,8 @@ def ingest_hours(
     q_props = snapshot_properties(d_keys, d_hours, run_id, **q_counts) if done else {}
     q_files = [f for q in quarantines for f in q.files]
     q_keep = _appended(plans, bs.QUARANTINE_TABLE, [q.files for q in quarantines])
-    q_snapshot, _ = _commit(catalog, bs.QUARANTINE_TABLE, replaced, q_keep, q_files, q_props, before_commit)
+    q_id, log_id = f"{bs.NAMESPACE}.{bs.QUARANTINE_TABLE}", f"{bs.NAMESPACE}.{bs.INGEST_LOG_TABLE}"
+    q_snapshot, _ = commit(q_id, "_arrival_hour", replaced, q_files, q_props, q_keep)
     log_files: list[DataFile] = []
     for i in done:
         log_writer = BatchWriter(tables[bs.INGEST_LOG_TABLE], 1000)  # one file per hour, as hour by hour
@@ -171,7 +174,7 @@ def ingest_hours(
         log_files.extend(log_writer.files)
     # An appended hour's log rows are replaced by the cumulative ones, on condition nobody changed them since the plan.
     log_keep = {p.hour: p.base[bs.INGEST_LOG_TABLE] for p in plans if p.mode == APPEND}
-    log_snapshot, _ = _commit(catalog, bs.INGEST_LOG_TABLE, d_hours, log_keep, log_files, q_props, before_commit)
+    log_snapshot, _ = commit(log_id, "arrival_hour", d_hours, log_files, q_props, log_keep)
     elapsed = time.perf_counter() - started
     for r in reports:
         r.quarantine_snapshot_id, r.ingest_log_snapshot_id, r.duration_seconds = q_snapshot, log_snapshot, elapsed
@@ -205,20 +208,6 @@ def _whole_hour(tr: TopicReport, landed: Sequence[LandingFile], logged: IngestLo
         tr.quarantined += logged.quarantined
         tr.tombstones += logged.tombstones
         tr.late_events += logged.late_events
-
-
-def _commit(
-    catalog: Catalog,
-    table: str,
-    replace: Sequence[datetime],
-    keep: Mapping[datetime, frozenset[str]],
-    new_files: list[DataFile],
-    props: dict[str, str],
-    before_commit: BeforeCommitHook | None,
-) -> tuple[int | None, int]:
-    """One bronze table's commit of the run (:func:`commit.commit_hours`)."""
-    identifier = f"{bs.NAMESPACE}.{table}"
-    return commit_hours(catalog, identifier, hour_column(table), replace, new_files, props, keep, before_commit)
 
 
 def _appended(
