@@ -30,6 +30,7 @@ INGEST_ASSET_NAME = "bronze_ingest"
 # A run with this tag set to "replace", or any run of a backfill, re-ingests its hours whole; others may append.
 INGEST_MODE_TAG = "logistics/ingest-mode"
 BACKFILL_TAG = "dagster/backfill"
+_COUNTS = ("lines", "rows", "quarantined", "tombstones", "late_events")  # of the hours as they stand after a run
 
 _DESCRIPTIONS = {
     **{t: f"{source.description}, typed, one row per valid landed line." for t, source in contract.SOURCES.items()},
@@ -179,10 +180,8 @@ def materializations(catalog: Catalog, reports: "Sequence[IngestReport]") -> Ite
                 "dagster/partition_row_count": tsum(t, "rows"),
                 **hours,
                 **mode,
-                **{k: tsum(t, k) for k in ("lines", "rows", "quarantined")},  # the hours as they stand after the run
+                **{k: tsum(t, k) for k in _COUNTS},  # the hours as they stand after the run
                 "quarantined_by_reason": reason_counts(r.topics[t].quarantined_by_reason for r in reports),
-                "tombstones": tsum(t, "tombstones"),
-                "late_events": tsum(t, "late_events"),
                 **read([t]),
                 # a range: hour key -> fingerprint, as in the commit's snapshot summary
                 "input_fingerprint": first.topics[t].fingerprint
@@ -218,8 +217,7 @@ def materializations(catalog: Catalog, reports: "Sequence[IngestReport]") -> Ite
             **hours,
             **mode,
             **({"ingest_mode_reason": first.mode_reason} if single else {}),
-            **{k: sum(getattr(r, k) for r in reports) for k in ("lines", "rows", "quarantined", "tombstones")},
-            "late_events": sum(tsum(t, "late_events") for t in first.topics),
+            **{k: sum(tsum(t, k) for t in first.topics) for k in _COUNTS},
             **read(list(first.topics)),
             "snapshot_ids": dg.MetadataValue.json(
                 {

@@ -89,10 +89,10 @@ def bronze_check_results(
                 "arrival_hours": len(per_hour),
                 "balanced": not unbalanced,
                 "unbalanced_hours": dg.MetadataValue.json(unbalanced),
-                **{
-                    k: sum(getattr(a, k) for a in per_hour.values())
-                    for k in ("lines", "bronze_rows", "quarantine_rows", "tombstones")
-                },
+                "lines": sum(a.lines for a in per_hour.values()),
+                "bronze_rows": sum(a.bronze_rows for a in per_hour.values()),
+                "quarantine_rows": sum(a.quarantine_rows for a in per_hour.values()),
+                "tombstones": sum(a.tombstones for a in per_hour.values()),
                 "by_hour": dg.MetadataValue.json({k: a.as_dict() for k, a in per_hour.items()}),
             }
             if unread:
@@ -116,8 +116,7 @@ def bronze_check_results(
         )
     rates = {r.partition_key: (r.quarantined / r.lines if r.lines else 0.0) for r in reports}
     high = {k: v for k, v in rates.items() if v > QUARANTINE_RATE_WARN}
-    lines = sum(r.lines for r in reports)
-    quarantined = sum(r.quarantined for r in reports)
+    lines, quarantined = sum(r.lines for r in reports), sum(r.quarantined for r in reports)
     rate_meta: dict[str, Any] = {
         "rate": round(quarantined / lines if lines else 0.0, 6),
         "quarantined": quarantined,
@@ -126,14 +125,11 @@ def bronze_check_results(
     }
     if not single:
         rate_meta["hours_above_threshold"] = dg.MetadataValue.json({k: round(v, 6) for k, v in high.items()})
-    if not high:
-        rate_description = None
-    elif single:
-        rate_description = (
-            f"{rates[reports[0].partition_key]:.2%} of the hour's lines were quarantined "
-            f"(threshold {QUARANTINE_RATE_WARN:.0%})"
-        )
-    else:
+    rate_description = None
+    if high and single:
+        share = rates[reports[0].partition_key]
+        rate_description = f"{share:.2%} of the hour's lines were quarantined (threshold {QUARANTINE_RATE_WARN:.0%})"
+    elif high:
         worst = max(high, key=lambda k: high[k])
         rate_description = (
             f"{len(high)} hours had more than {QUARANTINE_RATE_WARN:.0%} of their lines quarantined "

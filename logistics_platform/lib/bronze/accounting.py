@@ -1,9 +1,5 @@
-"""The accounting invariant of each arrival hour, computed independently of the ingest.
-
-landed lines = bronze rows + quarantine rows + tombstones, per topic: the landing files recounted from their bytes,
-the committed tables read back with DuckDB; an append is accounted for its new files only
-(docs/internals/ingest.md, "Accounting").
-"""
+"""Per hour and topic: landed lines = bronze rows + quarantine rows + tombstones, recounted from the files and
+re-read with DuckDB, independently of the ingest (docs/internals/ingest.md, "Accounting")."""
 
 from __future__ import annotations
 
@@ -115,13 +111,11 @@ def account_hours(
             loc = _location(catalog, table)
             rows: dict[datetime, int] = {}
             if loc is not None and hours:
-                rows = dict(
-                    con.execute(
-                        "select _arrival_hour, count(*) from iceberg_scan(?) "
-                        "where _arrival_hour in (select unnest(?::timestamp[])) group by all",
-                        [loc, hours],
-                    ).fetchall()
+                sql = (
+                    "select _arrival_hour, count(*) from iceberg_scan(?) "
+                    "where _arrival_hour in (select unnest(?::timestamp[])) group by all"
                 )
+                rows = dict(con.execute(sql, [loc, hours]).fetchall())
             for hour in hours:
                 files = list_hour_files(settings.landing_dir, spec.topic, hour)
                 q, c = quarantined.get((hour, spec.topic, False), 0), quarantined.get((hour, spec.topic, True), 0)

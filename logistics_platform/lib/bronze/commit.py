@@ -1,8 +1,5 @@
-"""Committing written data files to a bronze table: replace some arrival hours, append to others, in one commit.
-
-Retried on concurrent commits (re-planned on fresh metadata); merges manifests and expires past micro-batch
-snapshots as it goes (docs/internals/ingest.md, "Commits").
-"""
+"""Committing written data files to a bronze table: replace some arrival hours, append to others, in one commit,
+retried on concurrent commits (docs/internals/ingest.md, "Commits")."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""Planning an ingest hour by hour: append the new files, leave it unchanged, or replace the whole hour.
-
-An append is taken only when the logged files are all still landed unchanged and every table holds exactly the
-rows ``bronze.ingest_log`` says: what makes appends exactly-once across crashes (docs/internals/ingest.md).
-"""
+"""Planning an ingest hour by hour: append the new files, leave it unchanged, or replace the whole hour, so that
+appends are exactly-once across crashes (docs/internals/ingest.md)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""Bronze ingestion of arrival hours: landing files -> typed Iceberg tables, exactly once per hour.
-
-Plan each hour (append, unchanged, replace), write every hour's data files, then ONE commit per table for the
-run, the quarantine next and ``bronze.ingest_log`` LAST (a logged hour is a committed hour). The steps and why:
-docs/internals/ingest.md.
-"""
+"""Bronze ingestion of arrival hours: landing files -> typed Iceberg tables, exactly once per hour; the steps and
+why: docs/internals/ingest.md."""
 
 from __future__ import annotations
 
@@ -168,8 +164,7 @@ def ingest_hours(
         log_writer = BatchWriter(tables[bs.INGEST_LOG_TABLE], 1000)  # one file per hour, as hour by hour
         for t in reports[i].topics.values():
             if t.files:  # an hour a topic did not land in has nothing to account for
-                n = (t.bytes, t.lines, t.rows, t.quarantined, t.tombstones, t.late_events)
-                log_writer.add(log_row(t.topic, hours[i], t.files, t.fingerprint, n))
+                log_writer.add(log_row(hours[i], t))
         log_writer.flush()
         log_files.extend(log_writer.files)
     # An appended hour's log rows are replaced by the cumulative ones, on condition nobody changed them since the plan.

@@ -1,13 +1,10 @@
-"""``bronze.ingest_log``: one row per topic and arrival hour, the files the hour holds and what they became.
-
-Committed last by the ingest (a logged hour is a committed hour); an append replaces the hour's rows with the
-cumulative ones. Read by the ingest's planning, `verify`, the backlog and the landing sensor.
-"""
+"""``bronze.ingest_log``: one row per topic and arrival hour, the files the hour holds and what they became
+(committed last by the ingest; read by its planning, `verify`, the backlog and the landing sensor)."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -16,6 +13,7 @@ from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.expressions import In
 
 from logistics_platform.lib.bronze import schema as bs
+from logistics_platform.lib.bronze.reports import TopicReport
 from logistics_platform.lib.timekeys import epoch_micros, hour_key, parse_hour_key, utc_naive
 
 INGEST_LOG_IDENTIFIER = f"{bs.NAMESPACE}.{bs.INGEST_LOG_TABLE}"
@@ -73,19 +71,8 @@ def read_log_entries(
     return out
 
 
-def log_row(
-    topic: str,
-    hour: datetime,
-    files: Sequence[tuple[str, int]],
-    fingerprint: str,
-    counts: tuple[int, int, int, int, int, int],
-) -> tuple[object, ...]:
-    """A log row in column order; ``counts`` are (bytes, lines, rows, quarantined, tombstones, late events)."""
-    return (
-        topic,
-        epoch_micros(utc_naive(hour)),
-        json.dumps([list(f) for f in files]),
-        fingerprint,
-        len(files),
-        *counts,
-    )
+def log_row(hour: datetime, t: TopicReport) -> tuple[object, ...]:
+    """The log row of topic report ``t`` of ``hour``, in column order."""
+    counts = (t.bytes, t.lines, t.rows, t.quarantined, t.tombstones, t.late_events)
+    files = json.dumps([list(f) for f in t.files])
+    return (t.topic, epoch_micros(utc_naive(hour)), files, t.fingerprint, len(t.files), *counts)

@@ -1,10 +1,5 @@
-"""Discovery and reading of Kafka Connect landing files (pure functions over a directory tree).
-
-Layout (docs/contract/sources.md): ``topics/<topic>/dt=YYYY-MM-DD/hr=HH/<topic>+<partition>+<start_offset>.json[.gz]``
-or ``.avro``; the ``dt=/hr=`` folder is the arrival hour. Other names are skipped here and reported by
-:mod:`~logistics_platform.lib.bronze.unread`. A damaged file delivers everything readable before the damage, then
-raises :class:`CorruptFileError` (docs/internals/ingest.md, "Landing files").
-"""
+"""Discovery and reading of Kafka Connect landing files, ``topics/<topic>/dt=YYYY-MM-DD/hr=HH/<file>`` (the layout:
+docs/contract/sources.md; damaged files: docs/internals/ingest.md, "Landing files")."""
 
 from __future__ import annotations
 

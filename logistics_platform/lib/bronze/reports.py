@@ -1,8 +1,5 @@
-"""What an ingest reports: per topic and hour counts, and the snapshot summary properties of its commits.
-
-The summaries hold nothing that grows with the hour: the file list is in the ingest log, which they name
-(docs/internals/ingest.md, "Snapshot summary properties").
-"""
+"""What an ingest reports: per topic and hour counts, and the snapshot summary properties of its commits
+(docs/internals/ingest.md, "Snapshot summary properties")."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""One topic's landing files of one arrival hour -> data files of its bronze table (written, not committed).
-
-Lines are parsed in blocks (in worker processes for large hours, consumed in file order), so memory does not grow
-with the hour; unknown columns are added (schema evolution) and their block parsed again.
-"""
+"""One topic's landing files of one arrival hour -> data files of its bronze table (written, not committed),
+parsed block by block; unknown columns are added (schema evolution) and their block parsed again."""
 
 from __future__ import annotations
 

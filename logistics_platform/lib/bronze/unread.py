@@ -1,8 +1,5 @@
-"""The files of the landing zone that the platform does not read, each with why: nothing is skipped silently.
-
-Reported by ``verify``, the accounting check and ``run``'s summary; a sink's temporary folders (names starting with
-``.``, ``_`` or ``+``) and such files at the landing root are not (docs/internals/ingest.md, "Landing files").
-"""
+"""The files of the landing zone that the platform does not read, each with why: nothing is skipped silently
+(docs/internals/ingest.md, "Landing files")."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""DuckDB views over the bronze Iceberg tables, bound to the metadata file the catalog points at now.
-
-Runs in every dbt process: a SQLite catalog is read without pyiceberg (docs/internals/ingest.md, "DuckDB views").
-"""
+"""DuckDB views over the bronze Iceberg tables, bound to the metadata file the catalog points at now (run in every
+dbt process: a SQLite catalog is read without pyiceberg)."""
 
 from __future__ import annotations
 

@@ -87,15 +87,13 @@ def write_data_files(
     without pyiceberg's grouping and filtering of the whole batch)."""
     md = table.metadata
     spec, schema = md.spec(), md.schema()
+
+    def constant(name: str | None) -> bool:
+        column = batch.column(name) if name is not None else None
+        return column is not None and not column.null_count and len(set(pc.min_max(column).values())) == 1
+
     single = not spec.is_unpartitioned() and batch.num_rows > 0
-    if single:
-        for pf in spec.fields:
-            name = schema.find_column_name(pf.source_id)
-            column = batch.column(name) if name is not None else None
-            if column is None or column.null_count or len(set(pc.min_max(column).values())) != 1:
-                single = False
-                break
-    if not single:
+    if not single or not all(constant(schema.find_column_name(pf.source_id)) for pf in spec.fields):
         return arrow_to_data_files(md, table.io, batch, write_uuid=write_uuid, counter=counter)
     ((partition_key, _),) = split_by_partition(spec, schema, batch.slice(0, 1))
     task_schema = pyarrow_to_schema(batch.schema, name_mapping=schema.name_mapping, format_version=md.format_version)
