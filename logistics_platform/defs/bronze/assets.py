@@ -133,12 +133,8 @@ def build_bronze_assets(settings: Settings) -> dg.AssetsDefinition:
             if is_transient(exc):
                 raise  # the retry policy applies: catalog/storage unavailable, commit conflict, lock
             context.log.exception("ingest of %s failed", label)
-            raise dg.Failure(
-                description=describe_failure(
-                    exc, f"ingest of arrival hour{'s' if len(keys) > 1 else ''} {label.replace('..', ' .. ')}"
-                ),
-                allow_retries=False,
-            ) from None
+            what = f"ingest of arrival hour{'s' if len(keys) > 1 else ''} {label.replace('..', ' .. ')}"
+            raise dg.Failure(description=describe_failure(exc, what), allow_retries=False) from None
         yield from materializations(catalog, reports)
         accounts = account_ingest(settings, reports, catalog)
         yield from bronze_check_results(reports, accounts)

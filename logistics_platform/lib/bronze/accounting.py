@@ -24,6 +24,7 @@ from logistics_platform.settings import Settings
 SCOPE_HOUR = "hour"
 SCOPE_INCREMENT = "increment"
 SCOPE_UNCHANGED = "unchanged"
+_IN_HOURS = "where _arrival_hour in (select unnest(?::timestamp[])) group by all"
 
 
 @dataclass(frozen=True)
@@ -99,23 +100,13 @@ def account_hours(
     out: dict[datetime, dict[str, TopicAccount]] = {h: {} for h in hours}
     with connect(settings=settings) as con:
         q_loc = _location(catalog, bs.QUARANTINE_TABLE)
-        quarantined: dict[tuple[datetime, str, bool], int] = {}
-        if q_loc is not None and hours:
-            for hour, topic, is_file, n in con.execute(
-                "select _arrival_hour, _topic, reason = ?, count(*) from iceberg_scan(?) "
-                "where _arrival_hour in (select unnest(?::timestamp[])) group by all",
-                [bs.REASON_CORRUPT_FILE, q_loc, hours],
-            ).fetchall():
-                quarantined[(hour, topic, bool(is_file))] = int(n)
+        sql = f"select _arrival_hour, _topic, reason = ?, count(*) from iceberg_scan(?) {_IN_HOURS}"
+        q_rows = con.execute(sql, [bs.REASON_CORRUPT_FILE, q_loc, hours]).fetchall() if q_loc and hours else []
+        quarantined = {(hour, topic, bool(is_file)): int(n) for hour, topic, is_file, n in q_rows}
         for table, spec in bs.TOPICS.items():
             loc = _location(catalog, table)
-            rows: dict[datetime, int] = {}
-            if loc is not None and hours:
-                sql = (
-                    "select _arrival_hour, count(*) from iceberg_scan(?) "
-                    "where _arrival_hour in (select unnest(?::timestamp[])) group by all"
-                )
-                rows = dict(con.execute(sql, [loc, hours]).fetchall())
+            sql = f"select _arrival_hour, count(*) from iceberg_scan(?) {_IN_HOURS}"
+            rows: dict[datetime, int] = dict(con.execute(sql, [loc, hours]).fetchall()) if loc and hours else {}
             for hour in hours:
                 files = list_hour_files(settings.landing_dir, spec.topic, hour)
                 q, c = quarantined.get((hour, spec.topic, False), 0), quarantined.get((hour, spec.topic, True), 0)
@@ -126,8 +117,7 @@ def account_hours(
 def account_ingest(
     settings: Settings, reports: Sequence[IngestReport], catalog: Catalog | None = None
 ) -> dict[datetime, dict[str, TopicAccount]]:
-    """Hour -> table -> the accounting of what an ingest did to it: the whole hour when it replaced it, the files
-    it added when it appended (O(new files)), nothing when it left the hour unchanged."""
+    """Hour -> table -> the accounting of what an ingest did: the whole hour, the files an append added, or nothing."""
     whole = [r.arrival_hour for r in reports if r.mode not in (APPEND, UNCHANGED)]
     catalog = catalog_of(settings, catalog)
     out = account_hours(settings, whole, catalog) if whole else {}
@@ -154,14 +144,10 @@ def _account_increment(settings: Settings, catalog: Catalog, report: IngestRepor
     hour = report.arrival_hour
     out: dict[str, TopicAccount] = {}
     with connect(settings=settings) as con:
-        quarantined: dict[tuple[str, bool], int] = {}
         q_files = _live(catalog, bs.QUARANTINE_TABLE, hour, report.quarantine_written)
-        if q_files:
-            for topic, is_file, n in con.execute(
-                "select _topic, reason = ?, count(*) from read_parquet(?) group by all",
-                [bs.REASON_CORRUPT_FILE, q_files],
-            ).fetchall():
-                quarantined[(topic, bool(is_file))] = int(n)
+        sql = "select _topic, reason = ?, count(*) from read_parquet(?) group by all"
+        q_rows = con.execute(sql, [bs.REASON_CORRUPT_FILE, q_files]).fetchall() if q_files else []
+        quarantined = {(topic, bool(is_file)): int(n) for topic, is_file, n in q_rows}
         for table, tr in report.topics.items():
             new = {rel for rel, _ in tr.read_files}
             files = [f for f in list_hour_files(settings.landing_dir, tr.topic, hour) if f.relpath in new]

@@ -114,13 +114,9 @@ def commit_hours(
     keep: Mapping[datetime, frozenset[str]] | None = None,
     before_commit: BeforeCommitHook | None = None,
 ) -> tuple[int | None, int]:
-    """One commit: the rows of the ``replace`` hours swapped for theirs in ``new_files``, the rest appended.
-
-    ``keep``: hours whose live files must still be exactly the given paths (those an append was planned on), else
-    :class:`HourMovedError` and nothing committed. Hours outside ``replace`` and ``keep`` are never touched.
-    Returns (snapshot id, attempts); nothing to commit returns the current snapshot (and 0 attempts without
-    ``replace`` hours).
-    """
+    """One commit: the ``replace`` hours' rows swapped for theirs in ``new_files``, the rest appended; returns
+    (snapshot id, attempts). ``keep``: hours whose live files must still be exactly the given paths (those an append
+    was planned on), else :class:`HourMovedError` and nothing committed. Other hours are never touched."""
     keep = keep or {}
     if not replace and not new_files:
         return _snapshot_id(catalog.load_table(identifier)), 0

@@ -72,10 +72,7 @@ def plan_hours(
     for hour, files in zip(hours, landed, strict=True):
         key = hour_key(hour)
         logged = {by_topic[topic]: e for (topic, k), e in log.items() if k == key and topic in by_topic}
-        if not logged:
-            plans.append(_replace(hour, files, NOT_INGESTED))
-            continue
-        why = _against_log(files, logged)
+        why = _against_log(files, logged) if logged else NOT_INGESTED
         if why:
             plans.append(_replace(hour, files, why))
             continue

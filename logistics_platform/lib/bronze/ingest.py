@@ -55,10 +55,7 @@ class IngestOptions(TypedDict, total=False):
 
 
 def consecutive_ranges(hours: Sequence[datetime], max_hours: int) -> list[list[datetime]]:
-    """The distinct hours, sorted and cut into runs of consecutive hours of at most ``max_hours`` each.
-
-    A gap starts a new run: a range over it would also ingest (and record) the hours in between.
-    """
+    """The distinct hours, sorted, in runs of at most ``max_hours`` consecutive hours (a gap starts a new run)."""
     out: list[list[datetime]] = []
     for hour in sorted({hour_start(h) for h in hours}):
         if out and hour - out[-1][-1] == timedelta(hours=1) and len(out[-1]) < max(1, max_hours):
@@ -77,10 +74,8 @@ def ingest_hour(settings: Settings, arrival_hour: datetime, **options: Unpack[In
 def ingest_hours(
     settings: Settings, arrival_hours: Sequence[datetime], **options: Unpack[IngestOptions]
 ) -> list[IngestReport]:
-    """Bring arrival hours (any set, any order) in every bronze table up to the landing zone (idempotent).
-
-    Reports come back in hour order; the rows and files are exactly what hour-by-hour ingest gives.
-    """
+    """Bring arrival hours (any set, any order) in every bronze table up to the landing zone (idempotent); reports
+    come back in hour order, rows and files are exactly what hour-by-hour ingest gives."""
     started = time.perf_counter()
     hours = sorted({hour_start(h) for h in arrival_hours})
     if not hours:
@@ -198,11 +193,8 @@ def _whole_hour(tr: TopicReport, landed: Sequence[LandingFile], logged: IngestLo
     tr.fingerprint = fingerprint(landed)
     tr.bytes = sum(f.size for f in landed)
     if logged is not None:
-        tr.lines += logged.lines
-        tr.rows += logged.rows
-        tr.quarantined += logged.quarantined
-        tr.tombstones += logged.tombstones
-        tr.late_events += logged.late_events
+        for count in ("lines", "rows", "quarantined", "tombstones", "late_events"):
+            setattr(tr, count, getattr(tr, count) + getattr(logged, count))
 
 
 def _appended(

@@ -290,10 +290,8 @@ def iter_content(f: LandingFile, chunk: int = READ_CHUNK) -> Iterator[bytes]:
 
 
 class ContentReader:
-    """``read(n)`` over :func:`iter_content`: exactly ``n`` bytes unless the content ends or is damaged.
-
-    A read that meets the damage returns what was readable; the next read raises :class:`CorruptFileError`.
-    """
+    """``read(n)`` over :func:`iter_content`: exactly ``n`` bytes unless the content ends or is damaged (a read that
+    meets the damage returns what was readable; the next one raises :class:`CorruptFileError`)."""
 
     def __init__(self, f: LandingFile, chunk: int = READ_CHUNK) -> None:
         self._chunks = iter_content(f, chunk)

@@ -8,11 +8,12 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from datetime import datetime
-from functools import partial
+from functools import cache, partial
 from typing import Any
 
 from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
+from pyiceberg.types import IcebergType
 
 from logistics_platform.lib.bronze import schema as bs
 from logistics_platform.lib.bronze.avro import read_file as read_avro_file
@@ -82,15 +83,12 @@ def write_topic_hour(
             except CorruptRead as e:  # its readable lines are in the tasks above; the file gets one row
                 corrupt.append(e)
 
-    parsers: dict[tuple[Any, ...], LineParser] = {}
+    @cache
+    def avro_parser(evolved: tuple[tuple[str, IcebergType], ...]) -> LineParser:
+        return LineParser(spec, hour, lateness, dict(evolved), settings.debezium_decimal_handling_mode)
 
     def read_avro(f: LandingFile) -> tuple[BlockResult, CorruptRead | None]:
-        evolved = state["evolved"]
-        parser = parsers.get(evolved)
-        if parser is None:
-            mode = settings.debezium_decimal_handling_mode
-            parser = parsers[evolved] = LineParser(spec, hour, lateness, dict(evolved), mode)
-        return read_avro_file(parser, f, state["schema"])
+        return read_avro_file(avro_parser(state["evolved"]), f, state["schema"])
 
     def rerun_block(task: BlockTask) -> BlockResult:
         return run_block(replace(task, evolved=state["evolved"], arrow_schema=state["schema"]))
