@@ -84,9 +84,7 @@ def ingest_hours(
     say = options.get("progress") or log.info
     catalog = catalog_of(settings, options.get("catalog"))
     tables = ensure_bronze_tables(catalog)
-    landed = [
-        {name: list_hour_files(settings.landing_dir, spec.topic, h) for name, spec in bs.TOPICS.items()} for h in hours
-    ]
+    landed = [{t: list_hour_files(settings.landing_dir, s.topic, h) for t, s in bs.TOPICS.items()} for h in hours]
     plans = plan_hours(catalog, tables, hours, landed, options.get("replace", False))
     keys = [hour_key(h) for h in hours]
     reports = [

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import IO, cast
+from typing import IO, NamedTuple, cast
 
 from logistics_platform.lib.bronze.avro_container import count_records
 from logistics_platform.lib.timekeys import hour_start
@@ -353,8 +353,7 @@ def is_tombstone_line(raw: bytes) -> bool:
     return isinstance(value, dict) and value.keys() == {"schema", "payload"} and value["payload"] is None
 
 
-@dataclass(frozen=True)
-class FileCount:
+class FileCount(NamedTuple):
     """Lines and tombstones of one file; for a damaged file, of its complete lines before the damage."""
 
     lines: int
@@ -383,5 +382,4 @@ def scan_file(f: LandingFile) -> FileCount:
 
 def count_lines(f: LandingFile) -> tuple[int, int]:
     """(lines, tombstones) of one file, counted straight from its bytes (readable lines of a damaged file)."""
-    c = scan_file(f)
-    return c.lines, c.tombstones
+    return scan_file(f)[:2]

@@ -59,6 +59,7 @@ def write_topic_hour(
     state: dict[str, Any] = {"evolved": tuple(evolved_columns(table, spec).items()), "schema": writer.arrow_schema}
 
     corrupt: list[CorruptRead] = []
+    new_task, mode = partial(BlockTask, spec.table, hour, lateness), settings.debezium_decimal_handling_mode
 
     def tasks() -> Iterator[BlockTask]:
         for f in files:
@@ -66,26 +67,16 @@ def write_topic_hour(
                 continue  # read below, a file at a time
             try:
                 for block, first, newlines in iter_counted_blocks(f, block_bytes):
-                    yield BlockTask(
-                        spec.table,
-                        hour,
-                        lateness,
-                        state["evolved"],
-                        state["schema"],
-                        block,
-                        f.kafka_partition,
-                        first,
-                        f.relpath,
-                        fast_run_lines,
-                        newlines,
-                        settings.debezium_decimal_handling_mode,
+                    evolved, schema = state["evolved"], state["schema"]
+                    yield new_task(
+                        evolved, schema, block, f.kafka_partition, first, f.relpath, fast_run_lines, newlines, mode
                     )
             except CorruptRead as e:  # its readable lines are in the tasks above; the file gets one row
                 corrupt.append(e)
 
     @cache
     def avro_parser(evolved: tuple[tuple[str, IcebergType], ...]) -> LineParser:
-        return LineParser(spec, hour, lateness, dict(evolved), settings.debezium_decimal_handling_mode)
+        return LineParser(spec, hour, lateness, dict(evolved), mode)
 
     def read_avro(f: LandingFile) -> tuple[BlockResult, CorruptRead | None]:
         return read_avro_file(avro_parser(state["evolved"]), f, state["schema"])

@@ -34,9 +34,12 @@ def why_unread(relpath: str) -> str | None:
     return None
 
 
-def _report(root: Path, base: Path) -> dict[str, str]:
+def unread_files(landing_dir: Path, under: str = "") -> dict[str, str]:
+    """Relative path -> why it is not read, for every file under the landing root (or its folder ``under``) that the
+    ingest does not read."""
+    root = Path(landing_dir)
     out: dict[str, str] = {}
-    for folder, dirs, files in os.walk(base):  # nothing when ``base`` is not a folder
+    for folder, dirs, files in os.walk(root / under):  # nothing when it is not a folder
         dirs[:] = sorted(d for d in dirs if not d.startswith(_TEMPORARY))
         for name in sorted(files):
             if folder == str(root) and name.startswith(_TEMPORARY):
@@ -48,12 +51,6 @@ def _report(root: Path, base: Path) -> dict[str, str]:
     return out
 
 
-def unread_files(landing_dir: Path) -> dict[str, str]:
-    """Relative path -> why it is not read, for every file under the landing root that the ingest does not read."""
-    return _report(Path(landing_dir), Path(landing_dir))
-
-
 def unread_in_hour(landing_dir: Path, topic: str, arrival_hour: datetime) -> dict[str, str]:
     """:func:`unread_files` of one topic's arrival-hour folder."""
-    root = Path(landing_dir)
-    return _report(root, root / hour_dir(topic, arrival_hour))
+    return unread_files(landing_dir, hour_dir(topic, arrival_hour))
