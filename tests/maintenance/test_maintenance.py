@@ -195,7 +195,7 @@ def test_compaction_skips_partition_when_a_file_is_replaced_concurrently(catalog
 
 
 def test_reingest_of_one_hour_after_compaction_replaces_exactly_that_hour(catalog: Catalog) -> None:
-    from logistics_platform.lib.bronze.commit import replace_hours
+    from logistics_platform.lib.bronze.commit import commit_hours
 
     table = _hourly_table(catalog, hours=24)
     compact_table(table, small_file_bytes=SMALL, target_file_bytes=TARGET)
@@ -205,7 +205,7 @@ def test_reingest_of_one_hour_after_compaction_replaces_exactly_that_hour(catalo
 
     new_rows = hour_rows(table, hour, 3, seed=1234)
     new_files = arrow_to_data_files(table.metadata, table.io, new_rows)
-    replace_hours(catalog, "bronze.orders", "_arrival_hour", [hour], new_files, {"test": "reingest"})
+    commit_hours(catalog, "bronze.orders", "_arrival_hour", [hour], new_files, {"test": "reingest"})
 
     table = catalog.load_table("bronze.orders")
     hour_now = table.scan(row_filter=EqualTo("_arrival_hour", hour.isoformat())).to_arrow()

@@ -1,8 +1,4 @@
-"""Dagster definitions for the ingest domain: landing (external) -> bronze Iceberg tables, per arrival hour.
-
-``keys`` names the assets, ``assets`` defines them (the work is :mod:`logistics_platform.lib.bronze.ingest`),
-``checks`` the checks evaluated with each ingest.
-"""
+"""Dagster definitions for the ingest domain: landing (external) -> bronze Iceberg tables, per arrival hour."""
 
 import dagster as dg
 

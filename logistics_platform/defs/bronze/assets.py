@@ -1,7 +1,5 @@
-"""The bronze assets: landing topics (external, observed) and the partitioned multi-asset that ingests them.
-
-Thin glue: the work is :func:`logistics_platform.lib.bronze.ingest.ingest_hours`.
-"""
+"""The bronze assets: landing topics (external, observed) and the partitioned multi-asset that ingests them (thin
+glue: the work is :func:`logistics_platform.lib.bronze.ingest.ingest_hours`)."""
 
 # No `from __future__ import annotations`: Dagster reads the asset function annotations at runtime.
 
@@ -13,24 +11,26 @@ import dagster as dg
 from pyiceberg.catalog import Catalog
 from pyiceberg.schema import Schema
 
-from logistics_platform.defs.bronze.checks import bronze_check_results, bronze_check_specs
+from logistics_platform.defs.bronze.checks import bronze_check_results, bronze_check_specs, reason_counts
 from logistics_platform.defs.bronze.keys import LANDING_KEYS, QUARANTINE_KEY, TOPIC_KEYS
 from logistics_platform.defs.constants import BRONZE_GROUP, INGEST_LOG_KEY, LANDING_GROUP, OWNERS
 from logistics_platform.defs.partitions import arrival_hour_partitions
 from logistics_platform.defs.preflight import require_usable_lakehouse
 from logistics_platform.lib import contract
 from logistics_platform.lib.bronze import schema as bs
+from logistics_platform.lib.bronze.views import bronze_tables
 from logistics_platform.resources import IcebergCatalog
 from logistics_platform.settings import Settings
 
-if TYPE_CHECKING:  # the ingest step imports it; loading the definitions does not need it
+if TYPE_CHECKING:  # the ingest step imports them; loading the definitions does not need them
+    from logistics_platform.lib.bronze.ingest import IngestOptions
     from logistics_platform.lib.bronze.reports import IngestReport
 
 INGEST_ASSET_NAME = "bronze_ingest"
-# A run with this tag set to "replace", or any run of a backfill, re-ingests its hours whole; other runs append the
-# new files of an hour already ingested (lib/bronze/increment.py).
+# A run with this tag set to "replace", or any run of a backfill, re-ingests its hours whole; others may append.
 INGEST_MODE_TAG = "logistics/ingest-mode"
 BACKFILL_TAG = "dagster/backfill"
+_COUNTS = ("lines", "rows", "quarantined", "tombstones", "late_events")  # of the hours as they stand after a run
 
 _DESCRIPTIONS = {
     **{t: f"{source.description}, typed, one row per valid landed line." for t, source in contract.SOURCES.items()},
@@ -54,13 +54,6 @@ def column_schema(schema: Schema) -> dg.TableSchema:
     )
 
 
-def _schemas() -> dict[str, Schema]:
-    out = {t: bs.table_schema(spec) for t, spec in bs.TOPICS.items()}
-    out[bs.QUARANTINE_TABLE] = bs.quarantine_schema()
-    out[bs.INGEST_LOG_TABLE] = bs.ingest_log_schema()
-    return out
-
-
 def landing_specs(partitions: dg.PartitionsDefinition) -> list[dg.AssetSpec]:
     """The landing zone topics: written by Kafka Connect, observed here, never materialized by Dagster."""
     return [
@@ -79,38 +72,28 @@ def landing_specs(partitions: dg.PartitionsDefinition) -> list[dg.AssetSpec]:
 
 def bronze_specs() -> list[dg.AssetSpec]:
     """One spec per bronze table, with its column schema and its landing topic(s) upstream."""
-    schemas = _schemas()
-    specs = []
-    for name, key in [
-        *TOPIC_KEYS.items(),
-        (bs.QUARANTINE_TABLE, QUARANTINE_KEY),
-        (bs.INGEST_LOG_TABLE, INGEST_LOG_KEY),
-    ]:
-        deps = [LANDING_KEYS[name]] if name in LANDING_KEYS else list(LANDING_KEYS.values())
-        specs.append(
-            dg.AssetSpec(
-                key=key,
-                group_name=BRONZE_GROUP,
-                description=_DESCRIPTIONS[name],
-                kinds={"iceberg"},
-                owners=OWNERS,
-                deps=deps,
-                metadata={
-                    "dagster/column_schema": column_schema(schemas[name]),
-                    "dagster/table_name": f"{bs.NAMESPACE}.{name}",
-                    "partition_spec": "day(_arrival_hour); one file set per arrival hour",
-                },
-            )
+    keys = {**TOPIC_KEYS, bs.QUARANTINE_TABLE: QUARANTINE_KEY, bs.INGEST_LOG_TABLE: INGEST_LOG_KEY}
+    return [
+        dg.AssetSpec(
+            key=keys[name],
+            group_name=BRONZE_GROUP,
+            description=_DESCRIPTIONS[name],
+            kinds={"iceberg"},
+            owners=OWNERS,
+            deps=[LANDING_KEYS[name]] if name in LANDING_KEYS else list(LANDING_KEYS.values()),
+            metadata={
+                "dagster/column_schema": column_schema(schema),
+                "dagster/table_name": f"{bs.NAMESPACE}.{name}",
+                "partition_spec": "day(_arrival_hour); one file set per arrival hour",
+            },
         )
-    return specs
+        for name, schema in bronze_tables().items()
+    ]
 
 
 def build_bronze_assets(settings: Settings) -> dg.AssetsDefinition:
-    """The partitioned multi-asset that ingests arrival hours into every bronze table, with its checks.
-
-    One run takes one hour (sensors, schedules) or a range of up to ``INGEST_MAX_HOURS_PER_RUN`` hours (UI
-    backfills, ``run``, ``rebuild``), committed once per table; Dagster records a materialization per hour.
-    """
+    """The partitioned multi-asset that ingests arrival hours (one, or a range of up to
+    ``INGEST_MAX_HOURS_PER_RUN``) into every bronze table, with its checks; one commit per table per run."""
     partitions = arrival_hour_partitions(settings)
 
     @dg.multi_asset(
@@ -136,29 +119,22 @@ def build_bronze_assets(settings: Settings) -> dg.AssetsDefinition:
 
         require_usable_lakehouse(settings)
         catalog = iceberg.get_catalog()  # one for the run: the ingest, the metadata and the accounting share it
-        keys = context.partition_keys
+        keys, tags = context.partition_keys, context.run.tags
         label = keys[0] if len(keys) == 1 else f"{keys[0]}..{keys[-1]}"
-        tags = context.run.tags
-        replace = BACKFILL_TAG in tags or tags.get(INGEST_MODE_TAG) == "replace"
+        options: IngestOptions = {
+            "run_id": context.run.run_id,
+            "replace": BACKFILL_TAG in tags or tags.get(INGEST_MODE_TAG) == "replace",
+            "progress": context.log.info,
+            "catalog": catalog,
+        }
         try:
-            reports = ingest_hours(
-                settings,
-                [parse_hour_key(k) for k in keys],
-                run_id=context.run.run_id,
-                replace=replace,
-                progress=context.log.info,
-                catalog=catalog,
-            )
+            reports = ingest_hours(settings, [parse_hour_key(k) for k in keys], **options)
         except Exception as exc:
             if is_transient(exc):
                 raise  # the retry policy applies: catalog/storage unavailable, commit conflict, lock
             context.log.exception("ingest of %s failed", label)
-            raise dg.Failure(
-                description=describe_failure(
-                    exc, f"ingest of arrival hour{'s' if len(keys) > 1 else ''} {label.replace('..', ' .. ')}"
-                ),
-                allow_retries=False,
-            ) from None
+            what = f"ingest of arrival hour{'s' if len(keys) > 1 else ''} {label.replace('..', ' .. ')}"
+            raise dg.Failure(description=describe_failure(exc, what), allow_retries=False) from None
         yield from materializations(catalog, reports)
         accounts = account_ingest(settings, reports, catalog)
         yield from bronze_check_results(reports, accounts)
@@ -172,31 +148,27 @@ def materializations(catalog: Catalog, reports: "Sequence[IngestReport]") -> Ite
     def totals(table: str) -> dict[str, Any]:
         t = catalog.load_table(f"{bs.NAMESPACE}.{table}")
         snap = t.current_snapshot()
-        total = int(snap.summary.additional_properties.get("total-records", 0)) if snap else 0
         return {
-            "dagster/row_count": total,
+            "dagster/row_count": int(snap.summary.additional_properties.get("total-records", 0)) if snap else 0,
             "snapshot_id": str(snap.snapshot_id) if snap else None,
-            # the live schema: includes columns added by schema evolution
-            "dagster/column_schema": column_schema(t.schema()),
+            "dagster/column_schema": column_schema(t.schema()),  # the live schema, evolved columns included
         }
 
     def tsum(name: str, attr: str) -> int:
         return sum(getattr(r.topics[name], attr) for r in reports)
 
-    duration = round(max(r.duration_seconds for r in reports), 3)
+    def read(topics: Sequence[str]) -> dict[str, int]:
+        """What this run read: all files of a replaced hour, the new ones of an appended one."""
+        read_files = [f for r in reports for t in topics for f in r.topics[t].read_files]
+        lines = sum(tsum(t, "read_lines") for t in topics)
+        return {"files_read": len(read_files), "bytes_read": sum(size for _, size in read_files), "lines_read": lines}
+
+    duration = {"duration_seconds": round(max(r.duration_seconds for r in reports), 3)}
     hours = {"arrival_hours": len(reports)} if len(reports) > 1 else {}
-    first = reports[0]
-    modes = Counter(r.mode for r in reports)
+    first, single = reports[0], len(reports) == 1
     # append (only the new files read) | replace (the whole hour read) | unchanged (nothing new); a range: counts
-    mode: dict[str, Any] = {"ingest_mode": first.mode if len(reports) == 1 else dg.MetadataValue.json(dict(modes))}
+    mode = {"ingest_mode": first.mode if single else dg.MetadataValue.json(dict(Counter(r.mode for r in reports)))}
     for t in first.topics:
-        by_reason: Counter[str] = Counter()
-        added: dict[str, str] = {}
-        corrupt: dict[str, str] = {}
-        for r in reports:
-            by_reason.update(r.topics[t].quarantined_by_reason)
-            added.update(r.topics[t].added_columns)
-            corrupt.update(r.topics[t].corrupt_files)
         yield dg.MaterializeResult(
             asset_key=TOPIC_KEYS[t],
             metadata={
@@ -204,41 +176,34 @@ def materializations(catalog: Catalog, reports: "Sequence[IngestReport]") -> Ite
                 "dagster/partition_row_count": tsum(t, "rows"),
                 **hours,
                 **mode,
-                # the hour(s) as they stand after this run ...
-                "lines": tsum(t, "lines"),
-                "rows": tsum(t, "rows"),
-                "quarantined": tsum(t, "quarantined"),
-                "quarantined_by_reason": dg.MetadataValue.json(dict(sorted(by_reason.items()))),
-                "tombstones": tsum(t, "tombstones"),
-                "late_events": tsum(t, "late_events"),
-                # ... and what this run read: all files of a replaced hour, the new ones of an appended one
-                "files_read": sum(len(r.topics[t].read_files) for r in reports),
-                "bytes_read": sum(size for r in reports for _, size in r.topics[t].read_files),
-                "lines_read": tsum(t, "read_lines"),
+                **{k: tsum(t, k) for k in _COUNTS},  # the hours as they stand after the run
+                "quarantined_by_reason": reason_counts(r.topics[t].quarantined_by_reason for r in reports),
+                **read([t]),
                 # a range: hour key -> fingerprint, as in the commit's snapshot summary
                 "input_fingerprint": first.topics[t].fingerprint
-                if len(reports) == 1
+                if single
                 else dg.MetadataValue.json({r.partition_key: r.topics[t].fingerprint for r in reports}),
                 "data_files_written": tsum(t, "data_files"),
                 "commit_attempts": first.topics[t].commit_attempts,
-                "added_columns": dg.MetadataValue.json(added),
-                "corrupt_files": dg.MetadataValue.json(corrupt),
-                "duration_seconds": duration,
+                "added_columns": dg.MetadataValue.json(
+                    {k: v for r in reports for k, v in r.topics[t].added_columns.items()}
+                ),
+                "corrupt_files": dg.MetadataValue.json(
+                    {k: v for r in reports for k, v in r.topics[t].corrupt_files.items()}
+                ),
+                **duration,
             },
         )
-    by_reason = Counter[str]()
-    for r in reports:
-        by_reason.update(r.quarantined_by_reason)
     yield dg.MaterializeResult(
         asset_key=QUARANTINE_KEY,
         metadata={
             **totals(bs.QUARANTINE_TABLE),
             "dagster/partition_row_count": sum(r.quarantined for r in reports),
             **hours,
-            "quarantined_by_reason": dg.MetadataValue.json(dict(sorted(by_reason.items()))),
+            "quarantined_by_reason": reason_counts(r.quarantined_by_reason for r in reports),
             "quarantined_by_topic": dg.MetadataValue.json({t: tsum(t, "quarantined") for t in first.topics}),
             "lines": sum(r.lines for r in reports),
-            "duration_seconds": duration,
+            **duration,
         },
     )
     yield dg.MaterializeResult(
@@ -247,15 +212,9 @@ def materializations(catalog: Catalog, reports: "Sequence[IngestReport]") -> Ite
             **totals(bs.INGEST_LOG_TABLE),
             **hours,
             **mode,
-            **({"ingest_mode_reason": first.mode_reason} if len(reports) == 1 else {}),
-            "lines": sum(r.lines for r in reports),
-            "rows": sum(r.rows for r in reports),
-            "quarantined": sum(r.quarantined for r in reports),
-            "tombstones": sum(r.tombstones for r in reports),
-            "late_events": sum(tsum(t, "late_events") for t in first.topics),
-            "files_read": sum(r.read_files for r in reports),
-            "bytes_read": sum(size for r in reports for t in r.topics.values() for _, size in t.read_files),
-            "lines_read": sum(r.read_lines for r in reports),
+            **({"ingest_mode_reason": first.mode_reason} if single else {}),
+            **{k: sum(tsum(t, k) for t in first.topics) for k in _COUNTS},
+            **read(list(first.topics)),
             "snapshot_ids": dg.MetadataValue.json(
                 {
                     **{t: str(r.snapshot_id) for t, r in first.topics.items()},
@@ -263,6 +222,6 @@ def materializations(catalog: Catalog, reports: "Sequence[IngestReport]") -> Ite
                     bs.INGEST_LOG_TABLE: str(first.ingest_log_snapshot_id),
                 }
             ),
-            "duration_seconds": duration,
+            **duration,
         },
     )

@@ -1,14 +1,10 @@
-"""The bronze checks: accounting of every landed line (blocking), quarantine rate and schema drift (warnings),
-answered per arrival hour (a range run's result holds every hour's answer in its metadata).
-
-They are evaluated inside the ingest step, from its report and a DuckDB re-read of the committed tables
-(:mod:`logistics_platform.lib.bronze.accounting`).
-"""
+"""The bronze checks, evaluated in the ingest step per arrival hour: accounting of every landed line (blocking,
+:mod:`logistics_platform.lib.bronze.accounting`), quarantine rate and schema drift (warnings)."""
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -28,45 +24,36 @@ CHECK_SCHEMA_STABLE = "schema_stable"
 QUARANTINE_RATE_WARN = 0.01
 
 
+def reason_counts(counts: Iterable[Mapping[str, int]]) -> dg.JsonMetadataValue:
+    """Quarantined lines per reason, summed and sorted, as JSON metadata."""
+    total: Counter[str] = Counter()
+    for c in counts:
+        total.update(c)
+    return dg.MetadataValue.json(dict(sorted(total.items())))
+
+
 def bronze_check_specs() -> list[dg.AssetCheckSpec]:
     """Accounting and schema stability per topic table, quarantine rate on the quarantine table."""
+    stable = "Warns when this hour added columns to the table (additive schema evolution)."
     checks = []
     for t, key in TOPIC_KEYS.items():
-        checks.append(
-            dg.AssetCheckSpec(
-                CHECK_ACCOUNTING,
-                asset=key,
-                blocking=True,
-                description=f"Landed lines of {bs.TOPICS[t].topic} in the hour = bronze rows + quarantine rows + "
-                "tombstones (files recounted, tables re-read with DuckDB); a run that appended to the hour accounts "
-                "for the files it added (metadata: scope). Warns naming the files of the hour it does not read.",
-            )
+        accounting = (
+            f"Landed lines of {bs.TOPICS[t].topic} in the hour = bronze rows + quarantine rows + "
+            "tombstones (files recounted, tables re-read with DuckDB); a run that appended to the hour accounts "
+            "for the files it added (metadata: scope). Warns naming the files of the hour it does not read."
         )
-        checks.append(
-            dg.AssetCheckSpec(
-                CHECK_SCHEMA_STABLE,
-                asset=key,
-                description="Warns when this hour added columns to the table (additive schema evolution).",
-            )
-        )
-    checks.append(
-        dg.AssetCheckSpec(
-            CHECK_QUARANTINE_RATE,
-            asset=QUARANTINE_KEY,
-            description=f"Warns when more than {QUARANTINE_RATE_WARN:.0%} of an hour's lines are quarantined.",
-        )
-    )
-    return checks
+        checks += [
+            dg.AssetCheckSpec(CHECK_ACCOUNTING, asset=key, blocking=True, description=accounting),
+            dg.AssetCheckSpec(CHECK_SCHEMA_STABLE, asset=key, description=stable),
+        ]
+    rate = f"Warns when more than {QUARANTINE_RATE_WARN:.0%} of an hour's lines are quarantined."
+    return [*checks, dg.AssetCheckSpec(CHECK_QUARANTINE_RATE, asset=QUARANTINE_KEY, description=rate)]
 
 
 def bronze_check_results(
     reports: Sequence[IngestReport], accounts: Mapping[datetime, Mapping[str, TopicAccount]]
 ) -> Iterator[dg.AssetCheckResult]:
-    """The check results of one ingest run (one hour or a range), from its reports and each hour's accounting.
-
-    Each check answers per hour: it fails when any hour of the run fails, and for a range its metadata holds
-    every hour's answer (hour key -> counts).
-    """
+    """The check results of one ingest run: each fails when any hour fails; a range's metadata has every hour's."""
     single = len(reports) == 1
     for t in reports[0].topics:
         per_hour = {r.partition_key: accounts[r.arrival_hour][t] for r in reports}
@@ -118,9 +105,7 @@ def bronze_check_results(
             description=description,
             metadata=metadata,
         )
-        added: dict[str, str] = {}
-        for r in reports:
-            added.update(r.topics[t].added_columns)
+        added = {k: v for r in reports for k, v in r.topics[t].added_columns.items()}
         yield dg.AssetCheckResult(
             asset_key=TOPIC_KEYS[t],
             check_name=CHECK_SCHEMA_STABLE,
@@ -131,27 +116,20 @@ def bronze_check_results(
         )
     rates = {r.partition_key: (r.quarantined / r.lines if r.lines else 0.0) for r in reports}
     high = {k: v for k, v in rates.items() if v > QUARANTINE_RATE_WARN}
-    lines = sum(r.lines for r in reports)
-    quarantined = sum(r.quarantined for r in reports)
-    by_reason: Counter[str] = Counter()
-    for r in reports:
-        by_reason.update(r.quarantined_by_reason)
+    lines, quarantined = sum(r.lines for r in reports), sum(r.quarantined for r in reports)
     rate_meta: dict[str, Any] = {
         "rate": round(quarantined / lines if lines else 0.0, 6),
         "quarantined": quarantined,
         "lines": lines,
-        "by_reason": dg.MetadataValue.json(dict(sorted(by_reason.items()))),
+        "by_reason": reason_counts(r.quarantined_by_reason for r in reports),
     }
     if not single:
         rate_meta["hours_above_threshold"] = dg.MetadataValue.json({k: round(v, 6) for k, v in high.items()})
-    if not high:
-        rate_description = None
-    elif single:
-        rate_description = (
-            f"{rates[reports[0].partition_key]:.2%} of the hour's lines were quarantined "
-            f"(threshold {QUARANTINE_RATE_WARN:.0%})"
-        )
-    else:
+    rate_description = None
+    if high and single:
+        share = rates[reports[0].partition_key]
+        rate_description = f"{share:.2%} of the hour's lines were quarantined (threshold {QUARANTINE_RATE_WARN:.0%})"
+    elif high:
         worst = max(high, key=lambda k: high[k])
         rate_description = (
             f"{len(high)} hours had more than {QUARANTINE_RATE_WARN:.0%} of their lines quarantined "

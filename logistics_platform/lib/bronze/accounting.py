@@ -1,25 +1,10 @@
-"""The accounting invariant of each arrival hour, computed independently of the ingest.
-
-landed lines = bronze rows + quarantine rows + tombstones, per topic. The left side is counted from the
-landing files' bytes (:func:`landing.count_lines`), the right side is read back from the committed Iceberg
-tables with DuckDB's ``iceberg_scan`` (a reader other than the pyiceberg that wrote them).
-
-An Avro container's records are its lines (:func:`landing.scan_file` counts them from the blocks' framing); files
-in an hour folder that the ingest does not read are listed with each account (``unread_files``), never counted.
-
-A file that cannot be read to its end counts with its complete lines before the damage; the quarantine row
-that records the file itself (reason ``corrupt_file``) is not a line and is matched against the damaged files.
-
-An ingest that appended to an hour is accounted for its increment only (:func:`account_ingest`), so the check
-costs O(new files) like the append: the new files' lines against the rows of the data files it added, read back
-with DuckDB (only those of them the table's current snapshot lists count). That the hour as a whole still adds up
-is what the append was planned on (the tables held exactly what the ingest log says, :mod:`.increment`).
-"""
+"""Per hour and topic: landed lines = bronze rows + quarantine rows + tombstones, recounted from the files and
+re-read with DuckDB, independently of the ingest (docs/internals/ingest.md, "Accounting")."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime
 
 from pyiceberg.catalog import Catalog
@@ -28,8 +13,9 @@ from pyiceberg.exceptions import NoSuchTableError
 from logistics_platform.lib.bronze import schema as bs
 from logistics_platform.lib.bronze.commit import hour_files
 from logistics_platform.lib.bronze.increment import APPEND, UNCHANGED
-from logistics_platform.lib.bronze.landing import list_hour_files, scan_file
+from logistics_platform.lib.bronze.landing import LandingFile, list_hour_files, scan_file
 from logistics_platform.lib.bronze.reports import IngestReport
+from logistics_platform.lib.bronze.tables import hour_column
 from logistics_platform.lib.bronze.unread import unread_in_hour
 from logistics_platform.lib.connections import catalog_of, connect
 from logistics_platform.lib.timekeys import hour_start
@@ -38,6 +24,7 @@ from logistics_platform.settings import Settings
 SCOPE_HOUR = "hour"
 SCOPE_INCREMENT = "increment"
 SCOPE_UNCHANGED = "unchanged"
+_IN_HOURS = "where _arrival_hour in (select unnest(?::timestamp[])) group by all"
 
 
 @dataclass(frozen=True)
@@ -72,6 +59,24 @@ class TopicAccount:
         return {**d, "balanced": self.balanced}
 
 
+def _account(
+    settings: Settings, hour: datetime, table: str, files: list[LandingFile], n: tuple[int, int, int]
+) -> TopicAccount:
+    """``files`` (lines, tombstones, damaged files: counted here) against (rows, quarantined, corrupt rows)."""
+    lines = tombstones = 0
+    corrupt: list[str] = []
+    for f in files:
+        c = scan_file(f)
+        lines += c.lines
+        tombstones += c.tombstones
+        if c.corrupt is not None:
+            corrupt.append(f.relpath)
+    topic, (rows, quarantined, corrupt_rows) = bs.TOPICS[table].topic, n
+    unread = tuple(unread_in_hour(settings.landing_dir, topic, hour).items())
+    found = (len(files), lines, tombstones, rows, quarantined, tuple(corrupt), corrupt_rows)
+    return TopicAccount(table, topic, *found, unread_files=unread)
+
+
 def _location(catalog: Catalog, table: str) -> str | None:
     try:
         t = catalog.load_table(f"{bs.NAMESPACE}.{table}")
@@ -92,62 +97,27 @@ def account_hours(
     """Hour -> table -> that hour's accounting, for every hour of ``arrival_hours`` (one table scan per table)."""
     hours = sorted({hour_start(h) for h in arrival_hours})
     catalog = catalog_of(settings, catalog)
-    con = connect(settings=settings)
-    try:
+    out: dict[datetime, dict[str, TopicAccount]] = {h: {} for h in hours}
+    with connect(settings=settings) as con:
         q_loc = _location(catalog, bs.QUARANTINE_TABLE)
-        quarantined: dict[tuple[datetime, str], int] = {}
-        corrupt_rows: dict[tuple[datetime, str], int] = {}
-        if q_loc is not None and hours:
-            for hour, topic, is_file, n in con.execute(
-                "select _arrival_hour, _topic, reason = ?, count(*) from iceberg_scan(?) "
-                "where _arrival_hour in (select unnest(?::timestamp[])) group by all",
-                [bs.REASON_CORRUPT_FILE, q_loc, hours],
-            ).fetchall():
-                (corrupt_rows if is_file else quarantined)[(hour, topic)] = int(n)
-        out: dict[datetime, dict[str, TopicAccount]] = {h: {} for h in hours}
+        sql = f"select _arrival_hour, _topic, reason = ?, count(*) from iceberg_scan(?) {_IN_HOURS}"
+        q_rows = con.execute(sql, [bs.REASON_CORRUPT_FILE, q_loc, hours]).fetchall() if q_loc and hours else []
+        quarantined = {(hour, topic, bool(is_file)): int(n) for hour, topic, is_file, n in q_rows}
         for table, spec in bs.TOPICS.items():
             loc = _location(catalog, table)
-            rows: dict[datetime, int] = {}
-            if loc is not None and hours:
-                rows = dict(
-                    con.execute(
-                        "select _arrival_hour, count(*) from iceberg_scan(?) "
-                        "where _arrival_hour in (select unnest(?::timestamp[])) group by all",
-                        [loc, hours],
-                    ).fetchall()
-                )
+            sql = f"select _arrival_hour, count(*) from iceberg_scan(?) {_IN_HOURS}"
+            rows: dict[datetime, int] = dict(con.execute(sql, [loc, hours]).fetchall()) if loc and hours else {}
             for hour in hours:
-                lines = tombstones = 0
-                corrupt: list[str] = []
                 files = list_hour_files(settings.landing_dir, spec.topic, hour)
-                for f in files:
-                    c = scan_file(f)
-                    lines += c.lines
-                    tombstones += c.tombstones
-                    if c.corrupt is not None:
-                        corrupt.append(f.relpath)
-                out[hour][table] = TopicAccount(
-                    table,
-                    spec.topic,
-                    len(files),
-                    lines,
-                    tombstones,
-                    int(rows.get(hour, 0)),
-                    quarantined.get((hour, spec.topic), 0),
-                    tuple(corrupt),
-                    corrupt_rows.get((hour, spec.topic), 0),
-                    unread_files=tuple(unread_in_hour(settings.landing_dir, spec.topic, hour).items()),
-                )
-        return out
-    finally:
-        con.close()
+                q, c = quarantined.get((hour, spec.topic, False), 0), quarantined.get((hour, spec.topic, True), 0)
+                out[hour][table] = _account(settings, hour, table, files, (int(rows.get(hour, 0)), q, c))
+    return out
 
 
 def account_ingest(
     settings: Settings, reports: Sequence[IngestReport], catalog: Catalog | None = None
 ) -> dict[datetime, dict[str, TopicAccount]]:
-    """Hour -> table -> the accounting of what an ingest did to it: the whole hour when it replaced it, the files
-    it added when it appended (O(new files)), nothing when it left the hour unchanged."""
+    """Hour -> table -> the accounting of what an ingest did: the whole hour, the files an append added, or nothing."""
     whole = [r.arrival_hour for r in reports if r.mode not in (APPEND, UNCHANGED)]
     catalog = catalog_of(settings, catalog)
     out = account_hours(settings, whole, catalog) if whole else {}
@@ -165,51 +135,25 @@ def _live(catalog: Catalog, table: str, hour: datetime, written: Sequence[str]) 
     """The files of ``written`` that the table's current snapshot lists for ``hour`` (from its manifests)."""
     if not written:
         return []
-    column = "arrival_hour" if table == bs.INGEST_LOG_TABLE else "_arrival_hour"
-    live = hour_files(catalog.load_table(f"{bs.NAMESPACE}.{table}"), column, [hour])[hour].paths
+    live = hour_files(catalog.load_table(f"{bs.NAMESPACE}.{table}"), hour_column(table), [hour])[hour].paths
     return [p for p in written if p in live]
 
 
 def _account_increment(settings: Settings, catalog: Catalog, report: IngestReport) -> dict[str, TopicAccount]:
     """Table -> the new files' lines against the rows of the data files the append added (DuckDB reads them)."""
     hour = report.arrival_hour
-    con = connect(settings=settings)
-    try:
-        quarantined: dict[tuple[str, bool], int] = {}
+    out: dict[str, TopicAccount] = {}
+    with connect(settings=settings) as con:
         q_files = _live(catalog, bs.QUARANTINE_TABLE, hour, report.quarantine_written)
-        if q_files:
-            for topic, is_file, n in con.execute(
-                "select _topic, reason = ?, count(*) from read_parquet(?) group by all",
-                [bs.REASON_CORRUPT_FILE, q_files],
-            ).fetchall():
-                quarantined[(topic, bool(is_file))] = int(n)
-        out: dict[str, TopicAccount] = {}
+        sql = "select _topic, reason = ?, count(*) from read_parquet(?) group by all"
+        q_rows = con.execute(sql, [bs.REASON_CORRUPT_FILE, q_files]).fetchall() if q_files else []
+        quarantined = {(topic, bool(is_file)): int(n) for topic, is_file, n in q_rows}
         for table, tr in report.topics.items():
             new = {rel for rel, _ in tr.read_files}
             files = [f for f in list_hour_files(settings.landing_dir, tr.topic, hour) if f.relpath in new]
-            lines = tombstones = 0
-            corrupt: list[str] = []
-            for f in files:
-                c = scan_file(f)
-                lines += c.lines
-                tombstones += c.tombstones
-                if c.corrupt is not None:
-                    corrupt.append(f.relpath)
             data = _live(catalog, table, hour, tr.written)
-            rows = con.execute("select count(*) from read_parquet(?)", [data]).fetchone() if data else None
-            out[table] = TopicAccount(
-                table,
-                tr.topic,
-                len(files),
-                lines,
-                tombstones,
-                int(rows[0]) if rows else 0,
-                quarantined.get((tr.topic, False), 0),
-                tuple(corrupt),
-                quarantined.get((tr.topic, True), 0),
-                scope=SCOPE_INCREMENT,
-                unread_files=tuple(unread_in_hour(settings.landing_dir, tr.topic, hour).items()),
-            )
-        return out
-    finally:
-        con.close()
+            found = con.execute("select count(*) from read_parquet(?)", [data]).fetchone() if data else None
+            q, c = quarantined.get((tr.topic, False), 0), quarantined.get((tr.topic, True), 0)
+            account = _account(settings, hour, table, files, (int(found[0]) if found else 0, q, c))
+            out[table] = replace(account, scope=SCOPE_INCREMENT)
+    return out

@@ -1,15 +1,5 @@
-"""Committing written data files to a bronze table: replace the files of some arrival hours, append to others, in
-one commit.
-
-Concurrent writers of other hours of the same table are handled by optimistic concurrency: on
-``CommitFailedException`` (or ``ValidationException``) the table is reloaded and the same replace is planned
-again on the fresh metadata with the already-written files (the tables turn pyiceberg's own blind retry off).
-
-Appends merge manifests as they go (the tables' ``commit.manifest-merge.*`` properties), and a commit also expires,
-in the same transaction, the micro-batch snapshots of past clock hours once enough pile up
-(:func:`~logistics_platform.lib.maintenance.expiry.micro_batch_snapshots`): what a live hour's commit reads and
-writes stays the same size however long the platform runs.
-"""
+"""Committing written data files to a bronze table: replace some arrival hours, append to others, in one commit,
+retried on concurrent commits (docs/internals/ingest.md, "Commits")."""
 
 from __future__ import annotations
 
@@ -24,7 +14,7 @@ from typing import TypeVar
 from pyiceberg.catalog import Catalog
 from pyiceberg.conversions import from_bytes
 from pyiceberg.exceptions import CommitFailedException, ValidationException
-from pyiceberg.expressions import BooleanExpression, EqualTo, In
+from pyiceberg.expressions import In
 from pyiceberg.manifest import DataFile, ManifestContent
 from pyiceberg.table import Table, Transaction
 from pyiceberg.types import TimestampType
@@ -36,23 +26,16 @@ from logistics_platform.lib.timekeys import epoch_micros
 log = logging.getLogger(__name__)
 
 MAX_COMMIT_ATTEMPTS = 12
-# pyiceberg's overwrite keeps a manifest whose entries it all deleted (as DELETED entries) in every later snapshot;
-# the ingest log, whose hour rows every micro-batch replaces, would gain one per commit and re-read them all. Past
-# this many such manifests the commit consolidates the table's manifests (lib/maintenance/manifests.py).
-DEAD_MANIFESTS_MAX = 8
+DEAD_MANIFESTS_MAX = 8  # manifests holding no live file (pyiceberg's overwrite keeps them) before a consolidation
 
+# Called with the table identifier right before the first commit attempt (tests inject crashes with it).
 BeforeCommitHook = Callable[[str], None]
-"""Called with the table identifier after its data files are written and the table metadata is loaded, right
-before the first commit attempt (tests inject crashes and line up concurrent commits with it)."""
 
 T = TypeVar("T")
 
 
 def retry_on_conflict(what: str, action: Callable[[int], T]) -> tuple[T, int]:
-    """Run ``action(attempt)`` until it commits; back off with jitter on concurrent-commit conflicts.
-
-    Returns (what ``action`` returned, attempts). ``action`` must reload the table: each attempt plans anew.
-    """
+    """(``action(attempt)``, attempts): retried with jittered back-off on conflicts; ``action`` reloads the table."""
     for attempt in range(1, MAX_COMMIT_ATTEMPTS + 1):
         try:
             return action(attempt), attempt
@@ -70,20 +53,12 @@ def retry_on_conflict(what: str, action: Callable[[int], T]) -> tuple[T, int]:
     raise AssertionError("unreachable")
 
 
-def _hours_filter(hour_column: str, hours: Sequence[datetime]) -> BooleanExpression:
-    """The row filter selecting the rows of ``hours`` (values of ``hour_column``)."""
-    if len(hours) == 1:
-        return EqualTo(hour_column, hours[0].isoformat())
-    return In(hour_column, [h.isoformat() for h in hours])
-
-
 @dataclass
 class HourFiles:
     """The live data files of one arrival hour in a table, as the manifests describe them (no data read)."""
 
     files: list[DataFile] = field(default_factory=list)  # files holding this hour and nothing else
-    # Files holding this hour among others (compaction merged a day), or carrying delete files: their rows of the
-    # hour are not known from metadata.
+    # files that may hold it among others (compacted), or with delete files: their rows of the hour are unknown
     mixed: list[DataFile] = field(default_factory=list)
 
     @property
@@ -104,7 +79,7 @@ def hour_files(table: Table, hour_column: str, hours: Sequence[datetime]) -> dic
         return out
     field_id = table.schema().find_field(hour_column).field_id
     by_micros = {epoch_micros(h): h for h in hours}
-    for task in table.scan(row_filter=_hours_filter(hour_column, hours)).plan_files():
+    for task in table.scan(row_filter=In(hour_column, [h.isoformat() for h in hours])).plan_files():
         f = task.file
         lo, hi = f.lower_bounds.get(field_id), f.upper_bounds.get(field_id)
         lo_v = from_bytes(TimestampType(), lo) if lo is not None else None
@@ -118,49 +93,15 @@ def hour_files(table: Table, hour_column: str, hours: Sequence[datetime]) -> dic
     return out
 
 
-def _hour_files(table: Table, hour_column: str, hours: Sequence[datetime]) -> tuple[list[DataFile], bool]:
-    """Live data files that may hold rows of ``hours``; and whether each holds nothing but one of those hours."""
-    found = hour_files(table, hour_column, hours)
-    files: dict[str, DataFile] = {}
-    for hf in found.values():
-        for f in [*hf.files, *hf.mixed]:
-            files.setdefault(f.file_path, f)
-    return list(files.values()), not any(hf.mixed for hf in found.values())
-
-
 def _append_files(tx: Transaction, new_files: Sequence[DataFile], properties: dict[str, str]) -> None:
-    """Add ``new_files`` to the transaction as an append: the existing manifests carried over by reference, the
-    small ones merged once ``commit.manifest.min-count-to-merge`` of them pile up (a fast append when the table
-    does not enable merging)."""
+    """Add ``new_files`` as a merge append: existing manifests carried over by reference, small ones merged."""
     with tx.update_snapshot(snapshot_properties=properties).merge_append() as fa:
         for f in new_files:
             fa.append_data_file(f)
 
 
 class HourMovedError(CommitFailedException):
-    """Another writer changed an hour's files after this ingest planned an append to them.
-
-    Not retried by :func:`retry_on_conflict` (the plan itself is stale: its increment may now be in the table);
-    it is transient for the run's retry policy, whose next attempt plans the hour afresh.
-    """
-
-
-def replace_hours(
-    catalog: Catalog,
-    identifier: str,
-    hour_column: str,
-    hours: Sequence[datetime],
-    new_files: list[DataFile],
-    properties: dict[str, str],
-    before_commit: BeforeCommitHook | None = None,
-) -> tuple[int | None, int]:
-    """Replace the rows of ``hours`` by ``new_files`` in one commit; retried on concurrent commits.
-
-    Returns (snapshot id, attempts). In the usual case every old file of these hours holds only one of them and
-    the replace is metadata-only (one OVERWRITE snapshot). After compaction merged a day into larger files, the
-    delete rewrites them copy-on-write (still one catalog commit). Hours outside ``hours`` are never touched.
-    """
-    return commit_hours(catalog, identifier, hour_column, hours, {}, new_files, properties, before_commit)
+    """Another writer changed an hour's files after this ingest planned an append to them (not retried here)."""
 
 
 def commit_hours(
@@ -168,18 +109,17 @@ def commit_hours(
     identifier: str,
     hour_column: str,
     replace: Sequence[datetime],
-    keep: Mapping[datetime, frozenset[str]],
     new_files: list[DataFile],
     properties: dict[str, str],
+    keep: Mapping[datetime, frozenset[str]] | None = None,
     before_commit: BeforeCommitHook | None = None,
 ) -> tuple[int | None, int]:
-    """One commit: the rows of the ``replace`` hours swapped for theirs in ``new_files``, the rest appended.
-
-    ``keep``: hours whose live files must still be exactly the given paths (those an append was planned on; the
-    files of these hours in ``new_files`` are added beside them). When another writer changed one of them in
-    the meantime, :class:`HourMovedError` is raised and nothing is committed. Returns (snapshot id, attempts);
-    nothing to commit returns the current snapshot without committing.
-    """
+    """One commit: the ``replace`` hours' rows swapped for theirs in ``new_files``, the rest appended; returns
+    (snapshot id, attempts). ``keep``: hours whose live files must still be exactly the given paths (those an append
+    was planned on), else :class:`HourMovedError` and nothing committed. Other hours are never touched."""
+    keep = keep or {}
+    if not replace and not new_files:
+        return _snapshot_id(catalog.load_table(identifier)), 0
 
     def attempt(n: int) -> int | None:
         table = catalog.load_table(identifier)
@@ -191,25 +131,24 @@ def commit_hours(
                     f"{identifier}: arrival hour {moved[0]:%Y-%m-%d %H:00} was changed by another writer after this "
                     "ingest planned its append; nothing committed: re-run the partition (it plans anew)"
                 )
-        old, whole = _hour_files(table, hour_column, replace) if replace else ([], True)
+        found = list(hour_files(table, hour_column, replace).values()) if replace else []
+        old = list({f.file_path: f for hf in found for f in [*hf.files, *hf.mixed]}.values())
         if not old and not new_files:
             return _snapshot_id(table)
         if before_commit is not None and n == 1:
             before_commit(identifier)
         before = table.metadata
         with table.transaction() as tx:
-            if not old:
-                # New hours (the hourly run's usual case) and appends into an hour: the existing manifests are
-                # carried over by reference, where an overwrite would read every one of them to find deletes.
+            if not old:  # new hours and appends: no overwrite reading every manifest to find deletes
                 _append_files(tx, new_files, properties)
-            elif whole:
+            elif not any(hf.mixed for hf in found):  # metadata-only: each old file holds one of the hours
                 with tx.update_snapshot(snapshot_properties=properties).overwrite() as ow:
                     for f in old:
                         ow.delete_data_file(f)
                     for f in new_files:
                         ow.append_data_file(f)
-            else:
-                tx.delete(_hours_filter(hour_column, replace), snapshot_properties=properties)
+            else:  # compacted files: rewritten copy-on-write, still one catalog commit
+                tx.delete(In(hour_column, [h.isoformat() for h in replace]), snapshot_properties=properties)
                 if new_files:
                     _append_files(tx, new_files, properties)
             expired = stage_early_expiry(tx, before, datetime.now(UTC))

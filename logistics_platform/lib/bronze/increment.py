@@ -1,19 +1,5 @@
-"""Planning an ingest hour by hour: append the new files, leave it unchanged, or replace the whole hour.
-
-Landed files never change (docs/contract/sources.md, "Landing layout"), so an hour that was ingested and has only
-gained files since needs only those files read and their rows appended. The append is taken only when all of this
-holds, from ``bronze.ingest_log`` and the tables' manifests (no data read):
-
-- every file the log records for (topic, hour) is still landed, with the same size;
-- in every bronze table the hour's live data files each hold that hour alone (none merged by compaction);
-- each table holds exactly the rows the log says the hour holds (the topic tables its ``rows``, the quarantine the
-  topics' ``quarantined`` plus one row per damaged logged file, the log one row per topic).
-
-The last condition is what makes appends exactly-once across crashes: an ingest commits the topic tables, then the
-quarantine, then the log; a crash between them leaves rows in a table that the log does not count, the counts
-differ, and the next ingest replaces the hour instead of appending the same files again. Any other case replaces
-the hour, as does an explicit full re-ingest (``replace``).
-"""
+"""Planning an ingest hour by hour: append the new files, leave it unchanged, or replace the whole hour, so that
+appends are exactly-once across crashes (docs/internals/ingest.md)."""
 
 from __future__ import annotations
 
@@ -26,9 +12,10 @@ from pyiceberg.expressions import And, EqualTo
 from pyiceberg.table import Table
 
 from logistics_platform.lib.bronze import schema as bs
-from logistics_platform.lib.bronze.commit import hour_files
+from logistics_platform.lib.bronze.commit import HourFiles, hour_files
 from logistics_platform.lib.bronze.ingest_log import IngestLogEntry, read_log_entries
 from logistics_platform.lib.bronze.landing import LandingFile
+from logistics_platform.lib.bronze.tables import hour_column
 from logistics_platform.lib.timekeys import hour_key
 
 REPLACE = "replace"
@@ -50,11 +37,6 @@ class HourPlan:
     logged: dict[str, IngestLogEntry] = field(default_factory=dict)
     # table name (topics, quarantine, ingest log) -> the hour's live files the append was planned on
     base: dict[str, frozenset[str]] = field(default_factory=dict)
-
-    @property
-    def new_files(self) -> int:
-        """Landing files this ingest reads for the hour."""
-        return sum(len(fs) for fs in self.read.values())
 
 
 def _replace(hour: datetime, landed: Mapping[str, list[LandingFile]], reason: str) -> HourPlan:
@@ -90,10 +72,7 @@ def plan_hours(
     for hour, files in zip(hours, landed, strict=True):
         key = hour_key(hour)
         logged = {by_topic[topic]: e for (topic, k), e in log.items() if k == key and topic in by_topic}
-        if not logged:
-            plans.append(_replace(hour, files, NOT_INGESTED))
-            continue
-        why = _against_log(files, logged)
+        why = _against_log(files, logged) if logged else NOT_INGESTED
         if why:
             plans.append(_replace(hour, files, why))
             continue
@@ -105,7 +84,7 @@ def plan_hours(
     if candidates:
         _check_tables(tables, candidates, dict(zip(hours, landed, strict=True)))
     for plan in candidates:
-        if plan.mode == APPEND and not plan.new_files:
+        if plan.mode == APPEND and not any(plan.read.values()):
             plan.mode, plan.reason = UNCHANGED, "no new files"
     return plans
 
@@ -115,37 +94,33 @@ def _check_tables(
     plans: list[HourPlan],
     landed: Mapping[datetime, Mapping[str, list[LandingFile]]],
 ) -> None:
-    """Demote to a replace every plan whose hour the tables do not hold exactly as logged; note the files of the
-    others (one scan plan per table over all the hours)."""
-    hours = [p.hour for p in plans]
-    states = {
-        name: hour_files(table, "arrival_hour" if name == bs.INGEST_LOG_TABLE else "_arrival_hour", hours)
-        for name, table in tables.items()
-    }
+    """Demote to a replace every plan whose hour the tables do not hold exactly as logged (one scan plan a table)."""
+    states = {name: hour_files(table, hour_column(name), [p.hour for p in plans]) for name, table in tables.items()}
     for plan in plans:
-        why = ""
-        for name in tables:
-            state = states[name][plan.hour]
-            if state.mixed:
-                why = f"bronze.{name} holds the hour in files shared with other hours (compacted)"
-                break
-            expected = _expected_rows(name, plan)
-            if name == bs.QUARANTINE_TABLE and state.records > expected:
-                damaged = _damaged_file_rows(tables[name], plan)
-                if damaged is None:
-                    why = "bronze.quarantine holds a damaged-file row of a file bronze.ingest_log does not list"
-                    break
-                expected += damaged
-            if state.records != expected:
-                why = (
-                    f"bronze.{name} holds {state.records:,} rows of the hour where bronze.ingest_log accounts for "
-                    f"{expected:,} (an earlier ingest stopped between its commits)"
-                )
-                break
-            plan.base[name] = state.paths
+        why = _mismatch(tables, {name: s[plan.hour] for name, s in states.items()}, plan)
         if why:
             replaced = _replace(plan.hour, landed[plan.hour], why)
             plan.mode, plan.reason, plan.read, plan.logged, plan.base = REPLACE, why, replaced.read, {}, {}
+
+
+def _mismatch(tables: Mapping[str, Table], states: Mapping[str, HourFiles], plan: HourPlan) -> str:
+    """Why the tables do not hold the hour as logged ('' when they do: their files are noted in ``plan.base``)."""
+    for name, state in states.items():
+        if state.mixed:
+            return f"bronze.{name} holds the hour in files shared with other hours (compacted)"
+        expected = _expected_rows(name, plan)
+        if name == bs.QUARANTINE_TABLE and state.records > expected:
+            damaged = _damaged_file_rows(tables[name], plan)
+            if damaged is None:
+                return "bronze.quarantine holds a damaged-file row of a file bronze.ingest_log does not list"
+            expected += damaged
+        if state.records != expected:
+            return (
+                f"bronze.{name} holds {state.records:,} rows of the hour where bronze.ingest_log accounts for "
+                f"{expected:,} (an earlier ingest stopped between its commits)"
+            )
+        plan.base[name] = state.paths
+    return ""
 
 
 def _expected_rows(name: str, plan: HourPlan) -> int:
@@ -159,11 +134,7 @@ def _expected_rows(name: str, plan: HourPlan) -> int:
 
 
 def _damaged_file_rows(quarantine: Table, plan: HourPlan) -> int | None:
-    """The hour's ``corrupt_file`` quarantine rows when each names a logged file of its topic, else None.
-
-    Read only when the quarantine holds more rows than the logged lines (an hour with a damaged file): a small,
-    filtered read of that hour's quarantine files.
-    """
+    """The hour's ``corrupt_file`` quarantine rows when each names a logged file of its topic, else None."""
     rows = (
         quarantine.scan(
             row_filter=And(EqualTo("_arrival_hour", plan.hour.isoformat()), EqualTo("reason", bs.REASON_CORRUPT_FILE)),

@@ -1,26 +1,18 @@
-"""Bronze ingestion of arrival hours: landing files -> typed Iceberg tables, exactly once per hour.
-
-Each hour is planned first (:mod:`~logistics_platform.lib.bronze.increment`): appended to (only its new files read),
-left unchanged, or replaced whole. For each bronze table the hours of a run are then committed in ONE Iceberg
-commit (replaced hours' old files removed, new files added), never touching other hours; each hour keeps its own
-data files. Data files are written batch by batch first (bounded memory,
-:mod:`~logistics_platform.lib.bronze.topic_hour`), then committed (:mod:`~logistics_platform.lib.bronze.commit`,
-retried on concurrent writers); a crash in between leaves the table as it was (the written files become orphans
-that the maintenance job removes). ``bronze.ingest_log`` (one row per topic and hour, cumulative for an appended
-hour) is committed LAST, so a logged hour is a committed hour.
-"""
+"""Bronze ingestion of arrival hours: landing files -> typed Iceberg tables, exactly once per hour; the steps and
+why: docs/internals/ingest.md."""
 
 from __future__ import annotations
 
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
+from functools import partial
+from typing import TypedDict, Unpack
 
 from pyiceberg.catalog import Catalog
 from pyiceberg.manifest import DataFile
-from pyiceberg.table import Table
 
 from logistics_platform.lib.bronze import schema as bs
 from logistics_platform.lib.bronze.blocks import FAST_RUN_LINES
@@ -36,6 +28,7 @@ from logistics_platform.lib.bronze.reports import (
     PROP_QUARANTINED,
     IngestReport,
     TopicReport,
+    per_hour,
     snapshot_properties,
     topic_counts,
 )
@@ -49,11 +42,20 @@ from logistics_platform.settings import Settings
 log = logging.getLogger(__name__)
 
 
-def consecutive_ranges(hours: Sequence[datetime], max_hours: int) -> list[list[datetime]]:
-    """The distinct hours, sorted and cut into runs of consecutive hours of at most ``max_hours`` each.
+class IngestOptions(TypedDict, total=False):
+    """How :func:`ingest_hours` runs (every key optional)."""
 
-    A gap starts a new run: a range over it would also ingest (and record) the hours in between.
-    """
+    run_id: str | None
+    replace: bool  # re-ingest every hour whole instead of appending new files
+    before_commit: BeforeCommitHook | None
+    progress: Callable[[str], None] | None  # where progress lines go (default: this module's log)
+    parallel_min_bytes: int  # hours with this much to read are parsed by ``settings.ingest_workers`` processes
+    fast_run_lines: int  # lines per try of the vectorised clean path; 0: every line through the per-line parser
+    catalog: Catalog | None  # the run's open catalog (opened here when not handed down)
+
+
+def consecutive_ranges(hours: Sequence[datetime], max_hours: int) -> list[list[datetime]]:
+    """The distinct hours, sorted, in runs of at most ``max_hours`` consecutive hours (a gap starts a new run)."""
     out: list[list[datetime]] = []
     for hour in sorted({hour_start(h) for h in hours}):
         if out and hour - out[-1][-1] == timedelta(hours=1) and len(out[-1]) < max(1, max_hours):
@@ -63,75 +65,28 @@ def consecutive_ranges(hours: Sequence[datetime], max_hours: int) -> list[list[d
     return out
 
 
-def ingest_hour(
-    settings: Settings,
-    arrival_hour: datetime,
-    run_id: str | None = None,
-    *,
-    replace: bool = False,
-    before_commit: BeforeCommitHook | None = None,
-    progress: Callable[[str], None] | None = None,
-    parallel_min_bytes: int = PARALLEL_MIN_BYTES,
-    fast_run_lines: int = FAST_RUN_LINES,
-    catalog: Catalog | None = None,
-) -> IngestReport:
-    """Bring one arrival hour in every bronze table up to what the landing zone holds for it (idempotent).
-
-    The range of one hour of :func:`ingest_hours`.
-    """
-    (report,) = ingest_hours(
-        settings,
-        [arrival_hour],
-        run_id,
-        replace=replace,
-        before_commit=before_commit,
-        progress=progress,
-        parallel_min_bytes=parallel_min_bytes,
-        fast_run_lines=fast_run_lines,
-        catalog=catalog,
-    )
+def ingest_hour(settings: Settings, arrival_hour: datetime, **options: Unpack[IngestOptions]) -> IngestReport:
+    """Bring one arrival hour in every bronze table up to what the landing zone holds for it (idempotent)."""
+    (report,) = ingest_hours(settings, [arrival_hour], **options)
     return report
 
 
 def ingest_hours(
-    settings: Settings,
-    arrival_hours: Sequence[datetime],
-    run_id: str | None = None,
-    *,
-    replace: bool = False,
-    before_commit: BeforeCommitHook | None = None,
-    progress: Callable[[str], None] | None = None,
-    parallel_min_bytes: int = PARALLEL_MIN_BYTES,
-    fast_run_lines: int = FAST_RUN_LINES,
-    catalog: Catalog | None = None,
+    settings: Settings, arrival_hours: Sequence[datetime], **options: Unpack[IngestOptions]
 ) -> list[IngestReport]:
-    """Bring arrival hours in every bronze table up to what the landing zone holds for them (idempotent).
-
-    Each hour is planned first (:mod:`~logistics_platform.lib.bronze.increment`): an hour ingested before that has
-    only gained files gets the new files' rows appended, one with no new files is left alone, any other (new,
-    changed, inconsistent, or every hour when ``replace``) is replaced whole. ONE commit per table for all of
-    ``arrival_hours`` (any set of hours, in any order; reports come back in hour order): every hour is parsed and
-    written first, then each table's commit swaps the replaced hours' files and adds the appended ones
-    atomically, the ingest log last. Each hour keeps its own data files, so the rows, the files and a later
-    re-ingest of any single hour are exactly what hour-by-hour ingest gives.
-
-    Hours of at least ``parallel_min_bytes`` to read are parsed by ``settings.ingest_workers`` processes.
-    Runs of ``fast_run_lines`` lines are first tried on the vectorised clean path (:mod:`lib.fastpath`), which
-    declines any run it cannot prove identical; ``0`` parses every line with the per-line parser (the source of
-    truth: same result, slower). ``catalog``: the run's open catalog (opened here when not handed down).
-    """
+    """Bring arrival hours (any set, any order) in every bronze table up to the landing zone (idempotent); reports
+    come back in hour order, rows and files are exactly what hour-by-hour ingest gives."""
     started = time.perf_counter()
     hours = sorted({hour_start(h) for h in arrival_hours})
     if not hours:
         raise ValueError("ingest_hours: no arrival hours given; pass at least one hour")
-    keys = [hour_key(h) for h in hours]
-    say = progress or log.info
-    catalog = catalog_of(settings, catalog)
+    run_id = options.get("run_id")
+    say = options.get("progress") or log.info
+    catalog = catalog_of(settings, options.get("catalog"))
     tables = ensure_bronze_tables(catalog)
-    landed = [
-        {name: list_hour_files(settings.landing_dir, spec.topic, h) for name, spec in bs.TOPICS.items()} for h in hours
-    ]
-    plans = plan_hours(catalog, tables, hours, landed, replace)
+    landed = [{t: list_hour_files(settings.landing_dir, s.topic, h) for t, s in bs.TOPICS.items()} for h in hours]
+    plans = plan_hours(catalog, tables, hours, landed, options.get("replace", False))
+    keys = [hour_key(h) for h in hours]
     reports = [
         IngestReport(arrival_hour=h, partition_key=k, run_id=run_id, mode=p.mode, mode_reason=p.reason)
         for h, k, p in zip(hours, keys, plans, strict=True)
@@ -139,52 +94,37 @@ def ingest_hours(
     for k, p in zip(keys, plans, strict=True):
         if p.mode != APPEND and p.reason != NOT_INGESTED:  # the usual cases need no word
             say(f"{k}: {p.mode} ({p.reason})")
+    done = [i for i, p in enumerate(plans) if p.mode != UNCHANGED]
+    d_keys, d_hours = [keys[i] for i in done], [hours[i] for i in done]
+    replaced = [p.hour for p in plans if p.mode == REPLACE]
     quarantines = [BatchWriter(tables[bs.QUARANTINE_TABLE], settings.ingest_batch_rows) for _ in hours]
+    min_bytes = options.get("parallel_min_bytes", PARALLEL_MIN_BYTES)
     pools = [
-        BlockPool(
-            settings.ingest_workers if sum(f.size for fs in p.read.values() for f in fs) >= parallel_min_bytes else 1
-        )
+        BlockPool(settings.ingest_workers if sum(f.size for fs in p.read.values() for f in fs) >= min_bytes else 1)
         for p in plans
     ]
     label = keys[0] if len(keys) == 1 else f"{keys[0]}..{keys[-1]}"
+    fast = options.get("fast_run_lines", FAST_RUN_LINES)
+    commit = partial(commit_hours, catalog, before_commit=options.get("before_commit"))
     for name, spec in bs.TOPICS.items():
         new_files: list[DataFile] = []
         for i, hour in enumerate(hours):
-            tr = TopicReport(table=name, topic=spec.topic, mode=plans[i].mode)
-            reports[i].topics[name] = tr
+            tr = reports[i].topics[name] = TopicReport(table=name, topic=spec.topic, mode=plans[i].mode)
             files = plans[i].read.get(name, [])
             tr.read_files = [(f.relpath, f.size) for f in files]
             if files:
-                # Per hour only to the module log: in a run's event log each line is a stored event, and a day's
-                # range would add one per table and hour; the table's line below sums them.
                 log.debug("%s %s: reading %d files (%s)", keys[i], spec.identifier, len(files), plans[i].mode)
-                writer = write_topic_hour(
-                    catalog, tables[name], spec, hour, files, settings, quarantines[i], tr, pools[i], fast_run_lines
-                )
-                # Nothing commits to this table before its hours are all written, but a schema evolution reloads it.
-                tables[name] = writer.table
+                q, pool = quarantines[i], pools[i]
+                writer = write_topic_hour(catalog, tables[name], spec, hour, files, settings, q, tr, pool, fast)
+                tables[name] = writer.table  # reloaded by a schema evolution
                 new_files.extend(writer.files)
                 tr.written = [f.file_path for f in writer.files]
-            tr.read_lines, tr.read_rows, tr.read_tombstones = tr.lines, tr.rows, tr.tombstones
-            tr.read_quarantined = tr.quarantined
             _whole_hour(tr, landed[i][name], plans[i].logged.get(name))
         trs = [r.topics[name] for r in reports]
-        done = [i for i, p in enumerate(plans) if p.mode != UNCHANGED]
-        props = (
-            snapshot_properties(
-                [keys[i] for i in done],
-                [hours[i] for i in done],
-                run_id,
-                **topic_counts([trs[i] for i in done], [keys[i] for i in done]),
-            )
-            if done
-            else {}
-        )
-        replaced = [p.hour for p in plans if p.mode == REPLACE]
+        counts = topic_counts([trs[i] for i in done], d_keys)
+        props = snapshot_properties(d_keys, d_hours, run_id, **counts) if done else {}
         keep = _appended(plans, name, [t.written for t in trs])
-        snapshot_id, attempts = _commit(
-            catalog, spec.identifier, "_arrival_hour", replaced, keep, new_files, props, before_commit
-        )
+        snapshot_id, attempts = commit(spec.identifier, "_arrival_hour", replaced, new_files, props, keep)
         for t in trs:
             t.snapshot_id, t.commit_attempts = snapshot_id, attempts
         damaged = sum(len(t.corrupt_files) for t in trs)
@@ -195,10 +135,37 @@ def ingest_hours(
             f"{sum(t.read_quarantined for t in trs):,} quarantined, {sum(t.read_tombstones for t in trs):,} "
             f"tombstones{note}; snapshot {snapshot_id}"
         )
-    _finish_hours(catalog, hours, keys, run_id, plans, quarantines, reports, tables, before_commit)
+
+    # The quarantine, then the ingest log: a log row is the proof that its hour is complete.
+    for q, r in zip(quarantines, reports, strict=True):
+        q.flush()
+        r.quarantine_written = [f.file_path for f in q.files]
+    fingerprints = [fingerprint_of([rel for t in reports[i].topics.values() for rel in t.files]) for i in done]
+    q_counts = {
+        PROP_FINGERPRINT: per_hour(d_keys, fingerprints),
+        PROP_MODE: per_hour(d_keys, [plans[i].mode for i in done]),
+        PROP_LINES: sum(reports[i].lines for i in done),
+        PROP_QUARANTINED: sum(reports[i].quarantined for i in done),
+    }
+    q_props = snapshot_properties(d_keys, d_hours, run_id, **q_counts) if done else {}
+    q_files = [f for q in quarantines for f in q.files]
+    q_keep = _appended(plans, bs.QUARANTINE_TABLE, [q.files for q in quarantines])
+    q_id, log_id = f"{bs.NAMESPACE}.{bs.QUARANTINE_TABLE}", f"{bs.NAMESPACE}.{bs.INGEST_LOG_TABLE}"
+    q_snapshot, _ = commit(q_id, "_arrival_hour", replaced, q_files, q_props, q_keep)
+    log_files: list[DataFile] = []
+    for i in done:
+        log_writer = BatchWriter(tables[bs.INGEST_LOG_TABLE], 1000)  # one file per hour, as hour by hour
+        for t in reports[i].topics.values():
+            if t.files:  # an hour a topic did not land in has nothing to account for
+                log_writer.add(log_row(hours[i], t))
+        log_writer.flush()
+        log_files.extend(log_writer.files)
+    # An appended hour's log rows are replaced by the cumulative ones, on condition nobody changed them since the plan.
+    log_keep = {p.hour: p.base[bs.INGEST_LOG_TABLE] for p in plans if p.mode == APPEND}
+    log_snapshot, _ = commit(log_id, "arrival_hour", d_hours, log_files, q_props, log_keep)
     elapsed = time.perf_counter() - started
     for r in reports:
-        r.duration_seconds = elapsed
+        r.quarantine_snapshot_id, r.ingest_log_snapshot_id, r.duration_seconds = q_snapshot, log_snapshot, elapsed
     say(
         f"{label}: {_modes(plans)} {sum(r.read_files for r in reports):,} files, "
         f"{sum(r.read_lines for r in reports):,} lines read; the hour{'s' if len(hours) > 1 else ''} now "
@@ -211,40 +178,21 @@ def ingest_hours(
 
 def _modes(plans: Sequence[HourPlan]) -> str:
     """The hour's mode, or for a range how many hours took each (``3 append, 1 replace``)."""
-    counts = Counter(p.mode for p in plans)
     if len(plans) == 1:
         return plans[0].mode
-    return ", ".join(f"{n} {mode}" for mode, n in sorted(counts.items()))
+    return ", ".join(f"{n} {mode}" for mode, n in sorted(Counter(p.mode for p in plans).items()))
 
 
 def _whole_hour(tr: TopicReport, landed: Sequence[LandingFile], logged: IngestLogEntry | None) -> None:
-    """Turn ``tr``'s counts of what was read into the whole hour's: the logged counts before an append added."""
+    """Keep ``tr``'s counts as what was read, and make them the whole hour's: the logged counts before an append."""
+    tr.read_lines, tr.read_rows, tr.read_tombstones = tr.lines, tr.rows, tr.tombstones
+    tr.read_quarantined = tr.quarantined
     tr.files = [(f.relpath, f.size) for f in landed]
     tr.fingerprint = fingerprint(landed)
     tr.bytes = sum(f.size for f in landed)
     if logged is not None:
-        tr.lines += logged.lines
-        tr.rows += logged.rows
-        tr.quarantined += logged.quarantined
-        tr.tombstones += logged.tombstones
-        tr.late_events += logged.late_events
-
-
-def _commit(
-    catalog: Catalog,
-    identifier: str,
-    hour_column: str,
-    replace: Sequence[datetime],
-    keep: Mapping[datetime, frozenset[str]],
-    new_files: list[DataFile],
-    props: dict[str, str],
-    before_commit: BeforeCommitHook | None,
-) -> tuple[int | None, int]:
-    """One table's commit of the run (:func:`commit.commit_hours`); no commit when it has nothing to write."""
-    if not replace and not new_files:
-        snap = catalog.load_table(identifier).current_snapshot()
-        return (snap.snapshot_id if snap else None), 0
-    return commit_hours(catalog, identifier, hour_column, replace, keep, new_files, props, before_commit)
+        for count in ("lines", "rows", "quarantined", "tombstones", "late_events"):
+            setattr(tr, count, getattr(tr, count) + getattr(logged, count))
 
 
 def _appended(
@@ -252,70 +200,3 @@ def _appended(
 ) -> dict[datetime, frozenset[str]]:
     """The append hours that write files to table ``name``, with the files their append was planned on."""
     return {p.hour: p.base[name] for p, w in zip(plans, written, strict=True) if p.mode == APPEND and w}
-
-
-def _finish_hours(
-    catalog: Catalog,
-    hours: Sequence[datetime],
-    keys: Sequence[str],
-    run_id: str | None,
-    plans: Sequence[HourPlan],
-    quarantines: Sequence[BatchWriter],
-    reports: Sequence[IngestReport],
-    tables: dict[str, Table],
-    before_commit: BeforeCommitHook | None,
-) -> None:
-    """Commit the quarantine, then the ingest log: a log row is the proof that its hour is complete."""
-    for q, r in zip(quarantines, reports, strict=True):
-        q.flush()
-        r.quarantine_written = [f.file_path for f in q.files]
-    done = [i for i, p in enumerate(plans) if p.mode != UNCHANGED]
-    d_keys, d_hours = [keys[i] for i in done], [hours[i] for i in done]
-    fingerprints = [fingerprint_of([rel for t in reports[i].topics.values() for rel in t.files]) for i in done]
-    q_props = (
-        snapshot_properties(
-            d_keys,
-            d_hours,
-            run_id,
-            **{
-                PROP_FINGERPRINT: fingerprints[0] if len(done) == 1 else dict(zip(d_keys, fingerprints, strict=True)),
-                PROP_MODE: plans[done[0]].mode if len(done) == 1 else {keys[i]: plans[i].mode for i in done},
-                PROP_LINES: sum(reports[i].lines for i in done),
-                PROP_QUARANTINED: sum(reports[i].quarantined for i in done),
-            },
-        )
-        if done
-        else {}
-    )
-    replaced = [p.hour for p in plans if p.mode == REPLACE]
-    q_id = f"{bs.NAMESPACE}.{bs.QUARANTINE_TABLE}"
-    q_files = [f for q in quarantines for f in q.files]
-    q_keep = _appended(plans, bs.QUARANTINE_TABLE, [q.files for q in quarantines])
-    q_snapshot, _ = _commit(catalog, q_id, "_arrival_hour", replaced, q_keep, q_files, q_props, before_commit)
-
-    log_files: list[DataFile] = []
-    for i in done:
-        log_writer = BatchWriter(tables[bs.INGEST_LOG_TABLE], 1000)  # one file per hour, as hour by hour
-        for t in reports[i].topics.values():
-            if not t.files:
-                continue  # an hour a topic did not land in has nothing to account for
-            counts = (t.bytes, t.lines, t.rows, t.quarantined, t.tombstones, t.late_events)
-            log_writer.add(log_row(t.topic, hours[i], t.files, t.fingerprint, counts))
-        log_writer.flush()
-        log_files.extend(log_writer.files)
-    # An appended hour's log rows are replaced by the cumulative ones (metadata-only: one file per hour), on
-    # condition that nobody changed them since the plan.
-    log_keep = {p.hour: p.base[bs.INGEST_LOG_TABLE] for p in plans if p.mode == APPEND}
-    log_snapshot, _ = _commit(
-        catalog,
-        f"{bs.NAMESPACE}.{bs.INGEST_LOG_TABLE}",
-        "arrival_hour",
-        d_hours,
-        log_keep,
-        log_files,
-        q_props,
-        before_commit,
-    )
-    for report in reports:
-        report.quarantine_snapshot_id = q_snapshot
-        report.ingest_log_snapshot_id = log_snapshot

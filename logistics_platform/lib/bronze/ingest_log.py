@@ -1,14 +1,10 @@
-"""``bronze.ingest_log``: one row per topic and arrival hour, saying which files the hour holds and what they became.
-
-The ingest commits it last, so a logged hour is a committed hour; an append into an hour replaces the hour's rows
-with the cumulative ones (the hour's file list grows, its counts add up). Read here for the ingest's own planning
-and for `verify`, the backlog and the landing sensor.
-"""
+"""``bronze.ingest_log``: one row per topic and arrival hour, the files the hour holds and what they became
+(committed last by the ingest; read by its planning, `verify`, the backlog and the landing sensor)."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -17,6 +13,7 @@ from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.expressions import In
 
 from logistics_platform.lib.bronze import schema as bs
+from logistics_platform.lib.bronze.reports import TopicReport
 from logistics_platform.lib.timekeys import epoch_micros, hour_key, parse_hour_key, utc_naive
 
 INGEST_LOG_IDENTIFIER = f"{bs.NAMESPACE}.{bs.INGEST_LOG_TABLE}"
@@ -54,12 +51,11 @@ def read_log_entries(
     except NoSuchTableError:
         return {}
     wanted = {hour_key(h) for h in hours} if hours is not None else None
+    if wanted is not None and not wanted:
+        return {}
     scan = table.scan()
-    if wanted is not None:
-        if not wanted:
-            return {}
-        if len(wanted) <= _FILTER_MAX_HOURS:
-            scan = table.scan(row_filter=In("arrival_hour", [parse_hour_key(k).isoformat() for k in sorted(wanted)]))
+    if wanted is not None and len(wanted) <= _FILTER_MAX_HOURS:
+        scan = table.scan(row_filter=In("arrival_hour", [parse_hour_key(k).isoformat() for k in sorted(wanted)]))
     out: dict[tuple[str, str], IngestLogEntry] = {}
     for row in scan.to_arrow().to_pylist():
         hk = hour_key(row["arrival_hour"])
@@ -70,29 +66,13 @@ def read_log_entries(
             hour=hk,
             fingerprint=row["fingerprint"],
             files=tuple((str(p), int(s)) for p, s in json.loads(row["files"] or "[]")),
-            lines=int(row["lines"]),
-            rows=int(row["rows"]),
-            quarantined=int(row["quarantined"]),
-            tombstones=int(row["tombstones"]),
-            late_events=int(row.get("late_events") or 0),
-            bytes=int(row.get("bytes") or 0),
+            **{k: int(row.get(k) or 0) for k in ("lines", "rows", "quarantined", "tombstones", "late_events", "bytes")},
         )
     return out
 
 
-def log_row(
-    topic: str,
-    hour: datetime,
-    files: Sequence[tuple[str, int]],
-    fingerprint: str,
-    counts: tuple[int, int, int, int, int, int],
-) -> tuple[object, ...]:
-    """A log row in column order; ``counts`` are (bytes, lines, rows, quarantined, tombstones, late events)."""
-    return (
-        topic,
-        epoch_micros(utc_naive(hour)),
-        json.dumps([list(f) for f in files]),
-        fingerprint,
-        len(files),
-        *counts,
-    )
+def log_row(hour: datetime, t: TopicReport) -> tuple[object, ...]:
+    """The log row of topic report ``t`` of ``hour``, in column order."""
+    counts = (t.bytes, t.lines, t.rows, t.quarantined, t.tombstones, t.late_events)
+    files = json.dumps([list(f) for f in t.files])
+    return (t.topic, epoch_micros(utc_naive(hour)), files, t.fingerprint, len(t.files), *counts)

@@ -1,18 +1,9 @@
-"""Discovery of Kafka Connect landing files (pure functions over a directory tree).
-
-Layout (docs/contract/sources.md): ``topics/<topic>/dt=YYYY-MM-DD/hr=HH/<topic>+<partition>+<start_offset>.json[.gz]``
-or ``.avro`` (Avro container files: read by :mod:`~logistics_platform.lib.bronze.avro`, counted here).
-The ``dt=/hr=`` folder is the arrival hour. Files never change once written, so a file set is identified by
-its relative names and sizes (:func:`fingerprint`). Names that do not follow the pattern (uploads in flight,
-``.tmp`` files, stray objects) are skipped by discovery and reported (:mod:`~logistics_platform.lib.bronze.unread`).
-
-Content is read with :class:`ContentReader` / :func:`iter_lines`: a UTF-8 byte-order mark at the start of a file
-is not part of its first line, and a file that cannot be read to its end (a truncated or damaged gzip, an
-unreadable file) delivers everything readable before the damage, then raises :class:`CorruptFileError`.
-"""
+"""Discovery and reading of Kafka Connect landing files, ``topics/<topic>/dt=YYYY-MM-DD/hr=HH/<file>`` (the layout:
+docs/contract/sources.md; damaged files: docs/internals/ingest.md, "Landing files")."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import gzip
 import hashlib
@@ -23,7 +14,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import IO, cast
+from typing import IO, NamedTuple, cast
 
 from logistics_platform.lib.bronze.avro_container import count_records
 from logistics_platform.lib.timekeys import hour_start
@@ -32,7 +23,6 @@ TOPICS_DIR = "topics"
 _FILE_RE = re.compile(
     r"^(?P<topic>[A-Za-z0-9._-]+)\+(?P<partition>\d+)\+(?P<offset>\d{10,})\.(?:json(?P<gz>\.gz)?|(?P<avro>avro))$"
 )
-LANDING_EXTENSIONS = (".json", ".json.gz", ".avro")
 _DT_RE = re.compile(r"^dt=(\d{4}-\d{2}-\d{2})$")
 _HR_RE = re.compile(r"^hr=(\d{2})$")
 
@@ -60,15 +50,11 @@ class LandingFile:
 
     def open(self) -> IO[bytes]:
         """Binary stream of the file's content, decompressed when gzipped (raw: no BOM handling, no salvage)."""
-        # The caller owns the stream (it is used as a context manager there).
         return cast(IO[bytes], gzip.open(self.path, "rb")) if self.gzipped else open(self.path, "rb")
 
     def reader(self, chunk: int | None = None) -> ContentReader:
-        """The file's content as landed lines see it: BOM stripped, readable up to any damage (see ContentReader).
-
-        ``chunk``: bytes read (plain) or decompressed (gzip) per step (default ``READ_CHUNK``).
-        """
-        return ContentReader(self) if chunk is None else ContentReader(self, chunk)
+        """The content as landed lines see it (:class:`ContentReader`), ``chunk`` bytes per step."""
+        return ContentReader(self, chunk or READ_CHUNK)
 
 
 class LandingPathError(ValueError):
@@ -137,28 +123,17 @@ def unexpected_files(landing_dir: Path, topic: str, arrival_hour: datetime) -> l
 
 def list_arrival_hours(landing_dir: Path, topics: Iterable[str] | None = None) -> list[datetime]:
     """Sorted arrival hours that hold at least one landing file (of ``topics``, default all)."""
-    root = Path(landing_dir) / TOPICS_DIR
-    if not root.is_dir():
-        return []
     wanted = set(topics) if topics is not None else None
     hours: set[datetime] = set()
-    for topic_dir in root.iterdir():
-        if not topic_dir.is_dir() or (wanted is not None and topic_dir.name not in wanted):
+    for hr_dir in (Path(landing_dir) / TOPICS_DIR).glob("*/dt=*/hr=*"):
+        dt_m, hr_m = _DT_RE.match(hr_dir.parent.name), _HR_RE.match(hr_dir.name)
+        if not dt_m or not hr_m or int(hr_m[1]) > 23 or not hr_dir.is_dir():
             continue
-        for dt_dir in topic_dir.iterdir():
-            dt_m = _DT_RE.match(dt_dir.name)
-            if not dt_m or not dt_dir.is_dir():
-                continue
-            for hr_dir in dt_dir.iterdir():
-                hr_m = _HR_RE.match(hr_dir.name)
-                if not hr_m or int(hr_m[1]) > 23 or not hr_dir.is_dir():
-                    continue
-                if any(p.is_file() and _FILE_RE.match(p.name) for p in hr_dir.iterdir()):
-                    try:
-                        day = datetime.strptime(dt_m[1], "%Y-%m-%d")
-                    except ValueError:
-                        continue
-                    hours.add(day + timedelta(hours=int(hr_m[1])))
+        if wanted is not None and hr_dir.parent.parent.name not in wanted:
+            continue
+        if any(p.is_file() and _FILE_RE.match(p.name) for p in hr_dir.iterdir()):
+            with contextlib.suppress(ValueError):  # not a date
+                hours.add(datetime.strptime(dt_m[1], "%Y-%m-%d") + timedelta(hours=int(hr_m[1])))
     return sorted(hours)
 
 
@@ -178,9 +153,6 @@ def fingerprint_of(pairs: Iterable[tuple[str, int]]) -> str:
 UTF8_BOM = b"\xef\xbb\xbf"
 READ_CHUNK = 1024 * 1024  # bytes read from a plain file, and decompressed bytes produced, per step
 GZIP_READ_CHUNK = 64 * 1024  # compressed bytes read per step (small: each step's input is copied while inflating)
-# Compressed bytes fed per step when recovering the output in front of a damaged spot: one, so that the step
-# that fails (and whose output zlib discards) holds no decoded data (only a failed check or a bad code).
-_SALVAGE_STEP = 1
 # Errors of a remote or network file system that a later attempt can get past: not a property of the file.
 TRANSIENT_ERRNOS = frozenset(
     getattr(errno, n)
@@ -206,13 +178,18 @@ def is_transient_os_error(exc: OSError) -> bool:
     return exc.errno in TRANSIENT_ERRNOS or isinstance(exc, TimeoutError | ConnectionError)
 
 
+def _unreadable(f: LandingFile, e: OSError, compressed_at: int | None = None) -> CorruptFileError:
+    """The error to raise for ``e``: :class:`CorruptFileError`, or ``e`` itself when transient (raised here)."""
+    if is_transient_os_error(e):
+        raise e
+    return CorruptFileError(f, e, compressed_at)
+
+
 def _open(f: LandingFile) -> IO[bytes]:
     try:
         return open(f.path, "rb")
     except OSError as e:
-        if is_transient_os_error(e):
-            raise
-        raise CorruptFileError(f, e) from e
+        raise _unreadable(f, e) from e
 
 
 def _plain_chunks(f: LandingFile, chunk: int) -> Iterator[bytes]:
@@ -221,20 +198,15 @@ def _plain_chunks(f: LandingFile, chunk: int) -> Iterator[bytes]:
             try:
                 data = stream.read(chunk)
             except OSError as e:
-                if is_transient_os_error(e):
-                    raise
-                raise CorruptFileError(f, e) from e
+                raise _unreadable(f, e) from e
             if not data:
                 return
             yield data
 
 
 def _gzip_chunks(f: LandingFile, chunk: int) -> Iterator[bytes]:
-    """Decompressed content of a gzip file (members in sequence, zero padding after a member allowed).
-
-    Unlike :mod:`gzip`, every byte decoded before a damaged or missing part is delivered before
-    :class:`CorruptFileError` is raised, so the complete lines in front of the damage can be ingested.
-    """
+    """Decompressed content of a gzip file (members in sequence, zero padding after a member allowed); unlike
+    :mod:`gzip`, every byte decoded before a damaged or missing part is delivered before :class:`CorruptFileError`."""
     consumed = 0
     d: zlib._Decompress | None = None
     started = False
@@ -243,9 +215,7 @@ def _gzip_chunks(f: LandingFile, chunk: int) -> Iterator[bytes]:
             try:
                 data = stream.read(GZIP_READ_CHUNK)
             except OSError as e:
-                if is_transient_os_error(e):
-                    raise
-                raise CorruptFileError(f, e, consumed) from e
+                raise _unreadable(f, e, consumed) from e
             if not data:
                 break
             buf = data
@@ -291,23 +261,21 @@ def _gzip_chunks(f: LandingFile, chunk: int) -> Iterator[bytes]:
 
 
 def _salvage(d: zlib._Decompress, buf: bytes) -> tuple[bytes, int]:
-    """Output of ``buf`` fed in small steps up to the step that fails, and the compressed bytes consumed."""
+    """Output of ``buf`` fed a byte at a time up to the byte that fails (its step holds no decoded data), and the
+    compressed bytes consumed."""
     parts: list[bytes] = []
     at = 0
     try:
         while at < len(buf):
-            parts.append(d.decompress(buf[at : at + _SALVAGE_STEP]))
-            at += _SALVAGE_STEP
+            parts.append(d.decompress(buf[at : at + 1]))
+            at += 1
     except zlib.error:
         pass
-    return b"".join(parts), min(at, len(buf))
+    return b"".join(parts), at
 
 
 def iter_content(f: LandingFile, chunk: int = READ_CHUNK) -> Iterator[bytes]:
-    """The file's content in chunks, decompressed, without a leading UTF-8 byte-order mark.
-
-    Raises :class:`CorruptFileError` after the last readable chunk when the file is damaged or unreadable.
-    """
+    """The file's content in chunks, decompressed, without a leading UTF-8 byte-order mark (damage: see above)."""
     chunks = _gzip_chunks(f, chunk) if f.gzipped else _plain_chunks(f, chunk)
     head = b""
     for c in chunks:
@@ -322,10 +290,8 @@ def iter_content(f: LandingFile, chunk: int = READ_CHUNK) -> Iterator[bytes]:
 
 
 class ContentReader:
-    """``read(n)`` over :func:`iter_content`: exactly ``n`` bytes unless the content ends or is damaged.
-
-    A read that meets the damage returns what was readable; the next read raises :class:`CorruptFileError`.
-    """
+    """``read(n)`` over :func:`iter_content`: exactly ``n`` bytes unless the content ends or is damaged (a read that
+    meets the damage returns what was readable; the next one raises :class:`CorruptFileError`)."""
 
     def __init__(self, f: LandingFile, chunk: int = READ_CHUNK) -> None:
         self._chunks = iter_content(f, chunk)
@@ -356,10 +322,7 @@ class ContentReader:
 
 
 def iter_lines(f: LandingFile) -> Iterator[bytes]:
-    """The file's lines as bytes, without the line terminator; a final line without newline counts.
-
-    A damaged file yields its complete lines before the damage, then raises :class:`CorruptFileError`.
-    """
+    """The file's lines as bytes, without the line terminator; a final line without newline counts."""
     pending: list[bytes] = []  # pieces of a line longer than a chunk, joined once its end arrives
     for chunk in iter_content(f):
         if b"\n" not in chunk:
@@ -376,10 +339,8 @@ def iter_lines(f: LandingFile) -> Iterator[bytes]:
 
 
 def is_tombstone_line(raw: bytes) -> bool:
-    """Whether a line is a Kafka tombstone: ``null``, or a schema/payload envelope whose payload is null.
-
-    Deliberately independent of the envelope parser: the accounting check counts tombstones with it.
-    """
+    """Whether a line is a Kafka tombstone: ``null``, or a schema/payload envelope whose payload is null (a check
+    independent of the envelope parser: the accounting counts tombstones with it)."""
     s = raw.strip(b" \t\n\r")  # JSON whitespace only, as the envelope parser
     if s == b"null":
         return True
@@ -392,8 +353,7 @@ def is_tombstone_line(raw: bytes) -> bool:
     return isinstance(value, dict) and value.keys() == {"schema", "payload"} and value["payload"] is None
 
 
-@dataclass(frozen=True)
-class FileCount:
+class FileCount(NamedTuple):
     """Lines and tombstones of one file; for a damaged file, of its complete lines before the damage."""
 
     lines: int
@@ -402,17 +362,12 @@ class FileCount:
 
 
 def scan_file(f: LandingFile) -> FileCount:
-    """Count one file's lines and tombstones straight from its bytes, noting whether it is damaged.
-
-    An Avro container's records are its lines (it holds no tombstones), counted from its blocks' framing.
-    """
+    """One file's lines and tombstones from its bytes (an Avro container's records, from its blocks' framing)."""
     if f.avro:
         try:
             records, error = count_records(f.path)
         except OSError as e:
-            if is_transient_os_error(e):
-                raise
-            return FileCount(0, 0, f"{type(e).__name__}: {e}")
+            return FileCount(0, 0, _unreadable(f, e).error)
         return FileCount(records, 0, error)
     lines = tombstones = 0
     try:
@@ -427,5 +382,4 @@ def scan_file(f: LandingFile) -> FileCount:
 
 def count_lines(f: LandingFile) -> tuple[int, int]:
     """(lines, tombstones) of one file, counted straight from its bytes (readable lines of a damaged file)."""
-    c = scan_file(f)
-    return c.lines, c.tombstones
+    return scan_file(f)[:2]

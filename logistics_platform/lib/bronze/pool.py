@@ -1,10 +1,5 @@
-"""Parsing blocks in this process or in worker processes, with the per-process state that makes it fast.
-
-Each process (the ingest's and every worker) keeps its line parsers and, per parser, how the clean path fared
-on whole blocks: a block is first tried whole (no splitting into lines), but where whole blocks keep being
-declined (odd lines are common in this topic and hour), only runs of lines are tried, so a dirty hour does not
-pay for decoding its blocks twice. Worker processes are kept for the life of the ingest process.
-"""
+"""Parsing blocks in this process or in worker processes kept for the life of the process, each with its parsers
+and a record of how the clean path fared on whole blocks (docs/internals/ingest.md, "Parse workers")."""
 
 from __future__ import annotations
 
@@ -46,10 +41,9 @@ def run_block(task: BlockTask) -> BlockResult:
 
 
 def _executor(workers: int) -> ProcessPoolExecutor:
-    """A process pool kept for the life of this process: a backfill of many hours pays the start-up once."""
+    """A process pool (spawned: forking a process that runs threads is unsafe) kept for the life of this process."""
     ex = _EXECUTORS.get(workers)
     if ex is None or getattr(ex, "_broken", False):
-        # spawn: forking a process that runs threads (Dagster, pyiceberg's executor) is unsafe
         ex = _EXECUTORS[workers] = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
         atexit.register(ex.shutdown, cancel_futures=True)
     return ex

@@ -1,10 +1,5 @@
-"""One topic's landing files of one arrival hour -> data files of its bronze table (written, not committed).
-
-Lines are parsed in blocks of whole lines (in worker processes for large hours, results consumed in file order),
-so memory does not grow with the size of the hour. A line with columns the table lacks adds them (additive schema
-evolution) and its block is parsed again against the new schema. Invalid lines and unreadable file tails go to the
-quarantine writer; the counts go to the topic's report.
-"""
+"""One topic's landing files of one arrival hour -> data files of its bronze table (written, not committed),
+parsed block by block; unknown columns are added (schema evolution) and their block parsed again."""
 
 from __future__ import annotations
 
@@ -13,11 +8,12 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from datetime import datetime
-from functools import partial
+from functools import cache, partial
 from typing import Any
 
 from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
+from pyiceberg.types import IcebergType
 
 from logistics_platform.lib.bronze import schema as bs
 from logistics_platform.lib.bronze.avro import read_file as read_avro_file
@@ -55,16 +51,15 @@ def write_topic_hour(
     pool: BlockPool,
     fast_run_lines: int = FAST_RUN_LINES,
 ) -> BatchWriter:
-    """Parse ``files`` (of ``hour``) and write their rows as data files of ``table``; returns the flushed writer.
-
-    The writer's ``table`` is the table as last loaded (a schema evolution reloads it) and its ``files`` are the
-    data files to commit. Quarantine rows are added to ``quarantine`` (not flushed); counts go to ``report``.
+    """Parse ``files`` and write their rows as data files of ``table``; returns the flushed writer (its ``table``
+    as last loaded, its ``files`` to commit). Quarantine rows go to ``quarantine`` (not flushed), counts to ``report``.
     """
     writer = BatchWriter(table, settings.ingest_batch_rows)
     lateness = settings.allowed_lateness_seconds
     state: dict[str, Any] = {"evolved": tuple(evolved_columns(table, spec).items()), "schema": writer.arrow_schema}
 
     corrupt: list[CorruptRead] = []
+    new_task, mode = partial(BlockTask, spec.table, hour, lateness), settings.debezium_decimal_handling_mode
 
     def tasks() -> Iterator[BlockTask]:
         for f in files:
@@ -72,32 +67,19 @@ def write_topic_hour(
                 continue  # read below, a file at a time
             try:
                 for block, first, newlines in iter_counted_blocks(f, block_bytes):
-                    yield BlockTask(
-                        spec.table,
-                        hour,
-                        lateness,
-                        state["evolved"],
-                        state["schema"],
-                        block,
-                        f.kafka_partition,
-                        first,
-                        f.relpath,
-                        fast_run_lines,
-                        newlines,
-                        settings.debezium_decimal_handling_mode,
+                    evolved, schema = state["evolved"], state["schema"]
+                    yield new_task(
+                        evolved, schema, block, f.kafka_partition, first, f.relpath, fast_run_lines, newlines, mode
                     )
             except CorruptRead as e:  # its readable lines are in the tasks above; the file gets one row
                 corrupt.append(e)
 
-    parsers: dict[tuple[Any, ...], LineParser] = {}
+    @cache
+    def avro_parser(evolved: tuple[tuple[str, IcebergType], ...]) -> LineParser:
+        return LineParser(spec, hour, lateness, dict(evolved), mode)
 
     def read_avro(f: LandingFile) -> tuple[BlockResult, CorruptRead | None]:
-        evolved = state["evolved"]
-        parser = parsers.get(evolved)
-        if parser is None:
-            mode = settings.debezium_decimal_handling_mode
-            parser = parsers[evolved] = LineParser(spec, hour, lateness, dict(evolved), mode)
-        return read_avro_file(parser, f, state["schema"])
+        return read_avro_file(avro_parser(state["evolved"]), f, state["schema"])
 
     def rerun_block(task: BlockTask) -> BlockResult:
         return run_block(replace(task, evolved=state["evolved"], arrow_schema=state["schema"]))
@@ -135,8 +117,7 @@ def write_topic_hour(
         take(result, partial(rerun_block, task))
     for f in files:
         if f.avro:
-            # Each container has its own writer schema: read alone (read_avro has no union_by_name).
-            result, damaged = read_avro(f)
+            result, damaged = read_avro(f)  # alone: each container has its own writer schema
             take(result, partial(reread_avro, f))
             if damaged is not None:
                 corrupt.append(damaged)

@@ -1,15 +1,5 @@
-"""The files of the landing zone that the platform does not read, each with why: nothing is skipped silently.
-
-Read are ``topics/<topic>/dt=YYYY-MM-DD/hr=HH/<topic>+<partition>+<start_offset>.json|.json.gz|.avro`` of the
-contract's topics (:mod:`~logistics_platform.lib.bronze.landing`). Everything else under the landing root is
-reported by ``verify``, the accounting check and ``run``'s summary: an unknown extension (``.bin``,
-``.json.bz2``), the record keys or headers a sink can write beside the values (the Confluent sink's
-``store.kafka.keys`` / ``store.kafka.headers``: ``<topic>+<partition>+<offset>.keys.avro``, ``.headers.avro``),
-a name that is not the sink's, a file outside an hour folder or of a topic the contract does not have. Folders
-whose names start with ``.``, ``_`` or ``+`` are a sink's temporary folders (uploads in flight): not reported,
-as for folders (:func:`~logistics_platform.lib.operate.landing_watch.malformed_folders`); so are files with such
-names at the landing root itself (the generator's ``_generation.json``).
-"""
+"""The files of the landing zone that the platform does not read, each with why: nothing is skipped silently
+(docs/internals/ingest.md, "Landing files")."""
 
 from __future__ import annotations
 
@@ -44,11 +34,12 @@ def why_unread(relpath: str) -> str | None:
     return None
 
 
-def _report(root: Path, base: Path) -> dict[str, str]:
+def unread_files(landing_dir: Path, under: str = "") -> dict[str, str]:
+    """Relative path -> why it is not read, for every file under the landing root (or its folder ``under``) that the
+    ingest does not read."""
+    root = Path(landing_dir)
     out: dict[str, str] = {}
-    if not base.is_dir():
-        return out
-    for folder, dirs, files in os.walk(base):
+    for folder, dirs, files in os.walk(root / under):  # nothing when it is not a folder
         dirs[:] = sorted(d for d in dirs if not d.startswith(_TEMPORARY))
         for name in sorted(files):
             if folder == str(root) and name.startswith(_TEMPORARY):
@@ -60,12 +51,6 @@ def _report(root: Path, base: Path) -> dict[str, str]:
     return out
 
 
-def unread_files(landing_dir: Path) -> dict[str, str]:
-    """Relative path -> why it is not read, for every file under the landing root that the ingest does not read."""
-    return _report(Path(landing_dir), Path(landing_dir))
-
-
 def unread_in_hour(landing_dir: Path, topic: str, arrival_hour: datetime) -> dict[str, str]:
     """:func:`unread_files` of one topic's arrival-hour folder."""
-    root = Path(landing_dir)
-    return _report(root, root / hour_dir(topic, arrival_hour))
+    return unread_files(landing_dir, hour_dir(topic, arrival_hour))

@@ -1,9 +1,5 @@
-"""DuckDB views over the bronze Iceberg tables, bound to the metadata file the catalog points at now.
-
-This runs inside every dbt process, on its first connection: with a SQLite catalog it reads the catalog's pointer
-table with the standard library and imports neither pyiceberg nor SQLAlchemy (start-up that every hourly dbt run
-would pay); other catalogs go through pyiceberg.
-"""
+"""DuckDB views over the bronze Iceberg tables, bound to the metadata file the catalog points at now (run in every
+dbt process: a SQLite catalog is read without pyiceberg)."""
 
 from __future__ import annotations
 
@@ -28,50 +24,26 @@ FOLDED_WINDOWS_TABLE = f"{OPS_SCHEMA}.folded_windows"
 # The bronze tables dbt reads, by name (bronze_tables() has their schemas; a test keeps the two equal).
 BRONZE_TABLE_NAMES = (*SOURCES, "quarantine", "ingest_log")
 SQLITE_PREFIX = "sqlite:///"
+# Iceberg primitive type (as pyiceberg prints it) -> DuckDB type; the others have the same name in both
+_DUCKDB_TYPES = {"string": "varchar", "long": "bigint", "int": "integer"}
+_DUCKDB_TYPES |= {t: t for t in ("boolean", "double", "float", "timestamp", "timestamptz", "date")}
 
 
 def bronze_tables() -> dict[str, Schema]:
     """Every bronze table dbt reads, with its contract schema (used when the table does not exist yet)."""
-    from logistics_platform.lib.bronze import schema as bronze_schema
+    from logistics_platform.lib.bronze import schema as bs
 
-    tables = {name: bronze_schema.table_schema(spec) for name, spec in bronze_schema.TOPICS.items()}
-    tables[bronze_schema.QUARANTINE_TABLE] = bronze_schema.quarantine_schema()
-    tables[bronze_schema.INGEST_LOG_TABLE] = bronze_schema.ingest_log_schema()
-    return tables
+    tables = {name: bs.table_schema(spec) for name, spec in bs.TOPICS.items()}
+    return {**tables, bs.QUARANTINE_TABLE: bs.quarantine_schema(), bs.INGEST_LOG_TABLE: bs.ingest_log_schema()}
 
 
 def duckdb_type(t: IcebergType) -> str:
     """DuckDB type of an Iceberg primitive type."""
-    from pyiceberg.types import (
-        BooleanType,
-        DateType,
-        DecimalType,
-        DoubleType,
-        FloatType,
-        IntegerType,
-        LongType,
-        StringType,
-        TimestampType,
-        TimestamptzType,
-    )
-
-    if isinstance(t, DecimalType):
-        return f"decimal({t.precision},{t.scale})"
-    mapping: dict[type, str] = {
-        StringType: "varchar",
-        LongType: "bigint",
-        IntegerType: "integer",
-        BooleanType: "boolean",
-        DoubleType: "double",
-        FloatType: "float",
-        TimestampType: "timestamp",
-        TimestamptzType: "timestamptz",
-        DateType: "date",
-    }
-    for kind, name in mapping.items():
-        if isinstance(t, kind):
-            return name
-    raise TypeError(f"no DuckDB type for Iceberg type {t}; extend duckdb_type() in lib/bronze/views.py")
+    if str(t).startswith("decimal("):
+        return str(t).replace(" ", "")
+    if str(t) not in _DUCKDB_TYPES:
+        raise TypeError(f"no DuckDB type for Iceberg type {t}; extend _DUCKDB_TYPES in lib/bronze/views.py")
+    return _DUCKDB_TYPES[str(t)]
 
 
 def empty_select(schema: Schema) -> str:
@@ -85,11 +57,7 @@ def _quote(text: str) -> str:
 
 
 def current_metadata_locations(catalog: Catalog, namespace: str, names: Iterable[str]) -> dict[str, str | None]:
-    """Table -> the metadata file the catalog points at now (None: no such table).
-
-    For the SQL catalog this is one query on its ``iceberg_tables`` table (the Iceberg JDBC-catalog layout) instead
-    of parsing every table's metadata JSON: it runs on every dbt connection, so it must stay cheap.
-    """
+    """Table -> the metadata file the catalog points at now (None: no such table); one query for a SQL catalog."""
     from pyiceberg.catalog.sql import IcebergTables, SqlCatalog
     from pyiceberg.exceptions import NoSuchTableError
     from sqlalchemy import select

@@ -1,8 +1,4 @@
-"""Writing rows to data files of a bronze table, batch by batch, without committing them.
-
-Memory is bounded by the batch size: of the rows written, only the DataFile descriptions are kept; the files
-are committed by :mod:`logistics_platform.lib.bronze.commit`.
-"""
+"""Writing rows to data files of a bronze table, batch by batch, without committing them (:mod:`.commit` does)."""
 
 from __future__ import annotations
 
@@ -36,10 +32,7 @@ def rows_to_arrow(rows: list[Any], schema: pa.Schema) -> pa.Table:
 
 
 class BatchWriter:
-    """Collects rows and Arrow tables and writes one Parquet data file per ``batch_rows`` rows.
-
-    Memory is bounded by the batch size: nothing of the hour is kept but the DataFile descriptions.
-    """
+    """Collects rows and Arrow tables and writes one Parquet data file per ``batch_rows`` rows (bounded memory)."""
 
     def __init__(self, table: Table, batch_rows: int) -> None:
         self.batch_rows = max(1, batch_rows)
@@ -90,22 +83,17 @@ class BatchWriter:
 def write_data_files(
     table: Table, batch: pa.Table, write_uuid: uuid.UUID, counter: itertools.count[int]
 ) -> list[DataFile]:
-    """Write ``batch`` as Parquet data file(s) of ``table`` without committing them.
-
-    A batch of one partition (always the case here: one arrival hour) is written as one file directly;
-    pyiceberg's generic path would group and filter the whole batch by partition first.
-    """
+    """Write ``batch`` as Parquet data file(s) of ``table`` without committing them (one partition: one file,
+    without pyiceberg's grouping and filtering of the whole batch)."""
     md = table.metadata
     spec, schema = md.spec(), md.schema()
+
+    def constant(name: str | None) -> bool:
+        column = batch.column(name) if name is not None else None
+        return column is not None and not column.null_count and len(set(pc.min_max(column).values())) == 1
+
     single = not spec.is_unpartitioned() and batch.num_rows > 0
-    if single:
-        for pf in spec.fields:
-            name = schema.find_column_name(pf.source_id)
-            column = batch.column(name) if name is not None else None
-            if column is None or column.null_count or len(set(pc.min_max(column).values())) != 1:
-                single = False
-                break
-    if not single:
+    if not single or not all(constant(schema.find_column_name(pf.source_id)) for pf in spec.fields):
         return arrow_to_data_files(md, table.io, batch, write_uuid=write_uuid, counter=counter)
     ((partition_key, _),) = split_by_partition(spec, schema, batch.slice(0, 1))
     task_schema = pyarrow_to_schema(batch.schema, name_mapping=schema.name_mapping, format_version=md.format_version)
