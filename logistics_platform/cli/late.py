@@ -40,19 +40,14 @@ def run(args: argparse.Namespace) -> int:
 
     settings = load_settings()
     if args.late_action == "list":
-        con = duck.connect(settings.duckdb_path, read_only=True, settings=settings)
-        try:
+        with duck.connect(settings.duckdb_path, read_only=True, settings=settings) as con:
             con.sql(
                 "select topic, window_start, count(*) as late_events, max(lateness_seconds) as max_lateness_s "
                 f"from marts.late_events group by all order by late_events desc, window_start limit {int(args.limit)}"
             ).show()
-        finally:
-            con.close()
         return 0
     try:
-        result = fold_window(
-            settings, args.topic, args.window_start, build=not args.no_build, echo=lambda line: print(line)
-        )
+        result = fold_window(settings, args.topic, args.window_start, build=not args.no_build, echo=print)
     except DbtError as exc:
         print(
             f"late fold: the fold is recorded but the rebuild failed; re-run the same command.\n{exc}", file=sys.stderr

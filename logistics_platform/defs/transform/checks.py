@@ -1,8 +1,4 @@
-"""Python-side checks of the transform domain: what Iceberg serves equals what DuckDB built.
-
-dbt's own tests are asset checks of the dbt assets (dagster-dbt, ``enable_asset_checks``); these compare the two
-stores after the publish.
-"""
+"""After the publish: what Iceberg serves equals what DuckDB built (dbt's own tests are checks of the dbt assets)."""
 
 # No `from __future__ import annotations`: Dagster reads the check function annotations at runtime.
 

@@ -1,8 +1,4 @@
-"""Checks of the operations marts, on the windows and dates the run built: SLA breaches and delivery-time anomalies.
-
-Both are WARN (the data is right, the operation is not); the check-alert sensor still sends them
-(``ALERTING_WARN_CHECKS``). The queries live in :mod:`logistics_platform.lib.transform.operations`.
-"""
+"""WARN checks of the operations marts on the windows and dates the run built: SLA breaches, delivery-time anomalies."""
 
 # No `from __future__ import annotations`: Dagster reads the check function annotations at runtime.
 
@@ -23,8 +19,7 @@ DAILY_KEY = dg.AssetKey(["marts", operations.DAILY_MART])
 
 
 def run_arrival_hours(tags: Mapping[str, str]) -> tuple[datetime | None, datetime | None]:
-    """First and last arrival hour (inclusive) the run built: its window tags, else every hour of its day partitions;
-    (None, None) when unpartitioned."""
+    """First and last arrival hour the run built ((None, None) when unpartitioned)."""
     window = run_window(tags)
     return (None, None) if window is None else (window.first, window.last)
 
@@ -75,14 +70,10 @@ def build_operations_checks(settings: Settings) -> list[dg.AssetChecksDefinition
         }
         description = operations.sla_summary(breaches, settings.sla_late_share_max)
         if breaches:
-            # Sent from the run, not left to the check-alert sensor: that is one sensor tick less between a landed
-            # breach and the alert. The sensor skips an evaluation marked delivered, and sends one that is not.
+            # Sent from the run: one sensor tick sooner; the sensor skips an evaluation marked delivered.
             metadata[alerts.DELIVERED_KEY] = _deliver_breach(context, settings, description or "", _scope(first, last))
         return dg.AssetCheckResult(
-            passed=not breaches,
-            severity=dg.AssetCheckSeverity.WARN,
-            description=description,
-            metadata=metadata,
+            passed=not breaches, severity=dg.AssetCheckSeverity.WARN, description=description, metadata=metadata
         )
 
     @dg.asset_check(

@@ -1,8 +1,4 @@
-"""The operations pages' frames: delivery time against its baseline, daily revenue by tenant and tier.
-
-Inputs are the marts as read by :mod:`.reader` (Arrow tables with the contract's columns, docs/contract/marts.md);
-outputs are pandas frames with decimals as floats, which is what the charts take.
-"""
+"""The operations pages' frames (pandas, decimals as floats): delivery time against its baseline, revenue by tier."""
 
 from __future__ import annotations
 

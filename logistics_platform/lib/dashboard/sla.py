@@ -1,11 +1,5 @@
 """The SLA page's frames: fct_region_sla as cells of a regions x windows heatmap, the open hour's windows as they fill.
-
-A window is judged only once it has ended: while ``window_end > now`` its counts are those so far (a window can
-breach and recover within its five minutes), so it is ``open``, never a breach, whatever the mart's ``breached``
-says. The open hour is the arrival hour ``now`` falls in, the one a live sink is still writing; its windows that have
-not ended get a cell per region even without a row (``open`` for the one ``now`` is in, ``to come`` after it), so the
-grid shows how far the hour has filled. All times are naive UTC, as the mart stores them.
-"""
+A window is judged only once it has ended (docs/internals/publish.md); times are naive UTC."""
 
 from __future__ import annotations
 
@@ -19,7 +13,7 @@ from logistics_platform.lib.dashboard.operations import to_frame
 from logistics_platform.lib.timekeys import hour_start, utc_naive
 
 HOUR = timedelta(hours=1)
-# What each cell is at ``now``; the page draws each status its own way.
+# What each cell is at ``now``.
 BREACHED = "breached"
 WITHIN = "within SLA"
 TOO_FEW = "too few deliveries"  # below the minimum: not judged, whatever its late share

@@ -1,8 +1,4 @@
-"""A mart today against the same mart N days ago, through the daily tags (``daily-YYYY-MM-DD``).
-
-Today is ``main``'s head; N days ago is the snapshot the nightly maintenance tagged for that UTC date (the state at
-the end of that day). Tags keep their snapshot from expiry, so the comparison works for the whole tag retention.
-"""
+"""A mart today (``main``) against the same mart N days ago, through the daily tags (``daily-YYYY-MM-DD``)."""
 
 from __future__ import annotations
 
@@ -60,10 +56,9 @@ class Comparison:
 
 
 def _is_measure(name: str, kind: pa.DataType) -> bool:
-    # Sums of identifiers and log positions mean nothing; everything else numeric is summed, booleans counted.
-    if name.endswith("_id") or name.endswith("_lsn"):
-        return False
-    return pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_decimal(kind)
+    # Sums of identifiers and log positions mean nothing.
+    numeric = pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_decimal(kind)
+    return numeric and not name.endswith(("_id", "_lsn"))
 
 
 def measures(rows: pa.Table) -> dict[str, float]:
@@ -98,13 +93,8 @@ def compare(mart: str, tag: str, then: MartState, now: MartState) -> Comparison:
     """The two states of ``mart`` side by side."""
     before, after = measures(then.rows), measures(now.rows)
     names = list(dict.fromkeys([*after, *before]))
-    frame = pd.DataFrame(
-        {
-            "measure": names,
-            "then": [before.get(n, 0.0) for n in names],
-            "now": [after.get(n, 0.0) for n in names],
-        }
-    )
+    then_values, now_values = [before.get(n, 0.0) for n in names], [after.get(n, 0.0) for n in names]
+    frame = pd.DataFrame({"measure": names, "then": then_values, "now": now_values})
     frame["change"] = frame["now"] - frame["then"]
     column = day_column(now.rows.schema)
     parts = []

@@ -1,10 +1,5 @@
-"""The operations marts' checks: which SLA windows and delivery dates a run built, and what is wrong in them.
-
-Pure queries over the DuckDB the dbt build wrote; the Dagster checks in ``defs`` only pass them a connection and the
-run's arrival-hour window. A run "built" the SLA windows holding the event time or the delivered_at of an order
-change that arrived in its arrival hours, and the delivery dates of those changes' delivered_at: a breach or an
-anomaly is reported by the run whose data made it, not again by every later run.
-"""
+"""The operations marts' checks as queries over the dbt DuckDB: SLA breaches and delivery-time anomalies in the
+windows and dates a run's arrival hours built (docs/internals/publish.md)."""
 
 from __future__ import annotations
 
@@ -15,7 +10,7 @@ from typing import Any
 
 SLA_CHECK = "sla_within_target"
 ANOMALY_CHECK = "delivery_time_within_baseline"
-# Checks of severity WARN that still page someone (the alert sensor sends them like ERROR checks).
+# WARN checks the alert sensor still sends, like ERROR checks.
 ALERTING_WARN_CHECKS = (SLA_CHECK, ANOMALY_CHECK)
 SLA_MART = "fct_region_sla"
 DAILY_MART = "fct_region_delivery_daily"
@@ -61,8 +56,7 @@ def _arrival_filter(first_hour: datetime | None, last_hour: datetime | None) -> 
 def breached_windows(
     con: Any, window_minutes: int, first_hour: datetime | None = None, last_hour: datetime | None = None
 ) -> list[Breach]:
-    """Breached rows of marts.fct_region_sla in the windows built from arrival hours first_hour .. last_hour
-    (inclusive hour starts; all windows without them)."""
+    """Breached rows of marts.fct_region_sla in the windows built from arrival hours first_hour .. last_hour."""
     where, params = _arrival_filter(first_hour, last_hour)
     bucket = f"interval {int(window_minutes)} minute"
     rows = con.execute(
@@ -104,19 +98,21 @@ def anomalous_days(con: Any, first_hour: datetime | None = None, last_hour: date
     return [Anomaly(*row) for row in rows]
 
 
+def _listed(items: list[Breach] | list[Anomaly], limit: int) -> str:
+    more = f"; and {len(items) - limit} more" if len(items) > limit else ""
+    return "; ".join(i.describe() for i in items[:limit]) + more
+
+
 def sla_summary(breaches: list[Breach], max_share: float, limit: int = 10) -> str | None:
     """One line naming region, window and late share of each breach (the first ``limit``); None when none."""
     if not breaches:
         return None
-    shown = "; ".join(b.describe() for b in breaches[:limit])
-    more = f"; and {len(breaches) - limit} more" if len(breaches) > limit else ""
-    return f"SLA breached in {len(breaches)} window(s), late share above {max_share}: {shown}{more}"
+    return f"SLA breached in {len(breaches)} window(s), late share above {max_share}: {_listed(breaches, limit)}"
 
 
 def anomaly_summary(anomalies: list[Anomaly], limit: int = 10) -> str | None:
     """One line naming region and date of each anomalous day (the first ``limit``); None when none."""
     if not anomalies:
         return None
-    shown = "; ".join(a.describe() for a in anomalies[:limit])
-    more = f"; and {len(anomalies) - limit} more" if len(anomalies) > limit else ""
-    return f"Delivery time off its 7-day baseline (> 3 stddev) on {len(anomalies)} day(s): {shown}{more}"
+    listed = _listed(anomalies, limit)
+    return f"Delivery time off its 7-day baseline (> 3 stddev) on {len(anomalies)} day(s): {listed}"
