@@ -65,12 +65,7 @@ else:
             x=alt.X("arrival_hour:T", title="arrival hour (UTC)"),
             y=alt.Y("quarantine_rate:Q", title="quarantined share", axis=alt.Axis(format="%")),
             color=alt.condition(alt.datum.quarantined > 0, alt.value(common.ALERT), alt.value(common.OK)),
-            tooltip=[
-                "arrival_hour:T",
-                "lines",
-                "quarantined",
-                alt.Tooltip("quarantine_rate:Q", format=".2%"),
-            ],
+            tooltip=["arrival_hour:T", "lines", "quarantined", alt.Tooltip("quarantine_rate:Q", format=".2%")],
         )
         .properties(height=240),
         width="stretch",

@@ -25,11 +25,7 @@ tags = daily_tags(table)
 newest = (today - date.fromisoformat(tags[0].removeprefix("daily-"))).days if tags else 30
 days = int(
     right.number_input(
-        "Days ago",
-        min_value=1,
-        max_value=max(1, settings.daily_tag_retention_days),
-        value=max(1, newest),
-        step=1,
+        "Days ago", min_value=1, max_value=max(1, settings.daily_tag_retention_days), value=max(1, newest), step=1
     )
 )
 tag = travel_tag(today, days)
@@ -64,9 +60,7 @@ if result.day_column is not None and not result.by_day.empty:
             xOffset=alt.XOffset("state:N"),
             y=alt.Y("rows:Q", title="rows"),
             color=alt.Color(
-                "state:N",
-                title=None,
-                scale=alt.Scale(domain=[f"then: {tag}", "now"], range=[common.MUTED, common.OK]),
+                "state:N", title=None, scale=alt.Scale(domain=[f"then: {tag}", "now"], range=[common.MUTED, common.OK])
             ),
             tooltip=["state", "yearmonthdate(day):O", "rows"],
         )
