@@ -23,7 +23,6 @@ def stop(message: str) -> NoReturn:
     """Show one line saying what to do, and draw nothing more of the page."""
     st.info(message)
     st.stop()
-    raise AssertionError("st.stop() returned")  # st.stop raises; this line keeps the type checker honest
 
 
 def settings() -> Settings:
@@ -33,7 +32,6 @@ def settings() -> Settings:
     except SettingsError as exc:
         st.error(str(exc))
         st.stop()
-        raise
 
 
 def catalog_key(s: Settings) -> CatalogKey:

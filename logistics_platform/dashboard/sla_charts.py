@@ -1,5 +1,4 @@
-"""The SLA page's two charts, drawn from lib.dashboard.sla's frames: the regions x windows heatmap and the deliveries
-per window under it, on one time axis (the same scale and the same left margin, so that their windows line up)."""
+"""The SLA page's two charts on one time axis: the regions x windows heatmap and the deliveries per window."""
 
 from __future__ import annotations
 
@@ -38,8 +37,7 @@ def _utc(moment: datetime) -> alt.DateTime:
 
 
 def time_scale(first_hour: datetime, last_hour: datetime) -> alt.Scale:
-    """The hours ``first_hour`` .. ``last_hour`` in UTC: the times are naive UTC, and a UTC scale keeps the axis in
-    UTC whatever the browser's time zone (tooltips show the windows as text)."""
+    """The hours ``first_hour`` .. ``last_hour`` on a UTC scale (the times are naive UTC)."""
     return alt.Scale(type="utc", domain=[_utc(first_hour), _utc(last_hour + sla.HOUR)])
 
 
@@ -61,8 +59,7 @@ def _labelled(frame: pd.DataFrame) -> pd.DataFrame:
 def heatmap(
     cells: pd.DataFrame, rule: sla.SlaRule, regions: list[str], first_hour: datetime, last_hour: datetime, now: datetime
 ) -> alt.LayerChart | alt.FacetChart:
-    """Late share per region (rows) and window (columns), breaches marked; the open hour shaded, its open window
-    dashed, its windows to come dotted, ``now`` a rule."""
+    """Late share per region and window, breaches marked, the open hour shaded, ``now`` a rule."""
     scale = time_scale(first_hour, last_hour)
     x = time_axis(scale)
     y = alt.Y("region:N", title=None, sort=regions, axis=alt.Axis(minExtent=Y_AXIS_PX, maxExtent=Y_AXIS_PX))

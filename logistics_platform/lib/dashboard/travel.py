@@ -55,21 +55,16 @@ class Comparison:
     by_day: pd.DataFrame  # day, state ("then: <tag>" | "now"), rows
 
 
-def _is_measure(name: str, kind: pa.DataType) -> bool:
-    # Sums of identifiers and log positions mean nothing.
-    numeric = pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_decimal(kind)
-    return numeric and not name.endswith(("_id", "_lsn"))
-
-
 def measures(rows: pa.Table) -> dict[str, float]:
     """``rows`` -> {"rows": n, "sum(col)": ..., "count(flag)": ...} over its numeric and boolean columns."""
     out: dict[str, float] = {"rows": float(rows.num_rows)}
     for name, column in zip(rows.column_names, rows.columns, strict=True):
-        if pa.types.is_boolean(column.type):
+        kind = column.type
+        numeric = pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_decimal(kind)
+        if pa.types.is_boolean(kind):
             out[f"count({name})"] = float(pc.sum(pc.cast(column, pa.int64())).as_py() or 0)
-        elif _is_measure(name, column.type):
-            total = pc.sum(pc.cast(column, pa.float64())).as_py()
-            out[f"sum({name})"] = float(total or 0.0)
+        elif numeric and not name.endswith(("_id", "_lsn")):  # sums of identifiers and log positions mean nothing
+            out[f"sum({name})"] = float(pc.sum(pc.cast(column, pa.float64())).as_py() or 0.0)
     return out
 
 
