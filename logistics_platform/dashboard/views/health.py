@@ -9,21 +9,14 @@ import pandas as pd
 import streamlit as st
 
 from logistics_platform.dashboard import common
-from logistics_platform.lib.dashboard.health import (
-    backlog_now,
-    health_frame,
-    quarantine_by_hour,
-    read_ingest_lines,
-    table_healths,
-)
+from logistics_platform.lib.dashboard import health as pipeline
 from logistics_platform.lib.dashboard.reader import BUILD_HINT
-from logistics_platform.lib.operate.progress import Backlog
 
 
 @st.cache_data(show_spinner="Measuring the tables...", ttl=60)
 def _health(key: common.CatalogKey, small_file_bytes: int) -> pd.DataFrame:
     # Reads every table's manifests and lists its files: worth a minute's cache, not one per click.
-    return health_frame(table_healths(common._catalog(key), small_file_bytes, datetime.now(UTC)))
+    return pipeline.health_frame(pipeline.table_healths(common._catalog(key), small_file_bytes, datetime.now(UTC)))
 
 
 st.title("Pipeline health")
@@ -31,7 +24,7 @@ settings = common.settings()
 catalog = common.catalog(settings)
 
 st.subheader("Backlog")
-state: Backlog = backlog_now(settings, catalog)
+state = pipeline.backlog_now(settings, catalog)
 cols = st.columns(4)
 cols[0].metric("Hours waiting for ingest", len(state.hours_pending))
 cols[1].metric("Files waiting", state.files_pending)
@@ -49,7 +42,7 @@ else:
     st.success(f"Every landed hour is ingested (newest landed {state.latest_landed}).")
 
 st.subheader("Quarantine rate per arrival hour")
-hourly = quarantine_by_hour(read_ingest_lines(catalog))
+hourly = pipeline.quarantine_by_hour(pipeline.read_ingest_lines(catalog))
 if hourly.empty:
     st.info(f"Nothing ingested yet: {BUILD_HINT}.")
 else:

@@ -30,14 +30,14 @@ def _scope(first: datetime | None, last: datetime | None) -> str:
 
 def _deliver_breach(context: dg.AssetCheckExecutionContext, settings: Settings, description: str, scope: str) -> bool:
     """Post the SLA breach alert of this run (log and webhook); whether it reached both."""
-    run = context.run
+    run, asset = context.run, SLA_KEY.to_user_string()
     alert = alerts.Alert(
         kind=alerts.KIND_CHECK_FAILURE,
-        summary=f"{SLA_KEY.to_user_string()} {operations.SLA_CHECK}",
+        summary=f"{asset} {operations.SLA_CHECK}",
         error=description,
         run_id=run.run_id,
         job_name=run.job_name,
-        assets=(SLA_KEY.to_user_string(),),
+        assets=(asset,),
         partition=scope,
         check_name=operations.SLA_CHECK,
     )
@@ -59,15 +59,10 @@ def build_operations_checks(settings: Settings) -> list[dg.AssetChecksDefinition
         first, last = run_arrival_hours(context.run.tags)
         with duckdb.get_connection() as con:
             breaches = operations.breached_windows(con, settings.sla_window_minutes, first, last)
-        metadata: dict[str, Any] = {
-            "scope": _scope(first, last),
-            "breached_windows": dg.MetadataValue.json(
-                [
-                    {"window_start": str(b.window_start), "region": b.region, "late_share": str(b.late_share)}
-                    for b in breaches
-                ]
-            ),
-        }
+        listed = [
+            {"window_start": str(b.window_start), "region": b.region, "late_share": str(b.late_share)} for b in breaches
+        ]
+        metadata: dict[str, Any] = {"scope": _scope(first, last), "breached_windows": dg.MetadataValue.json(listed)}
         description = operations.sla_summary(breaches, settings.sla_late_share_max)
         if breaches:
             # Sent from the run: one sensor tick sooner; the sensor skips an evaluation marked delivered.
@@ -90,16 +85,12 @@ def build_operations_checks(settings: Settings) -> list[dg.AssetChecksDefinition
         first, last = run_arrival_hours(context.run.tags)
         with duckdb.get_connection() as con:
             anomalies = operations.anomalous_days(con, first, last)
+        listed = [{"delivery_date": str(a.delivery_date), "region": a.region} for a in anomalies]
         return dg.AssetCheckResult(
             passed=not anomalies,
             severity=dg.AssetCheckSeverity.WARN,
             description=operations.anomaly_summary(anomalies),
-            metadata={
-                "scope": _scope(first, last),
-                "anomalous_regions": dg.MetadataValue.json(
-                    [{"delivery_date": str(a.delivery_date), "region": a.region} for a in anomalies]
-                ),
-            },
+            metadata={"scope": _scope(first, last), "anomalous_regions": dg.MetadataValue.json(listed)},
         )
 
     return [sla_within_target, delivery_time_within_baseline]
