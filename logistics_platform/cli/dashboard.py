@@ -7,7 +7,6 @@ import sys
 
 HOST = "127.0.0.1"
 
-
 HELP = "serve the operations dashboard on 127.0.0.1 (DASHBOARD_PORT)"
 DESCRIPTION = (
     "Serve the Streamlit dashboard over the published marts: SLA now, delivery time, revenue, time travel, pipeline "
@@ -28,14 +27,8 @@ def streamlit_command(port: int) -> list[str]:
         "server.fileWatcherType": "none",
         "client.toolbarMode": "viewer",
     }
-    return [
-        sys.executable,
-        "-m",
-        "streamlit",
-        "run",
-        str(APP),
-        *(a for k, v in options.items() for a in (f"--{k}", str(v))),
-    ]
+    flags = [a for k, v in options.items() for a in (f"--{k}", str(v))]
+    return [sys.executable, "-m", "streamlit", "run", str(APP), *flags]
 
 
 def port_in_use(port: int) -> bool:

@@ -64,15 +64,12 @@ def heatmap(
     x = time_axis(scale)
     y = alt.Y("region:N", title=None, sort=regions, axis=alt.Axis(minExtent=Y_AXIS_PX, maxExtent=Y_AXIS_PX))
     cells = _labelled(cells)
-    tooltip = [
-        alt.Tooltip("region:N"),
-        alt.Tooltip("window:N", title="window (UTC)"),
-        alt.Tooltip("status:N"),
-        alt.Tooltip("deliveries:Q"),
+    tooltip = ["region:N", alt.Tooltip("window:N", title="window (UTC)"), "status:N", "deliveries:Q"]
+    tooltip += [
         alt.Tooltip("late_deliveries:Q", title="late"),
         alt.Tooltip("late_share:Q", title="late share", format=".1%"),
-        alt.Tooltip("overdue_open:Q", title="overdue and open"),
     ]
+    tooltip += [alt.Tooltip("overdue_open:Q", title="overdue and open")]
 
     def rects(status: str | None = None) -> alt.Chart:
         rows = cells[cells["deliveries"] > 0] if status is None else cells[cells["status"] == status]
@@ -92,11 +89,8 @@ def heatmap(
         share = alt.Scale(domain=[0, rule.late_share_max, 1], range=SHARE_COLOURS, clamp=True, interpolate="rgb")
         colour = alt.Color("late_share:Q", title="late share", scale=share, legend=alt.Legend(format="%", orient="top"))
         # Judged: enough deliveries in a window that has ended; anything else is drawn faded.
-        judged = alt.condition(
-            (alt.datum.deliveries >= rule.min_deliveries) & (alt.datum.status != sla.OPEN),
-            alt.value(1.0),
-            alt.value(FADED),
-        )
+        is_judged = (alt.datum.deliveries >= rule.min_deliveries) & (alt.datum.status != sla.OPEN)
+        judged = alt.condition(is_judged, alt.value(1.0), alt.value(FADED))
         # On white first: a faded cell then looks the same inside the shaded open hour as outside it.
         layers.append(rects().mark_rect(color="white"))
         layers.append(rects().mark_rect(stroke="white", strokeWidth=0.5).encode(color=colour, opacity=judged))
@@ -120,6 +114,7 @@ def heatmap(
 def volume(cells: pd.DataFrame, first_hour: datetime, last_hour: datetime) -> alt.Chart:
     """Deliveries of all regions per window, late stacked on on-time, on the heatmap's time axis."""
     bars = _labelled(sla.deliveries_per_window(cells))
+    kinds = alt.Scale(domain=["on time", "late"], range=[OK, ALERT])
     return (
         alt.Chart(bars)
         .mark_rect()
@@ -128,12 +123,7 @@ def volume(cells: pd.DataFrame, first_hour: datetime, last_hour: datetime) -> al
             x2="window_end:T",
             y=alt.Y("low:Q", title=None, axis=alt.Axis(minExtent=Y_AXIS_PX, maxExtent=Y_AXIS_PX, tickMinStep=1)),
             y2="high:Q",
-            color=alt.Color(
-                "kind:N",
-                title=None,
-                scale=alt.Scale(domain=["on time", "late"], range=[OK, ALERT]),
-                legend=alt.Legend(orient="top"),
-            ),
+            color=alt.Color("kind:N", title=None, scale=kinds, legend=alt.Legend(orient="top")),
             tooltip=[alt.Tooltip("window:N", title="window (UTC)"), "kind:N", "count:Q"],
         )
         .properties(height=VOLUME_PX)
