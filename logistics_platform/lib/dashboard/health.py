@@ -50,12 +50,8 @@ def quarantine_by_hour(ingest_lines: pa.Table) -> pd.DataFrame:
 
 def table_healths(catalog: Catalog, small_file_bytes: int, now: datetime) -> list[TableHealth]:
     """:func:`table_health` of every table in the bronze and marts namespaces."""
-    out = []
-    for identifier in list_iceberg_tables(catalog, (BRONZE_NAMESPACE, MARTS_NAMESPACE)):
-        table = load_table(catalog, identifier)
-        if table is not None:
-            out.append(table_health(table, small_file_bytes=small_file_bytes, now=now))
-    return out
+    tables = (load_table(catalog, i) for i in list_iceberg_tables(catalog, (BRONZE_NAMESPACE, MARTS_NAMESPACE)))
+    return [table_health(t, small_file_bytes=small_file_bytes, now=now) for t in tables if t is not None]
 
 
 def health_frame(healths: list[TableHealth]) -> pd.DataFrame:

@@ -30,15 +30,12 @@ def revenue_by_tier(revenue: pa.Table, tenants: pa.Table) -> pd.DataFrame:
     """fct_daily_revenue with the tenant's name and tier, taken from the dim_tenant version current at the end of
     the revenue date (the platform fee itself uses the tier at each delivery; a day with a tier change is shown under
     its closing tier)."""
-    con = duckdb.connect()
-    try:
+    with duckdb.connect() as con:
         con.register("revenue", revenue)
         con.register("tenants", tenants)
         table = con.sql(
             """
-            select r.*,
-                coalesce(v.name, r.tenant_id) as tenant_name,
-                coalesce(v.tier, 'unknown') as tier
+            select r.*, coalesce(v.name, r.tenant_id) as tenant_name, coalesce(v.tier, 'unknown') as tier
             from revenue r
             left join lateral (
                 select t.name, t.tier from tenants t
@@ -48,8 +45,6 @@ def revenue_by_tier(revenue: pa.Table, tenants: pa.Table) -> pd.DataFrame:
             order by r.revenue_date, r.tenant_id
             """
         ).to_arrow_table()
-    finally:
-        con.close()
     return to_frame(table)
 
 

@@ -8,6 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
+import duckdb
+
 from logistics_platform.lib import connections as duck
 from logistics_platform.lib.bronze.views import FOLDED_WINDOWS_TABLE, ensure_ops_tables
 from logistics_platform.lib.transform.project import VAR_TIME_FORMAT, DbtRun, run_dbt
@@ -57,14 +59,12 @@ class FoldResult:
 
 def _late_count(settings: Settings, topic: str, start: datetime) -> int:
     with duck.connect(settings.duckdb_path, settings=settings) as con:
-        exists = con.sql(
-            "select count(*) from information_schema.tables where table_schema = 'marts' and table_name = 'late_events'"
-        ).fetchone()
-        if not exists or not exists[0]:
+        try:
+            row = con.execute(
+                "select count(*) from marts.late_events where topic = ? and window_start = ?", [topic, start]
+            ).fetchone()
+        except duckdb.CatalogException:  # no late_events built yet
             return 0
-        row = con.execute(
-            "select count(*) from marts.late_events where topic = ? and window_start = ?", [topic, start]
-        ).fetchone()
         return int(row[0]) if row else 0
 
 

@@ -68,10 +68,8 @@ def breached_windows(
             where {where} and delivered_at is not null
         )
         select sla.window_start, sla.region, sla.deliveries, sla.late_deliveries, sla.late_share
-        from marts.{SLA_MART} as sla
-        inner join built on sla.window_start = built.window_start
-        where sla.breached
-        order by sla.window_start, sla.region
+        from marts.{SLA_MART} as sla inner join built on sla.window_start = built.window_start
+        where sla.breached order by sla.window_start, sla.region
         """,
         params * 2,
     ).fetchall()
@@ -84,14 +82,13 @@ def anomalous_days(con: Any, first_hour: datetime | None = None, last_hour: date
     where, params = _arrival_filter(first_hour, last_hour)
     rows = con.execute(
         f"""
-        select daily.delivery_date, daily.region, daily.avg_delivery_minutes, daily.baseline_avg_minutes,
-            daily.baseline_stddev_minutes
-        from marts.{DAILY_MART} as daily
-        where daily.is_anomaly and daily.delivery_date in (
-            select distinct cast(delivered_at as date) from staging.stg_orders
-            where {where} and delivered_at is not null
+        select delivery_date, region, avg_delivery_minutes, baseline_avg_minutes, baseline_stddev_minutes
+        from marts.{DAILY_MART}
+        where is_anomaly and delivery_date in (
+            select distinct cast(delivered_at as date) from staging.stg_orders where {where}
+            and delivered_at is not null
         )
-        order by daily.delivery_date, daily.region
+        order by delivery_date, region
         """,
         params,
     ).fetchall()
