@@ -63,11 +63,9 @@ def mart(s: Settings, name: str, snapshot_id: int | None = None) -> MartState | 
     table = load_table(catalog(s), f"marts.{name}")
     if table is None:
         return None
+    snapshot_id = snapshot_id if snapshot_id is not None else table.metadata.current_snapshot_id
     if snapshot_id is None:
-        current = table.current_snapshot()
-        if current is None:
-            return read_snapshot(table, None)
-        snapshot_id = current.snapshot_id
+        return read_snapshot(table, None)
     return _rows(catalog_key(s), f"marts.{name}", snapshot_id)
 
 
@@ -81,8 +79,6 @@ def mart_or_stop(s: Settings, name: str) -> MartState:
 
 def published_caption(*states: MartState) -> None:
     """Which published snapshots the page shows (they change only when a publish passed its audit)."""
-    parts = [
-        f"{st_.identifier} @ {st_.committed_at:%Y-%m-%d %H:%M} UTC" for st_ in states if st_.committed_at is not None
-    ]
+    parts = [f"{s.identifier} @ {s.committed_at:%Y-%m-%d %H:%M} UTC" for s in states if s.committed_at is not None]
     if parts:
         st.caption("Published snapshots shown: " + "; ".join(parts))

@@ -64,11 +64,9 @@ def heatmap(
     x = time_axis(scale)
     y = alt.Y("region:N", title=None, sort=regions, axis=alt.Axis(minExtent=Y_AXIS_PX, maxExtent=Y_AXIS_PX))
     cells = _labelled(cells)
-    tooltip = ["region:N", alt.Tooltip("window:N", title="window (UTC)"), "status:N", "deliveries:Q"]
-    tooltip += [
-        alt.Tooltip("late_deliveries:Q", title="late"),
-        alt.Tooltip("late_share:Q", title="late share", format=".1%"),
-    ]
+    tooltip: list[str | alt.Tooltip] = ["region:N", alt.Tooltip("window:N", title="window (UTC)"), "status:N"]
+    tooltip += ["deliveries:Q", alt.Tooltip("late_deliveries:Q", title="late")]
+    tooltip += [alt.Tooltip("late_share:Q", title="late share", format=".1%")]
     tooltip += [alt.Tooltip("overdue_open:Q", title="overdue and open")]
 
     def rects(status: str | None = None) -> alt.Chart:
