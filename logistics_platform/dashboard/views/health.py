@@ -11,12 +11,13 @@ import streamlit as st
 from logistics_platform.dashboard import common
 from logistics_platform.lib.dashboard import health as pipeline
 from logistics_platform.lib.dashboard.reader import BUILD_HINT
+from logistics_platform.settings import Settings
 
 
-@st.cache_data(show_spinner="Measuring the tables...", ttl=60)
-def _health(key: common.CatalogKey, small_file_bytes: int) -> pd.DataFrame:
+@st.cache_data(show_spinner="Measuring the tables...", ttl=60, hash_funcs=common.BY_CATALOG)
+def _health(s: Settings, small_file_bytes: int) -> pd.DataFrame:
     # Reads every table's manifests and lists its files: worth a minute's cache, not one per click.
-    return pipeline.health_frame(pipeline.table_healths(common._catalog(key), small_file_bytes, datetime.now(UTC)))
+    return pipeline.health_frame(pipeline.table_healths(common.catalog(s), small_file_bytes, datetime.now(UTC)))
 
 
 st.title("Pipeline health")
@@ -65,7 +66,7 @@ else:
     )
 
 st.subheader("Tables")
-health = _health(common.catalog_key(settings), settings.compaction_small_file_bytes)
+health = _health(settings, settings.compaction_small_file_bytes)
 if health.empty:
     common.stop(f"No Iceberg table yet: {BUILD_HINT}.")
 st.altair_chart(
