@@ -21,17 +21,8 @@ SHRINKING_MARTS = ("late_events",)  # loses rows by design (folds): no bound on 
 ROW_DROP_MIN_ROWS = 100  # below this many rows on main the drop bound does not apply
 
 # dbt contract data_type -> the Iceberg type pyiceberg writes for the DuckDB type (str() of the pyiceberg type).
-_ICEBERG_TYPES = {
-    "bigint": "long",
-    "integer": "int",
-    "int": "int",
-    "varchar": "string",
-    "boolean": "boolean",
-    "double": "double",
-    "date": "date",
-    "timestamp": "timestamp",
-    "timestamptz": "timestamptz",
-}
+_ICEBERG_TYPES = {"bigint": "long", "integer": "int", "int": "int", "varchar": "string"}
+_ICEBERG_TYPES |= {same: same for same in ("boolean", "double", "date", "timestamp", "timestamptz")}
 _DECIMAL = re.compile(r"^decimal\((\d+),\s*(\d+)\)$")
 
 

@@ -278,27 +278,24 @@ def _stage(
     stored = _published_fingerprints(table, spec_id)  # None: none to trust, so a full rewrite
     published = stored or {}
     differ = {p for p in set(current) | set(published) if current.get(p) != published.get(p)}
-    changed = sorted(differ, key=lambda p: (p is None, p or 0))
+    staged.changed = changed = sorted(differ, key=lambda p: (p is None, p or 0))
     live = [] if staged.base_id is None else [t.file for t in table.scan(snapshot_id=staged.base_id).plan_files()]
     old_files = [
         f for f in live if stored is None or f.spec_id != spec_id or (f.partition[0] if column else 0) in differ
     ]
     staged.built_rows = staged.report.rows = sum(_rows_of(fp) for fp in current.values())
-    staged.changed = changed
     staged.changed_rows = sum(_rows_of(current[p]) for p in changed if p in current)
     staged.report.partitions_rewritten = [partition_label(p, column) for p in changed]
     staged.report.partitions_total = len(current)
     if not changed and not old_files and staged.base_id is not None:
-        staged.report.audit = "unchanged"
-        staged.report.snapshot_id = staged.base_id
+        staged.report.audit, staged.report.snapshot_id = "unchanged", staged.base_id
         return
     rows = con.sql(f"select * from marts.{mart} where {in_partitions(column, changed)}").to_arrow_table()
     properties = {
         "logistics.source": f"duckdb marts.{mart}",
         "logistics.partitions-rewritten": ",".join(staged.report.partitions_rewritten),
     }
-    deleted = {f.file_path for f in old_files}
-    staged.kept_paths = {f.file_path for f in live} - deleted
+    staged.kept_paths = {f.file_path for f in live} - {f.file_path for f in old_files}
     staged.report.audited_snapshot_id = write_audit_snapshot(table, rows, old_files, properties)
     fingerprints = {"null" if p is None else str(p): fp for p, fp in current.items()}
     staged.on_publish = {FINGERPRINT_PROPERTY: json.dumps({"spec-id": spec_id, "partitions": fingerprints})}
