@@ -11,6 +11,8 @@ from logistics_platform.lib.dashboard.operations import ANOMALY_SIGMAS, delivery
 # The columns of the table under the charts.
 TABLE_COLUMNS = ["delivery_date", "region", "deliveries", "avg_delivery_minutes", "baseline_days"]
 TABLE_COLUMNS += ["baseline_avg_minutes", "baseline_stddev_minutes", "is_anomaly"]
+MINUTES = [alt.Tooltip("avg_delivery_minutes:Q", format=".1f"), alt.Tooltip("baseline_avg_minutes:Q", format=".1f")]
+TOOLTIP = ["delivery_date:T", "deliveries", *MINUTES, "baseline_days"]
 
 st.title("Delivery time per region")
 settings = common.settings()
@@ -46,16 +48,7 @@ for region in chosen:
         y=alt.Y("band_low:Q", title="minutes"), y2="band_high:Q"
     )
     baseline = base.mark_line(strokeDash=[5, 4], color=common.MUTED).encode(y="baseline_avg_minutes:Q")
-    actual = base.mark_line(point=True, color=common.OK).encode(
-        y="avg_delivery_minutes:Q",
-        tooltip=[
-            "delivery_date:T",
-            "deliveries",
-            alt.Tooltip("avg_delivery_minutes:Q", format=".1f"),
-            alt.Tooltip("baseline_avg_minutes:Q", format=".1f"),
-            "baseline_days",
-        ],
-    )
+    actual = base.mark_line(point=True, color=common.OK).encode(y="avg_delivery_minutes:Q", tooltip=TOOLTIP)
     marks = (
         alt.Chart(data[data["is_anomaly"]])
         .mark_point(shape="diamond", size=240, filled=True, color=common.ALERT)

@@ -17,9 +17,8 @@ TABLE_ROWS, TABLE_ROW_PX = 6, 35
 st.title("SLA now")
 settings = common.settings()
 state = common.mart_or_stop(settings, "fct_region_sla")
-rule = sla.SlaRule(
-    timedelta(minutes=settings.sla_window_minutes), settings.sla_min_deliveries, settings.sla_late_share_max
-)
+width = timedelta(minutes=settings.sla_window_minutes)
+rule = sla.SlaRule(width, settings.sla_min_deliveries, settings.sla_late_share_max)
 now = datetime.now(UTC).replace(tzinfo=None)
 open_hour = hour_start(now)
 frame = sla.window_frame(state.rows, rule, now)

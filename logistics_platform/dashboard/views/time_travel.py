@@ -23,11 +23,8 @@ if table is None or table.current_snapshot() is None:
 tags = daily_tags(table)
 # Start on the newest tag when there is one (a fresh platform has a tag only after its first full day).
 newest = (today - date.fromisoformat(tags[0].removeprefix("daily-"))).days if tags else 30
-days = int(
-    right.number_input(
-        "Days ago", min_value=1, max_value=max(1, settings.daily_tag_retention_days), value=max(1, newest), step=1
-    )
-)
+retention = max(1, settings.daily_tag_retention_days)
+days = int(right.number_input("Days ago", min_value=1, max_value=retention, value=max(1, newest), step=1))
 tag = travel_tag(today, days)
 ago = f"{days} day{'' if days == 1 else 's'} ago"
 st.caption(
