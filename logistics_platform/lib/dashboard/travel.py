@@ -92,12 +92,11 @@ def compare(mart: str, tag: str, then: MartState, now: MartState) -> Comparison:
     frame = pd.DataFrame({"measure": names, "then": then_values, "now": now_values})
     frame["change"] = frame["now"] - frame["then"]
     column = day_column(now.rows.schema)
-    parts = []
-    if column is not None:
-        for label, state in ((f"then: {tag}", then), ("now", now)):
-            if column in state.rows.column_names:
-                part = rows_per_day(state.rows, column)
-                part["state"] = label
-                parts.append(part)
+    states = ((f"then: {tag}", then), ("now", now))
+    parts = [
+        rows_per_day(s.rows, column).assign(state=label)
+        for label, s in states
+        if column is not None and column in s.rows.column_names
+    ]
     by_day = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["day", "rows", "state"])
     return Comparison(mart, tag, then, now, frame, column, by_day)

@@ -24,15 +24,7 @@ from pyiceberg.table.update.snapshot import ManageSnapshots
 from pyiceberg.transforms import DayTransform, VoidTransform
 
 from logistics_platform.lib.iceberg_internals import arrow_to_data_files
-from logistics_platform.lib.transform.audit import (
-    check_duckdb_contract,
-    check_iceberg_contract,
-    check_keys,
-    check_keys_in_one_partition,
-    check_revenue,
-    check_row_count,
-    load_contract,
-)
+from logistics_platform.lib.transform import audit
 from logistics_platform.lib.transform.project import MART_MODELS
 from logistics_platform.settings import Settings
 
@@ -307,22 +299,22 @@ def _audit(con: duckdb.DuckDBPyConnection, staged: _Staged, max_row_drop: float)
     assert staged.table is not None and staged.report.audited_snapshot_id is not None
     table, scan = staged.table, staged.table.scan(snapshot_id=staged.report.audited_snapshot_id)
     schema, tasks = scan.projection(), list(scan.plan_files())
-    contract = load_contract(staged.mart)
-    failures = check_iceberg_contract(contract, schema)
+    contract = audit.load_contract(staged.mart)
+    failures = audit.check_iceberg_contract(contract, schema)
     added = [t for t in tasks if t.file.file_path not in staged.kept_paths]
     rows = ArrowScan(table.metadata, table.io, schema, AlwaysTrue()).to_table(added)
     if not failures:
         column = PARTITION_COLUMNS.get(staged.mart)
-        failures += check_keys(con, contract, rows)
+        failures += audit.check_keys(con, contract, rows)
         if column is not None and column not in contract.key:
-            failures += check_keys_in_one_partition(con, contract, rows, in_partitions(column, staged.changed))
+            failures += audit.check_keys_in_one_partition(con, contract, rows, in_partitions(column, staged.changed))
     if rows.num_rows != staged.changed_rows:
         failures.append(
             f"row count: the rewritten partitions of {staged.mart} hold {rows.num_rows} rows in the audit snapshot, "
             f"{staged.changed_rows} in the DuckDB mart"
         )
     records = sum(t.file.record_count for t in tasks)
-    failures += check_row_count(staged.mart, records, staged.built_rows, staged.main_rows, max_row_drop)
+    failures += audit.check_row_count(staged.mart, records, staged.built_rows, staged.main_rows, max_row_drop)
     staged.report.audit_failures += failures
     staged.rewritten = rows if staged.mart in REVENUE_INPUTS else None
 
@@ -365,7 +357,7 @@ def _reconcile_revenue(catalog: Catalog, con: duckdb.DuckDBPyConnection, staged:
     order_rows = _scan(catalog, staged, ORDERS_MART, order_filter)
     if order_rows is None:
         return
-    if failures := check_revenue(con, revenue, deliveries, order_rows):
+    if failures := audit.check_revenue(con, revenue, deliveries, order_rows):
         target = written.get("fct_daily_revenue") or next(iter(written.values()))
         target.report.audit = "failed"
         target.report.audit_failures += failures
@@ -385,7 +377,7 @@ def publish_marts(
         started = time.perf_counter()
         stage = staged[mart] = _Staged(mart, PublishReport(mart, 0, None, 0.0))
         described = [(str(r[0]), str(r[1])) for r in con.sql(f"describe marts.{mart}").fetchall()]
-        if contract_failures := check_duckdb_contract(load_contract(mart), described):
+        if contract_failures := audit.check_duckdb_contract(audit.load_contract(mart), described):
             # Not written: a type the contract does not allow would change or break the Iceberg table's schema.
             stage.report.audit, stage.report.audit_failures = "failed", contract_failures
             stage.report.rows = int((con.sql(f"select count(*) from marts.{mart}").fetchone() or (0,))[0])
