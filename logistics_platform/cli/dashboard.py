@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import socket
 import sys
 
 HOST = "127.0.0.1"
@@ -32,14 +34,10 @@ def streamlit_command(port: int) -> list[str]:
 
 
 def port_in_use(port: int) -> bool:
-    import socket
-
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        try:
-            s.bind((HOST, port))
-        except OSError:
-            return True
-    return False
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s, contextlib.suppress(OSError):
+        s.bind((HOST, port))
+        return False
+    return True
 
 
 def run(args: argparse.Namespace) -> int:

@@ -58,14 +58,10 @@ for region in chosen:
     st.altair_chart(chart, width="stretch")
 
 st.subheader("Days and baselines")
-st.dataframe(
-    newest_first[TABLE_COLUMNS],
-    hide_index=True,
-    width="stretch",
-    column_config={
-        "avg_delivery_minutes": st.column_config.NumberColumn("avg minutes", format="%.1f"),
-        "baseline_avg_minutes": st.column_config.NumberColumn("baseline minutes", format="%.1f"),
-        "baseline_stddev_minutes": st.column_config.NumberColumn("baseline stddev", format="%.2f"),
-    },
-)
+columns = {
+    "avg_delivery_minutes": st.column_config.NumberColumn("avg minutes", format="%.1f"),
+    "baseline_avg_minutes": st.column_config.NumberColumn("baseline minutes", format="%.1f"),
+    "baseline_stddev_minutes": st.column_config.NumberColumn("baseline stddev", format="%.2f"),
+}
+st.dataframe(newest_first[TABLE_COLUMNS], hide_index=True, width="stretch", column_config=columns)
 common.published_caption(state)

@@ -61,11 +61,7 @@ st.altair_chart(
     .properties(height=max(120, 26 * min(len(per_tenant), 20))),
     width="stretch",
 )
-money = st.column_config.NumberColumn(format="%.2f")
-st.dataframe(
-    per_tenant,
-    hide_index=True,
-    width="stretch",
-    column_config={c: money for c in ("gross_revenue", "courier_revenue", "platform_revenue", "tenant_revenue")},
-)
+amounts = ("gross_revenue", "courier_revenue", "platform_revenue", "tenant_revenue")
+money = {c: st.column_config.NumberColumn(format="%.2f") for c in amounts}
+st.dataframe(per_tenant, hide_index=True, width="stretch", column_config=money)
 common.published_caption(revenue, tenants)

@@ -66,16 +66,12 @@ if result.day_column is not None and not result.by_day.empty:
     )
 
 st.subheader("Measures then and now")
-st.dataframe(
-    result.measures,
-    hide_index=True,
-    width="stretch",
-    column_config={
-        "then": st.column_config.NumberColumn(ago, format="%.2f"),
-        "now": st.column_config.NumberColumn("today", format="%.2f"),
-        "change": st.column_config.NumberColumn(format="%+.2f"),
-    },
-)
+columns = {
+    "then": st.column_config.NumberColumn(ago, format="%.2f"),
+    "now": st.column_config.NumberColumn("today", format="%.2f"),
+    "change": st.column_config.NumberColumn(format="%+.2f"),
+}
+st.dataframe(result.measures, hide_index=True, width="stretch", column_config=columns)
 st.caption(
     f"Snapshot {then.snapshot_id} (tag {tag}, committed {then.committed_at:%Y-%m-%d %H:%M} UTC) against "
     f"snapshot {now.snapshot_id} (main, committed {now.committed_at:%Y-%m-%d %H:%M} UTC)."
