@@ -49,7 +49,6 @@ def catalog(s: Settings) -> Catalog:
 
 @st.cache_data(show_spinner=False, max_entries=64, hash_funcs=BY_CATALOG)
 def _rows(s: Settings, identifier: str, snapshot_id: int) -> MartState:
-    # Keyed on the snapshot id: a snapshot never changes, so the cache is exact and a new publish is read at once.
     return read_snapshot(catalog(s).load_table(identifier), snapshot_id)
 
 

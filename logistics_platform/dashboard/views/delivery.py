@@ -8,7 +8,6 @@ import streamlit as st
 from logistics_platform.dashboard import common
 from logistics_platform.lib.dashboard.operations import ANOMALY_SIGMAS, delivery_view
 
-# The columns of the table under the charts.
 TABLE_COLUMNS = ["delivery_date", "region", "deliveries", "avg_delivery_minutes", "baseline_days"]
 TABLE_COLUMNS += ["baseline_avg_minutes", "baseline_stddev_minutes", "is_anomaly"]
 MINUTES = [alt.Tooltip("avg_delivery_minutes:Q", format=".1f"), alt.Tooltip("baseline_avg_minutes:Q", format=".1f")]

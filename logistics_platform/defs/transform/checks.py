@@ -30,14 +30,13 @@ def build_publish_checks() -> list[dg.AssetChecksDefinition]:
                 snap = table.current_snapshot()
                 served = int(snap.summary["total-records"]) if snap and snap.summary else 0
                 expected = int(built[0]) if built else 0
+                differs = f"Iceberg marts.{mart} has {served} rows, DuckDB {expected}: re-run the publish step"
                 yield dg.AssetCheckResult(
                     asset_key=PUBLISHED_KEYS[mart],
                     check_name="matches_duckdb",
                     passed=served == expected,
                     metadata={"iceberg_rows": served, "duckdb_rows": expected},
-                    description=None
-                    if served == expected
-                    else (f"Iceberg marts.{mart} has {served} rows, DuckDB {expected}: re-run the publish step"),
+                    description=None if served == expected else differs,
                 )
 
     return [published_marts_match_duckdb]

@@ -65,7 +65,6 @@ def build_operations_checks(settings: Settings) -> list[dg.AssetChecksDefinition
         metadata: dict[str, Any] = {"scope": _scope(first, last), "breached_windows": dg.MetadataValue.json(listed)}
         description = operations.sla_summary(breaches, settings.sla_late_share_max)
         if breaches:
-            # Sent from the run: one sensor tick sooner; the sensor skips an evaluation marked delivered.
             metadata[alerts.DELIVERED_KEY] = _deliver_breach(context, settings, description or "", _scope(first, last))
         return dg.AssetCheckResult(
             passed=not breaches, severity=dg.AssetCheckSeverity.WARN, description=description, metadata=metadata

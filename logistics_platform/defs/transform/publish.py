@@ -43,7 +43,6 @@ def build_publish_assets() -> dg.AssetsDefinition:
             )
             for m in MART_MODELS
         ],
-        # Not partitioned: one materialization per publish (docs/internals/publish.md).
         op_tags=WRITER_TAGS,
         retry_policy=dg.RetryPolicy(max_retries=3, delay=10, backoff=dg.Backoff.EXPONENTIAL),
     )
@@ -62,7 +61,6 @@ def build_publish_assets() -> dg.AssetsDefinition:
                     catalog, con, progress=context.log.info, max_row_drop=settings.publish_max_row_drop
                 )
             except AuditFailed as exc:
-                # Deterministic, so no retry; the failing branches stay for inspection.
                 raise dg.Failure(
                     description=str(exc),
                     allow_retries=False,

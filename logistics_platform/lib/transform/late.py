@@ -97,8 +97,7 @@ def fold_window(
     if build:
         run = run_dbt(
             settings,
-            # With the affected sets (tag:affected): the window sets add the refreshed window, the others are
-            # rebuilt for this run's window, so that no reader reads the sets of the run before.
+            # tag:affected: the affected sets are rebuilt too, so that no reader reads the run before's.
             ["build", "--select", "stg_folded_windows+ tag:affected"],
             {"refresh_window_starts": [start.strftime(VAR_TIME_FORMAT)]},
             echo=echo,

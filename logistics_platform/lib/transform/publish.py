@@ -110,7 +110,6 @@ class _Staged:
 
     mart: str
     report: PublishReport
-    built_rows: int = 0
     table: Table | None = None
     base_id: int | None = None
     main_rows: int = 0
@@ -275,7 +274,7 @@ def _stage(
     old_files = [
         f for f in live if stored is None or f.spec_id != spec_id or (f.partition[0] if column else 0) in differ
     ]
-    staged.built_rows = staged.report.rows = sum(_rows_of(fp) for fp in current.values())
+    staged.report.rows = sum(_rows_of(fp) for fp in current.values())
     staged.changed_rows = sum(_rows_of(current[p]) for p in changed if p in current)
     staged.report.partitions_rewritten = [partition_label(p, column) for p in changed]
     staged.report.partitions_total = len(current)
@@ -314,7 +313,7 @@ def _audit(con: duckdb.DuckDBPyConnection, staged: _Staged, max_row_drop: float)
             f"{staged.changed_rows} in the DuckDB mart"
         )
     records = sum(t.file.record_count for t in tasks)
-    failures += audit.check_row_count(staged.mart, records, staged.built_rows, staged.main_rows, max_row_drop)
+    failures += audit.check_row_count(staged.mart, records, staged.report.rows, staged.main_rows, max_row_drop)
     staged.report.audit_failures += failures
     staged.rewritten = rows if staged.mart in REVENUE_INPUTS else None
 
@@ -351,7 +350,6 @@ def _reconcile_revenue(catalog: Catalog, con: duckdb.DuckDBPyConnection, staged:
     deliveries = _scan(catalog, staged, "fct_deliveries", f"delivered_at >= '{start}' and delivered_at < '{end}'")
     if revenue is None or deliveries is None:
         return
-    # Order ids grow with time, so the id range of the days' deliveries prunes the orders' files by their metrics.
     ids = deliveries.column("order_id").drop_null().to_pylist()
     order_filter = f"order_id >= {min(ids)} and order_id <= {max(ids)}" if ids else "true"
     order_rows = _scan(catalog, staged, ORDERS_MART, order_filter)
@@ -378,7 +376,6 @@ def publish_marts(
         stage = staged[mart] = _Staged(mart, PublishReport(mart, 0, None, 0.0))
         described = [(str(r[0]), str(r[1])) for r in con.sql(f"describe marts.{mart}").fetchall()]
         if contract_failures := audit.check_duckdb_contract(audit.load_contract(mart), described):
-            # Not written: a type the contract does not allow would change or break the Iceberg table's schema.
             stage.report.audit, stage.report.audit_failures = "failed", contract_failures
             stage.report.rows = int((con.sql(f"select count(*) from marts.{mart}").fetchone() or (0,))[0])
             continue
