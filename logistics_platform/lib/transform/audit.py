@@ -128,7 +128,7 @@ def check_keys(con: duckdb.DuckDBPyConnection, contract: Contract, rows: pa.Tabl
     key = ", ".join(quoted)
     with _registered(con, audit_rows=rows):
         null_count = _scalar(
-            con.sql(f"select count(*) from audit_rows where {' or '.join(f'{c} is null' for c in quoted)}")
+            con, f"select count(*) from audit_rows where {' or '.join(f'{c} is null' for c in quoted)}"
         )
         dupes = con.sql(f"select {key}, count(*) as n from audit_rows group by all having n > 1 order by n desc")
         duplicated = dupes.fetchall()
@@ -152,10 +152,9 @@ def check_keys_in_one_partition(
     key = ", ".join(f'"{c}"' for c in contract.key)
     with _registered(con, audit_keys=rows.select(list(contract.key))):
         elsewhere = _scalar(
-            con.sql(
-                f"select count(*) from (select {key} from marts.{contract.mart} where ({rewritten}) is not true) "
-                f"as kept semi join audit_keys using ({key})"
-            )
+            con,
+            f"select count(*) from (select {key} from marts.{contract.mart} where ({rewritten}) is not true) "
+            f"as kept semi join audit_keys using ({key})",
         )
     if not elsewhere:
         return []
@@ -185,27 +184,25 @@ def check_revenue(
     """Invariant 4a on the snapshots to publish: every row balances, and the rows add up to the delivered orders."""
     with _registered(con, audit_revenue=daily_revenue, audit_deliveries=deliveries, audit_orders=orders):
         unbalanced = _scalar(
-            con.sql(
-                "select count(*) from audit_revenue "
-                "where gross_revenue is distinct from tenant_revenue + courier_revenue + platform_revenue"
-            )
+            con,
+            "select count(*) from audit_revenue "
+            "where gross_revenue is distinct from tenant_revenue + courier_revenue + platform_revenue",
         )
         mismatched = _scalar(
-            con.sql(
-                """
-                with delivered as (
-                    select cast(d.delivered_at as date) as revenue_date, d.tenant_id,
-                        count(*) as orders_delivered, sum(o.total_amount) as gross_revenue
-                    from audit_deliveries as d inner join audit_orders as o on d.order_id = o.order_id
-                    group by all
-                )
-                select count(*)
-                from audit_revenue as r
-                full outer join delivered as d on r.revenue_date = d.revenue_date and r.tenant_id = d.tenant_id
-                where r.orders_delivered is distinct from d.orders_delivered
-                    or r.gross_revenue is distinct from d.gross_revenue
-                """
+            con,
+            """
+            with delivered as (
+                select cast(d.delivered_at as date) as revenue_date, d.tenant_id,
+                    count(*) as orders_delivered, sum(o.total_amount) as gross_revenue
+                from audit_deliveries as d inner join audit_orders as o on d.order_id = o.order_id
+                group by all
             )
+            select count(*)
+            from audit_revenue as r
+            full outer join delivered as d on r.revenue_date = d.revenue_date and r.tenant_id = d.tenant_id
+            where r.orders_delivered is distinct from d.orders_delivered
+                or r.gross_revenue is distinct from d.gross_revenue
+            """,
         )
     failures = []
     if unbalanced:
@@ -221,6 +218,6 @@ def check_revenue(
     return failures
 
 
-def _scalar(relation: duckdb.DuckDBPyRelation) -> int:
-    row = relation.fetchone()
+def _scalar(con: duckdb.DuckDBPyConnection, sql: str) -> int:
+    row = con.sql(sql).fetchone()
     return int(row[0]) if row and row[0] is not None else 0
