@@ -127,14 +127,12 @@ def check_keys(con: duckdb.DuckDBPyConnection, contract: Contract, rows: pa.Tabl
     quoted = [f'"{c}"' for c in contract.key]
     key = ", ".join(quoted)
     with _registered(con, audit_rows=rows):
-        null_count = _scalar(
-            con, f"select count(*) from audit_rows where {' or '.join(f'{c} is null' for c in quoted)}"
-        )
+        nulls = _scalar(con, f"select count(*) from audit_rows where {' or '.join(f'{c} is null' for c in quoted)}")
         dupes = con.sql(f"select {key}, count(*) as n from audit_rows group by all having n > 1 order by n desc")
         duplicated = dupes.fetchall()
     failures = []
-    if null_count:
-        failures.append(f"keys: {null_count} rows of {contract.mart} have a null key ({', '.join(contract.key)})")
+    if nulls:
+        failures.append(f"keys: {nulls} rows of {contract.mart} have a null key ({', '.join(contract.key)})")
     if duplicated:
         example = ", ".join(str(v) for v in duplicated[0][:-1])
         failures.append(

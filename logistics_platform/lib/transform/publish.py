@@ -271,14 +271,12 @@ def _stage(
     differ = {p for p in set(current) | set(published) if current.get(p) != published.get(p)}
     staged.changed = changed = sorted(differ, key=lambda p: (p is None, p or 0))
     live = [] if staged.base_id is None else [t.file for t in table.scan(snapshot_id=staged.base_id).plan_files()]
-    old_files = [
-        f for f in live if stored is None or f.spec_id != spec_id or (f.partition[0] if column else 0) in differ
-    ]
+    stale = [f for f in live if stored is None or f.spec_id != spec_id or (f.partition[0] if column else 0) in differ]
     staged.report.rows = sum(_rows_of(fp) for fp in current.values())
     staged.changed_rows = sum(_rows_of(current[p]) for p in changed if p in current)
     staged.report.partitions_rewritten = [partition_label(p, column) for p in changed]
     staged.report.partitions_total = len(current)
-    if not changed and not old_files and staged.base_id is not None:
+    if not changed and not stale and staged.base_id is not None:
         staged.report.audit, staged.report.snapshot_id = "unchanged", staged.base_id
         return
     rows = con.sql(f"select * from marts.{mart} where {in_partitions(column, changed)}").to_arrow_table()
@@ -286,8 +284,8 @@ def _stage(
         "logistics.source": f"duckdb marts.{mart}",
         "logistics.partitions-rewritten": ",".join(staged.report.partitions_rewritten),
     }
-    staged.kept_paths = {f.file_path for f in live} - {f.file_path for f in old_files}
-    staged.report.audited_snapshot_id = write_audit_snapshot(table, rows, old_files, properties)
+    staged.kept_paths = {f.file_path for f in live} - {f.file_path for f in stale}
+    staged.report.audited_snapshot_id = write_audit_snapshot(table, rows, stale, properties)
     fingerprints = {"null" if p is None else str(p): fp for p, fp in current.items()}
     staged.on_publish = {FINGERPRINT_PROPERTY: json.dumps({"spec-id": spec_id, "partitions": fingerprints})}
     staged.drop_properties = [k for k in (LEGACY_FINGERPRINT_PROPERTY,) if k in table.properties]
