@@ -11,34 +11,28 @@ from logistics_platform.dashboard.common import ALERT, MUTED, OK
 from logistics_platform.lib.dashboard import sla
 from logistics_platform.lib.timekeys import hour_start
 
-# Late share: green when none, yellow at the target, dark red when all are late.
-SHARE_COLOURS = ["#66bd63", "#fee08b", "#b2182b"]
+SHARE_COLOURS = ["#66bd63", "#fee08b", "#b2182b"]  # late share: green when none, yellow at the target, red when all
 NO_DELIVERIES_FILL = "#e2e2e2"
 OPEN_HOUR_FILL = "#dde7f3"
 NOW_COLOUR = "#111111"
 OPEN_DASH = [3, 2]
 TO_COME_DASH = [1, 2]
-# Cells with fewer deliveries than the SLA minimum are not judged: drawn this opaque.
-FADED = 0.5
+FADED = 0.5  # opacity of the cells not judged (fewer deliveries than the SLA minimum)
 ROW_PX = 30
-# Height of what the heatmap draws besides its rows: legend, "now" label, time axis.
-AXES_PX = 110
-# Width of the left margin (the region names) in both charts, so that their time axes line up.
-Y_AXIS_PX = 110
+AXES_PX = 110  # height of what the heatmap draws besides its rows: legend, "now" label, time axis
+Y_AXIS_PX = 110  # width of the left margin (region names) in both charts, so that their time axes line up
 VOLUME_PX = 230
 # Time labels: hours as 24 h clock times, a new day by its date.
 TIME_FORMAT = {"hours": "%H:%M", "minutes": "%H:%M", "date": "%b %d", "month": "%b %d"}
 
 
-def _utc(moment: datetime) -> alt.DateTime:
-    return alt.DateTime(
-        year=moment.year, month=moment.month, date=moment.day, hours=moment.hour, minutes=moment.minute, utc=True
-    )
-
-
 def time_scale(first_hour: datetime, last_hour: datetime) -> alt.Scale:
     """The hours ``first_hour`` .. ``last_hour`` on a UTC scale (the times are naive UTC)."""
-    return alt.Scale(type="utc", domain=[_utc(first_hour), _utc(last_hour + sla.HOUR)])
+    ends = (first_hour, last_hour + sla.HOUR)
+    domain = [
+        alt.DateTime(year=t.year, month=t.month, date=t.day, hours=t.hour, minutes=t.minute, utc=True) for t in ends
+    ]
+    return alt.Scale(type="utc", domain=domain)
 
 
 def time_axis(scale: alt.Scale) -> alt.X:

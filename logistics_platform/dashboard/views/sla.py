@@ -11,8 +11,7 @@ from logistics_platform.lib.dashboard import sla
 from logistics_platform.lib.timekeys import hour_start
 
 DEFAULT_HOURS = 6
-# The tables show this many rows and scroll past them.
-TABLE_ROWS, TABLE_ROW_PX = 6, 35
+TABLE_ROWS, TABLE_ROW_PX = 6, 35  # the tables show this many rows and scroll past them
 
 st.title("SLA now")
 settings = common.settings()

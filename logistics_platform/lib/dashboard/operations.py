@@ -7,8 +7,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-# A delivery day is anomalous beyond this many baseline standard deviations (marts.md, fct_region_delivery_daily).
-ANOMALY_SIGMAS = 3.0
+ANOMALY_SIGMAS = 3.0  # a delivery day is anomalous beyond this many baseline standard deviations (marts.md)
 
 
 def to_frame(table: pa.Table) -> pd.DataFrame:

@@ -111,5 +111,4 @@ def anomaly_summary(anomalies: list[Anomaly], limit: int = 10) -> str | None:
     """One line naming region and date of each anomalous day (the first ``limit``); None when none."""
     if not anomalies:
         return None
-    listed = _listed(anomalies, limit)
-    return f"Delivery time off its 7-day baseline (> 3 stddev) on {len(anomalies)} day(s): {listed}"
+    return f"Delivery time off its 7-day baseline (> 3 stddev) on {len(anomalies)} day(s): {_listed(anomalies, limit)}"

@@ -43,8 +43,9 @@ PARTITION_COLUMNS = {
     "late_events": "arrival_hour",
 }
 FINGERPRINT_PROPERTY = "logistics.partition-fingerprints"
-# Where the earlier layout (fct_orders by bucket(16, order_id)) kept its fingerprints.
-LEGACY_FINGERPRINT_PROPERTY = "logistics.bucket-fingerprints"
+LEGACY_FINGERPRINT_PROPERTY = (
+    "logistics.bucket-fingerprints"  # of the earlier layout, fct_orders by bucket(16, order_id)
+)
 WHOLE_TABLE = "all"  # the label of an unpartitioned mart's one partition
 
 AUDIT_BRANCH = "audit"
@@ -62,14 +63,12 @@ REVENUE_INPUTS = {
 _FAST_FORWARD_ATTEMPTS = 5
 _EPOCH = date(1970, 1, 1)
 
-# A partition's value: days since 1970-01-01 of the partition column (None: null); 0 for an unpartitioned mart.
-Partition = int | None
+Partition = int | None  # days since 1970-01-01 of the partition column (None: null); 0 for an unpartitioned mart
 
 
 @dataclass
 class PublishReport:
-    """What publishing one mart did; ``audit`` is ``passed``, ``unchanged``, ``failed`` or ``held`` (passed, but
-    another mart failed); ``partitions_rewritten`` holds ISO days, ``null`` or ``all``."""
+    """What publishing one mart did: ``audit`` passed, unchanged, failed or held (passed, but another mart failed)."""
 
     table: str
     rows: int
