@@ -1,7 +1,5 @@
 """The operations dashboard: a Streamlit app (``app.py``) whose pages (``views/``) draw what lib.dashboard computes."""
 
-from __future__ import annotations
-
 from pathlib import Path
 
 APP = Path(__file__).resolve().parent / "app.py"

@@ -1,7 +1,5 @@
 """Delivery time: average delivery minutes per region and day against its trailing 7-day baseline, anomalies marked."""
 
-from __future__ import annotations
-
 import altair as alt
 import streamlit as st
 

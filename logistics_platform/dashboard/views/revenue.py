@@ -1,7 +1,5 @@
 """Revenue: daily revenue by tenant and tier (gross, courier, platform, tenant share), over a chosen range of days."""
 
-from __future__ import annotations
-
 import altair as alt
 import streamlit as st
 

@@ -1,7 +1,5 @@
 """SLA now: late share per region and window as a heatmap over a range of hours, the open hour as it fills, breaches."""
 
-from __future__ import annotations
-
 from datetime import UTC, datetime, timedelta
 
 import streamlit as st

@@ -1,7 +1,5 @@
 """Time travel: any mart today (main) against the same mart N days ago (its daily tag), measures and rows per day."""
 
-from __future__ import annotations
-
 from datetime import UTC, date, datetime
 
 import altair as alt

@@ -35,8 +35,10 @@ class Contract:
     key: tuple[str, ...]
 
 
-# Names of one type: the contracts say `string` (the name DuckDB and Spark SQL both accept), DuckDB reports VARCHAR.
-_TYPE_ALIASES = {"string": "varchar", "text": "varchar"}
+_TYPE_ALIASES = {
+    "string": "varchar",
+    "text": "varchar",
+}  # contracts say `string` (DuckDB and Spark SQL), DuckDB VARCHAR
 
 
 def normalize_type(data_type: str) -> str:
