@@ -12,6 +12,7 @@ DESCRIPTION = (
     "window in ops.folded_windows, so every later build (incremental or full) counts them, and rebuilds the windowed "
     "marts and late_events for that window now."
 )
+WINDOW_HELP = "hour start of the event-time window, UTC, e.g. 2026-11-02T03:00"
 ACTIONS = {
     "list": (
         "late events per topic and window (from marts.late_events)",
@@ -21,11 +22,7 @@ ACTIONS = {
         "fold the late events of one window back in",
         {
             "--topic": {"required": True, "help": "orders or tracking_pings (or the full topic name)"},
-            "--window-start": {
-                "required": True,
-                "type": datetime.fromisoformat,
-                "help": "hour start of the event-time window, UTC, e.g. 2026-11-02T03:00",
-            },
+            "--window-start": {"required": True, "type": datetime.fromisoformat, "help": WINDOW_HELP},
             "--no-build": {"action": "store_true", "help": "only record the fold; the next dbt run applies it"},
         },
     ),

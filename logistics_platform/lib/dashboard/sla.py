@@ -79,12 +79,10 @@ def hour_options(frame: pd.DataFrame, now: datetime, max_hours: int = 168) -> li
 
 def default_range(options: list[datetime], frame: pd.DataFrame, now: datetime, hours: int) -> tuple[datetime, datetime]:
     """The ``hours`` hours up to the open hour, or up to the newest window when none falls in them (opens on data)."""
-    open_hour = hour_start(now)
-    end = open_hour
+    end = hour_start(now)
     if not frame.empty:
         newest = hour_start(frame["window_start"].max().to_pydatetime())
-        if newest < open_hour - (hours - 1) * HOUR:
-            end = newest
+        end = newest if newest < end - (hours - 1) * HOUR else end
     start = max(options[0], end - (hours - 1) * HOUR)
     return start, end
 

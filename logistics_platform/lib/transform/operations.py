@@ -95,20 +95,18 @@ def anomalous_days(con: Any, first_hour: datetime | None = None, last_hour: date
     return [Anomaly(*row) for row in rows]
 
 
-def _listed(items: list[Breach] | list[Anomaly], limit: int) -> str:
+def _summary(head: str, items: list[Breach] | list[Anomaly], limit: int) -> str | None:
+    if not items:
+        return None
     more = f"; and {len(items) - limit} more" if len(items) > limit else ""
-    return "; ".join(i.describe() for i in items[:limit]) + more
+    return f"{head}: " + "; ".join(i.describe() for i in items[:limit]) + more
 
 
 def sla_summary(breaches: list[Breach], max_share: float, limit: int = 10) -> str | None:
     """One line naming region, window and late share of each breach (the first ``limit``); None when none."""
-    if not breaches:
-        return None
-    return f"SLA breached in {len(breaches)} window(s), late share above {max_share}: {_listed(breaches, limit)}"
+    return _summary(f"SLA breached in {len(breaches)} window(s), late share above {max_share}", breaches, limit)
 
 
 def anomaly_summary(anomalies: list[Anomaly], limit: int = 10) -> str | None:
     """One line naming region and date of each anomalous day (the first ``limit``); None when none."""
-    if not anomalies:
-        return None
-    return f"Delivery time off its 7-day baseline (> 3 stddev) on {len(anomalies)} day(s): {_listed(anomalies, limit)}"
+    return _summary(f"Delivery time off its 7-day baseline (> 3 stddev) on {len(anomalies)} day(s)", anomalies, limit)
