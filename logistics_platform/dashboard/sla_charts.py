@@ -107,16 +107,11 @@ def volume(cells: pd.DataFrame, first_hour: datetime, last_hour: datetime) -> al
     """Deliveries of all regions per window, late stacked on on-time, on the heatmap's time axis."""
     bars = _labelled(sla.deliveries_per_window(cells))
     kinds = alt.Scale(domain=["on time", "late"], range=[OK, ALERT])
-    return (
-        alt.Chart(bars)
-        .mark_rect()
-        .encode(
-            x=time_axis(time_scale(first_hour, last_hour)),
-            x2="window_end:T",
-            y=alt.Y("low:Q", title=None, axis=alt.Axis(minExtent=Y_AXIS_PX, maxExtent=Y_AXIS_PX, tickMinStep=1)),
-            y2="high:Q",
-            color=alt.Color("kind:N", title=None, scale=kinds, legend=alt.Legend(orient="top")),
-            tooltip=[alt.Tooltip("window:N", title="window (UTC)"), "kind:N", "count:Q"],
-        )
-        .properties(height=VOLUME_PX)
+    return alt.Chart(bars, mark="rect", height=VOLUME_PX).encode(
+        x=time_axis(time_scale(first_hour, last_hour)),
+        x2="window_end:T",
+        y=alt.Y("low:Q", title=None, axis=alt.Axis(minExtent=Y_AXIS_PX, maxExtent=Y_AXIS_PX, tickMinStep=1)),
+        y2="high:Q",
+        color=alt.Color("kind:N", title=None, scale=kinds, legend=alt.Legend(orient="top")),
+        tooltip=[alt.Tooltip("window:N", title="window (UTC)"), "kind:N", "count:Q"],
     )

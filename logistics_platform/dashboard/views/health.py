@@ -52,35 +52,25 @@ else:
         f"{total_bad:,} of {total_lines:,} landed lines quarantined ({total_bad / max(total_lines, 1):.2%}); "
         "every quarantined line is in bronze.quarantine with its reason."
     )
-    st.altair_chart(
-        alt.Chart(hourly)
-        .mark_bar()
-        .encode(
-            x=alt.X("arrival_hour:T", title="arrival hour (UTC)"),
-            y=alt.Y("quarantine_rate:Q", title="quarantined share", axis=alt.Axis(format="%")),
-            color=alt.condition(alt.datum.quarantined > 0, alt.value(common.ALERT), alt.value(common.OK)),
-            tooltip=["arrival_hour:T", "lines", "quarantined", alt.Tooltip("quarantine_rate:Q", format=".2%")],
-        )
-        .properties(height=240),
-        width="stretch",
+    chart = alt.Chart(hourly, mark="bar", height=240).encode(
+        x=alt.X("arrival_hour:T", title="arrival hour (UTC)"),
+        y=alt.Y("quarantine_rate:Q", title="quarantined share", axis=alt.Axis(format="%")),
+        color=alt.condition(alt.datum.quarantined > 0, alt.value(common.ALERT), alt.value(common.OK)),
+        tooltip=["arrival_hour:T", "lines", "quarantined", alt.Tooltip("quarantine_rate:Q", format=".2%")],
     )
+    st.altair_chart(chart, width="stretch")
 
 st.subheader("Tables")
 health = _health(settings, settings.compaction_small_file_bytes)
 if health.empty:
     common.stop(f"No Iceberg table yet: {BUILD_HINT}.")
-st.altair_chart(
-    alt.Chart(health)
-    .mark_bar()
-    .encode(
-        y=alt.Y("table:N", sort="-x", title=None),
-        x=alt.X("data_files:Q", title="data files"),
-        color=alt.Color("small_file_share:Q", title="small-file share", scale=alt.Scale(scheme="orangered")),
-        tooltip=["table", "snapshots", "data_files", "data_mib", "small_file_share", "manifests", "orphan_files"],
-    )
-    .properties(height=max(160, 22 * len(health))),
-    width="stretch",
+chart = alt.Chart(health, mark="bar", height=max(160, 22 * len(health))).encode(
+    y=alt.Y("table:N", sort="-x", title=None),
+    x=alt.X("data_files:Q", title="data files"),
+    color=alt.Color("small_file_share:Q", title="small-file share", scale=alt.Scale(scheme="orangered")),
+    tooltip=["table", "snapshots", "data_files", "data_mib", "small_file_share", "manifests", "orphan_files"],
 )
+st.altair_chart(chart, width="stretch")
 st.dataframe(health, hide_index=True, width="stretch")
 st.caption(
     "Small files are below COMPACTION_SMALL_FILE_BYTES; the nightly `logistics-platform maintain` compacts them, "

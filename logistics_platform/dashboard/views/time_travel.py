@@ -47,21 +47,16 @@ cols[2].metric("Measures that changed", f"{changed} of {len(result.measures)}")
 
 if result.day_column is not None and not result.by_day.empty:
     st.subheader(f"Rows per day of {result.day_column}")
-    st.altair_chart(
-        alt.Chart(result.by_day)
-        .mark_bar()
-        .encode(
-            x=alt.X("yearmonthdate(day):O", title=f"{result.day_column} (UTC date)"),
-            xOffset=alt.XOffset("state:N"),
-            y=alt.Y("rows:Q", title="rows"),
-            color=alt.Color(
-                "state:N", title=None, scale=alt.Scale(domain=[f"then: {tag}", "now"], range=[common.MUTED, common.OK])
-            ),
-            tooltip=["state", "yearmonthdate(day):O", "rows"],
-        )
-        .properties(height=300),
-        width="stretch",
+    chart = alt.Chart(result.by_day, mark="bar", height=300).encode(
+        x=alt.X("yearmonthdate(day):O", title=f"{result.day_column} (UTC date)"),
+        xOffset=alt.XOffset("state:N"),
+        y=alt.Y("rows:Q", title="rows"),
+        color=alt.Color(
+            "state:N", title=None, scale=alt.Scale(domain=[f"then: {tag}", "now"], range=[common.MUTED, common.OK])
+        ),
+        tooltip=["state", "yearmonthdate(day):O", "rows"],
     )
+    st.altair_chart(chart, width="stretch")
 
 st.subheader("Measures then and now")
 columns = {
