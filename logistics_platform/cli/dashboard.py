@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import socket
 import sys
 
 HOST = "127.0.0.1"
-
 
 HELP = "serve the operations dashboard on 127.0.0.1 (DASHBOARD_PORT)"
 DESCRIPTION = (
@@ -28,25 +29,15 @@ def streamlit_command(port: int) -> list[str]:
         "server.fileWatcherType": "none",
         "client.toolbarMode": "viewer",
     }
-    return [
-        sys.executable,
-        "-m",
-        "streamlit",
-        "run",
-        str(APP),
-        *(a for k, v in options.items() for a in (f"--{k}", str(v))),
-    ]
+    flags = [a for k, v in options.items() for a in (f"--{k}", str(v))]
+    return [sys.executable, "-m", "streamlit", "run", str(APP), *flags]
 
 
 def port_in_use(port: int) -> bool:
-    import socket
-
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        try:
-            s.bind((HOST, port))
-        except OSError:
-            return True
-    return False
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s, contextlib.suppress(OSError):
+        s.bind((HOST, port))
+        return False
+    return True
 
 
 def run(args: argparse.Namespace) -> int:

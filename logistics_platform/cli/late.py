@@ -12,6 +12,7 @@ DESCRIPTION = (
     "window in ops.folded_windows, so every later build (incremental or full) counts them, and rebuilds the windowed "
     "marts and late_events for that window now."
 )
+WINDOW_HELP = "hour start of the event-time window, UTC, e.g. 2026-11-02T03:00"
 ACTIONS = {
     "list": (
         "late events per topic and window (from marts.late_events)",
@@ -21,11 +22,7 @@ ACTIONS = {
         "fold the late events of one window back in",
         {
             "--topic": {"required": True, "help": "orders or tracking_pings (or the full topic name)"},
-            "--window-start": {
-                "required": True,
-                "type": datetime.fromisoformat,
-                "help": "hour start of the event-time window, UTC, e.g. 2026-11-02T03:00",
-            },
+            "--window-start": {"required": True, "type": datetime.fromisoformat, "help": WINDOW_HELP},
             "--no-build": {"action": "store_true", "help": "only record the fold; the next dbt run applies it"},
         },
     ),
@@ -40,19 +37,14 @@ def run(args: argparse.Namespace) -> int:
 
     settings = load_settings()
     if args.late_action == "list":
-        con = duck.connect(settings.duckdb_path, read_only=True, settings=settings)
-        try:
+        with duck.connect(settings.duckdb_path, read_only=True, settings=settings) as con:
             con.sql(
                 "select topic, window_start, count(*) as late_events, max(lateness_seconds) as max_lateness_s "
                 f"from marts.late_events group by all order by late_events desc, window_start limit {int(args.limit)}"
             ).show()
-        finally:
-            con.close()
         return 0
     try:
-        result = fold_window(
-            settings, args.topic, args.window_start, build=not args.no_build, echo=lambda line: print(line)
-        )
+        result = fold_window(settings, args.topic, args.window_start, build=not args.no_build, echo=print)
     except DbtError as exc:
         print(
             f"late fold: the fold is recorded but the rebuild failed; re-run the same command.\n{exc}", file=sys.stderr

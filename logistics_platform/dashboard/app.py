@@ -1,7 +1,5 @@
 """The dashboard's entry point (`streamlit run`): page setup and navigation between the five pages."""
 
-from __future__ import annotations
-
 import streamlit as st
 
 from logistics_platform.dashboard import PAGES

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import NoReturn
+from collections.abc import Callable
+from typing import Any, NoReturn
 
 import streamlit as st
 from pyiceberg.catalog import Catalog
@@ -16,14 +17,11 @@ ALERT = "#d62728"
 OK = "#1f77b4"
 MUTED = "#9e9e9e"
 
-CatalogKey = tuple[str, str, str, tuple[tuple[str, str], ...]]
-
 
 def stop(message: str) -> NoReturn:
     """Show one line saying what to do, and draw nothing more of the page."""
     st.info(message)
     st.stop()
-    raise AssertionError("st.stop() returned")  # st.stop raises; this line keeps the type checker honest
 
 
 def settings() -> Settings:
@@ -33,31 +31,25 @@ def settings() -> Settings:
     except SettingsError as exc:
         st.error(str(exc))
         st.stop()
-        raise
 
 
-def catalog_key(s: Settings) -> CatalogKey:
-    s3 = ("s3_endpoint", "s3_access_key_id", "s3_secret_access_key", "s3_region")
-    return (s.catalog_name, s.catalog_uri, s.warehouse, tuple((f, getattr(s, f) or "") for f in s3))
+def _catalog_identity(s: Settings) -> tuple[str, list[tuple[str, str]]]:
+    return s.catalog_name, sorted(s.catalog_properties.items())
 
 
-@st.cache_resource(show_spinner=False)
-def _catalog(key: CatalogKey) -> Catalog:
-    name, uri, warehouse, s3 = key
-    settings = load_settings({"catalog_name": name, "catalog_uri": uri, "warehouse": warehouse, **dict(s3)})
-    return catalog_of(settings)
+# The caches below are keyed on what identifies the catalog (name, URI, warehouse, S3 access), not every setting.
+BY_CATALOG: dict[str | type, Callable[[Any], Any]] = {Settings: _catalog_identity}
 
 
+@st.cache_resource(show_spinner=False, hash_funcs=BY_CATALOG)
 def catalog(s: Settings) -> Catalog:
     """One catalog per process and settings (opening it creates the namespaces only on an empty catalog)."""
-    return _catalog(catalog_key(s))
+    return catalog_of(s)
 
 
-@st.cache_data(show_spinner=False, max_entries=64)
-def _rows(key: CatalogKey, identifier: str, snapshot_id: int) -> MartState:
-    # Keyed on the snapshot id: a snapshot never changes, so the cache is exact and a new publish is read at once.
-    table = _catalog(key).load_table(identifier)
-    return read_snapshot(table, snapshot_id)
+@st.cache_data(show_spinner=False, max_entries=64, hash_funcs=BY_CATALOG)
+def _rows(s: Settings, identifier: str, snapshot_id: int) -> MartState:
+    return read_snapshot(catalog(s).load_table(identifier), snapshot_id)
 
 
 def mart(s: Settings, name: str, snapshot_id: int | None = None) -> MartState | None:
@@ -65,12 +57,10 @@ def mart(s: Settings, name: str, snapshot_id: int | None = None) -> MartState | 
     table = load_table(catalog(s), f"marts.{name}")
     if table is None:
         return None
+    snapshot_id = snapshot_id if snapshot_id is not None else table.metadata.current_snapshot_id
     if snapshot_id is None:
-        current = table.current_snapshot()
-        if current is None:
-            return read_snapshot(table, None)
-        snapshot_id = current.snapshot_id
-    return _rows(catalog_key(s), f"marts.{name}", snapshot_id)
+        return read_snapshot(table, None)
+    return _rows(s, f"marts.{name}", snapshot_id)
 
 
 def mart_or_stop(s: Settings, name: str) -> MartState:
@@ -83,8 +73,6 @@ def mart_or_stop(s: Settings, name: str) -> MartState:
 
 def published_caption(*states: MartState) -> None:
     """Which published snapshots the page shows (they change only when a publish passed its audit)."""
-    parts = [
-        f"{st_.identifier} @ {st_.committed_at:%Y-%m-%d %H:%M} UTC" for st_ in states if st_.committed_at is not None
-    ]
+    parts = [f"{s.identifier} @ {s.committed_at:%Y-%m-%d %H:%M} UTC" for s in states if s.committed_at is not None]
     if parts:
         st.caption("Published snapshots shown: " + "; ".join(parts))

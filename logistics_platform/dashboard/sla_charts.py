@@ -1,5 +1,4 @@
-"""The SLA page's two charts, drawn from lib.dashboard.sla's frames: the regions x windows heatmap and the deliveries
-per window under it, on one time axis (the same scale and the same left margin, so that their windows line up)."""
+"""The SLA page's two charts on one time axis: the regions x windows heatmap and the deliveries per window."""
 
 from __future__ import annotations
 
@@ -12,35 +11,28 @@ from logistics_platform.dashboard.common import ALERT, MUTED, OK
 from logistics_platform.lib.dashboard import sla
 from logistics_platform.lib.timekeys import hour_start
 
-# Late share: green when none, yellow at the target, dark red when all are late.
-SHARE_COLOURS = ["#66bd63", "#fee08b", "#b2182b"]
+SHARE_COLOURS = ["#66bd63", "#fee08b", "#b2182b"]  # late share: green when none, yellow at the target, red when all
 NO_DELIVERIES_FILL = "#e2e2e2"
 OPEN_HOUR_FILL = "#dde7f3"
 NOW_COLOUR = "#111111"
 OPEN_DASH = [3, 2]
 TO_COME_DASH = [1, 2]
-# Cells with fewer deliveries than the SLA minimum are not judged: drawn this opaque.
-FADED = 0.5
+FADED = 0.5  # opacity of the cells not judged (fewer deliveries than the SLA minimum)
 ROW_PX = 30
-# Height of what the heatmap draws besides its rows: legend, "now" label, time axis.
-AXES_PX = 110
-# Width of the left margin (the region names) in both charts, so that their time axes line up.
-Y_AXIS_PX = 110
+AXES_PX = 110  # height of what the heatmap draws besides its rows: legend, "now" label, time axis
+Y_AXIS_PX = 110  # width of the left margin (region names) in both charts, so that their time axes line up
 VOLUME_PX = 230
 # Time labels: hours as 24 h clock times, a new day by its date.
 TIME_FORMAT = {"hours": "%H:%M", "minutes": "%H:%M", "date": "%b %d", "month": "%b %d"}
 
 
-def _utc(moment: datetime) -> alt.DateTime:
-    return alt.DateTime(
-        year=moment.year, month=moment.month, date=moment.day, hours=moment.hour, minutes=moment.minute, utc=True
-    )
-
-
 def time_scale(first_hour: datetime, last_hour: datetime) -> alt.Scale:
-    """The hours ``first_hour`` .. ``last_hour`` in UTC: the times are naive UTC, and a UTC scale keeps the axis in
-    UTC whatever the browser's time zone (tooltips show the windows as text)."""
-    return alt.Scale(type="utc", domain=[_utc(first_hour), _utc(last_hour + sla.HOUR)])
+    """The hours ``first_hour`` .. ``last_hour`` on a UTC scale (the times are naive UTC)."""
+    ends = (first_hour, last_hour + sla.HOUR)
+    domain = [
+        alt.DateTime(year=t.year, month=t.month, date=t.day, hours=t.hour, minutes=t.minute, utc=True) for t in ends
+    ]
+    return alt.Scale(type="utc", domain=domain)
 
 
 def time_axis(scale: alt.Scale) -> alt.X:
@@ -61,21 +53,15 @@ def _labelled(frame: pd.DataFrame) -> pd.DataFrame:
 def heatmap(
     cells: pd.DataFrame, rule: sla.SlaRule, regions: list[str], first_hour: datetime, last_hour: datetime, now: datetime
 ) -> alt.LayerChart | alt.FacetChart:
-    """Late share per region (rows) and window (columns), breaches marked; the open hour shaded, its open window
-    dashed, its windows to come dotted, ``now`` a rule."""
+    """Late share per region and window, breaches marked, the open hour shaded, ``now`` a rule."""
     scale = time_scale(first_hour, last_hour)
     x = time_axis(scale)
     y = alt.Y("region:N", title=None, sort=regions, axis=alt.Axis(minExtent=Y_AXIS_PX, maxExtent=Y_AXIS_PX))
     cells = _labelled(cells)
-    tooltip = [
-        alt.Tooltip("region:N"),
-        alt.Tooltip("window:N", title="window (UTC)"),
-        alt.Tooltip("status:N"),
-        alt.Tooltip("deliveries:Q"),
-        alt.Tooltip("late_deliveries:Q", title="late"),
-        alt.Tooltip("late_share:Q", title="late share", format=".1%"),
-        alt.Tooltip("overdue_open:Q", title="overdue and open"),
-    ]
+    tooltip: list[str | alt.Tooltip] = ["region:N", alt.Tooltip("window:N", title="window (UTC)"), "status:N"]
+    tooltip += ["deliveries:Q", alt.Tooltip("late_deliveries:Q", title="late")]
+    tooltip += [alt.Tooltip("late_share:Q", title="late share", format=".1%")]
+    tooltip += [alt.Tooltip("overdue_open:Q", title="overdue and open")]
 
     def rects(status: str | None = None) -> alt.Chart:
         rows = cells[cells["deliveries"] > 0] if status is None else cells[cells["status"] == status]
@@ -95,11 +81,8 @@ def heatmap(
         share = alt.Scale(domain=[0, rule.late_share_max, 1], range=SHARE_COLOURS, clamp=True, interpolate="rgb")
         colour = alt.Color("late_share:Q", title="late share", scale=share, legend=alt.Legend(format="%", orient="top"))
         # Judged: enough deliveries in a window that has ended; anything else is drawn faded.
-        judged = alt.condition(
-            (alt.datum.deliveries >= rule.min_deliveries) & (alt.datum.status != sla.OPEN),
-            alt.value(1.0),
-            alt.value(FADED),
-        )
+        is_judged = (alt.datum.deliveries >= rule.min_deliveries) & (alt.datum.status != sla.OPEN)
+        judged = alt.condition(is_judged, alt.value(1.0), alt.value(FADED))
         # On white first: a faded cell then looks the same inside the shaded open hour as outside it.
         layers.append(rects().mark_rect(color="white"))
         layers.append(rects().mark_rect(stroke="white", strokeWidth=0.5).encode(color=colour, opacity=judged))
@@ -123,21 +106,12 @@ def heatmap(
 def volume(cells: pd.DataFrame, first_hour: datetime, last_hour: datetime) -> alt.Chart:
     """Deliveries of all regions per window, late stacked on on-time, on the heatmap's time axis."""
     bars = _labelled(sla.deliveries_per_window(cells))
-    return (
-        alt.Chart(bars)
-        .mark_rect()
-        .encode(
-            x=time_axis(time_scale(first_hour, last_hour)),
-            x2="window_end:T",
-            y=alt.Y("low:Q", title=None, axis=alt.Axis(minExtent=Y_AXIS_PX, maxExtent=Y_AXIS_PX, tickMinStep=1)),
-            y2="high:Q",
-            color=alt.Color(
-                "kind:N",
-                title=None,
-                scale=alt.Scale(domain=["on time", "late"], range=[OK, ALERT]),
-                legend=alt.Legend(orient="top"),
-            ),
-            tooltip=[alt.Tooltip("window:N", title="window (UTC)"), "kind:N", "count:Q"],
-        )
-        .properties(height=VOLUME_PX)
+    kinds = alt.Scale(domain=["on time", "late"], range=[OK, ALERT])
+    return alt.Chart(bars, mark="rect", height=VOLUME_PX).encode(
+        x=time_axis(time_scale(first_hour, last_hour)),
+        x2="window_end:T",
+        y=alt.Y("low:Q", title=None, axis=alt.Axis(minExtent=Y_AXIS_PX, maxExtent=Y_AXIS_PX, tickMinStep=1)),
+        y2="high:Q",
+        color=alt.Color("kind:N", title=None, scale=kinds, legend=alt.Legend(orient="top")),
+        tooltip=[alt.Tooltip("window:N", title="window (UTC)"), "kind:N", "count:Q"],
     )

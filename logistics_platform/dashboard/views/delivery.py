@@ -1,16 +1,15 @@
 """Delivery time: average delivery minutes per region and day against its trailing 7-day baseline, anomalies marked."""
 
-from __future__ import annotations
-
 import altair as alt
 import streamlit as st
 
 from logistics_platform.dashboard import common
 from logistics_platform.lib.dashboard.operations import ANOMALY_SIGMAS, delivery_view
 
-# The columns of the table under the charts.
 TABLE_COLUMNS = ["delivery_date", "region", "deliveries", "avg_delivery_minutes", "baseline_days"]
 TABLE_COLUMNS += ["baseline_avg_minutes", "baseline_stddev_minutes", "is_anomaly"]
+MINUTES = [alt.Tooltip("avg_delivery_minutes:Q", format=".1f"), alt.Tooltip("baseline_avg_minutes:Q", format=".1f")]
+TOOLTIP = ["delivery_date:T", "deliveries", *MINUTES, "baseline_days"]
 
 st.title("Delivery time per region")
 settings = common.settings()
@@ -46,16 +45,7 @@ for region in chosen:
         y=alt.Y("band_low:Q", title="minutes"), y2="band_high:Q"
     )
     baseline = base.mark_line(strokeDash=[5, 4], color=common.MUTED).encode(y="baseline_avg_minutes:Q")
-    actual = base.mark_line(point=True, color=common.OK).encode(
-        y="avg_delivery_minutes:Q",
-        tooltip=[
-            "delivery_date:T",
-            "deliveries",
-            alt.Tooltip("avg_delivery_minutes:Q", format=".1f"),
-            alt.Tooltip("baseline_avg_minutes:Q", format=".1f"),
-            "baseline_days",
-        ],
-    )
+    actual = base.mark_line(point=True, color=common.OK).encode(y="avg_delivery_minutes:Q", tooltip=TOOLTIP)
     marks = (
         alt.Chart(data[data["is_anomaly"]])
         .mark_point(shape="diamond", size=240, filled=True, color=common.ALERT)
@@ -65,14 +55,10 @@ for region in chosen:
     st.altair_chart(chart, width="stretch")
 
 st.subheader("Days and baselines")
-st.dataframe(
-    newest_first[TABLE_COLUMNS],
-    hide_index=True,
-    width="stretch",
-    column_config={
-        "avg_delivery_minutes": st.column_config.NumberColumn("avg minutes", format="%.1f"),
-        "baseline_avg_minutes": st.column_config.NumberColumn("baseline minutes", format="%.1f"),
-        "baseline_stddev_minutes": st.column_config.NumberColumn("baseline stddev", format="%.2f"),
-    },
-)
+columns = {
+    "avg_delivery_minutes": st.column_config.NumberColumn("avg minutes", format="%.1f"),
+    "baseline_avg_minutes": st.column_config.NumberColumn("baseline minutes", format="%.1f"),
+    "baseline_stddev_minutes": st.column_config.NumberColumn("baseline stddev", format="%.2f"),
+}
+st.dataframe(newest_first[TABLE_COLUMNS], hide_index=True, width="stretch", column_config=columns)
 common.published_caption(state)

@@ -9,21 +9,15 @@ import pandas as pd
 import streamlit as st
 
 from logistics_platform.dashboard import common
-from logistics_platform.lib.dashboard.health import (
-    backlog_now,
-    health_frame,
-    quarantine_by_hour,
-    read_ingest_lines,
-    table_healths,
-)
+from logistics_platform.lib.dashboard import health as pipeline
 from logistics_platform.lib.dashboard.reader import BUILD_HINT
-from logistics_platform.lib.operate.progress import Backlog
+from logistics_platform.settings import Settings
 
 
-@st.cache_data(show_spinner="Measuring the tables...", ttl=60)
-def _health(key: common.CatalogKey, small_file_bytes: int) -> pd.DataFrame:
+@st.cache_data(show_spinner="Measuring the tables...", ttl=60, hash_funcs=common.BY_CATALOG)
+def _health(s: Settings, small_file_bytes: int) -> pd.DataFrame:
     # Reads every table's manifests and lists its files: worth a minute's cache, not one per click.
-    return health_frame(table_healths(common._catalog(key), small_file_bytes, datetime.now(UTC)))
+    return pipeline.health_frame(pipeline.table_healths(common.catalog(s), small_file_bytes, datetime.now(UTC)))
 
 
 st.title("Pipeline health")
@@ -31,7 +25,7 @@ settings = common.settings()
 catalog = common.catalog(settings)
 
 st.subheader("Backlog")
-state: Backlog = backlog_now(settings, catalog)
+state = pipeline.backlog_now(settings, catalog)
 cols = st.columns(4)
 cols[0].metric("Hours waiting for ingest", len(state.hours_pending))
 cols[1].metric("Files waiting", state.files_pending)
@@ -49,7 +43,7 @@ else:
     st.success(f"Every landed hour is ingested (newest landed {state.latest_landed}).")
 
 st.subheader("Quarantine rate per arrival hour")
-hourly = quarantine_by_hour(read_ingest_lines(catalog))
+hourly = pipeline.quarantine_by_hour(pipeline.read_ingest_lines(catalog))
 if hourly.empty:
     st.info(f"Nothing ingested yet: {BUILD_HINT}.")
 else:
@@ -58,40 +52,25 @@ else:
         f"{total_bad:,} of {total_lines:,} landed lines quarantined ({total_bad / max(total_lines, 1):.2%}); "
         "every quarantined line is in bronze.quarantine with its reason."
     )
-    st.altair_chart(
-        alt.Chart(hourly)
-        .mark_bar()
-        .encode(
-            x=alt.X("arrival_hour:T", title="arrival hour (UTC)"),
-            y=alt.Y("quarantine_rate:Q", title="quarantined share", axis=alt.Axis(format="%")),
-            color=alt.condition(alt.datum.quarantined > 0, alt.value(common.ALERT), alt.value(common.OK)),
-            tooltip=[
-                "arrival_hour:T",
-                "lines",
-                "quarantined",
-                alt.Tooltip("quarantine_rate:Q", format=".2%"),
-            ],
-        )
-        .properties(height=240),
-        width="stretch",
+    chart = alt.Chart(hourly, mark="bar", height=240).encode(
+        x=alt.X("arrival_hour:T", title="arrival hour (UTC)"),
+        y=alt.Y("quarantine_rate:Q", title="quarantined share", axis=alt.Axis(format="%")),
+        color=alt.condition(alt.datum.quarantined > 0, alt.value(common.ALERT), alt.value(common.OK)),
+        tooltip=["arrival_hour:T", "lines", "quarantined", alt.Tooltip("quarantine_rate:Q", format=".2%")],
     )
+    st.altair_chart(chart, width="stretch")
 
 st.subheader("Tables")
-health = _health(common.catalog_key(settings), settings.compaction_small_file_bytes)
+health = _health(settings, settings.compaction_small_file_bytes)
 if health.empty:
     common.stop(f"No Iceberg table yet: {BUILD_HINT}.")
-st.altair_chart(
-    alt.Chart(health)
-    .mark_bar()
-    .encode(
-        y=alt.Y("table:N", sort="-x", title=None),
-        x=alt.X("data_files:Q", title="data files"),
-        color=alt.Color("small_file_share:Q", title="small-file share", scale=alt.Scale(scheme="orangered")),
-        tooltip=["table", "snapshots", "data_files", "data_mib", "small_file_share", "manifests", "orphan_files"],
-    )
-    .properties(height=max(160, 22 * len(health))),
-    width="stretch",
+chart = alt.Chart(health, mark="bar", height=max(160, 22 * len(health))).encode(
+    y=alt.Y("table:N", sort="-x", title=None),
+    x=alt.X("data_files:Q", title="data files"),
+    color=alt.Color("small_file_share:Q", title="small-file share", scale=alt.Scale(scheme="orangered")),
+    tooltip=["table", "snapshots", "data_files", "data_mib", "small_file_share", "manifests", "orphan_files"],
 )
+st.altair_chart(chart, width="stretch")
 st.dataframe(health, hide_index=True, width="stretch")
 st.caption(
     "Small files are below COMPACTION_SMALL_FILE_BYTES; the nightly `logistics-platform maintain` compacts them, "

@@ -1,7 +1,5 @@
 """Revenue: daily revenue by tenant and tier (gross, courier, platform, tenant share), over a chosen range of days."""
 
-from __future__ import annotations
-
 import altair as alt
 import streamlit as st
 
@@ -34,38 +32,24 @@ cols[2].metric("Tenant revenue", f"{shown['tenant_revenue'].sum():,.2f}")
 cols[3].metric("Orders delivered", f"{int(shown['orders_delivered'].sum()):,}")
 
 st.subheader("Gross revenue per day, by tier")
-st.altair_chart(
-    alt.Chart(shown)
-    .mark_bar()
-    .encode(
-        x=alt.X("yearmonthdate(revenue_date):O", title="revenue date (UTC)"),
-        y=alt.Y("sum(gross_revenue):Q", title="gross revenue"),
-        color=alt.Color("tier:N", scale=TIERS),
-        tooltip=["tier", "yearmonthdate(revenue_date):O", alt.Tooltip("sum(gross_revenue):Q", format=",.2f")],
-    )
-    .properties(height=300),
-    width="stretch",
+chart = alt.Chart(shown, mark="bar", height=300).encode(
+    x=alt.X("yearmonthdate(revenue_date):O", title="revenue date (UTC)"),
+    y=alt.Y("sum(gross_revenue):Q", title="gross revenue"),
+    color=alt.Color("tier:N", scale=TIERS),
+    tooltip=["tier", "yearmonthdate(revenue_date):O", alt.Tooltip("sum(gross_revenue):Q", format=",.2f")],
 )
+st.altair_chart(chart, width="stretch")
 
 st.subheader("Per tenant")
 per_tenant = revenue_by_tenant(shown)
-st.altair_chart(
-    alt.Chart(per_tenant.head(20))
-    .mark_bar()
-    .encode(
-        y=alt.Y("tenant_name:N", sort="-x", title=None),
-        x=alt.X("gross_revenue:Q", title="gross revenue"),
-        color=alt.Color("tier:N", scale=TIERS),
-        tooltip=["tenant_id", "tenant_name", "tier", alt.Tooltip("gross_revenue:Q", format=",.2f")],
-    )
-    .properties(height=max(120, 26 * min(len(per_tenant), 20))),
-    width="stretch",
+chart = alt.Chart(per_tenant.head(20), mark="bar", height=max(120, 26 * min(len(per_tenant), 20))).encode(
+    y=alt.Y("tenant_name:N", sort="-x", title=None),
+    x=alt.X("gross_revenue:Q", title="gross revenue"),
+    color=alt.Color("tier:N", scale=TIERS),
+    tooltip=["tenant_id", "tenant_name", "tier", alt.Tooltip("gross_revenue:Q", format=",.2f")],
 )
-money = st.column_config.NumberColumn(format="%.2f")
-st.dataframe(
-    per_tenant,
-    hide_index=True,
-    width="stretch",
-    column_config={c: money for c in ("gross_revenue", "courier_revenue", "platform_revenue", "tenant_revenue")},
-)
+st.altair_chart(chart, width="stretch")
+amounts = ("gross_revenue", "courier_revenue", "platform_revenue", "tenant_revenue")
+money = {c: st.column_config.NumberColumn(format="%.2f") for c in amounts}
+st.dataframe(per_tenant, hide_index=True, width="stretch", column_config=money)
 common.published_caption(revenue, tenants)

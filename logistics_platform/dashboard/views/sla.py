@@ -1,7 +1,5 @@
 """SLA now: late share per region and window as a heatmap over a range of hours, the open hour as it fills, breaches."""
 
-from __future__ import annotations
-
 from datetime import UTC, datetime, timedelta
 
 import streamlit as st
@@ -11,15 +9,13 @@ from logistics_platform.lib.dashboard import sla
 from logistics_platform.lib.timekeys import hour_start
 
 DEFAULT_HOURS = 6
-# The tables show this many rows and scroll past them.
-TABLE_ROWS, TABLE_ROW_PX = 6, 35
+TABLE_ROWS, TABLE_ROW_PX = 6, 35  # the tables show this many rows and scroll past them
 
 st.title("SLA now")
 settings = common.settings()
 state = common.mart_or_stop(settings, "fct_region_sla")
-rule = sla.SlaRule(
-    timedelta(minutes=settings.sla_window_minutes), settings.sla_min_deliveries, settings.sla_late_share_max
-)
+width = timedelta(minutes=settings.sla_window_minutes)
+rule = sla.SlaRule(width, settings.sla_min_deliveries, settings.sla_late_share_max)
 now = datetime.now(UTC).replace(tzinfo=None)
 open_hour = hour_start(now)
 frame = sla.window_frame(state.rows, rule, now)

@@ -1,7 +1,5 @@
 """Time travel: any mart today (main) against the same mart N days ago (its daily tag), measures and rows per day."""
 
-from __future__ import annotations
-
 from datetime import UTC, date, datetime
 
 import altair as alt
@@ -23,15 +21,8 @@ if table is None or table.current_snapshot() is None:
 tags = daily_tags(table)
 # Start on the newest tag when there is one (a fresh platform has a tag only after its first full day).
 newest = (today - date.fromisoformat(tags[0].removeprefix("daily-"))).days if tags else 30
-days = int(
-    right.number_input(
-        "Days ago",
-        min_value=1,
-        max_value=max(1, settings.daily_tag_retention_days),
-        value=max(1, newest),
-        step=1,
-    )
-)
+retention = max(1, settings.daily_tag_retention_days)
+days = int(right.number_input("Days ago", min_value=1, max_value=retention, value=max(1, newest), step=1))
 tag = travel_tag(today, days)
 ago = f"{days} day{'' if days == 1 else 's'} ago"
 st.caption(
@@ -56,35 +47,24 @@ cols[2].metric("Measures that changed", f"{changed} of {len(result.measures)}")
 
 if result.day_column is not None and not result.by_day.empty:
     st.subheader(f"Rows per day of {result.day_column}")
-    st.altair_chart(
-        alt.Chart(result.by_day)
-        .mark_bar()
-        .encode(
-            x=alt.X("yearmonthdate(day):O", title=f"{result.day_column} (UTC date)"),
-            xOffset=alt.XOffset("state:N"),
-            y=alt.Y("rows:Q", title="rows"),
-            color=alt.Color(
-                "state:N",
-                title=None,
-                scale=alt.Scale(domain=[f"then: {tag}", "now"], range=[common.MUTED, common.OK]),
-            ),
-            tooltip=["state", "yearmonthdate(day):O", "rows"],
-        )
-        .properties(height=300),
-        width="stretch",
+    chart = alt.Chart(result.by_day, mark="bar", height=300).encode(
+        x=alt.X("yearmonthdate(day):O", title=f"{result.day_column} (UTC date)"),
+        xOffset=alt.XOffset("state:N"),
+        y=alt.Y("rows:Q", title="rows"),
+        color=alt.Color(
+            "state:N", title=None, scale=alt.Scale(domain=[f"then: {tag}", "now"], range=[common.MUTED, common.OK])
+        ),
+        tooltip=["state", "yearmonthdate(day):O", "rows"],
     )
+    st.altair_chart(chart, width="stretch")
 
 st.subheader("Measures then and now")
-st.dataframe(
-    result.measures,
-    hide_index=True,
-    width="stretch",
-    column_config={
-        "then": st.column_config.NumberColumn(ago, format="%.2f"),
-        "now": st.column_config.NumberColumn("today", format="%.2f"),
-        "change": st.column_config.NumberColumn(format="%+.2f"),
-    },
-)
+columns = {
+    "then": st.column_config.NumberColumn(ago, format="%.2f"),
+    "now": st.column_config.NumberColumn("today", format="%.2f"),
+    "change": st.column_config.NumberColumn(format="%+.2f"),
+}
+st.dataframe(result.measures, hide_index=True, width="stretch", column_config=columns)
 st.caption(
     f"Snapshot {then.snapshot_id} (tag {tag}, committed {then.committed_at:%Y-%m-%d %H:%M} UTC) against "
     f"snapshot {now.snapshot_id} (main, committed {now.committed_at:%Y-%m-%d %H:%M} UTC)."

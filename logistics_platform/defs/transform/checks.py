@@ -1,8 +1,4 @@
-"""Python-side checks of the transform domain: what Iceberg serves equals what DuckDB built.
-
-dbt's own tests are asset checks of the dbt assets (dagster-dbt, ``enable_asset_checks``); these compare the two
-stores after the publish.
-"""
+"""After the publish: what Iceberg serves equals what DuckDB built (dbt's own tests are checks of the dbt assets)."""
 
 # No `from __future__ import annotations`: Dagster reads the check function annotations at runtime.
 
@@ -34,14 +30,13 @@ def build_publish_checks() -> list[dg.AssetChecksDefinition]:
                 snap = table.current_snapshot()
                 served = int(snap.summary["total-records"]) if snap and snap.summary else 0
                 expected = int(built[0]) if built else 0
+                differs = f"Iceberg marts.{mart} has {served} rows, DuckDB {expected}: re-run the publish step"
                 yield dg.AssetCheckResult(
                     asset_key=PUBLISHED_KEYS[mart],
                     check_name="matches_duckdb",
                     passed=served == expected,
                     metadata={"iceberg_rows": served, "duckdb_rows": expected},
-                    description=None
-                    if served == expected
-                    else (f"Iceberg marts.{mart} has {served} rows, DuckDB {expected}: re-run the publish step"),
+                    description=None if served == expected else differs,
                 )
 
     return [published_marts_match_duckdb]

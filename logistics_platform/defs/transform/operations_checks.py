@@ -1,8 +1,4 @@
-"""Checks of the operations marts, on the windows and dates the run built: SLA breaches and delivery-time anomalies.
-
-Both are WARN (the data is right, the operation is not); the check-alert sensor still sends them
-(``ALERTING_WARN_CHECKS``). The queries live in :mod:`logistics_platform.lib.transform.operations`.
-"""
+"""WARN checks of the operations marts on the windows and dates the run built: SLA breaches, delivery-time anomalies."""
 
 # No `from __future__ import annotations`: Dagster reads the check function annotations at runtime.
 
@@ -23,8 +19,7 @@ DAILY_KEY = dg.AssetKey(["marts", operations.DAILY_MART])
 
 
 def run_arrival_hours(tags: Mapping[str, str]) -> tuple[datetime | None, datetime | None]:
-    """First and last arrival hour (inclusive) the run built: its window tags, else every hour of its day partitions;
-    (None, None) when unpartitioned."""
+    """First and last arrival hour the run built ((None, None) when unpartitioned)."""
     window = run_window(tags)
     return (None, None) if window is None else (window.first, window.last)
 
@@ -35,14 +30,14 @@ def _scope(first: datetime | None, last: datetime | None) -> str:
 
 def _deliver_breach(context: dg.AssetCheckExecutionContext, settings: Settings, description: str, scope: str) -> bool:
     """Post the SLA breach alert of this run (log and webhook); whether it reached both."""
-    run = context.run
+    run, asset = context.run, SLA_KEY.to_user_string()
     alert = alerts.Alert(
         kind=alerts.KIND_CHECK_FAILURE,
-        summary=f"{SLA_KEY.to_user_string()} {operations.SLA_CHECK}",
+        summary=f"{asset} {operations.SLA_CHECK}",
         error=description,
         run_id=run.run_id,
         job_name=run.job_name,
-        assets=(SLA_KEY.to_user_string(),),
+        assets=(asset,),
         partition=scope,
         check_name=operations.SLA_CHECK,
     )
@@ -64,25 +59,15 @@ def build_operations_checks(settings: Settings) -> list[dg.AssetChecksDefinition
         first, last = run_arrival_hours(context.run.tags)
         with duckdb.get_connection() as con:
             breaches = operations.breached_windows(con, settings.sla_window_minutes, first, last)
-        metadata: dict[str, Any] = {
-            "scope": _scope(first, last),
-            "breached_windows": dg.MetadataValue.json(
-                [
-                    {"window_start": str(b.window_start), "region": b.region, "late_share": str(b.late_share)}
-                    for b in breaches
-                ]
-            ),
-        }
+        listed = [
+            {"window_start": str(b.window_start), "region": b.region, "late_share": str(b.late_share)} for b in breaches
+        ]
+        metadata: dict[str, Any] = {"scope": _scope(first, last), "breached_windows": dg.MetadataValue.json(listed)}
         description = operations.sla_summary(breaches, settings.sla_late_share_max)
         if breaches:
-            # Sent from the run, not left to the check-alert sensor: that is one sensor tick less between a landed
-            # breach and the alert. The sensor skips an evaluation marked delivered, and sends one that is not.
             metadata[alerts.DELIVERED_KEY] = _deliver_breach(context, settings, description or "", _scope(first, last))
         return dg.AssetCheckResult(
-            passed=not breaches,
-            severity=dg.AssetCheckSeverity.WARN,
-            description=description,
-            metadata=metadata,
+            passed=not breaches, severity=dg.AssetCheckSeverity.WARN, description=description, metadata=metadata
         )
 
     @dg.asset_check(
@@ -99,16 +84,12 @@ def build_operations_checks(settings: Settings) -> list[dg.AssetChecksDefinition
         first, last = run_arrival_hours(context.run.tags)
         with duckdb.get_connection() as con:
             anomalies = operations.anomalous_days(con, first, last)
+        listed = [{"delivery_date": str(a.delivery_date), "region": a.region} for a in anomalies]
         return dg.AssetCheckResult(
             passed=not anomalies,
             severity=dg.AssetCheckSeverity.WARN,
             description=operations.anomaly_summary(anomalies),
-            metadata={
-                "scope": _scope(first, last),
-                "anomalous_regions": dg.MetadataValue.json(
-                    [{"delivery_date": str(a.delivery_date), "region": a.region} for a in anomalies]
-                ),
-            },
+            metadata={"scope": _scope(first, last), "anomalous_regions": dg.MetadataValue.json(listed)},
         )
 
     return [sla_within_target, delivery_time_within_baseline]

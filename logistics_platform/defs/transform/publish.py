@@ -1,5 +1,4 @@
-"""The publish of the DuckDB marts to the Iceberg namespace ``marts``: written to an audit branch, checked, then
-fast-forwarded to ``main`` (write-audit-publish, :mod:`logistics_platform.lib.transform.publish`)."""
+"""The publish of the DuckDB marts to the Iceberg namespace ``marts`` (write-audit-publish, lib.transform.publish)."""
 
 # No `from __future__ import annotations`: Dagster reads the asset function annotations at runtime.
 
@@ -44,9 +43,6 @@ def build_publish_assets() -> dg.AssetsDefinition:
             )
             for m in MART_MODELS
         ],
-        # Not partitioned: every publish brings each mart's whole published state to the DuckDB mart as it stands,
-        # so one materialization per publish says what happened; per arrival hour it was one event per mart and
-        # hour of the run's range, all naming the same snapshot.
         op_tags=WRITER_TAGS,
         retry_policy=dg.RetryPolicy(max_retries=3, delay=10, backoff=dg.Backoff.EXPONENTIAL),
     )
@@ -65,8 +61,6 @@ def build_publish_assets() -> dg.AssetsDefinition:
                     catalog, con, progress=context.log.info, max_row_drop=settings.publish_max_row_drop
                 )
             except AuditFailed as exc:
-                # Deterministic: the same marts fail the same audit again, so no retry; the run-failure alert
-                # carries this description, and the failing branches stay for inspection.
                 raise dg.Failure(
                     description=str(exc),
                     allow_retries=False,

@@ -1,9 +1,4 @@
-"""The pipeline health page: ingest backlog, quarantine rate per arrival hour, and the health of every Iceberg table.
-
-The backlog is :func:`lib.operate.progress.backlog` (the landing zone against ``bronze.ingest_log``, as the backlog
-asset computes it); the quarantine rate comes from ``bronze.ingest_log`` (lines landed and quarantined per topic and
-hour); table health is :func:`lib.maintenance.health.table_health` for each table of both namespaces.
-"""
+"""The pipeline health page: ingest backlog, quarantine rate per arrival hour, and the health of every Iceberg table."""
 
 from __future__ import annotations
 
@@ -21,6 +16,8 @@ from logistics_platform.lib.operate.progress import Backlog, backlog, read_inges
 from logistics_platform.settings import Settings
 
 INGEST_LOG = f"{BRONZE_NAMESPACE}.ingest_log"
+HEALTH_COLUMNS = ["table", "snapshots", "data_files", "data_mib", "small_file_share", "manifests", "orphan_files"]
+HEALTH_COLUMNS += ["orphan_mib"]
 
 
 def backlog_now(settings: Settings, catalog: Catalog) -> Backlog:
@@ -32,12 +29,7 @@ def backlog_now(settings: Settings, catalog: Catalog) -> Backlog:
 def read_ingest_lines(catalog: Catalog) -> pa.Table:
     """topic, arrival_hour, lines, quarantined of every ingested hour (empty when nothing was ingested)."""
     schema = pa.schema(
-        [
-            ("topic", pa.string()),
-            ("arrival_hour", pa.timestamp("us")),
-            ("lines", pa.int64()),
-            ("quarantined", pa.int64()),
-        ]
+        {"topic": pa.string(), "arrival_hour": pa.timestamp("us"), "lines": pa.int64(), "quarantined": pa.int64()}
     )
     table = load_table(catalog, INGEST_LOG)
     if table is None or table.current_snapshot() is None:
@@ -58,12 +50,8 @@ def quarantine_by_hour(ingest_lines: pa.Table) -> pd.DataFrame:
 
 def table_healths(catalog: Catalog, small_file_bytes: int, now: datetime) -> list[TableHealth]:
     """:func:`table_health` of every table in the bronze and marts namespaces."""
-    out = []
-    for identifier in list_iceberg_tables(catalog, (BRONZE_NAMESPACE, MARTS_NAMESPACE)):
-        table = load_table(catalog, identifier)
-        if table is not None:
-            out.append(table_health(table, small_file_bytes=small_file_bytes, now=now))
-    return out
+    tables = (load_table(catalog, i) for i in list_iceberg_tables(catalog, (BRONZE_NAMESPACE, MARTS_NAMESPACE)))
+    return [table_health(t, small_file_bytes=small_file_bytes, now=now) for t in tables if t is not None]
 
 
 def health_frame(healths: list[TableHealth]) -> pd.DataFrame:
@@ -82,14 +70,5 @@ def health_frame(healths: list[TableHealth]) -> pd.DataFrame:
             }
             for h in healths
         ],
-        columns=[
-            "table",
-            "snapshots",
-            "data_files",
-            "data_mib",
-            "small_file_share",
-            "manifests",
-            "orphan_files",
-            "orphan_mib",
-        ],
+        columns=HEALTH_COLUMNS,
     )

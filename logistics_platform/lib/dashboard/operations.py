@@ -1,8 +1,4 @@
-"""The operations pages' frames: delivery time against its baseline, daily revenue by tenant and tier.
-
-Inputs are the marts as read by :mod:`.reader` (Arrow tables with the contract's columns, docs/contract/marts.md);
-outputs are pandas frames with decimals as floats, which is what the charts take.
-"""
+"""The operations pages' frames (pandas, decimals as floats): delivery time against its baseline, revenue by tier."""
 
 from __future__ import annotations
 
@@ -11,8 +7,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-# A delivery day is anomalous beyond this many baseline standard deviations (marts.md, fct_region_delivery_daily).
-ANOMALY_SIGMAS = 3.0
+ANOMALY_SIGMAS = 3.0  # a delivery day is anomalous beyond this many baseline standard deviations (marts.md)
 
 
 def to_frame(table: pa.Table) -> pd.DataFrame:
@@ -34,15 +29,12 @@ def revenue_by_tier(revenue: pa.Table, tenants: pa.Table) -> pd.DataFrame:
     """fct_daily_revenue with the tenant's name and tier, taken from the dim_tenant version current at the end of
     the revenue date (the platform fee itself uses the tier at each delivery; a day with a tier change is shown under
     its closing tier)."""
-    con = duckdb.connect()
-    try:
+    with duckdb.connect() as con:
         con.register("revenue", revenue)
         con.register("tenants", tenants)
         table = con.sql(
             """
-            select r.*,
-                coalesce(v.name, r.tenant_id) as tenant_name,
-                coalesce(v.tier, 'unknown') as tier
+            select r.*, coalesce(v.name, r.tenant_id) as tenant_name, coalesce(v.tier, 'unknown') as tier
             from revenue r
             left join lateral (
                 select t.name, t.tier from tenants t
@@ -52,8 +44,6 @@ def revenue_by_tier(revenue: pa.Table, tenants: pa.Table) -> pd.DataFrame:
             order by r.revenue_date, r.tenant_id
             """
         ).to_arrow_table()
-    finally:
-        con.close()
     return to_frame(table)
 
 

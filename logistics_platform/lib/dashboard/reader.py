@@ -1,12 +1,5 @@
-"""Read the marts for the dashboard: pyiceberg scans of the published Iceberg tables, never the DuckDB file.
-
-Why Iceberg and not DuckDB ``read_only``: DuckDB lets one process hold its database file for writing and refuses
-every other open of it, even a read-only one, while that lock is held; dbt holds it for the whole of a build, so a
-dashboard on the DuckDB file would fail whenever the pipeline runs. An Iceberg snapshot is immutable once committed
-and ``main`` of a mart only moves when a publish passed its audit (write-audit-publish), so a scan of ``main`` reads
-one consistent, audited state of a mart while the pipeline writes the next one, and takes no lock. Nothing here
-writes to a table (opening the catalog creates the namespaces only on an empty catalog).
-"""
+"""Read the marts for the dashboard: pyiceberg scans of the published Iceberg tables, never the DuckDB file, which
+dbt holds locked while it builds (docs/internals/publish.md)."""
 
 from __future__ import annotations
 
@@ -20,7 +13,6 @@ from pyiceberg.table import Table
 
 MARTS_NAMESPACE = "marts"
 BRONZE_NAMESPACE = "bronze"
-# What to run when there is nothing to show yet (the empty-state lines of the pages).
 BUILD_HINT = "run `make run` (or `logistics-platform run`) to ingest the landed hours and publish the marts"
 
 

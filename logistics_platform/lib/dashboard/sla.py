@@ -1,11 +1,5 @@
 """The SLA page's frames: fct_region_sla as cells of a regions x windows heatmap, the open hour's windows as they fill.
-
-A window is judged only once it has ended: while ``window_end > now`` its counts are those so far (a window can
-breach and recover within its five minutes), so it is ``open``, never a breach, whatever the mart's ``breached``
-says. The open hour is the arrival hour ``now`` falls in, the one a live sink is still writing; its windows that have
-not ended get a cell per region even without a row (``open`` for the one ``now`` is in, ``to come`` after it), so the
-grid shows how far the hour has filled. All times are naive UTC, as the mart stores them.
-"""
+A window is judged only once it has ended (docs/internals/publish.md); times are naive UTC."""
 
 from __future__ import annotations
 
@@ -19,14 +13,13 @@ from logistics_platform.lib.dashboard.operations import to_frame
 from logistics_platform.lib.timekeys import hour_start, utc_naive
 
 HOUR = timedelta(hours=1)
-# What each cell is at ``now``; the page draws each status its own way.
+# What each cell is at ``now``.
 BREACHED = "breached"
 WITHIN = "within SLA"
 TOO_FEW = "too few deliveries"  # below the minimum: not judged, whatever its late share
 NO_DELIVERIES = "no deliveries"  # a row for its open overdue orders only
 OPEN = "open"
 TO_COME = "to come"
-STATUSES = (BREACHED, WITHIN, TOO_FEW, NO_DELIVERIES, OPEN, TO_COME)
 COUNTS = ["deliveries", "late_deliveries", "overdue_open"]
 CELL_COLUMNS = ["window_start", "window_end", "region", *COUNTS, "late_share", "breached", "status"]
 
@@ -74,8 +67,7 @@ def window_frame(sla: pa.Table, rule: SlaRule, now: datetime) -> pd.DataFrame:
 
 
 def hour_options(frame: pd.DataFrame, now: datetime, max_hours: int = 168) -> list[datetime]:
-    """The hours a range can start or end on: up to ``max_hours`` of them, back from the open hour or, when the mart
-    stops earlier, from its newest window, and never before its first window."""
+    """The hours a range can start or end on: up to ``max_hours`` back from the open hour (or the newest window)."""
     open_hour = hour_start(now)
     if frame.empty:
         return [open_hour]
@@ -86,15 +78,11 @@ def hour_options(frame: pd.DataFrame, now: datetime, max_hours: int = 168) -> li
 
 
 def default_range(options: list[datetime], frame: pd.DataFrame, now: datetime, hours: int) -> tuple[datetime, datetime]:
-    """The ``hours`` hours up to and including the open hour; when no window falls in them (nothing arrived lately),
-    the ``hours`` hours up to the newest window instead, so that the page opens on data. Both ends are in
-    ``options``."""
-    open_hour = hour_start(now)
-    end = open_hour
+    """The ``hours`` hours up to the open hour, or up to the newest window when none falls in them (opens on data)."""
+    end = hour_start(now)
     if not frame.empty:
         newest = hour_start(frame["window_start"].max().to_pydatetime())
-        if newest < open_hour - (hours - 1) * HOUR:
-            end = newest
+        end = newest if newest < end - (hours - 1) * HOUR else end
     start = max(options[0], end - (hours - 1) * HOUR)
     return start, end
 
@@ -102,8 +90,7 @@ def default_range(options: list[datetime], frame: pd.DataFrame, now: datetime, h
 def heatmap_cells(
     frame: pd.DataFrame, rule: SlaRule, now: datetime, first_hour: datetime, last_hour: datetime
 ) -> pd.DataFrame:
-    """The cells of the hours ``first_hour`` .. ``last_hour`` (both included): the mart's windows there and, when the
-    open hour is among them, a cell for every region and window of it that has not ended and has no row."""
+    """The mart's windows in ``first_hour`` .. ``last_hour``, plus a cell per region for the open hour's windows."""
     now = utc_naive(now)
     end = last_hour + HOUR
     shown = frame[(frame["window_start"] >= first_hour) & (frame["window_start"] < end)]
@@ -149,8 +136,7 @@ def open_windows(cells: pd.DataFrame) -> pd.DataFrame:
 
 
 def deliveries_per_window(cells: pd.DataFrame) -> pd.DataFrame:
-    """Deliveries of all regions per window of ``cells``, split into on time and late, stacked: one bar segment per
-    window and kind (``low`` .. ``high``), on time first."""
+    """Deliveries of all regions per window, stacked bar segments (``low`` .. ``high``) per kind, on time first."""
     per = cells.groupby(["window_start", "window_end"], as_index=False)[["deliveries", "late_deliveries"]].sum()
     on_time = per.assign(kind="on time", low=0, high=per["deliveries"] - per["late_deliveries"])
     late = per.assign(kind="late", low=on_time["high"], high=per["deliveries"])

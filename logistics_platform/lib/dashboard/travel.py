@@ -1,8 +1,4 @@
-"""A mart today against the same mart N days ago, through the daily tags (``daily-YYYY-MM-DD``).
-
-Today is ``main``'s head; N days ago is the snapshot the nightly maintenance tagged for that UTC date (the state at
-the end of that day). Tags keep their snapshot from expiry, so the comparison works for the whole tag retention.
-"""
+"""A mart today (``main``) against the same mart N days ago, through the daily tags (``daily-YYYY-MM-DD``)."""
 
 from __future__ import annotations
 
@@ -59,22 +55,16 @@ class Comparison:
     by_day: pd.DataFrame  # day, state ("then: <tag>" | "now"), rows
 
 
-def _is_measure(name: str, kind: pa.DataType) -> bool:
-    # Sums of identifiers and log positions mean nothing; everything else numeric is summed, booleans counted.
-    if name.endswith("_id") or name.endswith("_lsn"):
-        return False
-    return pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_decimal(kind)
-
-
 def measures(rows: pa.Table) -> dict[str, float]:
     """``rows`` -> {"rows": n, "sum(col)": ..., "count(flag)": ...} over its numeric and boolean columns."""
     out: dict[str, float] = {"rows": float(rows.num_rows)}
     for name, column in zip(rows.column_names, rows.columns, strict=True):
-        if pa.types.is_boolean(column.type):
+        kind = column.type
+        numeric = pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_decimal(kind)
+        if pa.types.is_boolean(kind):
             out[f"count({name})"] = float(pc.sum(pc.cast(column, pa.int64())).as_py() or 0)
-        elif _is_measure(name, column.type):
-            total = pc.sum(pc.cast(column, pa.float64())).as_py()
-            out[f"sum({name})"] = float(total or 0.0)
+        elif numeric and not name.endswith(("_id", "_lsn")):  # sums of identifiers and log positions mean nothing
+            out[f"sum({name})"] = float(pc.sum(pc.cast(column, pa.float64())).as_py() or 0.0)
     return out
 
 
@@ -98,21 +88,15 @@ def compare(mart: str, tag: str, then: MartState, now: MartState) -> Comparison:
     """The two states of ``mart`` side by side."""
     before, after = measures(then.rows), measures(now.rows)
     names = list(dict.fromkeys([*after, *before]))
-    frame = pd.DataFrame(
-        {
-            "measure": names,
-            "then": [before.get(n, 0.0) for n in names],
-            "now": [after.get(n, 0.0) for n in names],
-        }
-    )
+    then_values, now_values = [before.get(n, 0.0) for n in names], [after.get(n, 0.0) for n in names]
+    frame = pd.DataFrame({"measure": names, "then": then_values, "now": now_values})
     frame["change"] = frame["now"] - frame["then"]
     column = day_column(now.rows.schema)
-    parts = []
-    if column is not None:
-        for label, state in ((f"then: {tag}", then), ("now", now)):
-            if column in state.rows.column_names:
-                part = rows_per_day(state.rows, column)
-                part["state"] = label
-                parts.append(part)
+    states = ((f"then: {tag}", then), ("now", now))
+    parts = [
+        rows_per_day(s.rows, column).assign(state=label)
+        for label, s in states
+        if column is not None and column in s.rows.column_names
+    ]
     by_day = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["day", "rows", "state"])
     return Comparison(mart, tag, then, now, frame, column, by_day)

@@ -1,14 +1,11 @@
-"""The blocking checks a mart's new Iceberg snapshot must pass before ``main`` may point at it.
-
-Checks over Arrow data read from the audit branch's snapshot (the partitions a publish rewrote; the key check across
-partitions also reads the DuckDB mart), and the dbt contract they compare against (the columns, types and keys
-declared in ``dbt_project/models/marts/<mart>.yml``). Each check returns the reasons it failed, one line each; an
-empty list is a pass.
-"""
+"""The blocking checks a mart's audit snapshot must pass before ``main`` may point at it, against the dbt contract
+(``dbt_project/models/marts/<mart>.yml``). Each check returns its failures, one line each; empty is a pass."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
 
@@ -20,25 +17,12 @@ from pyiceberg.schema import Schema
 from logistics_platform.settings import DBT_PROJECT_DIR
 
 MARTS_DIR = DBT_PROJECT_DIR / "models" / "marts"
-# late_events loses rows by design (an operator folds a window's late events back in): no bound on its drop.
-SHRINKING_MARTS = ("late_events",)
-# Below this many rows on main a relative drop says little (a few deleted couriers): the bound does not apply.
-ROW_DROP_MIN_ROWS = 100
+SHRINKING_MARTS = ("late_events",)  # loses rows by design (folds): no bound on its drop
+ROW_DROP_MIN_ROWS = 100  # below this many rows on main the drop bound does not apply
 
 # dbt contract data_type -> the Iceberg type pyiceberg writes for the DuckDB type (str() of the pyiceberg type).
-_ICEBERG_TYPES = {
-    "bigint": "long",
-    "integer": "int",
-    "int": "int",
-    "varchar": "string",
-    "string": "string",
-    "text": "string",
-    "boolean": "boolean",
-    "double": "double",
-    "date": "date",
-    "timestamp": "timestamp",
-    "timestamptz": "timestamptz",
-}
+_ICEBERG_TYPES = {"bigint": "long", "integer": "int", "int": "int", "varchar": "string"}
+_ICEBERG_TYPES |= {same: same for same in ("boolean", "double", "date", "timestamp", "timestamptz")}
 _DECIMAL = re.compile(r"^decimal\((\d+),\s*(\d+)\)$")
 
 
@@ -51,8 +35,10 @@ class Contract:
     key: tuple[str, ...]
 
 
-# Names of one type: the contracts say `string` (the name DuckDB and Spark SQL both accept), DuckDB reports VARCHAR.
-_TYPE_ALIASES = {"string": "varchar", "text": "varchar"}
+_TYPE_ALIASES = {
+    "string": "varchar",
+    "text": "varchar",
+}  # contracts say `string` (DuckDB and Spark SQL), DuckDB VARCHAR
 
 
 def normalize_type(data_type: str) -> str:
@@ -126,22 +112,29 @@ def _column_differences(
     ]
 
 
+@contextmanager
+def _registered(con: duckdb.DuckDBPyConnection, **tables: pa.Table) -> Iterator[None]:
+    """``tables`` as views of ``con`` for the duration of the block."""
+    for name, table in tables.items():
+        con.register(name, table)
+    try:
+        yield
+    finally:
+        for name in tables:
+            con.unregister(name)
+
+
 def check_keys(con: duckdb.DuckDBPyConnection, contract: Contract, rows: pa.Table) -> list[str]:
     """The contract key is never null and appears at most once."""
     quoted = [f'"{c}"' for c in contract.key]
     key = ", ".join(quoted)
-    con.register("audit_rows", rows)
-    try:
-        null_count = _scalar(
-            con.sql(f"select count(*) from audit_rows where {' or '.join(f'{c} is null' for c in quoted)}")
-        )
+    with _registered(con, audit_rows=rows):
+        nulls = _scalar(con, f"select count(*) from audit_rows where {' or '.join(f'{c} is null' for c in quoted)}")
         dupes = con.sql(f"select {key}, count(*) as n from audit_rows group by all having n > 1 order by n desc")
         duplicated = dupes.fetchall()
-    finally:
-        con.unregister("audit_rows")
     failures = []
-    if null_count:
-        failures.append(f"keys: {null_count} rows of {contract.mart} have a null key ({', '.join(contract.key)})")
+    if nulls:
+        failures.append(f"keys: {nulls} rows of {contract.mart} have a null key ({', '.join(contract.key)})")
     if duplicated:
         example = ", ".join(str(v) for v in duplicated[0][:-1])
         failures.append(
@@ -154,21 +147,15 @@ def check_keys(con: duckdb.DuckDBPyConnection, contract: Contract, rows: pa.Tabl
 def check_keys_in_one_partition(
     con: duckdb.DuckDBPyConnection, contract: Contract, rows: pa.Table, rewritten: str
 ) -> list[str]:
-    """No key of the rewritten ``rows`` is also in a partition the publish kept (``rewritten``: their predicate).
-
-    The kept partitions are compared in the DuckDB mart, whose fingerprints equal the kept Iceberg partitions'.
-    """
+    """No key of the rewritten ``rows`` is also in a partition the publish kept (``rewritten``: their predicate),
+    as the DuckDB mart holds the kept partitions."""
     key = ", ".join(f'"{c}"' for c in contract.key)
-    con.register("audit_keys", rows.select(list(contract.key)))
-    try:
+    with _registered(con, audit_keys=rows.select(list(contract.key))):
         elsewhere = _scalar(
-            con.sql(
-                f"select count(*) from (select {key} from marts.{contract.mart} where ({rewritten}) is not true) "
-                f"as kept semi join audit_keys using ({key})"
-            )
+            con,
+            f"select count(*) from (select {key} from marts.{contract.mart} where ({rewritten}) is not true) "
+            f"as kept semi join audit_keys using ({key})",
         )
-    finally:
-        con.unregister("audit_keys")
     if not elsewhere:
         return []
     return [
@@ -195,36 +182,28 @@ def check_revenue(
     con: duckdb.DuckDBPyConnection, daily_revenue: pa.Table, deliveries: pa.Table, orders: pa.Table
 ) -> list[str]:
     """Invariant 4a on the snapshots to publish: every row balances, and the rows add up to the delivered orders."""
-    con.register("audit_revenue", daily_revenue)
-    con.register("audit_deliveries", deliveries)
-    con.register("audit_orders", orders)
-    try:
+    with _registered(con, audit_revenue=daily_revenue, audit_deliveries=deliveries, audit_orders=orders):
         unbalanced = _scalar(
-            con.sql(
-                "select count(*) from audit_revenue "
-                "where gross_revenue is distinct from tenant_revenue + courier_revenue + platform_revenue"
-            )
+            con,
+            "select count(*) from audit_revenue "
+            "where gross_revenue is distinct from tenant_revenue + courier_revenue + platform_revenue",
         )
         mismatched = _scalar(
-            con.sql(
-                """
-                with delivered as (
-                    select cast(d.delivered_at as date) as revenue_date, d.tenant_id,
-                        count(*) as orders_delivered, sum(o.total_amount) as gross_revenue
-                    from audit_deliveries as d inner join audit_orders as o on d.order_id = o.order_id
-                    group by all
-                )
-                select count(*)
-                from audit_revenue as r
-                full outer join delivered as d on r.revenue_date = d.revenue_date and r.tenant_id = d.tenant_id
-                where r.orders_delivered is distinct from d.orders_delivered
-                    or r.gross_revenue is distinct from d.gross_revenue
-                """
+            con,
+            """
+            with delivered as (
+                select cast(d.delivered_at as date) as revenue_date, d.tenant_id,
+                    count(*) as orders_delivered, sum(o.total_amount) as gross_revenue
+                from audit_deliveries as d inner join audit_orders as o on d.order_id = o.order_id
+                group by all
             )
+            select count(*)
+            from audit_revenue as r
+            full outer join delivered as d on r.revenue_date = d.revenue_date and r.tenant_id = d.tenant_id
+            where r.orders_delivered is distinct from d.orders_delivered
+                or r.gross_revenue is distinct from d.gross_revenue
+            """,
         )
-    finally:
-        for name in ("audit_revenue", "audit_deliveries", "audit_orders"):
-            con.unregister(name)
     failures = []
     if unbalanced:
         failures.append(
@@ -239,6 +218,6 @@ def check_revenue(
     return failures
 
 
-def _scalar(relation: duckdb.DuckDBPyRelation) -> int:
-    row = relation.fetchone()
+def _scalar(con: duckdb.DuckDBPyConnection, sql: str) -> int:
+    row = con.sql(sql).fetchone()
     return int(row[0]) if row and row[0] is not None else 0

@@ -1,10 +1,5 @@
-"""Folding late events back into the event-time windows they missed.
-
-Late events (event time earlier than arrival hour - L) update state but not windows; ``marts.late_events`` lists
-them. An operator who accepts them for a window records a fold in ``ops.folded_windows``; the windowed marts count a
-folded window's late events in every build (incremental and full refresh alike, so invariant 3 of
-docs/contract/marts.md still holds), and the fold re-runs those marts for that window right away.
-"""
+"""Folding late events (``marts.late_events``) back into the event-time windows they missed: a fold recorded in
+``ops.folded_windows`` counts in every later build, and re-runs the windowed marts for that window right away."""
 
 from __future__ import annotations
 
@@ -12,6 +7,8 @@ import getpass
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+
+import duckdb
 
 from logistics_platform.lib import connections as duck
 from logistics_platform.lib.bronze.views import FOLDED_WINDOWS_TABLE, ensure_ops_tables
@@ -61,25 +58,19 @@ class FoldResult:
 
 
 def _late_count(settings: Settings, topic: str, start: datetime) -> int:
-    con = duck.connect(settings.duckdb_path, settings=settings)
-    try:
-        exists = con.sql(
-            "select count(*) from information_schema.tables where table_schema = 'marts' and table_name = 'late_events'"
-        ).fetchone()
-        if not exists or not exists[0]:
+    with duck.connect(settings.duckdb_path, settings=settings) as con:
+        try:
+            row = con.execute(
+                "select count(*) from marts.late_events where topic = ? and window_start = ?", [topic, start]
+            ).fetchone()
+        except duckdb.CatalogException:  # no late_events built yet
             return 0
-        row = con.execute(
-            "select count(*) from marts.late_events where topic = ? and window_start = ?", [topic, start]
-        ).fetchone()
         return int(row[0]) if row else 0
-    finally:
-        con.close()
 
 
 def record_fold(settings: Settings, topic: str, start: datetime, folded_by: str | None = None) -> bool:
     """Insert the fold into ops.folded_windows; False when the window was already folded."""
-    con = duck.connect(settings.duckdb_path, settings=settings)
-    try:
+    with duck.connect(settings.duckdb_path, settings=settings) as con:
         ensure_ops_tables(con)
         before = con.execute(
             f"select count(*) from {FOLDED_WINDOWS_TABLE} where topic = ? and window_start = ?", [topic, start]
@@ -92,17 +83,10 @@ def record_fold(settings: Settings, topic: str, start: datetime, folded_by: str 
             [topic, start, folded_by or getpass.getuser()],
         )
         return True
-    finally:
-        con.close()
 
 
 def fold_window(
-    settings: Settings,
-    topic: str,
-    start: datetime,
-    *,
-    build: bool = True,
-    echo: Callable[[str], None] | None = None,
+    settings: Settings, topic: str, start: datetime, *, build: bool = True, echo: Callable[[str], None] | None = None
 ) -> FoldResult:
     """Record the fold of (topic, window) and rebuild the windowed marts and late_events for that window."""
     topic = resolve_topic(topic)
@@ -113,8 +97,7 @@ def fold_window(
     if build:
         run = run_dbt(
             settings,
-            # With the affected sets (tag:affected): the window sets add the refreshed window, the others are
-            # rebuilt for this run's window, so that no reader reads the sets of the run before.
+            # tag:affected: the affected sets are rebuilt too, so that no reader reads the run before's.
             ["build", "--select", "stg_folded_windows+ tag:affected"],
             {"refresh_window_starts": [start.strftime(VAR_TIME_FORMAT)]},
             echo=echo,

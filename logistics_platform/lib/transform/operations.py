@@ -1,10 +1,5 @@
-"""The operations marts' checks: which SLA windows and delivery dates a run built, and what is wrong in them.
-
-Pure queries over the DuckDB the dbt build wrote; the Dagster checks in ``defs`` only pass them a connection and the
-run's arrival-hour window. A run "built" the SLA windows holding the event time or the delivered_at of an order
-change that arrived in its arrival hours, and the delivery dates of those changes' delivered_at: a breach or an
-anomaly is reported by the run whose data made it, not again by every later run.
-"""
+"""The operations marts' checks as queries over the dbt DuckDB: SLA breaches and delivery-time anomalies in the
+windows and dates a run's arrival hours built (docs/internals/publish.md)."""
 
 from __future__ import annotations
 
@@ -15,7 +10,7 @@ from typing import Any
 
 SLA_CHECK = "sla_within_target"
 ANOMALY_CHECK = "delivery_time_within_baseline"
-# Checks of severity WARN that still page someone (the alert sensor sends them like ERROR checks).
+# WARN checks the alert sensor still sends, like ERROR checks.
 ALERTING_WARN_CHECKS = (SLA_CHECK, ANOMALY_CHECK)
 SLA_MART = "fct_region_sla"
 DAILY_MART = "fct_region_delivery_daily"
@@ -61,8 +56,7 @@ def _arrival_filter(first_hour: datetime | None, last_hour: datetime | None) -> 
 def breached_windows(
     con: Any, window_minutes: int, first_hour: datetime | None = None, last_hour: datetime | None = None
 ) -> list[Breach]:
-    """Breached rows of marts.fct_region_sla in the windows built from arrival hours first_hour .. last_hour
-    (inclusive hour starts; all windows without them)."""
+    """Breached rows of marts.fct_region_sla in the windows built from arrival hours first_hour .. last_hour."""
     where, params = _arrival_filter(first_hour, last_hour)
     bucket = f"interval {int(window_minutes)} minute"
     rows = con.execute(
@@ -74,10 +68,8 @@ def breached_windows(
             where {where} and delivered_at is not null
         )
         select sla.window_start, sla.region, sla.deliveries, sla.late_deliveries, sla.late_share
-        from marts.{SLA_MART} as sla
-        inner join built on sla.window_start = built.window_start
-        where sla.breached
-        order by sla.window_start, sla.region
+        from marts.{SLA_MART} as sla inner join built on sla.window_start = built.window_start
+        where sla.breached order by sla.window_start, sla.region
         """,
         params * 2,
     ).fetchall()
@@ -90,33 +82,31 @@ def anomalous_days(con: Any, first_hour: datetime | None = None, last_hour: date
     where, params = _arrival_filter(first_hour, last_hour)
     rows = con.execute(
         f"""
-        select daily.delivery_date, daily.region, daily.avg_delivery_minutes, daily.baseline_avg_minutes,
-            daily.baseline_stddev_minutes
-        from marts.{DAILY_MART} as daily
-        where daily.is_anomaly and daily.delivery_date in (
-            select distinct cast(delivered_at as date) from staging.stg_orders
-            where {where} and delivered_at is not null
+        select delivery_date, region, avg_delivery_minutes, baseline_avg_minutes, baseline_stddev_minutes
+        from marts.{DAILY_MART}
+        where is_anomaly and delivery_date in (
+            select distinct cast(delivered_at as date) from staging.stg_orders where {where}
+            and delivered_at is not null
         )
-        order by daily.delivery_date, daily.region
+        order by delivery_date, region
         """,
         params,
     ).fetchall()
     return [Anomaly(*row) for row in rows]
 
 
+def _summary(head: str, items: list[Breach] | list[Anomaly], limit: int) -> str | None:
+    if not items:
+        return None
+    more = f"; and {len(items) - limit} more" if len(items) > limit else ""
+    return f"{head}: " + "; ".join(i.describe() for i in items[:limit]) + more
+
+
 def sla_summary(breaches: list[Breach], max_share: float, limit: int = 10) -> str | None:
     """One line naming region, window and late share of each breach (the first ``limit``); None when none."""
-    if not breaches:
-        return None
-    shown = "; ".join(b.describe() for b in breaches[:limit])
-    more = f"; and {len(breaches) - limit} more" if len(breaches) > limit else ""
-    return f"SLA breached in {len(breaches)} window(s), late share above {max_share}: {shown}{more}"
+    return _summary(f"SLA breached in {len(breaches)} window(s), late share above {max_share}", breaches, limit)
 
 
 def anomaly_summary(anomalies: list[Anomaly], limit: int = 10) -> str | None:
     """One line naming region and date of each anomalous day (the first ``limit``); None when none."""
-    if not anomalies:
-        return None
-    shown = "; ".join(a.describe() for a in anomalies[:limit])
-    more = f"; and {len(anomalies) - limit} more" if len(anomalies) > limit else ""
-    return f"Delivery time off its 7-day baseline (> 3 stddev) on {len(anomalies)} day(s): {shown}{more}"
+    return _summary(f"Delivery time off its 7-day baseline (> 3 stddev) on {len(anomalies)} day(s)", anomalies, limit)

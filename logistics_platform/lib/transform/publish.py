@@ -1,21 +1,6 @@
-"""Publish the DuckDB marts to the Iceberg namespace ``marts`` with write-audit-publish.
-
-Write: each mart's changed partitions are committed to the branch ``audit`` of its table (created at ``main``'s head,
-or replacing the branch a failed publish left). ``main`` does not move, so no reader of ``main`` sees it.
-Audit: the blocking checks of :mod:`logistics_platform.lib.transform.audit` read the rewritten files back (contract
-columns and types, keys unique and in one partition only, row counts equal to the DuckDB mart's, the whole table's
-from the manifests, no drop beyond the bound, revenue reconciling across the marts over the days rewritten).
-Publish: only when every mart passed, each branch gets an empty snapshot carrying ``logistics.audit = passed`` and
-``main`` is fast-forwarded to it (one metadata commit that also asserts ``main`` did not move meanwhile); the branch is
-then dropped. A failed audit moves no ``main``: the failing branches get an empty snapshot carrying
-``logistics.audit = failed`` and the reasons, stay for inspection, and :class:`AuditFailed` is raised.
-
-Each mart is partitioned by the day of one of its columns (:data:`PARTITION_COLUMNS`; the small dimensions are one
-partition), so a new hour touches one or two partitions. A per-partition fingerprint (row count + XOR of row hashes,
-computed in DuckDB with one GROUP BY) is stored in a table property by the commit that moves ``main``; the next
-publish reads from DuckDB and replaces exactly the partitions whose fingerprint differs. A table written with another
-layout (the earlier ``bucket(order_id)`` of ``fct_orders``, or unpartitioned) gets the new spec and one full rewrite.
-"""
+"""Publish the DuckDB marts to the Iceberg namespace ``marts`` with write-audit-publish: changed day partitions are
+written to the branch ``audit``, checked (:mod:`.audit`), and ``main`` fast-forwarded only when every mart passed.
+Rationale and details: docs/internals/publish.md."""
 
 from __future__ import annotations
 
@@ -30,7 +15,7 @@ import duckdb
 import pyarrow as pa
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import CommitFailedException, NoSuchTableError
-from pyiceberg.expressions import AlwaysTrue, And, BooleanExpression, GreaterThanOrEqual, LessThan, LessThanOrEqual
+from pyiceberg.expressions import AlwaysTrue
 from pyiceberg.io.pyarrow import ArrowScan
 from pyiceberg.manifest import DataFile
 from pyiceberg.table import Table
@@ -39,22 +24,13 @@ from pyiceberg.table.update.snapshot import ManageSnapshots
 from pyiceberg.transforms import DayTransform, VoidTransform
 
 from logistics_platform.lib.iceberg_internals import arrow_to_data_files
-from logistics_platform.lib.transform.audit import (
-    check_duckdb_contract,
-    check_iceberg_contract,
-    check_keys,
-    check_keys_in_one_partition,
-    check_revenue,
-    check_row_count,
-    load_contract,
-)
+from logistics_platform.lib.transform import audit
 from logistics_platform.lib.transform.project import MART_MODELS
 from logistics_platform.settings import Settings
 
 NAMESPACE = "marts"
 ORDERS_MART = "fct_orders"
-# The column whose day partitions each mart (Iceberg `day` transform): a new hour of data falls on the day(s) it
-# touches. A mart not listed (the small dimensions) is one unpartitioned partition, rewritten whole when it changes.
+# The column whose day partitions each mart (Iceberg `day` transform); a mart not listed is one partition.
 PARTITION_COLUMNS = {
     "fct_orders": "created_at",
     "fct_deliveries": "delivered_at",
@@ -67,15 +43,15 @@ PARTITION_COLUMNS = {
     "late_events": "arrival_hour",
 }
 FINGERPRINT_PROPERTY = "logistics.partition-fingerprints"
-# Where the earlier layout (fct_orders by bucket(16, order_id)) kept its fingerprints; dropped by the migration.
-LEGACY_FINGERPRINT_PROPERTY = "logistics.bucket-fingerprints"
+LEGACY_FINGERPRINT_PROPERTY = (
+    "logistics.bucket-fingerprints"  # of the earlier layout, fct_orders by bucket(16, order_id)
+)
 WHOLE_TABLE = "all"  # the label of an unpartitioned mart's one partition
 
 AUDIT_BRANCH = "audit"
 AUDIT_PROPERTY = "logistics.audit"
 AUDITED_SNAPSHOT_PROPERTY = "logistics.audited-snapshot-id"
 AUDIT_FAILURES_PROPERTY = "logistics.audit-failures"
-# A publish may shrink a mart on main by at most this share (see audit.check_row_count for the exemptions).
 MAX_ROW_DROP: float = Settings.model_fields["publish_max_row_drop"].default
 # The marts the revenue reconciliation reads, and the columns it needs of each.
 REVENUE_INPUTS = {
@@ -87,21 +63,12 @@ REVENUE_INPUTS = {
 _FAST_FORWARD_ATTEMPTS = 5
 _EPOCH = date(1970, 1, 1)
 
-Partition = int | None
-"""A partition's value: days since 1970-01-01 of the partition column (None: the column is null); 0 for a mart
-without a partition column."""
+Partition = int | None  # days since 1970-01-01 of the partition column (None: null); 0 for an unpartitioned mart
 
 
 @dataclass
 class PublishReport:
-    """What publishing one mart did, and its audit's outcome.
-
-    ``audit``: ``passed`` (main now points at ``snapshot_id``), ``unchanged`` (nothing to write, main as it was),
-    ``failed`` (main untouched; ``audit_failures`` says why, the branch holds ``audited_snapshot_id`` unless the
-    mart could not be written), or ``held`` (passed, but another mart failed, so main was not moved either).
-    ``partitions_rewritten``: the days (ISO dates, ``null``) or ``all`` whose files this publish replaced, out of
-    ``partitions_total`` partitions the mart has.
-    """
+    """What publishing one mart did: ``audit`` passed, unchanged, failed or held (passed, but another mart failed)."""
 
     table: str
     rows: int
@@ -120,18 +87,12 @@ class AuditFailed(RuntimeError):
 
     def __init__(self, reports: dict[str, PublishReport]) -> None:
         self.reports = reports
-        failed = [r for r in reports.values() if r.audit == "failed"]
-        parts = [
-            f"marts.{r.table} "
-            + (
-                f"(branch {r.branch}, snapshot {r.audited_snapshot_id})"
-                if r.audited_snapshot_id is not None
-                else "(not written)"
-            )
-            + ": "
-            + "; ".join(r.audit_failures)
-            for r in failed
-        ]
+        parts = []
+        for r in reports.values():
+            if r.audit == "failed":
+                written = r.audited_snapshot_id is not None
+                where = f"(branch {r.branch}, snapshot {r.audited_snapshot_id})" if written else "(not written)"
+                parts.append(f"marts.{r.table} {where}: {'; '.join(r.audit_failures)}")
         super().__init__(
             f"Publish audit failed, main of every mart left unchanged: {' | '.join(parts)}. Inspect the branch "
             f"snapshot, fix the dbt models or data, then re-run the publish"
@@ -148,7 +109,6 @@ class _Staged:
 
     mart: str
     report: PublishReport
-    built_rows: int = 0
     table: Table | None = None
     base_id: int | None = None
     main_rows: int = 0
@@ -204,10 +164,6 @@ def _published_fingerprints(table: Table, spec_id: int) -> dict[Partition, str] 
     return {None if k == "null" else int(k): v for k, v in stored.get("partitions", {}).items()}
 
 
-def _file_partition(file: DataFile, column: str | None) -> Partition:
-    return file.partition[0] if column else 0
-
-
 def _load_or_create(catalog: Catalog, identifier: str, schema: pa.Schema) -> Table:
     try:
         return catalog.load_table(identifier)
@@ -220,7 +176,6 @@ def _ensure_spec(table: Table, column: str | None) -> Table:
     have = [(f.source_id, str(f.transform)) for f in table.spec().fields if not isinstance(f.transform, VoidTransform)]
     wanted = [(table.schema().find_field(column).field_id, str(DayTransform()))] if column else []
     if have != wanted:
-        # Field ids exist only once the Arrow schema is converted, so the spec is set on the created table.
         with table.update_spec() as update:
             for old in table.spec().fields:
                 update.remove_field(old.name)
@@ -229,25 +184,13 @@ def _ensure_spec(table: Table, column: str | None) -> Table:
     return table
 
 
-def _main_rows(table: Table) -> int:
-    snap = table.current_snapshot()
-    return int(snap.summary["total-records"]) if snap and snap.summary and "total-records" in snap.summary else 0
-
-
-def _live_files(table: Table, snapshot_id: int | None) -> list[DataFile]:
-    return [] if snapshot_id is None else [task.file for task in table.scan(snapshot_id=snapshot_id).plan_files()]
-
-
 def write_audit_snapshot(
     table: Table, rows: pa.Table, delete_files: Sequence[DataFile], properties: dict[str, str]
 ) -> int:
     """Commit ``rows`` (replacing ``delete_files`` of main's head) as the head of the audit branch; main stays."""
     base = table.metadata.current_snapshot_id
     if base is not None:
-        # Replaces the branch a failed publish left: every publish audits a fresh child of main's head.
         table.manage_snapshots().create_branch(base, AUDIT_BRANCH).commit()
-    # pyiceberg refuses a branch commit on a table without snapshots; there the snapshot is committed unreferenced
-    # (branch None) and the branch created at it.
     branch = AUDIT_BRANCH if base is not None else None
     rows = rows.cast(table.schema().as_arrow())
     with table.transaction() as tx:
@@ -275,11 +218,8 @@ def mark_audit_branch(table: Table, properties: dict[str, str]) -> int:
 def fast_forward_main(
     table: Table, base_id: int | None, properties: dict[str, str] | None = None, removals: Sequence[str] = ()
 ) -> int:
-    """Point main at the audit branch's head (set ``properties``, drop ``removals``) if main is still at ``base_id``.
-
-    One metadata commit that asserts main's snapshot: a concurrent commit on main makes it fail instead of
-    discarding that commit. Raises :class:`MainMoved` when main is no longer ``base_id``.
-    """
+    """Point main at the audit branch's head (set ``properties``, drop ``removals``) in one commit; raises
+    :class:`MainMoved` when main is no longer at ``base_id``."""
     name = ".".join(table.name())
     for attempt in range(_FAST_FORWARD_ATTEMPTS):
         table.refresh()
@@ -302,12 +242,15 @@ def fast_forward_main(
             tx.commit_transaction()
             break
         except CommitFailedException:
-            # Another commit (a tag, a property) landed first: check main again and retry on fresh metadata.
             if attempt == _FAST_FORWARD_ATTEMPTS - 1:
                 raise
+    _drop_audit_branch(table)
+    return head.snapshot_id
+
+
+def _drop_audit_branch(table: Table) -> None:
     with contextlib.suppress(CommitFailedException):  # a leftover branch is harmless: the next publish replaces it
         table.manage_snapshots().remove_branch(AUDIT_BRANCH).commit()
-    return head.snapshot_id
 
 
 def _stage(
@@ -317,39 +260,31 @@ def _stage(
     column = PARTITION_COLUMNS.get(mart)
     schema = con.sql(f"select * from marts.{mart} limit 0").to_arrow_table().schema
     table = _ensure_spec(_load_or_create(catalog, f"{NAMESPACE}.{mart}", schema), column)
-    staged.table, staged.base_id, staged.main_rows = table, table.metadata.current_snapshot_id, _main_rows(table)
+    staged.table, staged.base_id = table, table.metadata.current_snapshot_id
+    snap = table.current_snapshot()
+    staged.main_rows = int((snap.summary or {}).get("total-records", 0)) if snap else 0
     spec_id = table.metadata.default_spec_id
     current = partition_fingerprints(con, mart, columns)
-    published = _published_fingerprints(table, spec_id)
-    live = _live_files(table, staged.base_id)
-    if published is None:
-        # No fingerprints for this layout (a new table, or one written before it): one full rewrite.
-        changed = sorted(current, key=lambda p: (p is None, p or 0))
-        old_files = live
-    else:
-        changed = sorted(
-            (p for p in set(current) | set(published) if current.get(p) != published.get(p)),
-            key=lambda p: (p is None, p or 0),
-        )
-        rewritten = set(changed)
-        old_files = [f for f in live if f.spec_id != spec_id or _file_partition(f, column) in rewritten]
-    staged.built_rows = staged.report.rows = sum(_rows_of(fp) for fp in current.values())
-    staged.changed = changed
+    stored = _published_fingerprints(table, spec_id)  # None: none to trust, so a full rewrite
+    published = stored or {}
+    differ = {p for p in set(current) | set(published) if current.get(p) != published.get(p)}
+    staged.changed = changed = sorted(differ, key=lambda p: (p is None, p or 0))
+    live = [] if staged.base_id is None else [t.file for t in table.scan(snapshot_id=staged.base_id).plan_files()]
+    stale = [f for f in live if stored is None or f.spec_id != spec_id or (f.partition[0] if column else 0) in differ]
+    staged.report.rows = sum(_rows_of(fp) for fp in current.values())
     staged.changed_rows = sum(_rows_of(current[p]) for p in changed if p in current)
     staged.report.partitions_rewritten = [partition_label(p, column) for p in changed]
     staged.report.partitions_total = len(current)
-    if not changed and not old_files and staged.base_id is not None:
-        staged.report.audit = "unchanged"
-        staged.report.snapshot_id = staged.base_id
+    if not changed and not stale and staged.base_id is not None:
+        staged.report.audit, staged.report.snapshot_id = "unchanged", staged.base_id
         return
     rows = con.sql(f"select * from marts.{mart} where {in_partitions(column, changed)}").to_arrow_table()
     properties = {
         "logistics.source": f"duckdb marts.{mart}",
         "logistics.partitions-rewritten": ",".join(staged.report.partitions_rewritten),
     }
-    deleted = {f.file_path for f in old_files}
-    staged.kept_paths = {f.file_path for f in live} - deleted
-    staged.report.audited_snapshot_id = write_audit_snapshot(table, rows, old_files, properties)
+    staged.kept_paths = {f.file_path for f in live} - {f.file_path for f in stale}
+    staged.report.audited_snapshot_id = write_audit_snapshot(table, rows, stale, properties)
     fingerprints = {"null" if p is None else str(p): fp for p, fp in current.items()}
     staged.on_publish = {FINGERPRINT_PROPERTY: json.dumps({"spec-id": spec_id, "partitions": fingerprints})}
     staged.drop_properties = [k for k in (LEGACY_FINGERPRINT_PROPERTY,) if k in table.properties]
@@ -358,40 +293,33 @@ def _stage(
 def _audit(con: duckdb.DuckDBPyConnection, staged: _Staged, max_row_drop: float) -> None:
     """Run the per-mart checks on the branch snapshot: the files it added, and its record count from the manifests."""
     assert staged.table is not None and staged.report.audited_snapshot_id is not None
-    table, snapshot_id = staged.table, staged.report.audited_snapshot_id
-    snapshot = table.metadata.snapshot_by_id(snapshot_id)
-    schema = table.metadata.schema_by_id(snapshot.schema_id) if snapshot and snapshot.schema_id is not None else None
-    schema = schema if schema is not None else table.schema()
-    contract = load_contract(staged.mart)
-    failures = check_iceberg_contract(contract, schema)
-    tasks = list(table.scan(snapshot_id=snapshot_id).plan_files())
+    table, scan = staged.table, staged.table.scan(snapshot_id=staged.report.audited_snapshot_id)
+    schema, tasks = scan.projection(), list(scan.plan_files())
+    contract = audit.load_contract(staged.mart)
+    failures = audit.check_iceberg_contract(contract, schema)
     added = [t for t in tasks if t.file.file_path not in staged.kept_paths]
     rows = ArrowScan(table.metadata, table.io, schema, AlwaysTrue()).to_table(added)
     if not failures:
         column = PARTITION_COLUMNS.get(staged.mart)
-        failures += check_keys(con, contract, rows)
+        failures += audit.check_keys(con, contract, rows)
         if column is not None and column not in contract.key:
-            # A key whose day changed must have left its old partition: that one differs too, so it was rewritten.
-            failures += check_keys_in_one_partition(con, contract, rows, in_partitions(column, staged.changed))
+            failures += audit.check_keys_in_one_partition(con, contract, rows, in_partitions(column, staged.changed))
     if rows.num_rows != staged.changed_rows:
         failures.append(
             f"row count: the rewritten partitions of {staged.mart} hold {rows.num_rows} rows in the audit snapshot, "
             f"{staged.changed_rows} in the DuckDB mart"
         )
     records = sum(t.file.record_count for t in tasks)
-    failures += check_row_count(staged.mart, records, staged.built_rows, staged.main_rows, max_row_drop)
+    failures += audit.check_row_count(staged.mart, records, staged.report.rows, staged.main_rows, max_row_drop)
     staged.report.audit_failures += failures
     staged.rewritten = rows if staged.mart in REVENUE_INPUTS else None
 
 
-def _days(partitions: Iterable[Partition]) -> list[date]:
-    return [_EPOCH + timedelta(days=p) for p in partitions if p is not None]
-
-
-def _scan(catalog: Catalog, staged: _Staged | None, mart: str, row_filter: BooleanExpression) -> pa.Table | None:
+def _scan(catalog: Catalog, staged: dict[str, _Staged], mart: str, row_filter: str) -> pa.Table | None:
     """``mart``'s rows (its REVENUE_INPUTS columns) main will serve: this publish's audited snapshot, or main's."""
-    if staged is not None and staged.table is not None and staged.report.audited_snapshot_id is not None:
-        table, snapshot_id = staged.table, staged.report.audited_snapshot_id
+    stage = staged.get(mart)
+    if stage is not None and stage.table is not None and stage.report.audited_snapshot_id is not None:
+        table, snapshot_id = stage.table, stage.report.audited_snapshot_id
     else:
         try:
             table = catalog.load_table(f"{NAMESPACE}.{mart}")
@@ -402,52 +330,29 @@ def _scan(catalog: Catalog, staged: _Staged | None, mart: str, row_filter: Boole
 
 
 def _reconcile_revenue(catalog: Catalog, con: duckdb.DuckDBPyConnection, staged: dict[str, _Staged]) -> None:
-    """Invariant 4a over what main will serve, on the delivery days this publish rewrote (of any of the three marts).
-
-    Revenue of a day depends only on that day's deliveries and their orders, so the days outside the rewritten
-    partitions are as main already serves them, and were reconciled when they were published.
-    """
+    """Invariant 4a over what main will serve, on the delivery days this publish rewrote (of any of the three marts)."""
     written = {m: s for m, s in staged.items() if m in REVENUE_INPUTS and s.report.audited_snapshot_id is not None}
-    # A mart that failed its own checks leaves nothing to reconcile.
     if not written or any(s.report.audit_failures for s in written.values()):
         return
-    days = set(_days(written["fct_daily_revenue"].changed)) if "fct_daily_revenue" in written else set()
-    if "fct_deliveries" in written:
-        days |= set(_days(written["fct_deliveries"].changed))
+    by_day = [p for m in ("fct_daily_revenue", "fct_deliveries") if m in written for p in written[m].changed]
+    days = {_EPOCH + timedelta(days=p) for p in by_day if p is not None}
     orders = written.get(ORDERS_MART)
     if orders is not None and orders.rewritten is not None:
-        delivered = orders.rewritten.column("delivered_at").drop_null().to_pylist()
-        days |= {d.date() for d in delivered}
+        days |= {d.date() for d in orders.rewritten.column("delivered_at").drop_null().to_pylist()}
     if not days:
         return
     first, last = min(days), max(days)
     start, end = f"{first.isoformat()}T00:00:00", f"{(last + timedelta(days=1)).isoformat()}T00:00:00"
-    revenue = _scan(
-        catalog,
-        staged.get("fct_daily_revenue"),
-        "fct_daily_revenue",
-        And(GreaterThanOrEqual("revenue_date", first.isoformat()), LessThanOrEqual("revenue_date", last.isoformat())),
-    )
-    deliveries = _scan(
-        catalog,
-        staged.get("fct_deliveries"),
-        "fct_deliveries",
-        And(GreaterThanOrEqual("delivered_at", start), LessThan("delivered_at", end)),
-    )
+    revenue = _scan(catalog, staged, "fct_daily_revenue", f"revenue_date >= '{first}' and revenue_date <= '{last}'")
+    deliveries = _scan(catalog, staged, "fct_deliveries", f"delivered_at >= '{start}' and delivered_at < '{end}'")
     if revenue is None or deliveries is None:
         return
-    ids = deliveries.column("order_id").drop_null()
-    # Order ids grow with time, so the id range of the days' deliveries prunes the orders' files by their metrics.
-    order_filter = (
-        And(GreaterThanOrEqual("order_id", min(ids.to_pylist())), LessThanOrEqual("order_id", max(ids.to_pylist())))
-        if len(ids)
-        else AlwaysTrue()
-    )
-    order_rows = _scan(catalog, staged.get(ORDERS_MART), ORDERS_MART, order_filter)
+    ids = deliveries.column("order_id").drop_null().to_pylist()
+    order_filter = f"order_id >= {min(ids)} and order_id <= {max(ids)}" if ids else "true"
+    order_rows = _scan(catalog, staged, ORDERS_MART, order_filter)
     if order_rows is None:
         return
-    failures = check_revenue(con, revenue, deliveries, order_rows)
-    if failures:
+    if failures := audit.check_revenue(con, revenue, deliveries, order_rows):
         target = written.get("fct_daily_revenue") or next(iter(written.values()))
         target.report.audit = "failed"
         target.report.audit_failures += failures
@@ -465,19 +370,15 @@ def publish_marts(
     staged: dict[str, _Staged] = {}
     for mart in marts:
         started = time.perf_counter()
-        stage = _Staged(mart, PublishReport(mart, 0, None, 0.0))
-        staged[mart] = stage
+        stage = staged[mart] = _Staged(mart, PublishReport(mart, 0, None, 0.0))
         described = [(str(r[0]), str(r[1])) for r in con.sql(f"describe marts.{mart}").fetchall()]
-        contract_failures = check_duckdb_contract(load_contract(mart), described)
-        if contract_failures:
-            # Not written: a type the contract does not allow would change or break the Iceberg table's schema.
+        if contract_failures := audit.check_duckdb_contract(audit.load_contract(mart), described):
             stage.report.audit, stage.report.audit_failures = "failed", contract_failures
             stage.report.rows = int((con.sql(f"select count(*) from marts.{mart}").fetchone() or (0,))[0])
             continue
         _stage(catalog, con, mart, [name for name, _ in described], stage)
         stage.report.seconds = time.perf_counter() - started
 
-    # Audit every written snapshot, then the revenue reconciliation over the snapshots about to be published.
     for stage in staged.values():
         if stage.report.audit == "failed" or stage.report.audited_snapshot_id is None:
             continue
@@ -489,41 +390,29 @@ def publish_marts(
     _reconcile_revenue(catalog, con, staged)
 
     reports = {mart: stage.report for mart, stage in staged.items()}
-    if any(r.audit == "failed" for r in reports.values()):
-        for stage in staged.values():
-            report = stage.report
-            if report.audit == "failed" and stage.table is not None and report.audited_snapshot_id is not None:
-                mark_audit_branch(
-                    stage.table,
-                    {
-                        AUDIT_PROPERTY: "failed",
-                        AUDITED_SNAPSHOT_PROPERTY: str(report.audited_snapshot_id),
-                        AUDIT_FAILURES_PROPERTY: " | ".join(report.audit_failures),
-                    },
-                )
+    failed = any(r.audit == "failed" for r in reports.values())
+    for stage in staged.values():
+        report, table, audited = stage.report, stage.table, stage.report.audited_snapshot_id
+        outcome = {AUDIT_PROPERTY: report.audit, AUDITED_SNAPSHOT_PROPERTY: str(audited)}
+        if failed:
+            if report.audit == "failed" and table is not None and audited is not None:
+                mark_audit_branch(table, {**outcome, AUDIT_FAILURES_PROPERTY: " | ".join(report.audit_failures)})
             elif report.audit == "passed":
                 report.audit = "held"
-            say(
-                f"audit of marts.{stage.mart}: {report.audit}"
-                + (f" ({'; '.join(report.audit_failures)})" if report.audit_failures else "")
-            )
-        raise AuditFailed(reports)
-
-    for stage in staged.values():
-        report = stage.report
-        if report.audit == "passed" and stage.table is not None and report.audited_snapshot_id is not None:
+            reasons = f" ({'; '.join(report.audit_failures)})" if report.audit_failures else ""
+            say(f"audit of marts.{stage.mart}: {report.audit}{reasons}")
+            continue
+        if report.audit == "passed" and table is not None and audited is not None:
             started = time.perf_counter()
-            mark_audit_branch(
-                stage.table, {AUDIT_PROPERTY: "passed", AUDITED_SNAPSHOT_PROPERTY: str(report.audited_snapshot_id)}
-            )
-            report.snapshot_id = fast_forward_main(stage.table, stage.base_id, stage.on_publish, stage.drop_properties)
+            mark_audit_branch(table, outcome)
+            report.snapshot_id = fast_forward_main(table, stage.base_id, stage.on_publish, stage.drop_properties)
             report.seconds += time.perf_counter() - started
-        elif report.audit == "unchanged" and stage.table is not None and AUDIT_BRANCH in stage.table.metadata.refs:
-            # Main already serves what DuckDB holds: a failed publish's branch is out of date, as after a passed one.
-            with contextlib.suppress(CommitFailedException):
-                stage.table.manage_snapshots().remove_branch(AUDIT_BRANCH).commit()
+        elif report.audit == "unchanged" and table is not None and AUDIT_BRANCH in table.metadata.refs:
+            _drop_audit_branch(table)  # main already serves what DuckDB holds: a failed publish's branch is stale
         say(
             f"published marts.{stage.mart}: {report.rows:,} rows in {report.seconds:.2f}s, rewrote "
             f"{len(report.partitions_rewritten)}/{report.partitions_total} partitions (audit {report.audit})"
         )
+    if failed:
+        raise AuditFailed(reports)
     return reports
