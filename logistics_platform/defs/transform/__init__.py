@@ -1,10 +1,4 @@
-"""Dagster definitions for the transform domain: the dbt project as assets, and the publish of marts to Iceberg.
-
-Thin glue: dbt does the work (``dbt_project/``, run by dagster-dbt's ``DbtCliResource``, see :mod:`.assets`),
-:mod:`logistics_platform.lib.transform.publish` writes the marts to the Iceberg namespace ``marts``
-(:mod:`.publish`), :mod:`.checks` compares the two stores, and :mod:`.operations_checks` watches the SLA and
-delivery-time marts.
-"""
+"""Dagster definitions for the transform domain: the dbt project as assets, the publish of marts to Iceberg, checks."""
 
 import dagster as dg
 

@@ -1,5 +1,4 @@
-"""How dbt nodes become Dagster assets: keys ``[layer, model]``, groups by layer, sources onto the bronze assets
-(an arrival day of a model reads the arrival hours of that day in bronze)."""
+"""How dbt nodes become Dagster assets: keys ``[layer, model]``, groups by layer, sources onto the bronze assets."""
 
 # No `from __future__ import annotations`: Dagster reads annotations at runtime.
 
@@ -38,10 +37,8 @@ class LogisticsDbtTranslator(DagsterDbtTranslator):
     def get_partition_mapping(
         self, dbt_resource_props: Mapping[str, Any], dbt_parent_resource_props: Mapping[str, Any]
     ) -> dg.PartitionMapping | None:
-        # Bronze is hourly, the dbt layer daily: day D depends on the hours of D (the same as Dagster infers, stated
-        # here so that the mapping is a decision, not a default). Between dbt nodes: the same day (identity).
-        parent = dbt_parent_resource_props
-        if parent.get("resource_type") == "source" and parent.get("source_name") == BRONZE_SCHEMA:
+        # Bronze is hourly, the dbt layer daily: day D depends on the hours of D (stated, not left to the default).
+        if dbt_parent_resource_props.get("source_name") == BRONZE_SCHEMA:
             return dg.TimeWindowPartitionMapping()
         return None
 

@@ -1,11 +1,7 @@
 """The arrival hours a transform run builds: its window, the run tags that carry it, the day partitions it spans.
 
-The dbt layer is partitioned by arrival day (UTC) while bronze is partitioned by arrival hour. A transform run
-builds one window of arrival hours inside its days: a run launched for some hours (the transform sensor,
-`logistics-platform run`, `rebuild`) names them in :data:`WINDOW_START_TAG` / :data:`WINDOW_END_TAG`, beside
-Dagster's own range tags of the days; a run of day partitions without them (a UI materialization, a backfill of
-days) builds every hour of its days. Hour and day keys are :mod:`logistics_platform.lib.timekeys` keys
-(Dagster's hourly and daily keys).
+A run launched for some hours names them in :data:`WINDOW_START_TAG` / :data:`WINDOW_END_TAG` beside Dagster's range
+tags of its days; a run of day partitions without them builds every hour of its days.
 """
 
 from __future__ import annotations
@@ -76,8 +72,7 @@ class ArrivalWindow:
 
     def run_tags(self) -> dict[str, str]:
         """Tags of a transform run that builds exactly this window: its days as Dagster's range, and the hours."""
-        first_day, last_day = self.day_keys()
-        return {RANGE_START_TAG: first_day, RANGE_END_TAG: last_day, **self.window_tags()}
+        return {RANGE_START_TAG: day_key(self.first), RANGE_END_TAG: day_key(self.last), **self.window_tags()}
 
 
 def tagged_window(tags: Mapping[str, str]) -> ArrivalWindow | None:
@@ -87,10 +82,7 @@ def tagged_window(tags: Mapping[str, str]) -> ArrivalWindow | None:
 
 
 def run_window(tags: Mapping[str, str]) -> ArrivalWindow | None:
-    """The arrival hours a transform run with these tags builds: its window tags, else every hour of its days.
-
-    None for a run with neither (an unpartitioned run).
-    """
+    """The arrival hours a run with these tags builds: its window tags, else every hour of its days (else None)."""
     window = tagged_window(tags)
     if window is not None:
         return window
@@ -103,10 +95,7 @@ def run_window(tags: Mapping[str, str]) -> ArrivalWindow | None:
 
 
 def window_within_days(tags: Mapping[str, str], start: datetime, end: datetime) -> ArrivalWindow:
-    """The window of a run of the day partitions [start, end): its window tags, else every hour of those days.
-
-    A ``ValueError`` when the tags name hours outside the days (the run's partitions and its window disagree).
-    """
+    """The window of a run of the day partitions [start, end); a ``ValueError`` if its tags name hours outside them."""
     days = ArrivalWindow.of_days(start, end)
     window = tagged_window(tags)
     if window is None:

@@ -1,11 +1,5 @@
-"""dbt's `spark` target: the Spark session settings that open our Iceberg catalog, and where the dbt of Spark lives.
-
-dbt-spark (``method: session``) starts PySpark in the dbt process; PySpark's launcher reads
-``$SPARK_CONF_DIR/spark-defaults.conf``. The catalog's Spark name must be the catalog name in the SQL catalog's rows
-(Iceberg's ``JdbcCatalog`` filters by it), a setting, and profiles.yml cannot put a setting into a key, so the
-session settings are written here, per settings, into a conf file under the DuckDB file's directory (Spark's work
-directory: Derby's ``metastore_db/`` and ``derby.log`` land there too, never in the dbt project).
-"""
+"""dbt's `spark` target: the Spark session settings that open our Iceberg catalog (written per settings into a
+``spark-defaults.conf`` that PySpark's launcher reads, see docs/spark.md), and where the dbt of Spark lives."""
 
 from __future__ import annotations
 
@@ -72,31 +66,22 @@ def spark_conf(settings: Settings) -> dict[str, str]:
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         "spark.jars": ",".join(jars),
-        # JDBC drivers register with DriverManager, which only sees the application class path.
         "spark.driver.extraClassPath": ":".join(jars),
-        # Derby (the session's Hive metastore, which dbt-spark enables and we never use) writes here.
         "spark.driver.extraJavaOptions": f"-Dderby.system.home={work}",
         "spark.sql.warehouse.dir": str(work / "spark-warehouse"),
         "spark.sql.extensions": ICEBERG_EXTENSIONS,
-        # dbt-spark names relations schema.table: the Iceberg catalog is the default one.
         "spark.sql.defaultCatalog": name,
         catalog: "org.apache.iceberg.spark.SparkCatalog",
         f"{catalog}.catalog-impl": "org.apache.iceberg.jdbc.JdbcCatalog",
         f"{catalog}.warehouse": settings.warehouse,
-        # `timestamp` means what it means in DuckDB and in our Iceberg schemas: without time zone.
         "spark.sql.timestampType": "TIMESTAMP_NTZ",
         "spark.sql.session.timeZone": "UTC",
-        # `* exclude (...)` of DuckDB, as a quoted regular expression (staging's copy merge).
         "spark.sql.parser.quotedRegexColumnNames": "true",
-        # Write-audit-publish: writes to tables with write.wap.enabled (the marts) go to this branch, and the
-        # session's reads of them (dbt's tests, downstream marts) read it; main moves in dbt's on-run-end.
         "spark.wap.branch": AUDIT_BRANCH,
-        # Small hourly increments: a few shuffle partitions, not Spark's 200.
         "spark.sql.shuffle.partitions": "4",
     }
     conf |= {f"{catalog}.{key}": value for key, value in jdbc_catalog(settings).items()}
-    if settings.spark_master.startswith("local"):
-        # Driver and executors share this process: loopback only. A cluster's executors must reach the driver.
+    if settings.spark_master.startswith("local"):  # loopback only; a cluster's executors must reach the driver
         conf |= {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
     if settings.spark_conf_file is not None:
         conf |= read_conf_file(settings.spark_conf_file)
