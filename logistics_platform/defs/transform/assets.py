@@ -66,7 +66,9 @@ def affected_sets_read(manifest: Mapping[str, Any], models: set[str]) -> set[str
     readers = {uid for uid, n in nodes.items() if n.get("resource_type") == "model" and n["name"] in models}
     while readers:
         parents = {p for uid in readers for p in nodes[uid].get("depends_on", {}).get("nodes", []) if p in nodes}
-        readers = {uid for uid in parents if AFFECTED_TAG in nodes[uid].get("tags", []) and nodes[uid]["name"] not in found}
+        readers = {
+            uid for uid in parents if AFFECTED_TAG in nodes[uid].get("tags", []) and nodes[uid]["name"] not in found
+        }
         found |= {nodes[uid]["name"] for uid in readers}
     return found
 
@@ -111,7 +113,7 @@ def build_dbt_assets(settings: Settings) -> dg.AssetsDefinition:
             args += ["--select", " ".join(sets)]
         dbt_window = window_vars(window.first, window.last)
         context.log.info(f"dbt {' '.join(args)} (arrival hours {' .. '.join(dbt_window.values())})")
-        metadata = {"arrival_hours": window.label, "ingest_watermark": watermark}
+        metadata: dict[str, Any] = {"arrival_hours": window.label, "ingest_watermark": watermark}
         selected = {key.to_python_identifier() for key in context.selected_asset_keys}
         with dbt_invocation_environment(settings, dbt_window):
             invocation = dbt.cli(args, context=context)

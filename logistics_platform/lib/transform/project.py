@@ -1,5 +1,5 @@
 """Running the dbt project through dagster-dbt: the window as dbt sees it, the ``DbtProject`` of the settings, and
-:func:`run_dbt` for callers without a Dagster context (CLI, late fold, tests, benchmarks). See docs/internals/glue.md."""
+:func:`run_dbt` for callers without a Dagster context (CLI, late fold, tests, benchmarks); docs/internals/glue.md."""
 
 from __future__ import annotations
 
