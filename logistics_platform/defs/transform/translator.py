@@ -1,7 +1,5 @@
 """How dbt nodes become Dagster assets: keys ``[layer, model]``, groups by layer, sources onto the bronze assets."""
 
-# No `from __future__ import annotations`: Dagster reads annotations at runtime.
-
 from collections.abc import Mapping
 from typing import Any
 
@@ -15,8 +13,6 @@ LAYERS = ("staging", "intermediate", "marts")
 
 
 class LogisticsDbtTranslator(DagsterDbtTranslator):
-    """Keys ``[layer, model]``, group = layer, and sources mapped onto the bronze assets (``["bronze", table]``)."""
-
     def get_asset_key(self, dbt_resource_props: Mapping[str, Any]) -> dg.AssetKey:
         kind = dbt_resource_props["resource_type"]
         name = dbt_resource_props["name"]

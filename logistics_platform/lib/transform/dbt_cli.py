@@ -14,19 +14,15 @@ from typing import Any
 from dagster_dbt import DbtCliResource
 from packaging import version
 
-DBT_DISTRIBUTION = "dbt-core"
-
 
 def installed_dbt_version(dbt_executable: str) -> version.Version | None:
     """The dbt-core version installed in the venv of ``dbt_executable`` (``<venv>/bin/dbt``), None if not in one."""
     venv = Path(shutil.which(dbt_executable) or dbt_executable).parent.parent
-    site_packages = [str(p) for p in sorted(venv.glob("lib/python*/site-packages"))]
-    if not (venv / "pyvenv.cfg").is_file() or not site_packages:
+    if not (venv / "pyvenv.cfg").is_file():
         return None
-    for dist in distributions(path=site_packages):
-        if (dist.metadata["Name"] or "").lower() == DBT_DISTRIBUTION:
-            return version.parse(dist.version)
-    return None
+    site_packages = [str(p) for p in sorted(venv.glob("lib/python*/site-packages"))]
+    found = [d.version for d in distributions(path=site_packages) if (d.metadata["Name"] or "").lower() == "dbt-core"]
+    return version.parse(found[0]) if found else None
 
 
 class PlatformDbtCliResource(DbtCliResource):

@@ -8,15 +8,15 @@ import io
 import json
 import shutil
 import sys
+import tempfile
 import time
-import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from logistics_platform.lib.transform.spark import is_spark, spark_environment
+from logistics_platform.lib.transform.spark import is_spark, write_spark_conf
 from logistics_platform.settings import DBT_PROJECT_DIR, Settings, dbt_environment
 
 if TYPE_CHECKING:  # imported where used: dagster-dbt and dbt take seconds to load
@@ -37,8 +37,6 @@ MART_MODELS = (
     "fct_region_delivery_daily",
     "fct_courier_gps_jumps",
 )
-# Per-invocation directories kept under the project's target path (artifacts and dbt.log of the latest runs).
-KEEP_RUNS = 48
 
 
 class DbtError(RuntimeError):
@@ -68,7 +66,7 @@ def dbt_executable(settings: Settings | None = None) -> str:
 
 def target_environment(settings: Settings) -> dict[str, str]:
     """Environment a dbt process of the settings' target needs beyond the settings (the Spark conf directory)."""
-    return spark_environment(settings) if is_spark(settings) else {}
+    return {"SPARK_CONF_DIR": str(write_spark_conf(settings))} if is_spark(settings) else {}
 
 
 def dbt_resource(settings: Settings) -> DbtCliResource:
@@ -93,14 +91,11 @@ def prepare_manifest(settings: Settings) -> Path:
     target = project_target(settings)
     target.mkdir(parents=True, exist_ok=True)
     # Parsed aside, then moved in: processes loading the definitions at once never read a half-written manifest.
-    scratch = target.parent / f".parse-{target.name}-{uuid.uuid4().hex[:8]}"
-    try:
-        run_dbt(settings, ["parse", "--quiet"], target_path=scratch)
+    with tempfile.TemporaryDirectory(dir=target.parent, prefix=f".parse-{target.name}-") as scratch:
+        run_dbt(settings, ["parse", "--quiet"], target_path=Path(scratch))
         for name in ("partial_parse.msgpack", "manifest.json"):
-            if (scratch / name).exists():
-                (scratch / name).replace(target / name)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+            if (Path(scratch) / name).exists():
+                (Path(scratch) / name).replace(target / name)
     return target / "manifest.json"
 
 
@@ -120,8 +115,8 @@ def dbt_project(settings: Settings) -> DbtProject:
     return project
 
 
-def prune_run_targets(runs_dir: Path, keep: int = KEEP_RUNS) -> list[Path]:
-    """Delete all but the ``keep`` newest per-invocation directories under ``runs_dir``; return the deleted."""
+def prune_run_targets(runs_dir: Path, keep: int = 48) -> list[Path]:
+    """Delete all but the ``keep`` newest per-invocation directories (artifacts, dbt.log) under ``runs_dir``."""
     if not runs_dir.is_dir():
         return []
     runs = sorted((p for p in runs_dir.iterdir() if p.is_dir()), key=lambda p: p.stat().st_mtime, reverse=True)
@@ -143,14 +138,12 @@ def dbt_invocation_environment(settings: Settings, window: dict[str, str] | None
 
 @dataclass
 class DbtRun:
-    """What one dbt invocation did."""
+    """What one dbt invocation did: ``results`` as in run_results.json; ``startup_seconds`` to its first node."""
 
     returncode: int
     seconds: float
     output: str
-    # One dict per node, in the shape of run_results.json's "results" (unique_id, status, timing, execution_time, ...).
     results: list[dict[str, Any]] = field(default_factory=list)
-    # Seconds from launching dbt to its first node starting: interpreter, project, manifest and connection set-up.
     startup_seconds: float | None = None
 
     @property
@@ -161,13 +154,6 @@ class DbtRun:
     def timings(self) -> dict[str, float]:
         """Seconds per node (model name -> execution time)."""
         return {r["unique_id"].split(".")[-1]: float(r.get("execution_time") or 0.0) for r in self.results}
-
-
-def seconds_to_first_node(results: list[dict[str, Any]], launched: datetime) -> float | None:
-    """Seconds from ``launched`` (UTC, naive) to the first node starting; None if no node ran."""
-    starts = [datetime.fromisoformat(t["started_at"].rstrip("Z")) for r in results for t in r.get("timing", [])]
-    first = min((s.replace(tzinfo=None) for s in starts), default=None)
-    return (first - launched).total_seconds() if first and first >= launched else None
 
 
 SELECTION_FLAGS = frozenset({"--select", "-s", "--models", "-m", "--exclude"})
@@ -228,12 +214,14 @@ def run_dbt(
     returncode = invocation.process.wait()
     results_file = invocation.target_path / "run_results.json"
     results = json.loads(results_file.read_text()).get("results", []) if results_file.exists() else []
+    starts = [datetime.fromisoformat(t["started_at"].rstrip("Z")) for r in results for t in r["timing"]]
+    first = min(starts, default=None)
     run = DbtRun(
         returncode=returncode,
         seconds=time.perf_counter() - started,
         output=output.getvalue(),
         results=list(results),
-        startup_seconds=seconds_to_first_node(results, launched),
+        startup_seconds=(first - launched).total_seconds() if first and first >= launched else None,
     )
     if check and not run.ok:
         tail = "\n".join(output.getvalue().splitlines()[-40:])

@@ -9,15 +9,13 @@ from sqlalchemy.engine import make_url
 
 from logistics_platform.settings import Settings
 
-SPARK_TARGET_TYPE = "spark"
-ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
 # The Iceberg branch the marts are written on until their tests pass (dbt_project/macros/spark/audit_gate.sql).
 AUDIT_BRANCH = "audit"
 
 
 def is_spark(settings: Settings) -> bool:
     """Whether the settings' dbt target runs on Spark (the `spark` target of profiles.yml)."""
-    return settings.dbt_target == SPARK_TARGET_TYPE
+    return settings.dbt_target == "spark"
 
 
 def spark_work_dir(settings: Settings) -> Path:
@@ -35,28 +33,18 @@ def jdbc_catalog(settings: Settings) -> dict[str, str]:
             f"ICEBERG_CATALOG_URI={settings.catalog_uri}: the spark target opens SQLite or PostgreSQL catalogs only; "
             "use one of those, or DBT_TARGET=local|prod"
         )
-    host = f"{url.host or 'localhost'}:{url.port or 5432}"
-    properties = {"uri": f"jdbc:postgresql://{host}/{url.database}"}
-    if url.username:
-        properties["jdbc.user"] = url.username
-    if url.password:
-        properties["jdbc.password"] = url.password
-    return properties
-
-
-def spark_jars(settings: Settings) -> list[Path]:
-    """The jars scripts/spark_env.sh collected (Iceberg's runtime, re-shaded Jackson, the JDBC drivers)."""
-    jars = sorted((settings.spark_venv / "jars").glob("*.jar"))
-    if not jars:
-        raise FileNotFoundError(
-            f"no jars in {settings.spark_venv / 'jars'}: DBT_TARGET=spark needs the Spark venv; run `make spark-env`"
-        )
-    return jars
+    properties = {"uri": f"jdbc:postgresql://{url.host or 'localhost'}:{url.port or 5432}/{url.database}"}
+    return properties | {k: v for k, v in (("jdbc.user", url.username), ("jdbc.password", url.password)) if v}
 
 
 def spark_conf(settings: Settings) -> dict[str, str]:
     """Spark session settings of dbt's `spark` target for ``settings`` (docs/spark.md explains each)."""
-    jars = [str(p) for p in spark_jars(settings)]
+    # The jars scripts/spark_env.sh collected (Iceberg's runtime, re-shaded Jackson, the JDBC drivers).
+    jars = [str(p) for p in sorted((settings.spark_venv / "jars").glob("*.jar"))]
+    if not jars:
+        raise FileNotFoundError(
+            f"no jars in {settings.spark_venv / 'jars'}: DBT_TARGET=spark needs the Spark venv; run `make spark-env`"
+        )
     work = spark_work_dir(settings)
     name = settings.catalog_name
     catalog = f"spark.sql.catalog.{name}"
@@ -69,7 +57,7 @@ def spark_conf(settings: Settings) -> dict[str, str]:
         "spark.driver.extraClassPath": ":".join(jars),
         "spark.driver.extraJavaOptions": f"-Dderby.system.home={work}",
         "spark.sql.warehouse.dir": str(work / "spark-warehouse"),
-        "spark.sql.extensions": ICEBERG_EXTENSIONS,
+        "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
         "spark.sql.defaultCatalog": name,
         catalog: "org.apache.iceberg.spark.SparkCatalog",
         f"{catalog}.catalog-impl": "org.apache.iceberg.jdbc.JdbcCatalog",
@@ -115,8 +103,3 @@ def write_spark_conf(settings: Settings) -> Path:
         staged.write_text(text)
         staged.replace(path)
     return conf_dir
-
-
-def spark_environment(settings: Settings) -> dict[str, str]:
-    """What a dbt process of the `spark` target needs besides the settings: where its Spark conf is."""
-    return {"SPARK_CONF_DIR": str(write_spark_conf(settings))}
