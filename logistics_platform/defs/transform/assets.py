@@ -16,7 +16,7 @@ from logistics_platform.defs.partitions import arrival_day_partitions
 from logistics_platform.defs.preflight import require_usable_lakehouse
 from logistics_platform.defs.transform.translator import LogisticsDbtTranslator
 from logistics_platform.lib.operate.transform_pending import WATERMARK_TAG
-from logistics_platform.lib.transform.arrival_window import ArrivalWindow, window_within_days
+from logistics_platform.lib.transform.arrival_window import window_within_days
 from logistics_platform.lib.transform.project import dbt_invocation_environment, dbt_project, window_vars
 from logistics_platform.settings import Settings
 
@@ -50,26 +50,16 @@ def ingest_watermark(instance: dg.DagsterInstance) -> int:
     return records[0].storage_id if records else 0
 
 
-def arrival_window(context: dg.AssetExecutionContext) -> ArrivalWindow:
-    """The arrival hours this run builds: the hours its tags name, else every hour of its day partitions."""
-    days = context.partition_time_window
-    try:
-        return window_within_days(context.run.tags, days.start, days.end)
-    except ValueError as exc:
-        raise dg.Failure(description=str(exc), allow_retries=False) from None
-
-
 def affected_sets_read(manifest: Mapping[str, Any], models: set[str]) -> set[str]:
     """The affected-set models that ``models`` read, directly or through other sets."""
     nodes = manifest["nodes"]
+    todo = [uid for uid, n in nodes.items() if n["resource_type"] == "model" and n["name"] in models]
     found: set[str] = set()
-    readers = {uid for uid, n in nodes.items() if n.get("resource_type") == "model" and n["name"] in models}
-    while readers:
-        parents = {p for uid in readers for p in nodes[uid].get("depends_on", {}).get("nodes", []) if p in nodes}
-        readers = {
-            uid for uid in parents if AFFECTED_TAG in nodes[uid].get("tags", []) and nodes[uid]["name"] not in found
-        }
-        found |= {nodes[uid]["name"] for uid in readers}
+    while todo:
+        for parent in nodes[todo.pop()]["depends_on"].get("nodes", []):
+            if AFFECTED_TAG in nodes.get(parent, {}).get("tags", []) and nodes[parent]["name"] not in found:
+                found.add(nodes[parent]["name"])
+                todo.append(parent)
     return found
 
 
@@ -101,7 +91,11 @@ def build_dbt_assets(settings: Settings) -> dg.AssetsDefinition:
         require_usable_lakehouse(settings)
         # Read before dbt reads bronze: every ingest up to this one is committed in the tables dbt is about to read.
         watermark = ingest_watermark(context.instance)
-        window = arrival_window(context)
+        days = context.partition_time_window
+        try:  # the hours its tags name, else every hour of its day partitions
+            window = window_within_days(context.run.tags, days.start, days.end)
+        except ValueError as exc:
+            raise dg.Failure(description=str(exc), allow_retries=False) from None
         every_model = set(dbt_models.keys) <= set(context.selected_asset_keys)
         # The hours in the UI's run tags; the watermark the transform sensor counts, when every model is built.
         tags = window.window_tags() | ({WATERMARK_TAG: str(watermark)} if every_model else {})
@@ -113,10 +107,10 @@ def build_dbt_assets(settings: Settings) -> dg.AssetsDefinition:
             args += ["--select", " ".join(sets)]
         dbt_window = window_vars(window.first, window.last)
         context.log.info(f"dbt {' '.join(args)} (arrival hours {' .. '.join(dbt_window.values())})")
-        metadata: dict[str, Any] = {"arrival_hours": window.label, "ingest_watermark": watermark}
-        selected = {key.to_python_identifier() for key in context.selected_asset_keys}
         with dbt_invocation_environment(settings, dbt_window):
             invocation = dbt.cli(args, context=context)
+        metadata: dict[str, Any] = {"arrival_hours": window.label, "ingest_watermark": watermark}
+        selected = {key.to_python_identifier() for key in context.selected_asset_keys}
         # No fetch_column_metadata()/fetch_row_counts(): they would open the DuckDB file dbt is writing.
         for event in invocation.stream():
             if isinstance(event, dg.Output) and event.output_name not in selected:

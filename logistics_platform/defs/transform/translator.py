@@ -44,8 +44,7 @@ class LogisticsDbtTranslator(DagsterDbtTranslator):
     @staticmethod
     def _layer(props: Mapping[str, Any]) -> str:
         fqn = props.get("fqn") or []
-        layer = fqn[1] if len(fqn) > 2 else ""
-        if layer not in LAYERS:
+        if (layer := fqn[1] if len(fqn) > 2 else "") not in LAYERS:
             raise ValueError(
                 f"dbt model {props.get('name')} is in {'/'.join(fqn)}: put models under models/<layer>/ with layer "
                 f"in {', '.join(LAYERS)}"

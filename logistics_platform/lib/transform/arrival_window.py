@@ -13,11 +13,9 @@ from datetime import datetime, timedelta
 from logistics_platform.lib.operate.landing_watch import RANGE_END_TAG, RANGE_START_TAG, run_partition_bounds
 from logistics_platform.lib.timekeys import day_key, hour_key, hour_start, parse_day_key, parse_hour_key
 
-# The first and last arrival hour (hour keys, inclusive) a transform run builds.
 WINDOW_START_TAG = "logistics/arrival_hours_start"
 WINDOW_END_TAG = "logistics/arrival_hours_end"
-HOUR = timedelta(hours=1)
-DAY = timedelta(days=1)
+HOUR, DAY = timedelta(hours=1), timedelta(days=1)
 
 
 @dataclass(frozen=True)
@@ -30,13 +28,11 @@ class ArrivalWindow:
     def __post_init__(self) -> None:
         if self.last < self.first:
             raise ValueError(
-                f"arrival window ends at {hour_key(self.last)}, before it starts at {hour_key(self.first)}: "
-                "give the first hour first"
+                f"arrival window ends at {self.last_key}, before it starts at {self.first_key}: give the first hour first"
             )
 
     @classmethod
     def of_hours(cls, first: str, last: str) -> ArrivalWindow:
-        """The window between two hour keys."""
         return cls(parse_hour_key(first), parse_hour_key(last))
 
     @classmethod
@@ -58,12 +54,9 @@ class ArrivalWindow:
         return self.first_key if self.first == self.last else f"{self.first_key}..{self.last_key}"
 
     def hour_keys(self) -> list[str]:
-        """Every hour key of the window, in order."""
-        count = int((self.last - self.first) / HOUR) + 1
-        return [hour_key(self.first + i * HOUR) for i in range(count)]
+        return [hour_key(self.first + i * HOUR) for i in range(int((self.last - self.first) / HOUR) + 1)]
 
     def day_keys(self) -> tuple[str, str]:
-        """The first and last day partition the window touches."""
         return day_key(self.first), day_key(self.last)
 
     def window_tags(self) -> dict[str, str]:
@@ -76,19 +69,14 @@ class ArrivalWindow:
 
 
 def tagged_window(tags: Mapping[str, str]) -> ArrivalWindow | None:
-    """The window a run's own tags name, or None when they name none."""
     first, last = tags.get(WINDOW_START_TAG), tags.get(WINDOW_END_TAG)
     return ArrivalWindow.of_hours(first, last) if first and last else None
 
 
 def run_window(tags: Mapping[str, str]) -> ArrivalWindow | None:
     """The arrival hours a run with these tags builds: its window tags, else every hour of its days (else None)."""
-    window = tagged_window(tags)
-    if window is not None:
+    if (window := tagged_window(tags)) is not None or (bounds := run_partition_bounds(tags)) is None:
         return window
-    bounds = run_partition_bounds(tags)
-    if bounds is None:
-        return None
     if ":" in bounds[0]:  # hour keys: a run from when the dbt layer was partitioned by hour
         return ArrivalWindow.of_hours(*bounds)
     return ArrivalWindow.of_days(parse_day_key(bounds[0]), parse_day_key(bounds[1]) + DAY)

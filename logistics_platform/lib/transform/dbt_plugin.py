@@ -3,8 +3,6 @@ packages and binds ``bronze.<table>`` views to the catalog's CURRENT metadata, n
 
 from __future__ import annotations
 
-from typing import Any
-
 import duckdb
 from dbt.adapters.duckdb.plugins import BasePlugin
 
@@ -15,9 +13,6 @@ from logistics_platform.settings import load_settings
 
 class Plugin(BasePlugin):
     """Loads extensions and binds ``bronze.*`` views to the catalog's current metadata."""
-
-    def initialize(self, plugin_config: dict[str, Any]) -> None:
-        pass
 
     def configure_connection(self, conn: duckdb.DuckDBPyConnection) -> None:
         settings = load_settings()
