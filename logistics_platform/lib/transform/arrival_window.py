@@ -28,7 +28,7 @@ class ArrivalWindow:
     def __post_init__(self) -> None:
         if self.last < self.first:
             raise ValueError(
-                f"arrival window ends at {self.last_key}, before it starts at {self.first_key}: give the first hour first"
+                f"arrival window ends at {self.last_key} before it starts ({self.first_key}): give the first hour first"
             )
 
     @classmethod
