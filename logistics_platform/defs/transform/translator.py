@@ -1,4 +1,5 @@
-"""How dbt nodes become Dagster assets: keys ``[layer, model]``, groups by layer, sources onto the bronze assets."""
+"""How dbt nodes become Dagster assets: dagster-dbt's keys (``[schema, name]``: the layer, ``reference`` for the seed;
+sources ``[bronze, table]``), groups by layer, and each arrival day of a model reading that day's hours of bronze."""
 
 from collections.abc import Mapping
 from typing import Any
@@ -13,19 +14,16 @@ LAYERS = ("staging", "intermediate", "marts")
 
 
 class LogisticsDbtTranslator(DagsterDbtTranslator):
-    def get_asset_key(self, dbt_resource_props: Mapping[str, Any]) -> dg.AssetKey:
-        kind = dbt_resource_props["resource_type"]
-        name = dbt_resource_props["name"]
-        if kind == "source":
-            return dg.AssetKey([dbt_resource_props["source_name"], name])
-        if kind == "seed":
-            return dg.AssetKey(["reference", name])
-        return dg.AssetKey([self._layer(dbt_resource_props), name])
-
     def get_group_name(self, dbt_resource_props: Mapping[str, Any]) -> str | None:
         if dbt_resource_props["resource_type"] == "seed":
             return "staging"  # reference data loaded with the first layer
-        return self._layer(dbt_resource_props)
+        layer = dbt_resource_props["config"].get("schema")
+        if dbt_resource_props["resource_type"] == "model" and layer not in LAYERS:
+            raise ValueError(
+                f"dbt model {dbt_resource_props['name']} has schema {layer}: put models under models/<layer>/ (which "
+                f"dbt_project.yml gives that schema) with layer in {', '.join(LAYERS)}"
+            )
+        return layer
 
     def get_owners(self, dbt_resource_props: Mapping[str, Any]) -> list[str] | None:
         return OWNERS
@@ -40,13 +38,3 @@ class LogisticsDbtTranslator(DagsterDbtTranslator):
 
     def get_tags(self, dbt_resource_props: Mapping[str, Any]) -> Mapping[str, str]:
         return {**super().get_tags(dbt_resource_props), **DUCKDB_WRITER_TAGS}
-
-    @staticmethod
-    def _layer(props: Mapping[str, Any]) -> str:
-        fqn = props.get("fqn") or []
-        if (layer := fqn[1] if len(fqn) > 2 else "") not in LAYERS:
-            raise ValueError(
-                f"dbt model {props.get('name')} is in {'/'.join(fqn)}: put models under models/<layer>/ with layer "
-                f"in {', '.join(LAYERS)}"
-            )
-        return layer
