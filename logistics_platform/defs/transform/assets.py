@@ -1,5 +1,5 @@
 """The dbt project as Dagster assets: one ``dbt build`` per run of arrival-day partitions, for one window of arrival
-hours inside those days (see :mod:`logistics_platform.lib.transform.arrival_window` and docs/internals/glue.md)."""
+hours inside those days (:mod:`logistics_platform.lib.transform.arrival_window`, docs/internals/glue.md)."""
 
 # No `from __future__ import annotations`: Dagster reads the asset function annotations at runtime.
 
@@ -8,13 +8,12 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 import dagster as dg
-from dagster_dbt import DagsterDbtTranslatorSettings, DbtCliResource, dbt_assets
+from dagster_dbt import DagsterDbtTranslator, DagsterDbtTranslatorSettings, DbtCliResource, dbt_assets
 
-from logistics_platform.defs.constants import DUCKDB_POOL, INGEST_LOG_KEY, OWNERS
-from logistics_platform.defs.constants import DUCKDB_WRITER_TAGS as WRITER_TAGS
+from logistics_platform.defs.constants import DUCKDB_POOL, DUCKDB_WRITER_TAGS, INGEST_LOG_KEY, OWNERS
 from logistics_platform.defs.partitions import arrival_day_partitions
 from logistics_platform.defs.preflight import require_usable_lakehouse
-from logistics_platform.defs.transform.translator import LogisticsDbtTranslator
+from logistics_platform.lib.bronze.views import BRONZE_SCHEMA
 from logistics_platform.lib.operate.transform_pending import WATERMARK_TAG
 from logistics_platform.lib.transform.arrival_window import window_within_days
 from logistics_platform.lib.transform.project import dbt_invocation_environment, dbt_project, window_vars
@@ -25,6 +24,39 @@ DBT_ASSETS_NAME = "dbt_models"
 AFFECTED_TAG = "affected"
 # dbt's unit tests check model logic on fixed inputs: they belong to CI, not to every run.
 UNIT_TESTS_OFF = ("--exclude-resource-type", "unit_test")
+
+LAYERS = ("staging", "intermediate", "marts")
+
+
+class LogisticsDbtTranslator(DagsterDbtTranslator):
+    """dagster-dbt's keys (``[schema, name]``: the layer, ``reference`` for the seed; sources ``[bronze, table]``),
+    groups by layer, and each arrival day of a model reading that day's hours of bronze."""
+
+    def get_group_name(self, dbt_resource_props: Mapping[str, Any]) -> str | None:
+        if dbt_resource_props["resource_type"] == "seed":
+            return "staging"  # reference data loaded with the first layer
+        layer = dbt_resource_props["config"].get("schema")
+        if dbt_resource_props["resource_type"] == "model" and layer not in LAYERS:
+            raise ValueError(
+                f"dbt model {dbt_resource_props['name']} has schema {layer}: put models under models/<layer>/ (which "
+                f"dbt_project.yml gives that schema) with layer in {', '.join(LAYERS)}"
+            )
+        return layer
+
+    def get_owners(self, dbt_resource_props: Mapping[str, Any]) -> list[str] | None:
+        return OWNERS
+
+    def get_partition_mapping(
+        self, dbt_resource_props: Mapping[str, Any], dbt_parent_resource_props: Mapping[str, Any]
+    ) -> dg.PartitionMapping | None:
+        # Bronze is hourly, the dbt layer daily: day D depends on the hours of D (stated, not left to the default).
+        if dbt_parent_resource_props.get("source_name") == BRONZE_SCHEMA:
+            return dg.TimeWindowPartitionMapping()
+        return None
+
+    def get_tags(self, dbt_resource_props: Mapping[str, Any]) -> Mapping[str, str]:
+        return {**super().get_tags(dbt_resource_props), **DUCKDB_WRITER_TAGS}
+
 
 FOLDED_WINDOWS_SPEC = dg.AssetSpec(
     key=dg.AssetKey(["ops", "folded_windows"]),
@@ -74,7 +106,7 @@ def build_dbt_assets(settings: Settings) -> dg.AssetsDefinition:
         partitions_def=arrival_day_partitions(settings),
         backfill_policy=dg.BackfillPolicy.single_run(),
         dagster_dbt_translator=LogisticsDbtTranslator(settings=DagsterDbtTranslatorSettings(enable_asset_checks=True)),
-        op_tags=WRITER_TAGS,
+        op_tags=DUCKDB_WRITER_TAGS,
         # DuckDB takes one writer: the pool holds every run that writes the file, backfill runs included.
         pool=DUCKDB_POOL,
         retry_policy=dg.RetryPolicy(

@@ -12,7 +12,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -138,22 +138,16 @@ def dbt_invocation_environment(settings: Settings, window: dict[str, str] | None
 
 @dataclass
 class DbtRun:
-    """What one dbt invocation did: ``results`` as in run_results.json; ``startup_seconds`` to its first node."""
+    """What one dbt invocation did (``results`` as in run_results.json)."""
 
     returncode: int
     seconds: float
     output: str
     results: list[dict[str, Any]] = field(default_factory=list)
-    startup_seconds: float | None = None
 
     @property
     def ok(self) -> bool:
         return self.returncode == 0
-
-    @property
-    def timings(self) -> dict[str, float]:
-        """Seconds per node (model name -> execution time)."""
-        return {r["unique_id"].split(".")[-1]: float(r.get("execution_time") or 0.0) for r in self.results}
 
 
 SELECTION_FLAGS = frozenset({"--select", "-s", "--models", "-m", "--exclude"})
@@ -201,7 +195,6 @@ def run_dbt(
     """Run one dbt command (``dbt_vars`` on its command line, ``window`` in its environment, each output line to
     ``echo``); raise :class:`DbtError` if it fails and ``check``."""
     args = [*join_selection_values(command), *(["--vars", json.dumps(dbt_vars)] if dbt_vars else [])]
-    launched = datetime.now(UTC).replace(tzinfo=None)
     started = time.perf_counter()
     output = _Output(echo)
     if target_path is not None:  # a reused directory: a run that fails before writing its results reports none
@@ -214,14 +207,11 @@ def run_dbt(
     returncode = invocation.process.wait()
     results_file = invocation.target_path / "run_results.json"
     results = json.loads(results_file.read_text()).get("results", []) if results_file.exists() else []
-    starts = [datetime.fromisoformat(t["started_at"].rstrip("Z")) for r in results for t in r["timing"]]
-    first = min(starts, default=None)
     run = DbtRun(
         returncode=returncode,
         seconds=time.perf_counter() - started,
         output=output.getvalue(),
         results=list(results),
-        startup_seconds=(first - launched).total_seconds() if first and first >= launched else None,
     )
     if check and not run.ok:
         tail = "\n".join(output.getvalue().splitlines()[-40:])
