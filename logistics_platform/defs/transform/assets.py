@@ -26,6 +26,7 @@ AFFECTED_TAG = "affected"
 UNIT_TESTS_OFF = ("--exclude-resource-type", "unit_test")
 
 LAYERS = ("staging", "intermediate", "marts")
+RETRY_POLICY = dg.RetryPolicy(max_retries=2, delay=30, backoff=dg.Backoff.EXPONENTIAL, jitter=dg.Jitter.PLUS_MINUS)
 
 
 class LogisticsDbtTranslator(DagsterDbtTranslator):
@@ -109,9 +110,7 @@ def build_dbt_assets(settings: Settings) -> dg.AssetsDefinition:
         op_tags=DUCKDB_WRITER_TAGS,
         # DuckDB takes one writer: the pool holds every run that writes the file, backfill runs included.
         pool=DUCKDB_POOL,
-        retry_policy=dg.RetryPolicy(
-            max_retries=2, delay=30, backoff=dg.Backoff.EXPONENTIAL, jitter=dg.Jitter.PLUS_MINUS
-        ),
+        retry_policy=RETRY_POLICY,
     )
     def dbt_models(
         context: dg.AssetExecutionContext,

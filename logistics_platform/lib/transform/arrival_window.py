@@ -1,8 +1,5 @@
-"""The arrival hours a transform run builds: its window, the run tags that carry it, the day partitions it spans.
-
-A run launched for some hours names them in :data:`WINDOW_START_TAG` / :data:`WINDOW_END_TAG` beside Dagster's range
-tags of its days; a run of day partitions without them builds every hour of its days.
-"""
+"""The arrival hours a transform run builds: the hours its window tags name (beside Dagster's range tags of its days),
+else every hour of its day partitions."""
 
 from __future__ import annotations
 
@@ -85,8 +82,7 @@ def run_window(tags: Mapping[str, str]) -> ArrivalWindow | None:
 def window_within_days(tags: Mapping[str, str], start: datetime, end: datetime) -> ArrivalWindow:
     """The window of a run of the day partitions [start, end); a ``ValueError`` if its tags name hours outside them."""
     days = ArrivalWindow.of_days(start, end)
-    window = tagged_window(tags)
-    if window is None:
+    if (window := tagged_window(tags)) is None:
         return days
     if window.first < days.first or window.last > days.last:
         raise ValueError(

@@ -207,12 +207,7 @@ def run_dbt(
     returncode = invocation.process.wait()
     results_file = invocation.target_path / "run_results.json"
     results = json.loads(results_file.read_text()).get("results", []) if results_file.exists() else []
-    run = DbtRun(
-        returncode=returncode,
-        seconds=time.perf_counter() - started,
-        output=output.getvalue(),
-        results=list(results),
-    )
+    run = DbtRun(returncode, time.perf_counter() - started, output.getvalue(), list(results))
     if check and not run.ok:
         tail = "\n".join(output.getvalue().splitlines()[-40:])
         raise DbtError(
