@@ -12,8 +12,7 @@ from logistics_platform.settings import Settings
 
 def build_defs(settings: Settings) -> dg.Definitions:
     """Assets, checks, jobs, sensors and schedules of this domain."""
-    if is_spark(settings):
-        # dbt on Spark writes the Iceberg marts itself, behind its own audit gate (macros/spark/audit_gate.sql).
+    if is_spark(settings):  # dbt on Spark writes the Iceberg marts itself, behind its own audit gate
         return dg.Definitions(assets=[build_dbt_assets(settings), FOLDED_WINDOWS_SPEC])
     return dg.Definitions(
         assets=[build_dbt_assets(settings), build_publish_assets(), FOLDED_WINDOWS_SPEC],

@@ -1,5 +1,4 @@
-"""The dbt project as Dagster assets: one ``dbt build`` per run of arrival-day partitions, for one window of arrival
-hours inside those days (:mod:`logistics_platform.lib.transform.arrival_window`, docs/internals/glue.md)."""
+"""The dbt project as Dagster assets: one ``dbt build`` per run for a window of arrival hours (docs/internals/glue.md)."""
 
 # No `from __future__ import annotations`: Dagster reads the asset function annotations at runtime.
 
@@ -22,16 +21,13 @@ from logistics_platform.settings import Settings
 DBT_ASSETS_NAME = "dbt_models"
 # dbt tag of the affected-set models: the keys one run's window changed, rebuilt whenever a model reading them runs.
 AFFECTED_TAG = "affected"
-# dbt's unit tests check model logic on fixed inputs: they belong to CI, not to every run.
-UNIT_TESTS_OFF = ("--exclude-resource-type", "unit_test")
 
 LAYERS = ("staging", "intermediate", "marts")
 RETRY_POLICY = dg.RetryPolicy(max_retries=2, delay=30, backoff=dg.Backoff.EXPONENTIAL, jitter=dg.Jitter.PLUS_MINUS)
 
 
 class LogisticsDbtTranslator(DagsterDbtTranslator):
-    """dagster-dbt's keys (``[schema, name]``: the layer, ``reference`` for the seed; sources ``[bronze, table]``),
-    groups by layer, and each arrival day of a model reading that day's hours of bronze."""
+    """dagster-dbt's keys (``[schema, name]``: ``[layer, model]``, sources ``[bronze, table]``), groups by layer."""
 
     def get_group_name(self, dbt_resource_props: Mapping[str, Any]) -> str | None:
         if dbt_resource_props["resource_type"] == "seed":
@@ -131,7 +127,8 @@ def build_dbt_assets(settings: Settings) -> dg.AssetsDefinition:
         # The hours in the UI's run tags; the watermark the transform sensor counts, when every model is built.
         tags = window.window_tags() | ({WATERMARK_TAG: str(watermark)} if every_model else {})
         context.instance.add_run_tags(context.run_id, tags)
-        args = ["build", *UNIT_TESTS_OFF, *(["--full-refresh"] if config.full_refresh else [])]
+        # dbt's unit tests check model logic on fixed inputs: they belong to CI, not to every run.
+        args = ["build", "--exclude-resource-type", "unit_test", *(["--full-refresh"] if config.full_refresh else [])]
         # A subset also builds the affected sets its models read, for this window (not reported: not selected).
         names = {key.path[-1] for key in context.selected_asset_keys}
         if sets := sorted(affected_sets_read(manifest, names) - names):

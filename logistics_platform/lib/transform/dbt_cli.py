@@ -1,6 +1,5 @@
-"""The one module that overrides dagster-dbt internals: ``DbtCliResource`` without two start-up costs it pays before
-every dbt run (``dbt --version`` in a child process; an in-process dbt adapter for metadata fetches we never call).
-Why it stays, and when to drop it: docs/internals/glue.md; tests/transform/test_dbt_cli.py pins what it relies on."""
+"""The one module that overrides dagster-dbt internals (``dbt --version`` in a child process, an in-process adapter
+before every dbt run): why it stays, and when to drop it, in docs/internals/glue.md; tests/transform/test_dbt_cli.py."""
 
 from __future__ import annotations
 

@@ -12,8 +12,6 @@ from logistics_platform.settings import load_settings
 
 
 class Plugin(BasePlugin):
-    """Loads extensions and binds ``bronze.*`` views to the catalog's current metadata."""
-
     def configure_connection(self, conn: duckdb.DuckDBPyConnection) -> None:
         settings = load_settings()
         load_extensions(conn, settings)

@@ -106,7 +106,6 @@ def dbt_project(settings: Settings) -> DbtProject:
 
     project = DbtProject(
         project_dir=DBT_PROJECT_DIR,
-        profiles_dir=DBT_PROJECT_DIR,
         target=settings.dbt_target,
         target_path=project_target(settings).relative_to(DBT_PROJECT_DIR),
     )
@@ -127,8 +126,7 @@ def prune_run_targets(runs_dir: Path, keep: int = 48) -> list[Path]:
 
 @contextlib.contextmanager
 def dbt_invocation_environment(settings: Settings, window: dict[str, str] | None = None) -> Iterator[None]:
-    """The environment of one ``DbtCliResource.cli`` call: settings, target, window, and where runs go (dagster-dbt
-    seeds each run's directory under ``DBT_TARGET_PATH`` with the partial-parse state there)."""
+    """The environment of one ``DbtCliResource.cli`` call: settings, target, window, runs under ``DBT_TARGET_PATH``."""
     target = project_target(settings)
     prune_run_targets(target)
     extra = {**target_environment(settings), **window_env(window or {}), "DBT_TARGET_PATH": str(target)}
