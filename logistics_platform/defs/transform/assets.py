@@ -1,4 +1,4 @@
-"""The dbt project as Dagster assets: one ``dbt build`` a run, for a window of arrival hours (docs/internals/glue.md)."""
+"""The dbt project as Dagster assets: one ``dbt build`` a run for a window of arrival hours (docs/internals/glue.md)."""
 
 # No `from __future__ import annotations`: Dagster reads the asset function annotations at runtime.
 
