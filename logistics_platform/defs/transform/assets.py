@@ -104,8 +104,7 @@ def build_dbt_assets(settings: Settings) -> dg.AssetsDefinition:
         backfill_policy=dg.BackfillPolicy.single_run(),
         dagster_dbt_translator=LogisticsDbtTranslator(settings=DagsterDbtTranslatorSettings(enable_asset_checks=True)),
         op_tags=DUCKDB_WRITER_TAGS,
-        # DuckDB takes one writer: the pool holds every run that writes the file, backfill runs included.
-        pool=DUCKDB_POOL,
+        pool=DUCKDB_POOL,  # DuckDB takes one writer: every run that writes the file, backfill runs included
         retry_policy=RETRY_POLICY,
     )
     def dbt_models(

@@ -47,7 +47,6 @@ class ArrivalWindow:
 
     @property
     def label(self) -> str:
-        """``first..last`` in hour keys (one key when the window is one hour)."""
         return self.first_key if self.first == self.last else f"{self.first_key}..{self.last_key}"
 
     def hour_keys(self) -> list[str]:

@@ -1,5 +1,4 @@
-"""Running the dbt project through dagster-dbt: the window as dbt sees it, the ``DbtProject`` of the settings, and
-:func:`run_dbt` for callers without a Dagster context (CLI, late fold, tests, benchmarks); docs/internals/glue.md."""
+"""dbt through dagster-dbt: the window dbt sees, the settings' ``DbtProject``, :func:`run_dbt` (no Dagster run)."""
 
 from __future__ import annotations
 
@@ -23,6 +22,7 @@ if TYPE_CHECKING:  # imported where used: dagster-dbt and dbt take seconds to lo
     from dagster_dbt import DbtCliResource, DbtProject
 
 VAR_TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
+PROJECT_FILES = ("*.yml", "models/**/*", "macros/**/*", "seeds/**/*", "tests/**/*")  # what a parse reads
 # The dbt marts of marts.md, in the order the publish step writes them.
 MART_MODELS = (
     "fct_orders",
@@ -100,8 +100,8 @@ def prepare_manifest(settings: Settings) -> Path:
 
 
 def dbt_project(settings: Settings) -> DbtProject:
-    """The dbt project for ``settings``; its manifest is parsed when missing and, like ``prepare_if_dev()``, under
-    ``dagster dev`` (a deployment prepares it at build time: ``logistics-platform setup``)."""
+    """The dbt project for ``settings``, its manifest parsed when missing, and like ``prepare_if_dev()`` under ``dagster
+    dev`` but only if a project file is newer (run workers load it too); a deployment parses in ``setup``."""
     from dagster_dbt import DbtProject
 
     project = DbtProject(
@@ -109,7 +109,9 @@ def dbt_project(settings: Settings) -> DbtProject:
         target=settings.dbt_target,
         target_path=project_target(settings).relative_to(DBT_PROJECT_DIR),
     )
-    if not project.manifest_path.exists() or project.preparer.using_dagster_dev():
+    edited = max(p.stat().st_mtime for pattern in PROJECT_FILES for p in DBT_PROJECT_DIR.glob(pattern))
+    missing = not project.manifest_path.exists()
+    if missing or (project.preparer.using_dagster_dev() and edited > project.manifest_path.stat().st_mtime):
         prepare_manifest(settings)
     return project
 
