@@ -7,8 +7,8 @@ Generates one landing zone of ``--long`` days (default 90) plus half a day, then
      measurement), builds every model with ``--full-refresh`` (timed:
      the full refresh at that history), re-runs the last history hour incrementally (untimed, as its hourly run
      would have), then times the next arrival hour (12:00) as the Dagster dbt step runs it
-     (the window probe, then dbt through dagster-dbt's ``DbtCliResource`` without the idle models), ``--repeat``
-     times, the catalog and the DuckDB file restored to the state before the hour each time;
+     (dbt through dagster-dbt's ``DbtCliResource``, every model), ``--repeat`` times, the catalog and the DuckDB file
+     restored to the state before the hour each time;
   2. ingests on up to ``--long`` days and 12 hours, builds everything again with ``--full-refresh`` (timed), and
      times the 12:00 hour after that the same way.
 
@@ -26,7 +26,6 @@ flat, so they are of the same size).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import resource
 import shutil
@@ -41,8 +40,7 @@ from incremental import MODELS_ONLY, PINGS_PER_ORDER, TimedHour, maintain_bronze
 from logistics_platform.generator import GeneratorConfig, generate
 from logistics_platform.lib.bronze.ingest import ingest_hour, ingest_hours
 from logistics_platform.lib.bronze.landing import list_arrival_hours
-from logistics_platform.lib.transform.project import DbtRun, dbt_project, run_dbt, window_vars
-from logistics_platform.lib.transform.window_plan import record_static_builds
+from logistics_platform.lib.transform.project import DbtRun, run_dbt, window_vars
 from logistics_platform.settings import Settings, local_settings
 
 TARGET = 1.15
@@ -72,17 +70,13 @@ def cpu_seconds() -> float:
 
 def full_refresh(settings: Settings, target: Path) -> DbtRun:
     """Every model rebuilt from all of bronze (the history's state for the new hours after it)."""
-    manifest = json.loads(dbt_project(settings).manifest_path.read_text())
-    run = run_dbt(settings, ["build", "--full-refresh", *MODELS_ONLY], target_path=target)
-    record_static_builds(settings.duckdb_path, manifest, run.results)
-    return run
+    return run_dbt(settings, ["build", "--full-refresh", *MODELS_ONLY], target_path=target)
 
 
 def time_new_hour(
     settings: Settings, root: Path, hour: datetime, target: Path, repeat: int
 ) -> tuple[list[TimedHour], list[float], int]:
     """The new hour ``repeat`` times from the same state: (timed runs, their CPU seconds, its bronze rows)."""
-    manifest = json.loads(dbt_project(settings).manifest_path.read_text())
     catalog_db = root / "warehouse" / "catalog.db"
     saved_catalog = root / "catalog.before.db"
     saved_duckdb = root / "analytics.before.duckdb"
@@ -96,7 +90,7 @@ def time_new_hour(
         shutil.copyfile(saved_duckdb, settings.duckdb_path)
         rows = ingest_hour(settings, hour).rows
         cpu = cpu_seconds()
-        timed = timed_hour(settings, manifest, hour, window_vars(hour), target)
+        timed = timed_hour(settings, window_vars(hour), target)
         cpus.append(cpu_seconds() - cpu)
         say(
             f"  {hour:%Y-%m-%d %H:00} run {i + 1}/{repeat}: {timed.run.seconds:.2f}s, CPU {cpus[-1]:.2f}s "
@@ -172,8 +166,7 @@ def main(argv: list[str] | None = None) -> int:
         say(f"  full refresh of {history} arrival hours: {full.seconds:.1f}s, CPU {full_cpu:.1f}s")
         # As production has it: the hour before was processed by its own hourly run after the build (the first
         # incremental run after a full build also pays a one-off DuckDB checkpoint of the freshly built tables).
-        manifest = json.loads(dbt_project(settings).manifest_path.read_text())
-        timed_hour(settings, manifest, hours[history - 1], window_vars(hours[history - 1]), target)
+        timed_hour(settings, window_vars(hours[history - 1]), target)
         runs, cpus, rows = time_new_hour(settings, root, hours[history], target, args.repeat)
         results.append((days, history, full, full_cpu, runs, cpus, rows))
 

@@ -3,17 +3,16 @@
 Generates N days of history (default 30 days, 20,000 orders/day with their pings at the generator's density), ingests
 every arrival hour but the last into bronze, builds everything, then ingests the last hour and times
 
-  * the incremental run of that one arrival hour as the Dagster dbt step runs it: the window probe that finds the
-    models the hour leaves unchanged (lib/transform/window_plan.py), then dbt through dagster-dbt's DbtCliResource
-    (a dbt child process) without them, the window in LOGISTICS_DBT_MIN/MAX_ARRIVAL_HOUR, and
+  * the incremental run of that one arrival hour as the Dagster dbt step runs it: every model, through dagster-dbt's
+    DbtCliResource (a dbt child process), the window in LOGISTICS_DBT_MIN/MAX_ARRIVAL_HOUR, and
   * a `--full-refresh` of the same data (all hours), through the same resource, in the same run, on the same machine,
 
 and prints the ratio (target: new hour <= 5% of the full refresh) with per-model timings from dbt's node results.
 Both dbt targets are parsed first (untimed), as for every scheduled run (partial parsing). Wall clock includes what
 dbt does before its first node (process start, imports, partial parse, connection, plugin); the model-time ratio
 (sum of per-model execution times) shows the part that scales with data. For comparison, the same window is re-run
-(idempotent) with the window as `--vars` (dbt then parses the whole project again), with every model (no window
-plan), and as a whole Dagster run of the dbt assets (`dagster.materialize`, the step's dagster-dbt event handling
+(idempotent) with the window as `--vars` (dbt then parses the whole project again), and as a whole Dagster run of
+the dbt assets (`dagster.materialize`, the step's dagster-dbt event handling
 included). The hour before the new one is processed first as its hourly run did (the first incremental run after
 the full build of the history): timed and printed, not the headline.
 
@@ -24,13 +23,13 @@ the full build of the history): timed and printed, not the headline.
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import sys
 import time
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 
@@ -42,14 +41,7 @@ from logistics_platform.lib.connections import load_catalog
 from logistics_platform.lib.maintenance import list_iceberg_tables, maintain_catalog
 from logistics_platform.lib.maintenance.options import MaintenanceOptions
 from logistics_platform.lib.transform.arrival_window import ArrivalWindow
-from logistics_platform.lib.transform.project import (
-    DbtRun,
-    dbt_project,
-    keep_partial_parse,
-    run_dbt,
-    window_vars,
-)
-from logistics_platform.lib.transform.window_plan import plan_window, record_static_builds
+from logistics_platform.lib.transform.project import DbtRun, run_dbt, window_vars
 from logistics_platform.resources import build_resources
 from logistics_platform.settings import Settings, local_settings
 
@@ -174,14 +166,12 @@ def main(argv: list[str] | None = None) -> int:
 
     full_settings = settings.with_overrides(duckdb_path=root / "full_refresh.duckdb")
     say("building the history (full build of every hour but the last) ...")
-    manifest = json.loads(dbt_project(settings).manifest_path.read_text())
     history = run_dbt(settings, ["build", "--full-refresh", *MODELS_ONLY], target_path=target)
-    record_static_builds(settings.duckdb_path, manifest, history.results)  # as the Dagster step does after dbt
     say(f"  history built in {history.seconds:.1f}s")
     # In production the hour before was processed by its own hourly run, not by a full build; the first incremental
     # run after a full build also pays a one-off DuckDB checkpoint of the freshly built tables.
     before = hours[history_hours - 1]
-    previous = timed_hour(settings, manifest, before, window_vars(before), target)
+    previous = timed_hour(settings, window_vars(before), target)
     say(f"  the hour before ({before:%Y-%m-%d %H:00}), the first after the full build: {previous.run.seconds:.2f}s")
 
     say(f"ingesting the new arrival hour {new_hour:%Y-%m-%d %H:00} ...")
@@ -192,31 +182,21 @@ def main(argv: list[str] | None = None) -> int:
     # Untimed: both timed runs start from a parsed project (partial parsing), as every scheduled run does.
     run_dbt(full_settings, ["parse"], target_path=full_target)
     window = window_vars(new_hour)
-    # Timed as the Dagster step runs it: probe which models the hour leaves unchanged, then dbt without them.
-    incremental = timed_hour(settings, manifest, new_hour, window, target)
-    say(f"  skipped (no bronze rows for their sources in the window, or unchanged): {', '.join(incremental.idle)}")
-    say(
-        f"  the new hour: probe {incremental.probe_seconds:.2f}s, dbt {incremental.invocation_seconds:.2f}s "
-        f"(start-up {incremental.run.startup_seconds or 0:.2f}s), recording built seeds and views "
-        f"{incremental.run.seconds - incremental.probe_seconds - incremental.invocation_seconds:.2f}s"
-    )
-    # The same window again (idempotent): with every model, and as --vars, which changes dbt's parse state (a
-    # target of its own, started from the same state, so that the runs after it are not affected).
-    every_model = run_dbt(settings, ["build", *MODELS_ONLY], window=window, target_path=target)
+    # Timed as the Dagster step runs it: every model, the window in the environment.
+    incremental = timed_hour(settings, window, target)
+    say(f"  the new hour: dbt {incremental.run.seconds:.2f}s (start-up {incremental.run.startup_seconds or 0:.2f}s)")
+    # The same window again (idempotent) as --vars, which changes dbt's parse state (a target of its own, started
+    # from the same state, so that the runs after it are not affected).
     vars_target = root / "dbt_target_vars"
     shutil.rmtree(vars_target, ignore_errors=True)
     vars_target.mkdir(parents=True)
     shutil.copyfile(target / "partial_parse.msgpack", vars_target / "partial_parse.msgpack")
-    as_vars = run_dbt(settings, ["build", *MODELS_ONLY, *incremental.exclude_args], window, target_path=vars_target)
-    # And as a whole Dagster run of the dbt assets (its data tests included, as the hourly run has them), starting
-    # from the partial-parse state of the runs before, as an hourly run does (keep_partial_parse).
-    keep_partial_parse(settings, target)
+    as_vars = timed_dbt(settings, ["build", *MODELS_ONLY], window, target_path=vars_target)
+    # And as a whole Dagster run of the dbt assets (its data tests included, as the hourly run has them).
     dagster_run = timed_dagster_run(settings, new_hour)
-    full = run_dbt(full_settings, ["build", "--full-refresh", *MODELS_ONLY], target_path=full_target)
+    full = timed_dbt(full_settings, ["build", "--full-refresh", *MODELS_ONLY], target_path=full_target)
     volume = f"{args.orders_per_day:,} orders/day, {args.pings_per_day:,} pings/day, {report.rows:,} new bronze rows"
-    print_report(
-        incremental.run, full, new_hour, history_hours + 1, as_vars, every_model, previous.run, volume, dagster_run
-    )
+    print_report(incremental.run, full, new_hour, history_hours + 1, as_vars, previous.run, volume, dagster_run)
     return 0
 
 
@@ -232,36 +212,52 @@ def timed_dagster_run(settings: Settings, hour: datetime) -> float:
 
 
 @dataclass
-class TimedHour:
+class TimedRun:
+    """A dbt run with what these benchmarks print of it."""
+
     run: DbtRun
-    idle: tuple[str, ...]
-    exclude_args: list[str]
-    probe_seconds: float
-    # What the dbt invocation itself took (child process start to exit, artifacts read).
-    invocation_seconds: float
+    launched: datetime  # naive UTC, as dbt's node timings
+
+    @property
+    def seconds(self) -> float:
+        return self.run.seconds
+
+    @property
+    def timings(self) -> dict[str, float]:
+        """Seconds per node (model name -> execution time)."""
+        return {r["unique_id"].split(".")[-1]: float(r.get("execution_time") or 0.0) for r in self.run.results}
+
+    @property
+    def startup_seconds(self) -> float | None:
+        """Seconds from launching dbt to its first node starting: interpreter, project, manifest, connection set-up."""
+        starts = [datetime.fromisoformat(t["started_at"].rstrip("Z")) for r in self.run.results for t in r["timing"]]
+        first = min(starts, default=None)
+        return (first - self.launched).total_seconds() if first and first >= self.launched else None
 
 
-def timed_hour(
-    settings: Settings, manifest: dict, new_hour: datetime, window: dict[str, str], target: Path
-) -> TimedHour:
-    """The new hour as the Dagster dbt step processes it: the window probe, then dbt without the idle models."""
-    started = time.perf_counter()
-    plan = plan_window(settings, manifest, new_hour, new_hour)
-    probed = time.perf_counter()
-    run = run_dbt(settings, ["build", *MODELS_ONLY, *plan.exclude_args()], window=window, target_path=target)
-    record_static_builds(settings.duckdb_path, manifest, run.results)
-    total = time.perf_counter() - started
-    return TimedHour(replace(run, seconds=total), plan.idle, plan.exclude_args(), probed - started, run.seconds)
+def timed_dbt(settings: Settings, command: list[str], *args: Any, **kwargs: Any) -> TimedRun:
+    """``run_dbt``, noting when dbt was launched."""
+    launched = datetime.now(UTC).replace(tzinfo=None)
+    return TimedRun(run_dbt(settings, command, *args, **kwargs), launched)
+
+
+@dataclass
+class TimedHour:
+    run: TimedRun
+
+
+def timed_hour(settings: Settings, window: dict[str, str], target: Path) -> TimedHour:
+    """The new hour as the Dagster dbt step processes it: every model, the window in dbt's environment."""
+    return TimedHour(timed_dbt(settings, ["build", *MODELS_ONLY], window=window, target_path=target))
 
 
 def print_report(
-    incremental: DbtRun,
-    full: DbtRun,
+    incremental: TimedRun,
+    full: TimedRun,
     new_hour: datetime,
     hours: int,
-    as_vars: DbtRun,
-    every_model: DbtRun,
-    previous: DbtRun,
+    as_vars: TimedRun,
+    previous: TimedRun,
     volume: str,
     dagster_seconds: float,
 ) -> None:
@@ -285,7 +281,6 @@ def print_report(
     )
     others = (
         ("same window as --vars (re-parse)", as_vars),
-        ("same window, every model", every_model),
         ("hour before, 1st after full build", previous),
     )
     for label, run in others:

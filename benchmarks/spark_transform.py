@@ -47,7 +47,7 @@ def say(text: str) -> None:
 
 
 def model_seconds(run: DbtRun) -> float:
-    return sum(run.timings.values())
+    return sum(float(r.get("execution_time") or 0.0) for r in run.results)
 
 
 def gate_seconds(settings: Settings, run: DbtRun) -> float:

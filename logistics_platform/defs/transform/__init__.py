@@ -1,10 +1,4 @@
-"""Dagster definitions for the transform domain: the dbt project as assets, and the publish of marts to Iceberg.
-
-Thin glue: dbt does the work (``dbt_project/``, run by dagster-dbt's ``DbtCliResource``, see :mod:`.assets`),
-:mod:`logistics_platform.lib.transform.publish` writes the marts to the Iceberg namespace ``marts``
-(:mod:`.publish`), :mod:`.checks` compares the two stores, and :mod:`.operations_checks` watches the SLA and
-delivery-time marts.
-"""
+"""Dagster definitions for the transform domain: the dbt project as assets, the publish of marts to Iceberg, checks."""
 
 import dagster as dg
 
@@ -18,9 +12,7 @@ from logistics_platform.settings import Settings
 
 def build_defs(settings: Settings) -> dg.Definitions:
     """Assets, checks, jobs, sensors and schedules of this domain."""
-    if is_spark(settings):
-        # dbt on Spark writes the Iceberg marts itself, behind its own audit gate (an Iceberg branch that dbt's
-        # on-run-end publishes, dbt_project/macros/spark/audit_gate.sql): no DuckDB marts to publish, compare or check.
+    if is_spark(settings):  # dbt on Spark writes the Iceberg marts itself, behind its own audit gate
         return dg.Definitions(assets=[build_dbt_assets(settings), FOLDED_WINDOWS_SPEC])
     return dg.Definitions(
         assets=[build_dbt_assets(settings), build_publish_assets(), FOLDED_WINDOWS_SPEC],

@@ -1,12 +1,5 @@
-"""The arrival hours a transform run builds: its window, the run tags that carry it, the day partitions it spans.
-
-The dbt layer is partitioned by arrival day (UTC) while bronze is partitioned by arrival hour. A transform run
-builds one window of arrival hours inside its days: a run launched for some hours (the transform sensor,
-`logistics-platform run`, `rebuild`) names them in :data:`WINDOW_START_TAG` / :data:`WINDOW_END_TAG`, beside
-Dagster's own range tags of the days; a run of day partitions without them (a UI materialization, a backfill of
-days) builds every hour of its days. Hour and day keys are :mod:`logistics_platform.lib.timekeys` keys
-(Dagster's hourly and daily keys).
-"""
+"""The arrival hours a transform run builds: the hours its window tags name (beside Dagster's range tags of its days),
+else every hour of its day partitions."""
 
 from __future__ import annotations
 
@@ -17,11 +10,9 @@ from datetime import datetime, timedelta
 from logistics_platform.lib.operate.landing_watch import RANGE_END_TAG, RANGE_START_TAG, run_partition_bounds
 from logistics_platform.lib.timekeys import day_key, hour_key, hour_start, parse_day_key, parse_hour_key
 
-# The first and last arrival hour (hour keys, inclusive) a transform run builds.
 WINDOW_START_TAG = "logistics/arrival_hours_start"
 WINDOW_END_TAG = "logistics/arrival_hours_end"
-HOUR = timedelta(hours=1)
-DAY = timedelta(days=1)
+HOUR, DAY = timedelta(hours=1), timedelta(days=1)
 
 
 @dataclass(frozen=True)
@@ -34,13 +25,11 @@ class ArrivalWindow:
     def __post_init__(self) -> None:
         if self.last < self.first:
             raise ValueError(
-                f"arrival window ends at {hour_key(self.last)}, before it starts at {hour_key(self.first)}: "
-                "give the first hour first"
+                f"arrival window ends at {self.last_key} before it starts ({self.first_key}): give the first hour first"
             )
 
     @classmethod
     def of_hours(cls, first: str, last: str) -> ArrivalWindow:
-        """The window between two hour keys."""
         return cls(parse_hour_key(first), parse_hour_key(last))
 
     @classmethod
@@ -58,16 +47,12 @@ class ArrivalWindow:
 
     @property
     def label(self) -> str:
-        """``first..last`` in hour keys (one key when the window is one hour)."""
         return self.first_key if self.first == self.last else f"{self.first_key}..{self.last_key}"
 
     def hour_keys(self) -> list[str]:
-        """Every hour key of the window, in order."""
-        count = int((self.last - self.first) / HOUR) + 1
-        return [hour_key(self.first + i * HOUR) for i in range(count)]
+        return [hour_key(self.first + i * HOUR) for i in range(int((self.last - self.first) / HOUR) + 1)]
 
     def day_keys(self) -> tuple[str, str]:
-        """The first and last day partition the window touches."""
         return day_key(self.first), day_key(self.last)
 
     def window_tags(self) -> dict[str, str]:
@@ -76,40 +61,27 @@ class ArrivalWindow:
 
     def run_tags(self) -> dict[str, str]:
         """Tags of a transform run that builds exactly this window: its days as Dagster's range, and the hours."""
-        first_day, last_day = self.day_keys()
-        return {RANGE_START_TAG: first_day, RANGE_END_TAG: last_day, **self.window_tags()}
+        return {RANGE_START_TAG: day_key(self.first), RANGE_END_TAG: day_key(self.last), **self.window_tags()}
 
 
 def tagged_window(tags: Mapping[str, str]) -> ArrivalWindow | None:
-    """The window a run's own tags name, or None when they name none."""
     first, last = tags.get(WINDOW_START_TAG), tags.get(WINDOW_END_TAG)
     return ArrivalWindow.of_hours(first, last) if first and last else None
 
 
 def run_window(tags: Mapping[str, str]) -> ArrivalWindow | None:
-    """The arrival hours a transform run with these tags builds: its window tags, else every hour of its days.
-
-    None for a run with neither (an unpartitioned run).
-    """
-    window = tagged_window(tags)
-    if window is not None:
+    """The arrival hours a run with these tags builds: its window tags, else every hour of its days (else None)."""
+    if (window := tagged_window(tags)) is not None or (bounds := run_partition_bounds(tags)) is None:
         return window
-    bounds = run_partition_bounds(tags)
-    if bounds is None:
-        return None
     if ":" in bounds[0]:  # hour keys: a run from when the dbt layer was partitioned by hour
         return ArrivalWindow.of_hours(*bounds)
     return ArrivalWindow.of_days(parse_day_key(bounds[0]), parse_day_key(bounds[1]) + DAY)
 
 
 def window_within_days(tags: Mapping[str, str], start: datetime, end: datetime) -> ArrivalWindow:
-    """The window of a run of the day partitions [start, end): its window tags, else every hour of those days.
-
-    A ``ValueError`` when the tags name hours outside the days (the run's partitions and its window disagree).
-    """
+    """The window of a run of the day partitions [start, end); a ``ValueError`` if its tags name hours outside them."""
     days = ArrivalWindow.of_days(start, end)
-    window = tagged_window(tags)
-    if window is None:
+    if (window := tagged_window(tags)) is None:
         return days
     if window.first < days.first or window.last > days.last:
         raise ValueError(

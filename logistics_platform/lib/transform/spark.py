@@ -1,11 +1,5 @@
-"""dbt's `spark` target: the Spark session settings that open our Iceberg catalog, and where the dbt of Spark lives.
-
-dbt-spark (``method: session``) starts PySpark in the dbt process; PySpark's launcher reads
-``$SPARK_CONF_DIR/spark-defaults.conf``. The catalog's Spark name must be the catalog name in the SQL catalog's rows
-(Iceberg's ``JdbcCatalog`` filters by it), a setting, and profiles.yml cannot put a setting into a key, so the
-session settings are written here, per settings, into a conf file under the DuckDB file's directory (Spark's work
-directory: Derby's ``metastore_db/`` and ``derby.log`` land there too, never in the dbt project).
-"""
+"""dbt's `spark` target: the Spark session settings that open our Iceberg catalog (written per settings into a
+``spark-defaults.conf`` that PySpark's launcher reads, see docs/spark.md), and where the dbt of Spark lives."""
 
 from __future__ import annotations
 
@@ -15,15 +9,13 @@ from sqlalchemy.engine import make_url
 
 from logistics_platform.settings import Settings
 
-SPARK_TARGET_TYPE = "spark"
-ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
 # The Iceberg branch the marts are written on until their tests pass (dbt_project/macros/spark/audit_gate.sql).
 AUDIT_BRANCH = "audit"
 
 
 def is_spark(settings: Settings) -> bool:
     """Whether the settings' dbt target runs on Spark (the `spark` target of profiles.yml)."""
-    return settings.dbt_target == SPARK_TARGET_TYPE
+    return settings.dbt_target == "spark"
 
 
 def spark_work_dir(settings: Settings) -> Path:
@@ -41,28 +33,18 @@ def jdbc_catalog(settings: Settings) -> dict[str, str]:
             f"ICEBERG_CATALOG_URI={settings.catalog_uri}: the spark target opens SQLite or PostgreSQL catalogs only; "
             "use one of those, or DBT_TARGET=local|prod"
         )
-    host = f"{url.host or 'localhost'}:{url.port or 5432}"
-    properties = {"uri": f"jdbc:postgresql://{host}/{url.database}"}
-    if url.username:
-        properties["jdbc.user"] = url.username
-    if url.password:
-        properties["jdbc.password"] = url.password
-    return properties
-
-
-def spark_jars(settings: Settings) -> list[Path]:
-    """The jars scripts/spark_env.sh collected (Iceberg's runtime, re-shaded Jackson, the JDBC drivers)."""
-    jars = sorted((settings.spark_venv / "jars").glob("*.jar"))
-    if not jars:
-        raise FileNotFoundError(
-            f"no jars in {settings.spark_venv / 'jars'}: DBT_TARGET=spark needs the Spark venv; run `make spark-env`"
-        )
-    return jars
+    properties = {"uri": f"jdbc:postgresql://{url.host or 'localhost'}:{url.port or 5432}/{url.database}"}
+    return properties | {k: v for k, v in (("jdbc.user", url.username), ("jdbc.password", url.password)) if v}
 
 
 def spark_conf(settings: Settings) -> dict[str, str]:
     """Spark session settings of dbt's `spark` target for ``settings`` (docs/spark.md explains each)."""
-    jars = [str(p) for p in spark_jars(settings)]
+    # The jars scripts/spark_env.sh collected (Iceberg's runtime, re-shaded Jackson, the JDBC drivers).
+    jars = [str(p) for p in sorted((settings.spark_venv / "jars").glob("*.jar"))]
+    if not jars:
+        raise FileNotFoundError(
+            f"no jars in {settings.spark_venv / 'jars'}: DBT_TARGET=spark needs the Spark venv; run `make spark-env`"
+        )
     work = spark_work_dir(settings)
     name = settings.catalog_name
     catalog = f"spark.sql.catalog.{name}"
@@ -72,31 +54,22 @@ def spark_conf(settings: Settings) -> dict[str, str]:
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         "spark.jars": ",".join(jars),
-        # JDBC drivers register with DriverManager, which only sees the application class path.
         "spark.driver.extraClassPath": ":".join(jars),
-        # Derby (the session's Hive metastore, which dbt-spark enables and we never use) writes here.
         "spark.driver.extraJavaOptions": f"-Dderby.system.home={work}",
         "spark.sql.warehouse.dir": str(work / "spark-warehouse"),
-        "spark.sql.extensions": ICEBERG_EXTENSIONS,
-        # dbt-spark names relations schema.table: the Iceberg catalog is the default one.
+        "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
         "spark.sql.defaultCatalog": name,
         catalog: "org.apache.iceberg.spark.SparkCatalog",
         f"{catalog}.catalog-impl": "org.apache.iceberg.jdbc.JdbcCatalog",
         f"{catalog}.warehouse": settings.warehouse,
-        # `timestamp` means what it means in DuckDB and in our Iceberg schemas: without time zone.
         "spark.sql.timestampType": "TIMESTAMP_NTZ",
         "spark.sql.session.timeZone": "UTC",
-        # `* exclude (...)` of DuckDB, as a quoted regular expression (staging's copy merge).
         "spark.sql.parser.quotedRegexColumnNames": "true",
-        # Write-audit-publish: writes to tables with write.wap.enabled (the marts) go to this branch, and the
-        # session's reads of them (dbt's tests, downstream marts) read it; main moves in dbt's on-run-end.
         "spark.wap.branch": AUDIT_BRANCH,
-        # Small hourly increments: a few shuffle partitions, not Spark's 200.
         "spark.sql.shuffle.partitions": "4",
     }
     conf |= {f"{catalog}.{key}": value for key, value in jdbc_catalog(settings).items()}
-    if settings.spark_master.startswith("local"):
-        # Driver and executors share this process: loopback only. A cluster's executors must reach the driver.
+    if settings.spark_master.startswith("local"):  # loopback only; a cluster's executors must reach the driver
         conf |= {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
     if settings.spark_conf_file is not None:
         conf |= read_conf_file(settings.spark_conf_file)
@@ -130,8 +103,3 @@ def write_spark_conf(settings: Settings) -> Path:
         staged.write_text(text)
         staged.replace(path)
     return conf_dir
-
-
-def spark_environment(settings: Settings) -> dict[str, str]:
-    """What a dbt process of the `spark` target needs besides the settings: where its Spark conf is."""
-    return {"SPARK_CONF_DIR": str(write_spark_conf(settings))}
