@@ -1,17 +1,4 @@
-"""Logical-replication capture: slot + publication on first use, the exported snapshot as ``op: r`` events, then
-the ``pgoutput`` stream, landed in whole transactions and confirmed to the server only once durable.
-
-Exactly once: a transaction is landed in the batch that holds its commit; the manifest's position is the end
-LSN of the last landed commit, and the slot is confirmed to that position only after the batch is durable
-(:mod:`landing_writer`). After a crash the server resends from the slot's older position and every transaction
-whose end LSN is at or before the manifest's is skipped.
-
-Snapshot and stream meet without gap or overlap because the snapshot is the one the slot exports at its
-consistent point: it holds exactly the transactions committed before the stream's first. Snapshot events carry
-the slot's restart LSN as ``source.lsn``, which is below every change the slot will ever stream, so a streamed
-change of a row always wins over the row's snapshot image, even when its transaction began before the
-consistent point.
-"""
+"""Logical-replication capture: slot, exported snapshot, then the ``pgoutput`` stream (docs/capture.md)."""
 
 from __future__ import annotations
 
@@ -21,6 +8,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -91,11 +79,12 @@ def connect(dsn: str, replication: bool = False) -> Any:
         raise CaptureError(f"capture: cannot connect to OLTP_DSN ({first}); check the setting and the server") from None
 
 
-def _now_us() -> int:
+def now_us() -> int:
     return time.time_ns() // 1000
 
 
-def _database(conn: Any) -> str:
+def database(conn: Any) -> str:
+    """The database name of ``conn`` (the envelopes' ``source.db``)."""
     return str(conn.get_dsn_parameters().get("dbname", "oltp"))
 
 
@@ -111,11 +100,7 @@ class _Batch:
 
 
 def snapshot_flags(table_rows: list[int]) -> list[list[str]]:
-    """``source.snapshot`` of every row of a snapshot of tables with these row counts, as Debezium 3.6 writes it.
-
-    The snapshot's first row ``first``, its last ``last`` (empty tables hold none), a table's first and last rows
-    ``first_in_data_collection`` / ``last_in_data_collection``, every other row ``true``.
-    """
+    """``source.snapshot`` of every row of a snapshot of tables with these row counts, as Debezium 3.6 writes it."""
     out = []
     for n in table_rows:
         flags = ["true"] * n
@@ -139,11 +124,8 @@ def _snapshot(
     result: CaptureResult,
     clock: Clock,
 ) -> None:
-    """Read every table in the slot's exported snapshot and land it as op r, in one atomic batch.
-
-    ``lsn`` is the snapshot events' ``source.lsn``; ``position`` the manifest's, where the stream starts.
-    """
-    db = _database(conn)
+    """Land the slot's exported snapshot as op r in one batch: ``source.lsn`` = ``lsn``, manifest at ``position``."""
+    db = database(conn)
     conn.autocommit = True  # the snapshot must be set by the transaction's first statement, so begin it here
     with conn.cursor() as cur:
         cur.execute("begin isolation level repeatable read read only")
@@ -160,24 +142,11 @@ def _snapshot(
             rows_of[table] = [dict(zip(columns, values, strict=True)) for values in cur.fetchall()]
         cur.execute("commit")
     flags = snapshot_flags([len(rows_of[t]) for t in tables])
+    event = partial(change_event, op="r", before=None, lsn=lsn, sequence_lsn=None, commit_us=ts_us, tx_id=tx_id, db=db)
     batch: dict[str, list[str]] = {}
     for table, table_flags in zip(tables, flags, strict=True):
-        batch[topic_of(table)] = [
-            change_event(
-                table,
-                "r",
-                None,
-                row,
-                lsn=lsn,
-                sequence_lsn=None,
-                commit_us=ts_us,
-                tx_id=tx_id,
-                processed_us=_now_us(),
-                db=db,
-                snapshot=flag,
-            )
-            for row, flag in zip(rows_of[table], table_flags, strict=True)
-        ]
+        rows = zip(rows_of[table], table_flags, strict=True)
+        batch[topic_of(table)] = [event(table, after=row, processed_us=now_us(), snapshot=f) for row, f in rows]
         result.snapshot_rows += len(rows_of[table])
     conn.autocommit = False
     result.files += writer.commit(batch, clock(), lsn=position, commit_ms=ts_us // 1000, state={"snapshot": "done"})
@@ -267,7 +236,7 @@ def _stream(
         cur.execute("select pg_current_wal_insert_lsn()::text")
         target = lsn_to_int(cur.fetchone()[0]) or 0
     conn.commit()
-    db = _database(conn)
+    db = database(conn)
     landed = writer.manifest.lsn
     repl = connect(dsn, replication=True)
     try:
@@ -338,28 +307,16 @@ def _stream(
                 if m.end_lsn <= landed:
                     result.skipped_transactions += 1
                 else:
-                    commit_ms = m.commit_us // 1000
-                    now_us = _now_us()
+                    event = partial(change_event, sequence_lsn=last_commit_end, commit_us=m.commit_us, tx_id=begin.xid)
+                    processed = now_us()
                     for table, op, lsn, before, after in txn:
-                        if table not in TABLES:
-                            continue
-                        event = change_event(
-                            table,
-                            op,
-                            before,
-                            after,
-                            lsn=lsn,
-                            sequence_lsn=last_commit_end,
-                            commit_us=m.commit_us,
-                            tx_id=begin.xid,
-                            processed_us=now_us,
-                            db=db,
-                        )
-                        batch.lines[topic_of(table)] += lines_of(table, op, event)
-                        batch.changes += 1
+                        if table in TABLES:
+                            line = event(table, op, before, after, lsn=lsn, processed_us=processed, db=db)
+                            batch.lines[topic_of(table)] += lines_of(table, op, line)
+                            batch.changes += 1
                     batch.transactions += 1
                     batch.end_lsn = m.end_lsn
-                    batch.commit_ms = commit_ms
+                    batch.commit_ms = m.commit_us // 1000
                     if batch.changes >= max_batch_changes:
                         flush()
                 last_commit_end = m.end_lsn

@@ -84,11 +84,7 @@ def slot_info(conn: Any, slot: str) -> SlotInfo | None:
 
 
 def released_slot_info(conn: Any, slot: str, wait_seconds: float = 5.0, poll_seconds: float = 0.05) -> SlotInfo | None:
-    """:func:`slot_info` once no process holds the slot, waiting up to ``wait_seconds`` for that.
-
-    A capture that has just exited still holds its slot until the server's walsender notices the closed connection,
-    so the next capture (or a drop for a re-snapshot) right after it would find the slot active.
-    """
+    """:func:`slot_info` once no process holds the slot (a walsender releases it a moment after its capture exits)."""
     deadline = time.monotonic() + wait_seconds
     info = slot_info(conn, slot)
     while info is not None and info.active and time.monotonic() < deadline:
