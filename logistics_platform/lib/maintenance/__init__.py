@@ -1,16 +1,4 @@
-"""Lakehouse maintenance on pyiceberg + pyarrow: compaction, expiry, orphans, manifests, daily tags, time travel.
-
-:func:`maintain_table` runs the steps in the order that keeps every table readable at every point:
-
-1. bound the metadata log (table properties; later commits delete metadata files that fall out of it),
-2. daily tags (before expiry, so the day-end snapshots are protected),
-3. compaction (REPLACE commits; old files stay referenced by the previous snapshots),
-4. manifest consolidation (REPLACE commit),
-5. snapshot expiry, then deletion of the files only expired snapshots referenced,
-6. orphan sweep (unreferenced files older than the safety window: also finishes a run that crashed).
-
-Each step commits on its own; a crash between steps leaves a valid table and the next run redoes what is left.
-"""
+"""Lakehouse maintenance on pyiceberg: :func:`maintain_table`; the steps' order and why: docs/internals/capmaint.md."""
 
 from __future__ import annotations
 
@@ -24,21 +12,12 @@ from pyiceberg.table import Table
 
 from logistics_platform.lib.maintenance.compaction import CompactionResult, compact_table
 from logistics_platform.lib.maintenance.expiry import ExpiryResult, ensure_metadata_retention, expire_table
+from logistics_platform.lib.maintenance.files import list_files, pyarrow_io
 from logistics_platform.lib.maintenance.manifests import ManifestRewriteResult, rewrite_manifests
-from logistics_platform.lib.maintenance.options import Hooks, MaintenanceOptions
+from logistics_platform.lib.maintenance.options import Hooks as Hooks
+from logistics_platform.lib.maintenance.options import MaintenanceOptions
 from logistics_platform.lib.maintenance.orphans import OrphanResult, remove_orphans
 from logistics_platform.lib.maintenance.tags import TagResult, apply_daily_tags
-
-__all__ = [
-    "Hooks",
-    "MaintenanceOptions",
-    "TableReport",
-    "TableState",
-    "list_iceberg_tables",
-    "maintain_catalog",
-    "maintain_table",
-    "table_state",
-]
 
 log = logging.getLogger(__name__)
 
@@ -58,8 +37,6 @@ class TableState:
 
 
 def table_state(table: Table) -> TableState:
-    from logistics_platform.lib.maintenance.files import list_files, pyarrow_io
-
     snap = table.current_snapshot()
     files = list(table.scan(snapshot_id=snap.snapshot_id).plan_files()) if snap else []
     stored = list_files(pyarrow_io(table), table.location())
@@ -133,7 +110,7 @@ class TableReport:
 def maintain_table(
     table: Table, options: MaintenanceOptions, progress: Callable[[str], None] | None = None
 ) -> TableReport:
-    """Run every maintenance step on one table (see the module docstring for the order and why)."""
+    """Run every maintenance step on one table, in the order that keeps it readable throughout."""
     say = progress or (lambda msg: log.info("%s", msg))
     name = ".".join(table.name())
     now = options.current_time()

@@ -1,16 +1,4 @@
-"""Bin-packing compaction of small data files, one atomic REPLACE commit per table.
-
-For each partition of the table's default spec, data files smaller than ``small_file_bytes`` are grouped into
-bins of about ``target_file_bytes``; each bin is read (projected on the current schema, so files written
-before a column was added read as null there), sorted by the table's sort order, written as new files and
-read back. The commit replaces exactly the rewritten files and is refused unless the rows read back have the
-same order-independent checksum as the rows read in.
-
-Concurrency: the commit is validated against the snapshot that was read. A concurrent append is not a
-conflict (compaction changes no rows); pyiceberg refreshes and rebuilds the commit on the new head. If a file
-being replaced is no longer live (a concurrent re-ingest replaced that hour), that partition is dropped from
-the commit and its new files are deleted (the commit provably did not land); the other partitions are retried.
-"""
+"""Bin-packing compaction of small data files: checksummed rewrites, one REPLACE commit per table."""
 
 from __future__ import annotations
 
@@ -58,7 +46,6 @@ class PartitionCompaction:
     """What happened to one partition."""
 
     partition: str
-    files_in_partition: int
     files_before: int  # files rewritten
     bytes_before: int
     files_after: int = 0
@@ -206,24 +193,18 @@ def compact_table(
     before_commit: Callable[[str], None] | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> CompactionResult:
-    """Compact every partition of ``table`` that has at least two small files; returns what was done.
-
-    All partitions are rewritten first and then committed in ONE snapshot (a commit copies the whole table
-    metadata, so one per partition costs more than the rewrite on tables with long histories). A partition
-    whose files changed concurrently is dropped from the commit (its new files deleted) and the rest retried.
-    """
+    """Compact every partition of ``table`` with at least two small files: rewrite all, then commit once."""
     name = ".".join(table.name())
     result = CompactionResult(table=name)
     pending: list[_Rewrite] = []
     try:
-        for label, (all_files, small, has_deletes) in sorted(plan_partitions(table, small_file_bytes).items()):
+        for label, (_, small, has_deletes) in sorted(plan_partitions(table, small_file_bytes).items()):
             bins = _bins(small, target_file_bytes)
             if not bins:
                 continue
             chosen = [f for b in bins for f in b]
             pc = PartitionCompaction(
                 partition=label,
-                files_in_partition=len(all_files),
                 files_before=len(chosen),
                 bytes_before=sum(f.file_size_in_bytes for f in chosen),
             )

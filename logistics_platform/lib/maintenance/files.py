@@ -1,8 +1,4 @@
-"""Which files a table's metadata references, and listing/deleting files through pyarrow's FileSystem.
-
-Paths are compared in one normal form (the path part of pyiceberg's ``parse_location``: no scheme,
-``bucket/key`` on S3, an absolute path locally) so that metadata URIs and listed files line up.
-"""
+"""Which files a table's metadata references (in one normal form), and listing/deleting them through pyarrow."""
 
 from __future__ import annotations
 
@@ -48,7 +44,6 @@ class ReferencedFiles:
     manifests: set[str] = field(default_factory=set)
     content_files: set[str] = field(default_factory=set)  # data files and delete files
     other_files: set[str] = field(default_factory=set)  # statistics (puffin) files
-    content_bytes: dict[str, int] = field(default_factory=dict)
 
     def all(self) -> set[str]:
         return self.metadata_files | self.manifest_lists | self.manifests | self.content_files | self.other_files
@@ -58,20 +53,13 @@ class ReferencedFiles:
         return self.manifest_lists | self.manifests | self.content_files
 
 
-def _manifests_of(snapshot: Snapshot, io: PyArrowFileIO) -> list[ManifestFile]:
-    return list(snapshot.manifests(io))
-
-
 def referenced_files(
     table: Table,
     metadata: TableMetadata | None = None,
     snapshots: Iterable[Snapshot] | None = None,
     metadata_location: str | None = None,
 ) -> ReferencedFiles:
-    """Files referenced by ``snapshots`` (default: every snapshot in the metadata) and by the metadata itself.
-
-    The metadata part is the current metadata file plus every file in its metadata log, and statistics files.
-    """
+    """Files referenced by ``snapshots`` (default: all), the metadata file, its metadata log and statistics files."""
     io = pyarrow_io(table)
     md = metadata or table.metadata
     snaps = list(md.snapshots if snapshots is None else snapshots)
@@ -85,24 +73,18 @@ def referenced_files(
 
     manifests: dict[str, ManifestFile] = {}
     with ThreadPoolExecutor(max_workers=8) as pool:
-        for snap, snap_manifests in zip(snaps, pool.map(lambda s: _manifests_of(s, io), snaps), strict=True):
+        for snap, snap_manifests in zip(snaps, pool.map(lambda s: s.manifests(io), snaps), strict=True):
             out.manifest_lists.add(normalize(io, snap.manifest_list))
             for m in snap_manifests:
                 manifests.setdefault(m.manifest_path, m)
         out.manifests.update(normalize(io, p) for p in manifests)
 
-        def entries(m: ManifestFile) -> list[tuple[str, int]]:
+        def entries(m: ManifestFile) -> list[str]:
             # Only live entries count: a file that appears solely as DELETED cannot be read from this snapshot.
-            return [
-                (e.data_file.file_path, e.data_file.file_size_in_bytes)
-                for e in m.fetch_manifest_entry(io, discard_deleted=True)
-            ]
+            return [normalize(io, e.data_file.file_path) for e in m.fetch_manifest_entry(io, discard_deleted=True)]
 
-        for pairs in pool.map(entries, manifests.values()):
-            for path, size in pairs:
-                key = normalize(io, path)
-                out.content_files.add(key)
-                out.content_bytes[key] = size
+        for paths in pool.map(entries, manifests.values()):
+            out.content_files.update(paths)
     return out
 
 

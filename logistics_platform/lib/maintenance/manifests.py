@@ -1,13 +1,4 @@
-"""Manifest consolidation (pyiceberg 0.12 has no ``rewrite_manifests``; this is ours).
-
-Every hourly commit adds at least one manifest, so a scan plan reads hundreds of tiny manifests. When the
-current snapshot carries more than a threshold, its data manifests are rewritten into few manifests of about
-``target_manifest_bytes`` each, grouped by partition spec and ordered by partition so that manifest-level
-partition pruning stays effective. Entries keep their status EXISTING and their sequence numbers; delete
-manifests are carried over as they are. The result is a REPLACE snapshot: no row changes. The layout is decided
-here (:func:`by_partition`); the snapshot producer that commits it is
-:class:`~logistics_platform.lib.iceberg_internals.ManifestRewrite`.
-"""
+"""Manifest consolidation ordered by partition (pyiceberg 0.12 has no ``rewrite_manifests``)."""
 
 from __future__ import annotations
 

@@ -1,11 +1,4 @@
-"""Orphan-file removal: files under a table's location that no metadata references.
-
-Referenced = the current metadata file, every file of its metadata log, statistics files, and every manifest
-list, manifest and data/delete file of every snapshot the current metadata holds. Unreferenced files younger
-than the safety window are kept: they may belong to a commit in flight (written, not yet committed).
-This sweep is also what finishes an interrupted run: compaction files written before a crash, and files of
-snapshots expired just before a crash, are unreferenced and go once they are past the window.
-"""
+"""Orphan-file removal: files under a table's location that no metadata references, past a safety window."""
 
 from __future__ import annotations
 
@@ -32,7 +25,6 @@ class OrphanResult:
     orphans: list[ListedFile] = field(default_factory=list)  # past the window (deleted unless dry-run)
     young_unreferenced: list[ListedFile] = field(default_factory=list)  # inside the window: kept
     deleted: int = 0
-    failures: list[str] = field(default_factory=list)
 
     @property
     def orphan_bytes(self) -> int:
@@ -64,7 +56,5 @@ def remove_orphans(table: Table, *, safety_window: timedelta, now: datetime, dry
     """Delete unreferenced files older than the window (``dry_run`` only lists them)."""
     result = find_orphans(table, safety_window=safety_window, now=now)
     if not dry_run and result.orphans:
-        deleted, failed = delete_files(pyarrow_io(table), table.location(), [f.path for f in result.orphans])
-        result.deleted = deleted
-        result.failures = failed
+        result.deleted, _ = delete_files(pyarrow_io(table), table.location(), [f.path for f in result.orphans])
     return result

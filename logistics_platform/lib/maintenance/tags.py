@@ -1,13 +1,4 @@
-"""Daily tags ``daily-YYYY-MM-DD``: the snapshot that was current at the end of each UTC day.
-
-Tags protect their snapshot from expiry, so time travel to any past day (within the tag retention) keeps
-working after the nightly expiry has freed everything else.
-
-Storage trade-off: the day-end snapshot of day D still reads D's hourly files (compaction runs a couple of
-hours later), so those small files stay on storage until the tag ages out (DAILY_TAG_RETENTION_DAYS). For an
-append-mostly bronze table that is about one extra copy of the data within the retention; lower the retention
-to trade history for storage.
-"""
+"""Daily tags ``daily-YYYY-MM-DD``: the snapshot current at the end of each UTC day, protected from expiry."""
 
 from __future__ import annotations
 

@@ -1,10 +1,4 @@
-"""Time travel: read a table as of a timestamp, a tag (or branch) or a snapshot id.
-
-The as-of value is resolved to a snapshot from the table's metadata (pyiceberg), which DuckDB then reads with
-``iceberg_scan(metadata, snapshot_from_id => ...)``. DuckDB 1.5.5's iceberg extension also takes
-``snapshot_from_timestamp``; its ``version`` parameter selects a metadata file version (``vN.metadata.json`` with a
-version hint), not a tag, so tags are resolved to their snapshot id here.
-"""
+"""Time travel: read a table as of a timestamp, a tag (or branch) or a snapshot id, through DuckDB's iceberg_scan."""
 
 from __future__ import annotations
 
