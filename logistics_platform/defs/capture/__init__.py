@@ -6,11 +6,10 @@ sensors and jobs pick up unchanged. Logic lives in :mod:`logistics_platform.lib.
 
 import dagster as dg
 
-from logistics_platform.defs.capture.assets import CAPTURE_GROUP, CAPTURE_KEY, oltp_changes
-from logistics_platform.defs.capture.checks import capture_slot_lag, capture_wal_retention
+from logistics_platform.defs.capture.assets import CAPTURE_KEY, capture_slot_lag, capture_wal_retention, oltp_changes
 from logistics_platform.settings import Settings
 
-__all__ = ["CAPTURE_GROUP", "CAPTURE_KEY", "build_defs"]
+__all__ = ["CAPTURE_KEY", "build_defs"]
 
 
 def build_defs(settings: Settings) -> dg.Definitions:
