@@ -20,8 +20,7 @@ from pyiceberg.types import DecimalType, LongType, NestedField, StringType
 from logistics_platform.lib.connections import connect, load_catalog
 from logistics_platform.lib.iceberg_internals import arrow_to_data_files
 from logistics_platform.lib.maintenance import Hooks, MaintenanceOptions, maintain_table
-from logistics_platform.lib.maintenance.checksum import row_checksum
-from logistics_platform.lib.maintenance.compaction import compact_table
+from logistics_platform.lib.maintenance.compaction import compact_table, row_checksum
 from logistics_platform.lib.maintenance.expiry import expire_table
 from logistics_platform.lib.maintenance.files import list_files, normalize, pyarrow_io, referenced_files
 from logistics_platform.lib.maintenance.health import table_health

@@ -11,6 +11,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import duckdb
 import pyarrow as pa
 from pyiceberg.exceptions import CommitFailedException, ValidationException
 from pyiceberg.expressions import AlwaysTrue
@@ -22,7 +23,6 @@ from pyiceberg.table.sorting import NullOrder, SortDirection
 from pyiceberg.transforms import IdentityTransform
 
 from logistics_platform.lib.iceberg_internals import RewriteFiles, split_by_partition
-from logistics_platform.lib.maintenance.checksum import row_checksum
 from logistics_platform.lib.maintenance.files import pyarrow_io
 
 log = logging.getLogger(__name__)
@@ -35,6 +35,22 @@ MAX_OUTER_ATTEMPTS = 5
 def backoff(attempt: int) -> None:
     """Sleep before retry ``attempt`` + 1: exponential with jitter, so racing writers do not collide again."""
     time.sleep(min(2.0, 0.05 * 2**attempt) * (0.5 + random.random()))
+
+
+def row_checksum(rows: pa.Table) -> str:
+    """``<row count>:<sum of row hashes mod 2^64 in hex>``: order-independent, duplicate rows count (a sum, not xor)."""
+    if rows.num_columns == 0:
+        return f"{rows.num_rows}:0"
+    con = duckdb.connect()
+    try:
+        con.register("rows_in", rows)
+        args = ", ".join('"' + n.replace('"', '""') + '"' for n in rows.column_names)
+        count, total = con.execute(
+            f"select count(*), coalesce(sum(hash({args})::hugeint), 0) % {2**64} from rows_in"
+        ).fetchone()  # type: ignore[misc]
+    finally:
+        con.close()
+    return f"{count}:{int(total):016x}"
 
 
 class CompactionError(RuntimeError):

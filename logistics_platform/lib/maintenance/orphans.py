@@ -30,10 +30,6 @@ class OrphanResult:
     def orphan_bytes(self) -> int:
         return sum(f.size for f in self.orphans)
 
-    @property
-    def young_bytes(self) -> int:
-        return sum(f.size for f in self.young_unreferenced)
-
 
 def find_orphans(table: Table, *, safety_window: timedelta, now: datetime) -> OrphanResult:
     """Unreferenced files under the table location, split by the safety window."""

@@ -24,14 +24,10 @@ def tag_name(day: date) -> str:
     return f"{PREFIX}{day.isoformat()}"
 
 
-def _ms(dt: datetime) -> int:
-    return int(dt.timestamp() * 1000)
-
-
 def snapshot_current_at(table: Table, at: datetime) -> int | None:
     """Id of the snapshot that was the table's current one at ``at`` (from the snapshot log), if it still exists."""
     md = table.metadata
-    at_ms = _ms(at)
+    at_ms = int(at.timestamp() * 1000)
     best: int | None = None
     for entry in md.snapshot_log:
         if entry.timestamp_ms <= at_ms and md.snapshot_by_id(entry.snapshot_id) is not None:

@@ -13,8 +13,7 @@ from logistics_platform.lib.maintenance.tags import snapshot_current_at
 
 
 class TimeTravelError(ValueError):
-    """The as-of value matches no tag, snapshot or time of the table (the message says what exists), or the
-    query cannot run on it."""
+    """As-of value matching no tag, snapshot or time of the table (the message says what exists), or a failed query."""
 
 
 @dataclass(frozen=True)
@@ -26,11 +25,8 @@ class AsOf:
 
 def parse_timestamp(value: str) -> datetime | None:
     """ISO-8601 date or date-time (naive means UTC; a bare date means 00:00 of that day); None if not one."""
-    text = value.strip()
-    if text.endswith("Z"):
-        text = text[:-1] + "+00:00"
     try:
-        dt = datetime.fromisoformat(text)
+        dt = datetime.fromisoformat(value.strip())
     except ValueError:
         return None
     return dt.replace(tzinfo=UTC) if dt.tzinfo is None else dt.astimezone(UTC)
@@ -77,10 +73,7 @@ def iceberg_scan_sql(table: Table, snapshot_id: int) -> str:
 def query_as_of(
     con: duckdb.DuckDBPyConnection, table: Table, as_of: str, sql: str | None = None
 ) -> tuple[AsOf, duckdb.DuckDBPyRelation]:
-    """Run ``sql`` in DuckDB against a view named after the table (``orders`` and ``bronze.orders``) as of ``as_of``.
-
-    ``con`` must have the iceberg extension loaded (``lib.duck.connect()``). Without ``sql``: ``select *``.
-    """
+    """Run ``sql`` (default ``select *``) on views ``orders`` and ``bronze.orders`` of the table as of ``as_of``."""
     resolved = resolve_as_of(table, as_of)
     namespace, name = table.name()[-2], table.name()[-1]
     scan = iceberg_scan_sql(table, resolved.snapshot_id)
