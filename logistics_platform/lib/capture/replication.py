@@ -68,12 +68,9 @@ def connect(dsn: str, replication: bool = False) -> Any:
     import psycopg2
     import psycopg2.extras
 
+    factory = psycopg2.extras.LogicalReplicationConnection if replication else None
     try:
-        if replication:
-            return psycopg2.connect(
-                dsn, connection_factory=psycopg2.extras.LogicalReplicationConnection, options=SESSION_OPTIONS
-            )
-        return psycopg2.connect(dsn, options=SESSION_OPTIONS)
+        return psycopg2.connect(dsn, connection_factory=factory, options=SESSION_OPTIONS)
     except psycopg2.OperationalError as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise CaptureError(f"capture: cannot connect to OLTP_DSN ({first}); check the setting and the server") from None

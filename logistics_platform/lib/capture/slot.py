@@ -71,16 +71,7 @@ def slot_info(conn: Any, slot: str) -> SlotInfo | None:
     conn.commit()
     if row is None:
         return None
-    return SlotInfo(
-        name=row[0],
-        plugin=row[1],
-        active=bool(row[2]),
-        wal_status=row[3],
-        restart_lsn=lsn_to_int(row[4]),
-        confirmed_flush_lsn=lsn_to_int(row[5]),
-        lag_bytes=row[6],
-        retained_bytes=row[7],
-    )
+    return SlotInfo(row[0], row[1], bool(row[2]), row[3], lsn_to_int(row[4]), lsn_to_int(row[5]), row[6], row[7])
 
 
 def released_slot_info(conn: Any, slot: str, wait_seconds: float = 5.0, poll_seconds: float = 0.05) -> SlotInfo | None:

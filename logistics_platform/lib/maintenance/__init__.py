@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
@@ -65,7 +65,6 @@ class TableReport:
     orphans: OrphanResult | None = None
     duration_s: float = 0.0
     error: str | None = None
-    actions: list[str] = field(default_factory=list)
 
     @property
     def bytes_reclaimed(self) -> int:
@@ -78,12 +77,8 @@ class TableReport:
         out: dict[str, float | int | str] = {"duration_s": round(self.duration_s, 3), "dry_run": str(self.dry_run)}
         for label, state in (("before", self.before), ("after", self.after)):
             if state:
-                out[f"data_files_{label}"] = state.data_files
-                out[f"data_bytes_{label}"] = state.data_bytes
-                out[f"stored_files_{label}"] = state.stored_files
-                out[f"stored_bytes_{label}"] = state.stored_bytes
-                out[f"snapshots_{label}"] = state.snapshots
-                out[f"manifests_{label}"] = state.manifests
+                figures = ("data_files", "data_bytes", "stored_files", "stored_bytes", "snapshots", "manifests")
+                out.update({f"{figure}_{label}": getattr(state, figure) for figure in figures})
         if self.compaction:
             out["partitions_compacted"] = len(self.compaction.committed)
             out["files_rewritten"] = self.compaction.files_rewritten
@@ -112,24 +107,20 @@ def maintain_table(
 ) -> TableReport:
     """Run every maintenance step on one table, in the order that keeps it readable throughout."""
     say = progress or (lambda msg: log.info("%s", msg))
-    name = ".".join(table.name())
+    name, dry = ".".join(table.name()), options.dry_run
     now = options.current_time()
     started = time.monotonic()
-    report = TableReport(table=name, dry_run=options.dry_run)
-    report.before = table_state(table)
-    if not options.dry_run and ensure_metadata_retention(table, options.metadata_previous_versions):
-        report.actions.append(f"metadata log bounded to {options.metadata_previous_versions} versions")
-
+    report = TableReport(table=name, dry_run=dry, before=table_state(table))
+    if not dry:
+        ensure_metadata_retention(table, options.metadata_previous_versions)
     say(f"{name}: daily tags")
-    report.tags = apply_daily_tags(
-        table, now=now, retention_days=options.daily_tag_retention_days, dry_run=options.dry_run
-    )
+    report.tags = apply_daily_tags(table, now=now, retention_days=options.daily_tag_retention_days, dry_run=dry)
     say(f"{name}: compaction")
     report.compaction = compact_table(
         table,
         small_file_bytes=options.small_file_bytes,
         target_file_bytes=options.target_file_bytes,
-        dry_run=options.dry_run,
+        dry_run=dry,
         before_commit=options.hooks.before_compaction_commit,
         progress=say,
     )
@@ -138,7 +129,7 @@ def maintain_table(
         table,
         max_manifests=options.max_manifests_per_snapshot,
         target_manifest_bytes=options.target_manifest_bytes,
-        dry_run=options.dry_run,
+        dry_run=dry,
     )
     say(f"{name}: snapshot expiry")
     report.expiry = expire_table(
@@ -146,11 +137,11 @@ def maintain_table(
         retention=options.snapshot_retention,
         min_keep=options.min_snapshots_to_keep,
         now=now,
-        dry_run=options.dry_run,
+        dry_run=dry,
         hooks=options.hooks,
     )
     say(f"{name}: orphan files")
-    report.orphans = remove_orphans(table, safety_window=options.orphan_safety_window, now=now, dry_run=options.dry_run)
+    report.orphans = remove_orphans(table, safety_window=options.orphan_safety_window, now=now, dry_run=dry)
     table.refresh()
     report.after = table_state(table)
     report.duration_s = time.monotonic() - started
