@@ -3,8 +3,7 @@
 import dagster as dg
 
 from logistics_platform.defs.constants import MAINTENANCE_JOB, MAINTENANCE_WRITER_TAGS
-from logistics_platform.defs.maintenance.assets import MAINTENANCE_KEY, iceberg_tables
-from logistics_platform.defs.maintenance.checks import iceberg_table_health
+from logistics_platform.defs.maintenance.assets import MAINTENANCE_KEY, iceberg_table_health, iceberg_tables
 from logistics_platform.settings import Settings
 
 

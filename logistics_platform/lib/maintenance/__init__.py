@@ -38,7 +38,7 @@ class TableState:
 
 def table_state(table: Table) -> TableState:
     snap = table.current_snapshot()
-    files = list(table.scan(snapshot_id=snap.snapshot_id).plan_files()) if snap else []
+    files = list(table.scan().plan_files())  # the current snapshot's; none without one
     stored = list_files(pyarrow_io(table), table.location())
     return TableState(
         data_files=len(files),

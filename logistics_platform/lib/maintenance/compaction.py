@@ -172,20 +172,16 @@ def _delete_written(table: Table, files: list[DataFile]) -> None:
 
 
 def _live_paths(table: Table) -> set[str]:
-    snap = table.current_snapshot()
-    return {t.file.file_path for t in table.scan(snapshot_id=snap.snapshot_id).plan_files()} if snap else set()
+    return {t.file.file_path for t in table.scan().plan_files()}
 
 
 def plan_partitions(table: Table, small_file_bytes: int) -> dict[str, tuple[list[DataFile], list[DataFile], bool]]:
     """partition label -> (all live data files, small ones of the default spec, has delete files)."""
-    snap = table.current_snapshot()
     out: dict[str, tuple[list[DataFile], list[DataFile], bool]] = {}
-    if snap is None:
-        return out
     md = table.metadata
     schema = md.schema()
     default_spec_id = md.default_spec_id
-    for task in table.scan(snapshot_id=snap.snapshot_id).plan_files():
+    for task in table.scan().plan_files():  # the current snapshot's; none without one
         f = task.file
         spec = md.specs()[f.spec_id]
         label = spec.partition_to_path(f.partition, schema) if not spec.is_unpartitioned() else "(unpartitioned)"
