@@ -21,7 +21,7 @@ def oltp_changes(
     context: dg.AssetExecutionContext, config: CaptureConfig, settings: dg.ResourceParam[Settings]
 ) -> dg.MaterializeResult:
     """Changes of the OLTP database landed as Debezium events (logical replication, or polling in query mode)."""
-    from logistics_platform.lib.capture import lag as lag_mod
+    from logistics_platform.lib.capture import slot
     from logistics_platform.lib.capture.runner import run_capture
 
     if not settings.oltp_dsn:
@@ -39,19 +39,19 @@ def oltp_changes(
         "files": len(result.files),
     }
     if result.mode == "logical":
-        metadata.update(lag_mod.measure(settings.oltp_dsn, settings.landing_dir, settings.capture_slot).metadata())
+        metadata.update(slot.measure(settings.oltp_dsn, settings.landing_dir, settings.capture_slot).metadata())
     return dg.MaterializeResult(metadata=metadata)  # type: ignore[arg-type]
 
 
 @dg.asset_check(asset=CAPTURE_KEY, name="capture_slot_lag")
 def capture_slot_lag(settings: dg.ResourceParam[Settings]) -> dg.AssetCheckResult:
     """Warns when the replication slot is too many WAL bytes or seconds behind the OLTP server."""
-    from logistics_platform.lib.capture import lag as lag_mod
+    from logistics_platform.lib.capture import slot
 
     if not settings.oltp_dsn:
         return dg.AssetCheckResult(passed=True, metadata=NOT_CONFIGURED)
-    lag = lag_mod.measure(settings.oltp_dsn, settings.landing_dir, settings.capture_slot)
-    problems = lag_mod.lag_problems(lag, settings.capture_lag_warn_bytes, settings.capture_lag_warn_seconds)
+    lag = slot.measure(settings.oltp_dsn, settings.landing_dir, settings.capture_slot)
+    problems = slot.lag_problems(lag, settings.capture_lag_warn_bytes, settings.capture_lag_warn_seconds)
     return dg.AssetCheckResult(
         passed=not problems,
         severity=dg.AssetCheckSeverity.WARN,
@@ -63,13 +63,13 @@ def capture_slot_lag(settings: dg.ResourceParam[Settings]) -> dg.AssetCheckResul
 @dg.asset_check(asset=CAPTURE_KEY, name="capture_wal_retention")
 def capture_wal_retention(settings: dg.ResourceParam[Settings]) -> dg.AssetCheckResult:
     """Fails, and alerts, when the slot is inactive and makes the OLTP server keep WAL beyond the limit."""
-    from logistics_platform.lib.capture import lag as lag_mod
+    from logistics_platform.lib.capture import slot
     from logistics_platform.lib.operate import alerts
 
     if not settings.oltp_dsn:
         return dg.AssetCheckResult(passed=True, metadata=NOT_CONFIGURED)
-    lag = lag_mod.measure(settings.oltp_dsn, settings.landing_dir, settings.capture_slot)
-    text = lag_mod.retention_alert(lag, settings.capture_wal_retention_alert_bytes)
+    lag = slot.measure(settings.oltp_dsn, settings.landing_dir, settings.capture_slot)
+    text = slot.retention_alert(lag, settings.capture_wal_retention_alert_bytes)
     if text:
         alert = alerts.Alert(
             kind=alerts.KIND_CHECK_FAILURE,

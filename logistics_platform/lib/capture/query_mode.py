@@ -9,8 +9,9 @@ from typing import Any
 
 from logistics_platform.lib.capture.envelope import change_event, topic_of
 from logistics_platform.lib.capture.landing_writer import LandingWriter
-from logistics_platform.lib.capture.replication import CaptureResult, Clock, connect, database, now_us, utc_now
+from logistics_platform.lib.capture.replication import CaptureResult, Clock, database, now_us, utc_now
 from logistics_platform.lib.capture.schema import KEYS, TABLES
+from logistics_platform.lib.capture.slot import connect
 from logistics_platform.lib.timekeys import epoch_micros, from_epoch_micros
 
 

@@ -20,6 +20,7 @@ from logistics_platform.lib.capture.slot import (
     CaptureError,
     check_server,
     check_slot,
+    connect,
     int_to_lsn,
     lsn_to_int,
     released_slot_info,
@@ -35,10 +36,6 @@ Clock = Callable[[], datetime]
 
 def utc_now() -> datetime:
     return datetime.now(UTC)
-
-
-# The replication session's output: timestamps in UTC, ISO style (what envelope.from_text parses).
-SESSION_OPTIONS = "-c TimeZone=UTC -c DateStyle=ISO"
 
 
 @dataclass
@@ -62,18 +59,6 @@ class CaptureResult:
         if self.lsn:
             parts.append(f"up to LSN {int_to_lsn(self.lsn)}")
         return " ".join(parts)
-
-
-def connect(dsn: str, replication: bool = False) -> Any:
-    import psycopg2
-    import psycopg2.extras
-
-    factory = psycopg2.extras.LogicalReplicationConnection if replication else None
-    try:
-        return psycopg2.connect(dsn, connection_factory=factory, options=SESSION_OPTIONS)
-    except psycopg2.OperationalError as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise CaptureError(f"capture: cannot connect to OLTP_DSN ({first}); check the setting and the server") from None
 
 
 def now_us() -> int:
