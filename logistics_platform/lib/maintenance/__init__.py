@@ -12,11 +12,10 @@ from pyiceberg.table import Table
 
 from logistics_platform.lib.maintenance.compaction import CompactionResult, compact_table
 from logistics_platform.lib.maintenance.expiry import ExpiryResult, ensure_metadata_retention, expire_table
-from logistics_platform.lib.maintenance.files import list_files, pyarrow_io
+from logistics_platform.lib.maintenance.files import OrphanResult, list_files, pyarrow_io, remove_orphans
 from logistics_platform.lib.maintenance.manifests import ManifestRewriteResult, rewrite_manifests
 from logistics_platform.lib.maintenance.options import Hooks as Hooks
 from logistics_platform.lib.maintenance.options import MaintenanceOptions
-from logistics_platform.lib.maintenance.orphans import OrphanResult, remove_orphans
 from logistics_platform.lib.maintenance.tags import TagResult, apply_daily_tags
 
 log = logging.getLogger(__name__)

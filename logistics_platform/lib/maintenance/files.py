@@ -1,4 +1,4 @@
-"""Which files a table's metadata references (in one normal form), and listing/deleting them through pyarrow."""
+"""Which files a table's metadata references (in one normal form), listing/deleting through pyarrow, orphan removal."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import logging
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from pyarrow import fs as pafs
 from pyiceberg.io.pyarrow import PyArrowFileIO
@@ -126,3 +126,44 @@ def delete_files(io: PyArrowFileIO, location_root: str, paths: Iterable[str]) ->
             log.warning("could not delete %s: %s", path, exc)
             failed.append(path)
     return deleted, failed
+
+
+# Files a catalog or engine may keep beside the metadata without referencing them from it.
+_NEVER_ORPHANS = ("version-hint.text",)
+
+
+@dataclass
+class OrphanResult:
+    table: str
+    orphans: list[ListedFile] = field(default_factory=list)  # past the window (deleted unless dry-run)
+    young_unreferenced: list[ListedFile] = field(default_factory=list)  # inside the window: kept
+    deleted: int = 0
+
+    @property
+    def orphan_bytes(self) -> int:
+        return sum(f.size for f in self.orphans)
+
+
+def find_orphans(table: Table, *, safety_window: timedelta, now: datetime) -> OrphanResult:
+    """Unreferenced files under the table location, split by the safety window."""
+    io = pyarrow_io(table)
+    # Refresh first: a file committed after we loaded the table must count as referenced.
+    table.refresh()
+    referenced = referenced_files(table).all()
+    cutoff = now - safety_window
+    result = OrphanResult(table=".".join(table.name()))
+    for f in list_files(io, table.location()):
+        if f.path in referenced or f.path.rsplit("/", 1)[-1] in _NEVER_ORPHANS:
+            continue
+        (result.orphans if f.mtime < cutoff else result.young_unreferenced).append(f)
+    result.orphans.sort(key=lambda f: f.path)
+    result.young_unreferenced.sort(key=lambda f: f.path)
+    return result
+
+
+def remove_orphans(table: Table, *, safety_window: timedelta, now: datetime, dry_run: bool = False) -> OrphanResult:
+    """Delete unreferenced files older than the window (``dry_run`` only lists them)."""
+    result = find_orphans(table, safety_window=safety_window, now=now)
+    if not dry_run and result.orphans:
+        result.deleted, _ = delete_files(pyarrow_io(table), table.location(), [f.path for f in result.orphans])
+    return result

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 from pyiceberg.table import Table
 
 from logistics_platform.lib.maintenance.compaction import plan_partitions
-from logistics_platform.lib.maintenance.orphans import find_orphans
+from logistics_platform.lib.maintenance.files import find_orphans
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Daily tags ``daily-YYYY-MM-DD``: the snapshot current at the end of each UTC day, protected from expiry."""
+"""Daily tags ``daily-YYYY-MM-DD`` (each UTC day's last snapshot, kept from expiry) and time travel through DuckDB."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 
+import duckdb
 from pyiceberg.table import Table
 from pyiceberg.table.refs import SnapshotRefType
 
@@ -73,3 +74,83 @@ def apply_daily_tags(table: Table, *, now: datetime, retention_days: int, dry_ru
             manage = manage.remove_tag(name)
         manage.commit()
     return result
+
+
+class TimeTravelError(ValueError):
+    """As-of value matching no tag, snapshot or time of the table (the message says what exists), or a failed query."""
+
+
+@dataclass(frozen=True)
+class AsOf:
+    snapshot_id: int
+    committed_at: datetime
+    resolved_from: str  # e.g. "tag daily-2026-11-02", "snapshot id", "timestamp 2026-11-02T10:00:00+00:00"
+
+
+def parse_timestamp(value: str) -> datetime | None:
+    """ISO-8601 date or date-time (naive means UTC; a bare date means 00:00 of that day); None if not one."""
+    try:
+        dt = datetime.fromisoformat(value.strip())
+    except ValueError:
+        return None
+    return dt.replace(tzinfo=UTC) if dt.tzinfo is None else dt.astimezone(UTC)
+
+
+def resolve_as_of(table: Table, as_of: str) -> AsOf:
+    """Resolve ``as_of`` (a ref name, a snapshot id, or a timestamp) to one snapshot of ``table``."""
+    md = table.metadata
+
+    def found(snapshot_id: int, how: str) -> AsOf:
+        snap = md.snapshot_by_id(snapshot_id)
+        if snap is None:
+            raise TimeTravelError(f"{how} points to snapshot {snapshot_id}, which has been expired")
+        return AsOf(snapshot_id, datetime.fromtimestamp(snap.timestamp_ms / 1000, UTC), how)
+
+    if as_of in md.refs:
+        ref = md.refs[as_of]
+        return found(ref.snapshot_id, f"{ref.snapshot_ref_type.value} {as_of}")
+    if re.fullmatch(r"-?\d{6,}", as_of.strip()) and md.snapshot_by_id(int(as_of)) is not None:
+        return found(int(as_of), "snapshot id")
+    ts = parse_timestamp(as_of)
+    if ts is not None:
+        snapshot_id = snapshot_current_at(table, ts)
+        if snapshot_id is None:
+            first = min((s.timestamp_ms for s in md.snapshots), default=None)
+            since = datetime.fromtimestamp(first / 1000, UTC).isoformat() if first else "never (no snapshots)"
+            raise TimeTravelError(
+                f"{'.'.join(table.name())} had no snapshot at {ts.isoformat()}; it has data since {since}"
+            )
+        return found(snapshot_id, f"timestamp {ts.isoformat()}")
+    tags = sorted(md.refs)
+    raise TimeTravelError(
+        f"{as_of!r} is not a tag/branch, snapshot id or ISO timestamp of {'.'.join(table.name())}; "
+        f"refs: {', '.join(tags[-10:]) or 'none'} (use `logistics-platform time-travel T --as-of 2026-11-02T10:00`)"
+    )
+
+
+def iceberg_scan_sql(table: Table, snapshot_id: int) -> str:
+    """A DuckDB table expression reading ``table`` at ``snapshot_id``."""
+    location = str(table.metadata_location).replace("'", "''")
+    return f"iceberg_scan('{location}', snapshot_from_id => {int(snapshot_id)})"
+
+
+def query_as_of(
+    con: duckdb.DuckDBPyConnection, table: Table, as_of: str, sql: str | None = None
+) -> tuple[AsOf, duckdb.DuckDBPyRelation]:
+    """Run ``sql`` (default ``select *``) on views ``orders`` and ``bronze.orders`` of the table as of ``as_of``."""
+    resolved = resolve_as_of(table, as_of)
+    namespace, name = table.name()[-2], table.name()[-1]
+    scan = iceberg_scan_sql(table, resolved.snapshot_id)
+    con.execute(f'create schema if not exists "{namespace}"')
+    con.execute(f'create or replace view "{namespace}"."{name}" as select * from {scan}')
+    con.execute(f'create or replace view "{name}" as select * from {scan}')
+    try:
+        return resolved, con.sql(sql or f'select * from "{name}"')
+    except duckdb.Error as exc:
+        raise TimeTravelError(query_error(exc, namespace, name)) from exc
+
+
+def query_error(exc: duckdb.Error, namespace: str, name: str) -> str:
+    """One line for a query that DuckDB rejected, naming the relations the query can use."""
+    first = next((line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
+    return f'the query failed: {first}; the table is visible as "{name}" and "{namespace}"."{name}"'
