@@ -15,11 +15,6 @@ from logistics_platform.lib.capture.slot import connect
 from logistics_platform.lib.timekeys import epoch_micros, from_epoch_micros
 
 
-def manifest_name(slot: str) -> str:
-    """Query mode keeps its own manifest: its positions are timestamps, not LSNs."""
-    return f"{slot}_query"
-
-
 def plan_table(
     table: str,
     rows: list[dict[str, Any]],
@@ -60,7 +55,7 @@ def capture_query(
     conn = connect(dsn)
     try:
         db = database(conn)
-        with LandingWriter(landing_dir, manifest_name(slot)) as writer:
+        with LandingWriter(landing_dir, f"{slot}_query")  # own manifest: timestamps, not LSNs as writer:
             tables_state: dict[str, Any] = dict(writer.manifest.state.get("tables", {}))
             lines: dict[str, list[str]] = {}
             conn.set_session(isolation_level="REPEATABLE READ", readonly=True)

@@ -97,45 +97,8 @@ def snapshot_flags(table_rows: list[int]) -> list[list[str]]:
     return out
 
 
-def _snapshot(
-    conn: Any,
-    writer: LandingWriter,
-    snapshot_name: str,
-    lsn: int,
-    position: int,
-    result: CaptureResult,
-    clock: Clock,
-) -> None:
-    """Land the slot's exported snapshot as op r in one batch: ``source.lsn`` = ``lsn``, manifest at ``position``."""
-    db = database(conn)
-    conn.autocommit = True  # the snapshot must be set by the transaction's first statement, so begin it here
-    with conn.cursor() as cur:
-        cur.execute("begin isolation level repeatable read read only")
-        cur.execute("set transaction snapshot %s", (snapshot_name,))
-        # The connector's snapshot rows carry its snapshot transaction's id as txId, and its start time as ts_ms.
-        cur.execute("select (extract(epoch from now()) * 1000000)::bigint, txid_current()")
-        ts_us, tx_id = (int(v) for v in cur.fetchone())
-        # The connector's table order (by name) and rows, so that its snapshot flags fall on the same rows.
-        tables = sorted(TABLES)
-        rows_of: dict[str, list[dict[str, Any]]] = {}
-        for table in tables:
-            columns = TABLES[table]
-            cur.execute(f"select {', '.join(columns)} from public.{table} order by {KEYS[table]}")
-            rows_of[table] = [dict(zip(columns, values, strict=True)) for values in cur.fetchall()]
-        cur.execute("commit")
-    flags = snapshot_flags([len(rows_of[t]) for t in tables])
-    event = partial(change_event, op="r", before=None, lsn=lsn, sequence_lsn=None, commit_us=ts_us, tx_id=tx_id, db=db)
-    batch: dict[str, list[str]] = {}
-    for table, table_flags in zip(tables, flags, strict=True):
-        rows = zip(rows_of[table], table_flags, strict=True)
-        batch[topic_of(table)] = [event(table, after=row, processed_us=now_us(), snapshot=f) for row, f in rows]
-        result.snapshot_rows += len(rows_of[table])
-    conn.autocommit = False
-    result.files += writer.commit(batch, clock(), lsn=position, commit_ms=ts_us // 1000, state={"snapshot": "done"})
-
-
-def _create_slot(conn: Any, dsn: str, slot: str, writer: LandingWriter, result: CaptureResult, clock: Clock) -> int:
-    """Create the slot with an exported snapshot, land the snapshot; the consistent point."""
+def _create_slot(conn: Any, dsn: str, slot: str, writer: LandingWriter, result: CaptureResult, clock: Clock) -> None:
+    """Create the slot with an exported snapshot and land that snapshot as op r in one batch (docs/capture.md)."""
     repl = connect(dsn, replication=True)
     try:
         with repl.cursor() as rcur:
@@ -148,12 +111,38 @@ def _create_slot(conn: Any, dsn: str, slot: str, writer: LandingWriter, result: 
             info = slot_info(conn, slot)
             point = lsn_to_int(consistent_point)
             assert point is not None
-            restart = info.restart_lsn if info and info.restart_lsn else point
-            _snapshot(conn, writer, snapshot_name, restart, point, result, clock)
+            # Snapshot events carry the slot's restart LSN as source.lsn; the stream starts at the consistent point.
+            lsn = info.restart_lsn if info and info.restart_lsn else point
+            db = database(conn)
+            conn.autocommit = True  # the snapshot must be set by the transaction's first statement, so begin it here
+            with conn.cursor() as cur:
+                cur.execute("begin isolation level repeatable read read only")
+                cur.execute("set transaction snapshot %s", (snapshot_name,))
+                # The connector's snapshot rows carry its snapshot transaction's id as txId, its start time as ts_ms.
+                cur.execute("select (extract(epoch from now()) * 1000000)::bigint, txid_current()")
+                ts_us, tx_id = (int(v) for v in cur.fetchone())
+                # The connector's table order (by name) and rows, so that its snapshot flags fall on the same rows.
+                tables = sorted(TABLES)
+                rows_of: dict[str, list[dict[str, Any]]] = {}
+                for table in tables:
+                    columns = TABLES[table]
+                    cur.execute(f"select {', '.join(columns)} from public.{table} order by {KEYS[table]}")
+                    rows_of[table] = [dict(zip(columns, values, strict=True)) for values in cur.fetchall()]
+                cur.execute("commit")
+            conn.autocommit = False
+        flags = snapshot_flags([len(rows_of[t]) for t in tables])
+        event = partial(
+            change_event, op="r", before=None, lsn=lsn, sequence_lsn=None, commit_us=ts_us, tx_id=tx_id, db=db
+        )
+        batch: dict[str, list[str]] = {}
+        for table, table_flags in zip(tables, flags, strict=True):
+            rows = zip(rows_of[table], table_flags, strict=True)
+            batch[topic_of(table)] = [event(table, after=row, processed_us=now_us(), snapshot=f) for row, f in rows]
+            result.snapshot_rows += len(rows_of[table])
+        result.files += writer.commit(batch, clock(), lsn=point, commit_ms=ts_us // 1000, state={"snapshot": "done"})
     finally:
         repl.close()
     result.created_slot = True
-    return point
 
 
 def capture_logical(

@@ -113,9 +113,8 @@ def expire_table(
     """Expire old snapshots of ``table`` and delete the files only they referenced."""
     name = ".".join(table.name())
     io = pyarrow_io(table)
-    result = ExpiryResult(table=name)
     expire_ids = snapshots_to_expire(table, now - retention, min_keep)
-    result.snapshots_expired = expire_ids
+    result = ExpiryResult(table=name, snapshots_expired=expire_ids)
 
     before = referenced_files(table)
     if dry_run:
