@@ -55,7 +55,8 @@ def capture_query(
     conn = connect(dsn)
     try:
         db = database(conn)
-        with LandingWriter(landing_dir, f"{slot}_query")  # own manifest: timestamps, not LSNs as writer:
+        # Query mode keeps its own manifest: its positions are timestamps, not LSNs.
+        with LandingWriter(landing_dir, f"{slot}_query") as writer:
             tables_state: dict[str, Any] = dict(writer.manifest.state.get("tables", {}))
             lines: dict[str, list[str]] = {}
             conn.set_session(isolation_level="REPEATABLE READ", readonly=True)
