@@ -31,12 +31,8 @@ def plan_table(
         version = epoch_micros(row["updated_at"])
         if (str(row[key]), version) in seen:
             continue  # read again inside the overlap window: landed already
-        if first:
-            op = "r"
-        elif "created_at" in row and row["created_at"] == row["updated_at"]:
-            op = "c"
-        else:
-            op = "u"
+        # A row is new when created_at = updated_at (tenants and couriers have no created_at: u).
+        op = "r" if first else "c" if row.get("created_at") == row["updated_at"] else "u"
         out.append((op, row, version))
         watermark = version if watermark is None else max(watermark, version)
     if watermark is None:

@@ -116,8 +116,7 @@ def simulate(conn: Any, changes: int, seed: int = 7) -> SimulationResult:
             roll = rng.random()
             if roll < 0.30 or not w.open:
                 oid, pid = w.next_order, w.next_payment
-                w.next_order += 1
-                w.next_payment += 1
+                w.next_order, w.next_payment = oid + 1, pid + 1
                 total = rng.randrange(1000, 40000) / 100
                 tid = rng.choice(sorted(w.tenants))
                 w.open[oid] = ("created", total, pid)

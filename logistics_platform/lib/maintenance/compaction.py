@@ -65,13 +65,10 @@ class PartitionCompaction:
     files_before: int  # files rewritten
     bytes_before: int
     files_after: int = 0
-    bytes_after: int = 0
-    rows: int = 0
     checksum_before: str = ""
     checksum_after: str = ""
     status: str = "planned"  # committed | dry-run | skipped: <reason>
     attempts: int = 0
-    snapshot_id: int | None = None
 
 
 @dataclass
@@ -215,19 +212,13 @@ def compact_table(
             if not bins:
                 continue
             chosen = [f for b in bins for f in b]
-            pc = PartitionCompaction(
-                partition=label,
-                files_before=len(chosen),
-                bytes_before=sum(f.file_size_in_bytes for f in chosen),
-            )
+            pc = PartitionCompaction(label, len(chosen), sum(f.file_size_in_bytes for f in chosen))
             result.partitions.append(pc)
             if has_deletes:
                 pc.status = "skipped: partition has delete files (merge-on-read); rewrite them first"
                 continue
             if dry_run:
-                pc.status = "dry-run"
-                pc.files_after = len(bins)
-                pc.rows = sum(f.record_count for f in chosen)
+                pc.status, pc.files_after = "dry-run", len(bins)
                 continue
             if progress:
                 progress(f"{name} {label}: rewriting {len(chosen)} files into ~{len(bins)}")
@@ -272,14 +263,12 @@ def _rewrite_partition(
             written = _write(table, rows, rows_per_file)
             rw.new_files.extend(written)
             sums_out.append(row_checksum(_read(table, written)))
-            pc.rows += rows.num_rows
     except BaseException:
         _delete_written(table, rw.new_files)
         raise
     pc.checksum_before = _combine(sums_in)
     pc.checksum_after = _combine(sums_out)
     pc.files_after = len(rw.new_files)
-    pc.bytes_after = sum(f.file_size_in_bytes for f in rw.new_files)
     if pc.checksum_before != pc.checksum_after:
         _delete_written(table, rw.new_files)
         raise CompactionError(
@@ -335,7 +324,6 @@ def _commit_rewrites(table: Table, pending: list[_Rewrite]) -> None:
             continue
         for rw in remaining:
             rw.pc.status = "committed"
-            rw.pc.snapshot_id = producer.snapshot_id
         return
     for rw in remaining:
         _delete_written(table, rw.new_files)

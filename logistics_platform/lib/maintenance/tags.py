@@ -61,18 +61,14 @@ def apply_daily_tags(table: Table, *, now: datetime, retention_days: int, dry_ru
                 result.created[name] = snapshot_id
         day += timedelta(days=1)
 
-    for name in sorted(existing):
-        m = _TAG_RE.match(name)
-        if m and date.fromisoformat(m.group(1)) < oldest_kept:
-            result.removed.append(name)
-
+    past = [(n, m) for n in sorted(existing) if (m := _TAG_RE.match(n))]
+    result.removed = [n for n, m in past if date.fromisoformat(m.group(1)) < oldest_kept]
     if not dry_run and (result.created or result.removed):
-        manage = table.manage_snapshots()
-        for name, snapshot_id in result.created.items():
-            manage = manage.create_tag(snapshot_id, name)
-        for name in result.removed:
-            manage = manage.remove_tag(name)
-        manage.commit()
+        with table.manage_snapshots() as manage:
+            for name, snapshot_id in result.created.items():
+                manage.create_tag(snapshot_id, name)
+            for name in result.removed:
+                manage.remove_tag(name)
     return result
 
 
