@@ -7,7 +7,7 @@ import json
 import os
 import uuid
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
@@ -170,8 +170,8 @@ class LandingWriter:
             n_lines += len(lines)
         if pending:
             fsync_dir(self.tmp_dir)
-        new = Manifest(
-            name=m.name,
+        new = replace(
+            m,
             lsn=m.lsn if lsn is None else lsn,
             commit_ms=m.commit_ms if commit_ms is None else commit_ms,
             offsets=offsets,
