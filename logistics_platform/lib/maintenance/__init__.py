@@ -12,7 +12,13 @@ from pyiceberg.table import Table
 
 from logistics_platform.lib.maintenance.compaction import CompactionResult, compact_table
 from logistics_platform.lib.maintenance.expiry import ExpiryResult, ensure_metadata_retention, expire_table
-from logistics_platform.lib.maintenance.files import OrphanResult, list_files, pyarrow_io, remove_orphans
+from logistics_platform.lib.maintenance.files import (
+    OrphanResult,
+    list_files,
+    manifest_count,
+    pyarrow_io,
+    remove_orphans,
+)
 from logistics_platform.lib.maintenance.manifests import ManifestRewriteResult, rewrite_manifests
 from logistics_platform.lib.maintenance.options import Hooks as Hooks
 from logistics_platform.lib.maintenance.options import MaintenanceOptions
@@ -36,14 +42,13 @@ class TableState:
 
 
 def table_state(table: Table) -> TableState:
-    snap = table.current_snapshot()
     files = list(table.scan().plan_files())  # the current snapshot's; none without one
     stored = list_files(pyarrow_io(table), table.location())
     return TableState(
         data_files=len(files),
         data_bytes=sum(t.file.file_size_in_bytes for t in files),
         snapshots=len(table.metadata.snapshots),
-        manifests=len(snap.manifests(table.io)) if snap else 0,
+        manifests=manifest_count(table),
         stored_files=len(stored),
         stored_bytes=sum(f.size for f in stored),
     )

@@ -35,6 +35,12 @@ def filesystem(io: PyArrowFileIO, location: str) -> tuple[pafs.FileSystem, str]:
     return io.fs_by_scheme(scheme, netloc), path
 
 
+def manifest_count(table: Table) -> int:
+    """How many manifests the table's current snapshot lists (0 without one)."""
+    snap = table.current_snapshot()
+    return len(snap.manifests(table.io)) if snap else 0
+
+
 @dataclass
 class ReferencedFiles:
     """Files reachable from a table's metadata, in normal form, by kind."""

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 from pyiceberg.table import Table
 
 from logistics_platform.lib.maintenance.compaction import plan_partitions
-from logistics_platform.lib.maintenance.files import find_orphans
+from logistics_platform.lib.maintenance.files import find_orphans, manifest_count
 
 
 @dataclass(frozen=True)
@@ -68,8 +68,7 @@ def table_health(table: Table, *, small_file_bytes: int, now: datetime) -> Table
         h.partitions.append(PartitionHealth(label, len(all_files), len(small), size))
         h.data_files += len(all_files)
         h.data_bytes += size
-    snap = table.current_snapshot()
-    h.manifests_current = len(snap.manifests(table.io)) if snap else 0
+    h.manifests_current = manifest_count(table)
     h.manifests_max = max((len(s.manifests(table.io)) for s in table.metadata.snapshots), default=0)
     orphans = find_orphans(table, safety_window=timedelta(0), now=now)
     unreferenced = orphans.orphans + orphans.young_unreferenced
