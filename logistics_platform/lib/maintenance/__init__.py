@@ -10,15 +10,9 @@ from dataclasses import dataclass
 from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
 
+from logistics_platform.lib.maintenance import files
 from logistics_platform.lib.maintenance.compaction import CompactionResult, compact_table
 from logistics_platform.lib.maintenance.expiry import ExpiryResult, ensure_metadata_retention, expire_table
-from logistics_platform.lib.maintenance.files import (
-    OrphanResult,
-    list_files,
-    manifest_count,
-    pyarrow_io,
-    remove_orphans,
-)
 from logistics_platform.lib.maintenance.manifests import ManifestRewriteResult, rewrite_manifests
 from logistics_platform.lib.maintenance.options import Hooks as Hooks
 from logistics_platform.lib.maintenance.options import MaintenanceOptions
@@ -42,13 +36,13 @@ class TableState:
 
 
 def table_state(table: Table) -> TableState:
-    files = list(table.scan().plan_files())  # the current snapshot's; none without one
-    stored = list_files(pyarrow_io(table), table.location())
+    tasks = list(table.scan().plan_files())  # the current snapshot's; none without one
+    stored = files.list_files(files.pyarrow_io(table), table.location())
     return TableState(
-        data_files=len(files),
-        data_bytes=sum(t.file.file_size_in_bytes for t in files),
+        data_files=len(tasks),
+        data_bytes=sum(t.file.file_size_in_bytes for t in tasks),
         snapshots=len(table.metadata.snapshots),
-        manifests=manifest_count(table),
+        manifests=files.manifest_count(table),
         stored_files=len(stored),
         stored_bytes=sum(f.size for f in stored),
     )
@@ -66,7 +60,7 @@ class TableReport:
     compaction: CompactionResult | None = None
     manifests: ManifestRewriteResult | None = None
     expiry: ExpiryResult | None = None
-    orphans: OrphanResult | None = None
+    orphans: files.OrphanResult | None = None
     duration_s: float = 0.0
     error: str | None = None
 
@@ -145,7 +139,7 @@ def maintain_table(
         hooks=options.hooks,
     )
     say(f"{name}: orphan files")
-    report.orphans = remove_orphans(table, safety_window=options.orphan_safety_window, now=now, dry_run=dry)
+    report.orphans = files.remove_orphans(table, safety_window=options.orphan_safety_window, now=now, dry_run=dry)
     table.refresh()
     report.after = table_state(table)
     report.duration_s = time.monotonic() - started
