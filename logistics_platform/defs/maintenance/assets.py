@@ -3,6 +3,7 @@
 (No ``from __future__ import annotations`` here: Dagster resolves config and resource annotations at runtime.)
 """
 
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
@@ -84,11 +85,9 @@ def iceberg_tables(
     started = time.monotonic()
     options = MaintenanceOptions.from_settings(settings, dry_run=config.dry_run)
     reports = maintain_catalog(iceberg.get_catalog(), options, tables=config.tables or None, progress=context.log.info)
-    totals: dict[str, int] = {}
+    totals: Counter[str] = Counter()
     for r in reports:
-        for key, value in r.metadata().items():
-            if isinstance(value, int) and not isinstance(value, bool):
-                totals[key] = totals.get(key, 0) + value
+        totals.update({key: value for key, value in r.metadata().items() if type(value) is int})  # not bools
     metadata: dict[str, object] = {
         "tables": len(reports),
         "dry_run": config.dry_run,

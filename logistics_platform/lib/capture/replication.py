@@ -70,15 +70,15 @@ def database(conn: Any) -> str:
     return str(conn.get_dsn_parameters().get("dbname", "oltp"))
 
 
+@dataclass
 class _Batch:
     """Lines per topic of whole transactions, not yet landed."""
 
-    def __init__(self) -> None:
-        self.lines: dict[str, list[str]] = defaultdict(list)
-        self.changes = 0
-        self.transactions = 0
-        self.end_lsn = 0
-        self.commit_ms: int | None = None
+    lines: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
+    changes: int = 0
+    transactions: int = 0
+    end_lsn: int = 0
+    commit_ms: int | None = None
 
 
 def snapshot_flags(table_rows: list[int]) -> list[list[str]]:
