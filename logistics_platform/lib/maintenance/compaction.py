@@ -168,10 +168,6 @@ def _delete_written(table: Table, files: list[DataFile]) -> None:
             log.warning("could not delete uncommitted compaction file %s: %s", f.file_path, exc)
 
 
-def _live_paths(table: Table) -> set[str]:
-    return {t.file.file_path for t in table.scan().plan_files()}
-
-
 def plan_partitions(table: Table, small_file_bytes: int) -> dict[str, tuple[list[DataFile], list[DataFile], bool]]:
     """partition label -> (all live data files, small ones of the default spec, has delete files)."""
     out: dict[str, tuple[list[DataFile], list[DataFile], bool]] = {}
@@ -307,7 +303,7 @@ def _commit_rewrites(table: Table, pending: list[_Rewrite]) -> None:
         except (ValidationException, CommitFailedException) as exc:
             # Either way the commit did not land. Keep the partitions whose inputs are all still live.
             table.refresh()
-            live = _live_paths(table)
+            live = {t.file.file_path for t in table.scan().plan_files()}
             still: list[_Rewrite] = []
             for rw in remaining:
                 if {f.file_path for f in rw.old_files} <= live:
