@@ -43,9 +43,8 @@ class ExpiryResult:
 def snapshots_to_expire(table: Table, older_than: datetime, min_keep: int) -> list[int]:
     """Snapshot ids that are older than ``older_than``, not among the newest ``min_keep`` of main, not a ref."""
     md = table.metadata
-    protected = {ref.snapshot_id for ref in md.refs.values()}
     recent = [s.snapshot_id for s in ancestors_of(md.current_snapshot(), md)][:min_keep]
-    protected.update(recent)
+    protected = {ref.snapshot_id for ref in md.refs.values()} | set(recent)
     cutoff_ms = int(older_than.timestamp() * 1000)
     return sorted(s.snapshot_id for s in md.snapshots if s.timestamp_ms < cutoff_ms and s.snapshot_id not in protected)
 

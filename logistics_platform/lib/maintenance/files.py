@@ -108,13 +108,9 @@ def list_files(io: PyArrowFileIO, location: str) -> list[ListedFile]:
         infos = fs.get_file_info(pafs.FileSelector(root.rstrip("/"), recursive=True, allow_not_found=True))
     except FileNotFoundError:
         return []
-    out = []
-    for info in infos:
-        if info.type != pafs.FileType.File:
-            continue
-        mtime = info.mtime or datetime.fromtimestamp(0, UTC)
-        out.append(ListedFile(path=info.path, size=info.size or 0, mtime=mtime.astimezone(UTC)))
-    return out
+    epoch = datetime.fromtimestamp(0, UTC)
+    files = [i for i in infos if i.type == pafs.FileType.File]
+    return [ListedFile(path=i.path, size=i.size or 0, mtime=(i.mtime or epoch).astimezone(UTC)) for i in files]
 
 
 def delete_files(io: PyArrowFileIO, location_root: str, paths: Iterable[str]) -> tuple[int, list[str]]:
