@@ -25,7 +25,7 @@ from logistics_platform.lib.iceberg_internals import (
     arrow_to_data_files,
     split_by_partition,
 )
-from logistics_platform.lib.maintenance.checksum import row_checksum
+from logistics_platform.lib.maintenance.compaction import row_checksum
 from logistics_platform.lib.timekeys import epoch_micros
 from tests.support.synthetic import append_hour, create_bronze_table, hour_rows, replace_hour
 

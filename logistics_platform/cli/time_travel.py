@@ -27,7 +27,7 @@ def run(args: argparse.Namespace) -> int:
 
     from logistics_platform.cli.errors import USAGE, CommandError, print_table
     from logistics_platform.lib.connections import catalog_of, connect
-    from logistics_platform.lib.maintenance.time_travel import iceberg_scan_sql, query_as_of, query_error
+    from logistics_platform.lib.maintenance.tags import iceberg_scan_sql, query_as_of, query_error
     from logistics_platform.settings import load_settings
 
     settings = load_settings()

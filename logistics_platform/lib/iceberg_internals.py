@@ -22,16 +22,7 @@ from pyiceberg.partitioning import PartitionKey, PartitionSpec
 from pyiceberg.schema import Schema
 from pyiceberg.table import Transaction
 from pyiceberg.table.metadata import TableMetadata
-from pyiceberg.table.snapshots import (
-    TOTAL_DATA_FILES,
-    TOTAL_DELETE_FILES,
-    TOTAL_EQUALITY_DELETES,
-    TOTAL_FILE_SIZE,
-    TOTAL_POSITION_DELETES,
-    TOTAL_RECORDS,
-    Operation,
-    Summary,
-)
+from pyiceberg.table.snapshots import Operation, Snapshot, Summary
 from pyiceberg.table.update.snapshot import _OverwriteFiles, _SnapshotProducer
 from pyiceberg.table.update.validate import _validate_no_new_deletes_for_data_files
 
@@ -121,12 +112,12 @@ class ManifestRewrite(_SnapshotProducer["ManifestRewrite"]):
     def _validate_concurrency(self) -> None:
         """Rewriting manifests changes no data: whatever landed concurrently is re-read from the new head."""
 
+    def _parent(self) -> Snapshot | None:
+        parent_id = self._parent_snapshot_id
+        return None if parent_id is None else self._transaction.table_metadata.snapshot_by_id(parent_id)
+
     def _existing_manifests(self) -> list[ManifestFile]:
-        parent = (
-            self._transaction.table_metadata.snapshot_by_id(self._parent_snapshot_id)
-            if self._parent_snapshot_id is not None
-            else None
-        )
+        parent = self._parent()
         if parent is None:
             return []
         manifests = parent.manifests(io=self._io)
@@ -149,20 +140,10 @@ class ManifestRewrite(_SnapshotProducer["ManifestRewrite"]):
         return out + keep
 
     def _summary(self, snapshot_properties: dict[str, str] | None = None) -> Summary:  # type: ignore[override]
-        md = self._transaction.table_metadata
-        parent = md.snapshot_by_id(self._parent_snapshot_id) if self._parent_snapshot_id is not None else None
-        totals = {}
-        if parent is not None and parent.summary is not None:
-            for key in (
-                TOTAL_DATA_FILES,
-                TOTAL_DELETE_FILES,
-                TOTAL_RECORDS,
-                TOTAL_FILE_SIZE,
-                TOTAL_POSITION_DELETES,
-                TOTAL_EQUALITY_DELETES,
-            ):
-                if (value := parent.summary.get(key)) is not None:
-                    totals[key] = value
+        parent = self._parent()
+        carried = parent.summary.additional_properties if parent is not None and parent.summary is not None else {}
+        # The parent's totals (the six total-* keys) carry over: no row, data file or delete changes.
+        totals = {key: value for key, value in carried.items() if key.startswith("total-")}
         props = {
             **totals,
             **(snapshot_properties or {}),

@@ -21,8 +21,13 @@ from logistics_platform.lib.bronze.ingest import ingest_hour
 from logistics_platform.lib.bronze.tables import METADATA_PREVIOUS_VERSIONS, TABLE_PROPERTIES
 from logistics_platform.lib.connections import connect, load_catalog
 from logistics_platform.lib.maintenance import MaintenanceOptions, expiry, maintain_table
-from logistics_platform.lib.maintenance.tags import apply_daily_tags, tag_name
-from logistics_platform.lib.maintenance.time_travel import TimeTravelError, query_as_of, resolve_as_of
+from logistics_platform.lib.maintenance.tags import (
+    TimeTravelError,
+    apply_daily_tags,
+    query_as_of,
+    resolve_as_of,
+    tag_name,
+)
 from logistics_platform.lib.timekeys import hour_start
 from logistics_platform.settings import Settings, local_settings
 from tests.bronze.test_append import ORDERS, _orders, assert_same_bronze, open_hour, single_ingest

@@ -8,8 +8,7 @@ import dagster as dg
 import pytest
 
 from logistics_platform.cli import main
-from logistics_platform.defs.capture.assets import oltp_changes
-from logistics_platform.defs.capture.checks import capture_slot_lag, capture_wal_retention
+from logistics_platform.defs.capture.assets import capture_slot_lag, capture_wal_retention, oltp_changes
 from logistics_platform.lib.operate.alerts import read_log
 from logistics_platform.settings import local_settings
 

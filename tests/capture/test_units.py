@@ -22,16 +22,19 @@ from logistics_platform.lib.capture.envelope import (
     row_from_tuple,
     to_json_value,
 )
-from logistics_platform.lib.capture.lag import Lag, lag_from, lag_problems, retention_alert
 from logistics_platform.lib.capture.replication import capture_logical, snapshot_flags
 from logistics_platform.lib.capture.schema import TABLES
 from logistics_platform.lib.capture.slot import (
     CaptureError,
+    Lag,
     SlotInfo,
     check_slot,
     int_to_lsn,
+    lag_from,
+    lag_problems,
     lsn_to_int,
     released_slot_info,
+    retention_alert,
 )
 
 

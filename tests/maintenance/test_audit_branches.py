@@ -11,8 +11,7 @@ import pytest
 from logistics_platform.lib import connections as duck
 from logistics_platform.lib.connections import load_catalog
 from logistics_platform.lib.maintenance import MaintenanceOptions, maintain_table
-from logistics_platform.lib.maintenance.files import list_files, pyarrow_io, referenced_files
-from logistics_platform.lib.maintenance.orphans import find_orphans
+from logistics_platform.lib.maintenance.files import find_orphans, list_files, pyarrow_io, referenced_files
 from logistics_platform.lib.transform.publish import (
     AUDIT_BRANCH,
     AUDIT_PROPERTY,

@@ -20,15 +20,25 @@ from pyiceberg.types import DecimalType, LongType, NestedField, StringType
 from logistics_platform.lib.connections import connect, load_catalog
 from logistics_platform.lib.iceberg_internals import arrow_to_data_files
 from logistics_platform.lib.maintenance import Hooks, MaintenanceOptions, maintain_table
-from logistics_platform.lib.maintenance.checksum import row_checksum
-from logistics_platform.lib.maintenance.compaction import compact_table
+from logistics_platform.lib.maintenance.compaction import compact_table, row_checksum
 from logistics_platform.lib.maintenance.expiry import expire_table
-from logistics_platform.lib.maintenance.files import list_files, normalize, pyarrow_io, referenced_files
+from logistics_platform.lib.maintenance.files import (
+    find_orphans,
+    list_files,
+    normalize,
+    pyarrow_io,
+    referenced_files,
+    remove_orphans,
+)
 from logistics_platform.lib.maintenance.health import table_health
 from logistics_platform.lib.maintenance.manifests import rewrite_manifests
-from logistics_platform.lib.maintenance.orphans import find_orphans, remove_orphans
-from logistics_platform.lib.maintenance.tags import apply_daily_tags, snapshot_current_at
-from logistics_platform.lib.maintenance.time_travel import TimeTravelError, query_as_of, resolve_as_of
+from logistics_platform.lib.maintenance.tags import (
+    TimeTravelError,
+    apply_daily_tags,
+    query_as_of,
+    resolve_as_of,
+    snapshot_current_at,
+)
 from logistics_platform.resources import build_resources
 from logistics_platform.settings import local_settings
 from tests.support.synthetic import append_hour, create_bronze_table, hour_rows, replace_hour

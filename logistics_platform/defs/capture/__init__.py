@@ -1,16 +1,9 @@
-"""Dagster definitions for change capture: the ``capture/oltp_changes`` asset and its lag and WAL checks.
-
-Its own group (``capture``), outside the hourly ingest jobs: capture feeds the landing zone, which the existing
-sensors and jobs pick up unchanged. Logic lives in :mod:`logistics_platform.lib.capture`.
-"""
+"""Dagster definitions for change capture (group ``capture``, outside the hourly jobs: it feeds the landing zone)."""
 
 import dagster as dg
 
-from logistics_platform.defs.capture.assets import CAPTURE_GROUP, CAPTURE_KEY, oltp_changes
-from logistics_platform.defs.capture.checks import capture_slot_lag, capture_wal_retention
+from logistics_platform.defs.capture.assets import capture_slot_lag, capture_wal_retention, oltp_changes
 from logistics_platform.settings import Settings
-
-__all__ = ["CAPTURE_GROUP", "CAPTURE_KEY", "build_defs"]
 
 
 def build_defs(settings: Settings) -> dg.Definitions:

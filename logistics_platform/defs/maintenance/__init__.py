@@ -1,26 +1,34 @@
-"""Dagster definitions for the maintenance domain: the nightly ``lakehouse_maintenance`` job and table health.
-
-``assets`` (the maintenance asset), ``checks`` (table health), ``jobs``, ``schedules``, and ``report`` (how results
-read in the UI); the logic lives in :mod:`logistics_platform.lib.maintenance`.
-"""
+"""Dagster definitions for the maintenance domain: the nightly ``lakehouse_maintenance`` job and table health."""
 
 import dagster as dg
 
-from logistics_platform.defs.maintenance.assets import build_maintenance_asset
-from logistics_platform.defs.maintenance.checks import build_health_checks
-from logistics_platform.defs.maintenance.jobs import build_maintenance_job
-from logistics_platform.defs.maintenance.schedules import build_nightly_schedule
+from logistics_platform.defs.constants import MAINTENANCE_JOB, MAINTENANCE_WRITER_TAGS
+from logistics_platform.defs.maintenance.assets import MAINTENANCE_KEY, iceberg_table_health, iceberg_tables
 from logistics_platform.settings import Settings
 
 
 def build_defs(settings: Settings) -> dg.Definitions:
-    """Assets, checks, jobs, sensors and schedules of this domain."""
-    health_checks = build_health_checks()
-    return dg.Definitions.merge(
-        dg.Definitions(
-            assets=[build_maintenance_asset()],
-            asset_checks=[health_checks],
-            schedules=[build_nightly_schedule(settings)],
+    """The maintenance asset and health checks, their nightly job and its schedule."""
+    job = dg.define_asset_job(
+        MAINTENANCE_JOB,
+        selection=dg.AssetSelection.assets(MAINTENANCE_KEY) | dg.AssetSelection.checks(iceberg_table_health),
+        description="Compaction, manifest consolidation, daily tags, snapshot expiry and orphan removal "
+        "on every Iceberg table, then table health checks.",
+        tags=MAINTENANCE_WRITER_TAGS,
+    )
+    # Running by default: the job is safe by construction (age windows, validated commits), and a maintenance
+    # schedule that someone must remember to switch on is the one that silently lets storage and scan times grow.
+    schedule = dg.ScheduleDefinition(
+        name="nightly_maintenance_schedule",
+        job_name=MAINTENANCE_JOB,
+        cron_schedule="0 2 * * *",
+        execution_timezone="UTC",
+        default_status=(
+            dg.DefaultScheduleStatus.RUNNING if settings.automation_running else dg.DefaultScheduleStatus.STOPPED
         ),
-        build_maintenance_job(health_checks),
+        tags=MAINTENANCE_WRITER_TAGS,
+        description="Nightly Iceberg maintenance at 02:00 UTC (after the day's last hourly ingest has landed).",
+    )
+    return dg.Definitions(
+        assets=[iceberg_tables], asset_checks=[iceberg_table_health], jobs=[job], schedules=[schedule]
     )

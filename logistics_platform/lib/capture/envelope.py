@@ -1,9 +1,4 @@
-"""Rows of the OLTP database -> Debezium change events as the landing contract carries them (docs/contract/sources.md).
-
-Values are encoded as the Debezium connector does with ``decimal.handling.mode=string`` and
-``time.precision.mode=adaptive``: numerics as decimal strings, timestamptz as ISO-8601 UTC with microseconds.
-The output is what ``lib/bronze/envelope.py`` parses; the tests feed it through that parser.
-"""
+"""Rows of the OLTP database -> Debezium change events as the landing contract carries them (docs/capture.md)."""
 
 from __future__ import annotations
 
@@ -25,16 +20,7 @@ TOPIC_PREFIX = "oltp.public."
 CONVERTERS: dict[int, Callable[[str], Any]] = {20: int, 21: int, 23: int, 1700: Decimal, 700: float, 701: float}
 CONVERTERS[16] = "t".__eq__  # bool: PostgreSQL writes t or f
 TIMESTAMPTZ_OID, TIMESTAMP_OID = 1184, 1114
-
-
 _UTC_TEXT = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(\.\d{1,6})?\+00$")
-
-
-class IsoUtc(str):
-    """A timestamptz already in the contract's text form (``2026-11-02T10:15:30.123456Z``)."""
-
-    __slots__ = ()
-
 
 # What the real connector sends for a TOASTed value an update left unchanged (its default
 # ``unavailable.value.placeholder``); downstream keeps the column's previous value (docs/contract/sources.md).
@@ -55,7 +41,7 @@ def from_text(type_oid: int, text: str | None) -> Any:
     if type_oid == TIMESTAMPTZ_OID and _UTC_TEXT.match(text):
         # The session runs in UTC/ISO: '2026-11-02 10:15:30.5+00' -> the contract's text without a datetime.
         date_time, _, frac = text[:-3].partition(".")
-        return IsoUtc(f"{date_time[:10]}T{date_time[11:]}.{frac.ljust(6, '0')}Z")
+        return f"{date_time[:10]}T{date_time[11:]}.{frac.ljust(6, '0')}Z"
     if type_oid in (TIMESTAMPTZ_OID, TIMESTAMP_OID):
         value = datetime.fromisoformat(text)
         return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
@@ -63,30 +49,18 @@ def from_text(type_oid: int, text: str | None) -> Any:
 
 
 def row_from_tuple(names: Sequence[str], oids: Sequence[int], values: Sequence[Value]) -> dict[str, Any]:
-    """Column name -> Python value of one decoded tuple; an unchanged TOASTed value becomes the connector's placeholder.
-
-    Only varlena values are TOASTed; of the contract's column types only text (and numeric, far too short to be
-    moved out of line) are, and the connector writes the placeholder string for every string-encoded column.
-    """
+    """Column name -> Python value of one decoded tuple; an unchanged TOASTed value becomes the placeholder."""
     out: dict[str, Any] = {}
     for name, oid, v in zip(names, oids, values, strict=True):
         out[name] = UNAVAILABLE_VALUE if v is UNCHANGED_TOAST else from_text(oid, v)  # type: ignore[arg-type]
     return out
 
 
-def iso_utc(value: datetime) -> str:
-    """``2026-11-02T10:15:30.123456Z`` (a naive value is taken as UTC)."""
-    if value.tzinfo is not None:
-        value = value.astimezone(UTC).replace(tzinfo=None)
-    return value.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
 def to_json_value(value: Any) -> Any:
+    """A datetime as ``2026-11-02T10:15:30.123456Z`` (naive is UTC), a Decimal as its string, the rest as is."""
     if isinstance(value, datetime):
-        return iso_utc(value)
-    if isinstance(value, Decimal):
-        return str(value)
-    return value
+        return (value.astimezone(UTC) if value.tzinfo else value).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return str(value) if isinstance(value, Decimal) else value
 
 
 def encode_row(row: Mapping[str, Any] | None) -> dict[str, Any] | None:
@@ -110,12 +84,7 @@ def change_event(
     db: str,
     snapshot: str = "false",
 ) -> str:
-    """One Debezium envelope (``schemas.enable=false``) as a compact JSON line, its fields in the connector's order.
-
-    ``sequence_lsn`` is the first element of ``source.sequence``: the connector writes the LSN of the transaction's
-    Begin message there when streaming and null in a snapshot. ``commit_us`` is the commit (or snapshot) time in
-    microseconds, ``processed_us`` when the event was made (the envelope's ``ts_ms``/``ts_us``/``ts_ns``).
-    """
+    """One Debezium envelope (``schemas.enable=false``) as a compact JSON line, its fields in the connector's order."""
     event = {
         "before": encode_row(before),
         "after": encode_row(after),

@@ -1,18 +1,4 @@
-"""Durable landing of captured changes, with the capture position recorded atomically next to the data.
-
-A batch is landed in three steps, each durable before the next:
-
-1. every file of the batch is written under ``<landing>/_capture/tmp/`` and fsynced (leftovers of a crash before
-   step 2 are deleted on open);
-2. the manifest ``<landing>/_capture/<name>.json`` is replaced atomically (write, fsync, rename, fsync the
-   directory) with the new position, the next Kafka offset of every topic, and the list of files to move;
-3. the files are renamed into their ``topics/<topic>/dt=/hr=`` folders and the folders fsynced.
-
-Only then may the caller confirm the position to the source. A crash before (2) leaves orphan temp files and the
-old position: the changes are read again and landed once. A crash between (2) and (3) is rolled forward by
-:meth:`LandingWriter.open`, which finishes the renames the manifest lists. So the manifest's position is the
-truth: everything at or before it is landed exactly once, nothing after it is.
-"""
+"""Durable landing of captured changes, the capture position recorded atomically next to the data (docs/capture.md)."""
 
 from __future__ import annotations
 
@@ -21,7 +7,7 @@ import json
 import os
 import uuid
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
@@ -70,7 +56,7 @@ def fsync_dir(path: Path) -> None:
 
 
 def write_durable(path: Path, data: bytes) -> None:
-    """Write ``data`` to a new file and fsync it (the directory entry is fsynced by the caller)."""
+    """Write ``data`` to a new file and fsync it (the caller fsyncs the directory)."""
     with open(path, "xb") as f:
         f.write(data)
         f.flush()
@@ -184,8 +170,8 @@ class LandingWriter:
             n_lines += len(lines)
         if pending:
             fsync_dir(self.tmp_dir)
-        new = Manifest(
-            name=m.name,
+        new = replace(
+            m,
             lsn=m.lsn if lsn is None else lsn,
             commit_ms=m.commit_ms if commit_ms is None else commit_ms,
             offsets=offsets,

@@ -1,9 +1,4 @@
-"""A pure decoder of PostgreSQL's ``pgoutput`` logical replication messages (protocol version 1, text values).
-
-Each XLogData payload of a ``pgoutput`` stream is one message; :func:`decode` turns its bytes into one of the
-dataclasses below. Values stay PostgreSQL's text output (``None`` for SQL null, :data:`UNCHANGED_TOAST` for a
-TOASTed value the update did not touch); typing them is the envelope's job. Nothing here does I/O.
-"""
+"""A pure decoder of PostgreSQL's ``pgoutput`` logical replication messages (protocol version 1, text values)."""
 
 from __future__ import annotations
 
@@ -93,10 +88,6 @@ class Other:
 Message = Begin | Commit | Relation | Insert | Update | Delete | Truncate | Other
 
 
-def pg_time_to_unix_us(pg_us: int) -> int:
-    return pg_us + PG_EPOCH_UNIX_US
-
-
 class _Reader:
     __slots__ = ("buf", "pos")
 
@@ -172,10 +163,10 @@ def decode(payload: bytes) -> Message:
     kind = r.byte()
     if kind == "B":
         final_lsn, ts, xid = r.take("QqI")
-        return Begin(final_lsn, pg_time_to_unix_us(ts), xid)
+        return Begin(final_lsn, ts + PG_EPOCH_UNIX_US, xid)
     if kind == "C":
         _flags, commit_lsn, end_lsn, ts = r.take("BQQq")
-        return Commit(commit_lsn, end_lsn, pg_time_to_unix_us(ts))
+        return Commit(commit_lsn, end_lsn, ts + PG_EPOCH_UNIX_US)
     if kind == "R":
         (relid,) = r.take("I")
         ns, name, ident, (ncols,) = r.cstring(), r.cstring(), r.byte(), r.take("h")

@@ -1,17 +1,4 @@
-"""Logical-replication capture: slot + publication on first use, the exported snapshot as ``op: r`` events, then
-the ``pgoutput`` stream, landed in whole transactions and confirmed to the server only once durable.
-
-Exactly once: a transaction is landed in the batch that holds its commit; the manifest's position is the end
-LSN of the last landed commit, and the slot is confirmed to that position only after the batch is durable
-(:mod:`landing_writer`). After a crash the server resends from the slot's older position and every transaction
-whose end LSN is at or before the manifest's is skipped.
-
-Snapshot and stream meet without gap or overlap because the snapshot is the one the slot exports at its
-consistent point: it holds exactly the transactions committed before the stream's first. Snapshot events carry
-the slot's restart LSN as ``source.lsn``, which is below every change the slot will ever stream, so a streamed
-change of a row always wins over the row's snapshot image, even when its transaction began before the
-consistent point.
-"""
+"""Logical-replication capture: slot, exported snapshot, then the ``pgoutput`` stream (docs/capture.md)."""
 
 from __future__ import annotations
 
@@ -21,6 +8,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +20,7 @@ from logistics_platform.lib.capture.slot import (
     CaptureError,
     check_server,
     check_slot,
+    connect,
     int_to_lsn,
     lsn_to_int,
     released_slot_info,
@@ -47,10 +36,6 @@ Clock = Callable[[], datetime]
 
 def utc_now() -> datetime:
     return datetime.now(UTC)
-
-
-# The replication session's output: timestamps in UTC, ISO style (what envelope.from_text parses).
-SESSION_OPTIONS = "-c TimeZone=UTC -c DateStyle=ISO"
 
 
 @dataclass
@@ -76,46 +61,28 @@ class CaptureResult:
         return " ".join(parts)
 
 
-def connect(dsn: str, replication: bool = False) -> Any:
-    import psycopg2
-    import psycopg2.extras
-
-    try:
-        if replication:
-            return psycopg2.connect(
-                dsn, connection_factory=psycopg2.extras.LogicalReplicationConnection, options=SESSION_OPTIONS
-            )
-        return psycopg2.connect(dsn, options=SESSION_OPTIONS)
-    except psycopg2.OperationalError as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise CaptureError(f"capture: cannot connect to OLTP_DSN ({first}); check the setting and the server") from None
-
-
-def _now_us() -> int:
+def now_us() -> int:
     return time.time_ns() // 1000
 
 
-def _database(conn: Any) -> str:
+def database(conn: Any) -> str:
+    """The database name of ``conn`` (the envelopes' ``source.db``)."""
     return str(conn.get_dsn_parameters().get("dbname", "oltp"))
 
 
+@dataclass
 class _Batch:
     """Lines per topic of whole transactions, not yet landed."""
 
-    def __init__(self) -> None:
-        self.lines: dict[str, list[str]] = defaultdict(list)
-        self.changes = 0
-        self.transactions = 0
-        self.end_lsn = 0
-        self.commit_ms: int | None = None
+    lines: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
+    changes: int = 0
+    transactions: int = 0
+    end_lsn: int = 0
+    commit_ms: int | None = None
 
 
 def snapshot_flags(table_rows: list[int]) -> list[list[str]]:
-    """``source.snapshot`` of every row of a snapshot of tables with these row counts, as Debezium 3.6 writes it.
-
-    The snapshot's first row ``first``, its last ``last`` (empty tables hold none), a table's first and last rows
-    ``first_in_data_collection`` / ``last_in_data_collection``, every other row ``true``.
-    """
+    """``source.snapshot`` of every row of a snapshot of tables with these row counts, as Debezium 3.6 writes it."""
     out = []
     for n in table_rows:
         flags = ["true"] * n
@@ -130,61 +97,8 @@ def snapshot_flags(table_rows: list[int]) -> list[list[str]]:
     return out
 
 
-def _snapshot(
-    conn: Any,
-    writer: LandingWriter,
-    snapshot_name: str,
-    lsn: int,
-    position: int,
-    result: CaptureResult,
-    clock: Clock,
-) -> None:
-    """Read every table in the slot's exported snapshot and land it as op r, in one atomic batch.
-
-    ``lsn`` is the snapshot events' ``source.lsn``; ``position`` the manifest's, where the stream starts.
-    """
-    db = _database(conn)
-    conn.autocommit = True  # the snapshot must be set by the transaction's first statement, so begin it here
-    with conn.cursor() as cur:
-        cur.execute("begin isolation level repeatable read read only")
-        cur.execute("set transaction snapshot %s", (snapshot_name,))
-        # The connector's snapshot rows carry its snapshot transaction's id as txId, and its start time as ts_ms.
-        cur.execute("select (extract(epoch from now()) * 1000000)::bigint, txid_current()")
-        ts_us, tx_id = (int(v) for v in cur.fetchone())
-        # The connector's table order (by name) and rows, so that its snapshot flags fall on the same rows.
-        tables = sorted(TABLES)
-        rows_of: dict[str, list[dict[str, Any]]] = {}
-        for table in tables:
-            columns = TABLES[table]
-            cur.execute(f"select {', '.join(columns)} from public.{table} order by {KEYS[table]}")
-            rows_of[table] = [dict(zip(columns, values, strict=True)) for values in cur.fetchall()]
-        cur.execute("commit")
-    flags = snapshot_flags([len(rows_of[t]) for t in tables])
-    batch: dict[str, list[str]] = {}
-    for table, table_flags in zip(tables, flags, strict=True):
-        batch[topic_of(table)] = [
-            change_event(
-                table,
-                "r",
-                None,
-                row,
-                lsn=lsn,
-                sequence_lsn=None,
-                commit_us=ts_us,
-                tx_id=tx_id,
-                processed_us=_now_us(),
-                db=db,
-                snapshot=flag,
-            )
-            for row, flag in zip(rows_of[table], table_flags, strict=True)
-        ]
-        result.snapshot_rows += len(rows_of[table])
-    conn.autocommit = False
-    result.files += writer.commit(batch, clock(), lsn=position, commit_ms=ts_us // 1000, state={"snapshot": "done"})
-
-
-def _create_slot(conn: Any, dsn: str, slot: str, writer: LandingWriter, result: CaptureResult, clock: Clock) -> int:
-    """Create the slot with an exported snapshot, land the snapshot; the consistent point."""
+def _create_slot(conn: Any, dsn: str, slot: str, writer: LandingWriter, result: CaptureResult, clock: Clock) -> None:
+    """Create the slot with an exported snapshot and land that snapshot as op r in one batch (docs/capture.md)."""
     repl = connect(dsn, replication=True)
     try:
         with repl.cursor() as rcur:
@@ -197,12 +111,38 @@ def _create_slot(conn: Any, dsn: str, slot: str, writer: LandingWriter, result: 
             info = slot_info(conn, slot)
             point = lsn_to_int(consistent_point)
             assert point is not None
-            restart = info.restart_lsn if info and info.restart_lsn else point
-            _snapshot(conn, writer, snapshot_name, restart, point, result, clock)
+            # Snapshot events carry the slot's restart LSN as source.lsn; the stream starts at the consistent point.
+            lsn = info.restart_lsn if info and info.restart_lsn else point
+            db = database(conn)
+            conn.autocommit = True  # the snapshot must be set by the transaction's first statement, so begin it here
+            with conn.cursor() as cur:
+                cur.execute("begin isolation level repeatable read read only")
+                cur.execute("set transaction snapshot %s", (snapshot_name,))
+                # The connector's snapshot rows carry its snapshot transaction's id as txId, its start time as ts_ms.
+                cur.execute("select (extract(epoch from now()) * 1000000)::bigint, txid_current()")
+                ts_us, tx_id = (int(v) for v in cur.fetchone())
+                # The connector's table order (by name) and rows, so that its snapshot flags fall on the same rows.
+                tables = sorted(TABLES)
+                rows_of: dict[str, list[dict[str, Any]]] = {}
+                for table in tables:
+                    columns = TABLES[table]
+                    cur.execute(f"select {', '.join(columns)} from public.{table} order by {KEYS[table]}")
+                    rows_of[table] = [dict(zip(columns, values, strict=True)) for values in cur.fetchall()]
+                cur.execute("commit")
+            conn.autocommit = False
+        flags = snapshot_flags([len(rows_of[t]) for t in tables])
+        event = partial(
+            change_event, op="r", before=None, lsn=lsn, sequence_lsn=None, commit_us=ts_us, tx_id=tx_id, db=db
+        )
+        batch: dict[str, list[str]] = {}
+        for table, table_flags in zip(tables, flags, strict=True):
+            rows = zip(rows_of[table], table_flags, strict=True)
+            batch[topic_of(table)] = [event(table, after=row, processed_us=now_us(), snapshot=f) for row, f in rows]
+            result.snapshot_rows += len(rows_of[table])
+        result.files += writer.commit(batch, clock(), lsn=point, commit_ms=ts_us // 1000, state={"snapshot": "done"})
     finally:
         repl.close()
     result.created_slot = True
-    return point
 
 
 def capture_logical(
@@ -267,7 +207,7 @@ def _stream(
         cur.execute("select pg_current_wal_insert_lsn()::text")
         target = lsn_to_int(cur.fetchone()[0]) or 0
     conn.commit()
-    db = _database(conn)
+    db = database(conn)
     landed = writer.manifest.lsn
     repl = connect(dsn, replication=True)
     try:
@@ -338,28 +278,16 @@ def _stream(
                 if m.end_lsn <= landed:
                     result.skipped_transactions += 1
                 else:
-                    commit_ms = m.commit_us // 1000
-                    now_us = _now_us()
+                    event = partial(change_event, sequence_lsn=last_commit_end, commit_us=m.commit_us, tx_id=begin.xid)
+                    processed = now_us()
                     for table, op, lsn, before, after in txn:
-                        if table not in TABLES:
-                            continue
-                        event = change_event(
-                            table,
-                            op,
-                            before,
-                            after,
-                            lsn=lsn,
-                            sequence_lsn=last_commit_end,
-                            commit_us=m.commit_us,
-                            tx_id=begin.xid,
-                            processed_us=now_us,
-                            db=db,
-                        )
-                        batch.lines[topic_of(table)] += lines_of(table, op, event)
-                        batch.changes += 1
+                        if table in TABLES:
+                            line = event(table, op, before, after, lsn=lsn, processed_us=processed, db=db)
+                            batch.lines[topic_of(table)] += lines_of(table, op, line)
+                            batch.changes += 1
                     batch.transactions += 1
                     batch.end_lsn = m.end_lsn
-                    batch.commit_ms = commit_ms
+                    batch.commit_ms = m.commit_us // 1000
                     if batch.changes >= max_batch_changes:
                         flush()
                 last_commit_end = m.end_lsn

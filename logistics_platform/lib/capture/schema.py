@@ -1,12 +1,4 @@
-"""The OLTP database of the source contract: tables, keys, replica identity, and the publication.
-
-Tables, columns, types, keys, allowed values and defaults are those of :mod:`logistics_platform.lib.contract`; the
-DDL is rendered from it.
-
-REPLICA IDENTITY DEFAULT (the primary key) on every table: deletes carry the key in ``before``, which is all the
-contract needs (docs/contract/sources.md: "for u/d it may hold only the key"); FULL would write every old column into
-the WAL on each update and delete for images nothing downstream reads.
-"""
+"""The OLTP database of the source contract (:mod:`logistics_platform.lib.contract`): DDL and the publication."""
 
 from __future__ import annotations
 
@@ -24,19 +16,10 @@ KEYS: dict[str, str] = {t: contract.SOURCES[t].key for t in contract.CDC_TABLES}
 _PG_TYPES = {contract.DOUBLE_NAME: "double precision"}
 
 
-def sql_literal(text: str) -> str:
-    """``text`` as a SQL string literal."""
-    return "'" + text.replace("'", "''") + "'"
-
-
-def pg_type(t: contract.ColumnType) -> str:
-    """The PostgreSQL type of a contract type."""
-    return f"numeric({t.precision}, {t.scale})" if t.is_decimal else _PG_TYPES.get(t.name, t.name)
-
-
 def column_ddl(source: contract.SourceTopic, c: contract.SourceColumn) -> str:
     """One column of a ``create table``: type, key or not null, foreign key, allowed values, default."""
-    parts = [c.name, pg_type(c.type)]
+    t = c.type
+    parts = [c.name, f"numeric({t.precision}, {t.scale})" if t.is_decimal else _PG_TYPES.get(t.name, t.name)]
     if c.name == source.key:
         parts.append("primary key")
     elif not c.nullable:
@@ -44,7 +27,8 @@ def column_ddl(source: contract.SourceTopic, c: contract.SourceColumn) -> str:
     if c.references:
         parts.append(f"references {c.references} ({contract.SOURCES[c.references].key})")
     if c.values:
-        parts.append(f"check ({c.name} in ({', '.join(sql_literal(v) for v in c.values)}))")
+        literals = ", ".join("'" + v.replace("'", "''") + "'" for v in c.values)
+        parts.append(f"check ({c.name} in ({literals}))")
     if c.default:
         parts.append(f"default {c.default}")
     return " ".join(parts)
@@ -58,7 +42,7 @@ def table_ddl(table: str) -> str:
 
 
 def schema_ddl() -> str:
-    """The OLTP database of the contract: its tables, the capture's indexes and the replica identity."""
+    """The contract's tables, the query mode's ``updated_at`` indexes, and REPLICA IDENTITY DEFAULT (the key)."""
     tables = "".join(table_ddl(t) for t in TABLES)
     # The query-based capture polls by updated_at: without these it scans every table on every poll.
     indexes = "".join(

@@ -1,10 +1,7 @@
-"""A realistic stream of OLTP transactions against the contract's tables (the generator's lifecycle, live).
+"""A realistic stream of OLTP transactions against the contract's tables (``oltp-simulate``, docs/capture.md).
 
-Orders move created -> assigned -> picked_up -> in_transit -> delivered (or are cancelled, and some cancelled
-orders are purged); payments are authorized with the order, captured on delivery, sometimes charged twice and
-the second charge refunded; tenants change tier; couriers join, change, and are deleted. State is read back
-from the database first, so runs continue one another. Seeded: the same seed on the same database state
-makes the same statements (times come from the server's clock).
+State is read back from the database first, so runs continue one another. Seeded: the same seed on the same database
+state makes the same statements (times come from the server's clock).
 """
 
 from __future__ import annotations
@@ -119,8 +116,7 @@ def simulate(conn: Any, changes: int, seed: int = 7) -> SimulationResult:
             roll = rng.random()
             if roll < 0.30 or not w.open:
                 oid, pid = w.next_order, w.next_payment
-                w.next_order += 1
-                w.next_payment += 1
+                w.next_order, w.next_payment = oid + 1, pid + 1
                 total = rng.randrange(1000, 40000) / 100
                 tid = rng.choice(sorted(w.tenants))
                 w.open[oid] = ("created", total, pid)
@@ -183,13 +179,8 @@ def simulate(conn: Any, changes: int, seed: int = 7) -> SimulationResult:
             elif w.cancelled:
                 # Purge a cancelled order and its payments (a hard delete).
                 oid = w.cancelled.pop(rng.randrange(len(w.cancelled)))
-                run(
-                    "order_delete",
-                    [
-                        ("delete from payments where order_id = %s", (oid,)),
-                        ("delete from orders where order_id = %s", (oid,)),
-                    ],
-                )
+                purge = [(f"delete from {t} where order_id = %s", (oid,)) for t in ("payments", "orders")]
+                run("order_delete", purge)
     return result
 
 

@@ -1,44 +1,22 @@
-"""Lakehouse maintenance on pyiceberg + pyarrow: compaction, expiry, orphans, manifests, daily tags, time travel.
-
-:func:`maintain_table` runs the steps in the order that keeps every table readable at every point:
-
-1. bound the metadata log (table properties; later commits delete metadata files that fall out of it),
-2. daily tags (before expiry, so the day-end snapshots are protected),
-3. compaction (REPLACE commits; old files stay referenced by the previous snapshots),
-4. manifest consolidation (REPLACE commit),
-5. snapshot expiry, then deletion of the files only expired snapshots referenced,
-6. orphan sweep (unreferenced files older than the safety window: also finishes a run that crashed).
-
-Each step commits on its own; a crash between steps leaves a valid table and the next run redoes what is left.
-"""
+"""Lakehouse maintenance on pyiceberg: :func:`maintain_table`; the steps' order and why: docs/internals/capmaint.md."""
 
 from __future__ import annotations
 
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
 
+from logistics_platform.lib.maintenance import files
 from logistics_platform.lib.maintenance.compaction import CompactionResult, compact_table
 from logistics_platform.lib.maintenance.expiry import ExpiryResult, ensure_metadata_retention, expire_table
 from logistics_platform.lib.maintenance.manifests import ManifestRewriteResult, rewrite_manifests
-from logistics_platform.lib.maintenance.options import Hooks, MaintenanceOptions
-from logistics_platform.lib.maintenance.orphans import OrphanResult, remove_orphans
+from logistics_platform.lib.maintenance.options import Hooks as Hooks
+from logistics_platform.lib.maintenance.options import MaintenanceOptions
 from logistics_platform.lib.maintenance.tags import TagResult, apply_daily_tags
-
-__all__ = [
-    "Hooks",
-    "MaintenanceOptions",
-    "TableReport",
-    "TableState",
-    "list_iceberg_tables",
-    "maintain_catalog",
-    "maintain_table",
-    "table_state",
-]
 
 log = logging.getLogger(__name__)
 
@@ -58,16 +36,13 @@ class TableState:
 
 
 def table_state(table: Table) -> TableState:
-    from logistics_platform.lib.maintenance.files import list_files, pyarrow_io
-
-    snap = table.current_snapshot()
-    files = list(table.scan(snapshot_id=snap.snapshot_id).plan_files()) if snap else []
-    stored = list_files(pyarrow_io(table), table.location())
+    tasks = list(table.scan().plan_files())  # the current snapshot's; none without one
+    stored = files.list_files(files.pyarrow_io(table), table.location())
     return TableState(
-        data_files=len(files),
-        data_bytes=sum(t.file.file_size_in_bytes for t in files),
+        data_files=len(tasks),
+        data_bytes=sum(t.file.file_size_in_bytes for t in tasks),
         snapshots=len(table.metadata.snapshots),
-        manifests=len(snap.manifests(table.io)) if snap else 0,
+        manifests=files.manifest_count(table),
         stored_files=len(stored),
         stored_bytes=sum(f.size for f in stored),
     )
@@ -85,10 +60,9 @@ class TableReport:
     compaction: CompactionResult | None = None
     manifests: ManifestRewriteResult | None = None
     expiry: ExpiryResult | None = None
-    orphans: OrphanResult | None = None
+    orphans: files.OrphanResult | None = None
     duration_s: float = 0.0
     error: str | None = None
-    actions: list[str] = field(default_factory=list)
 
     @property
     def bytes_reclaimed(self) -> int:
@@ -101,12 +75,8 @@ class TableReport:
         out: dict[str, float | int | str] = {"duration_s": round(self.duration_s, 3), "dry_run": str(self.dry_run)}
         for label, state in (("before", self.before), ("after", self.after)):
             if state:
-                out[f"data_files_{label}"] = state.data_files
-                out[f"data_bytes_{label}"] = state.data_bytes
-                out[f"stored_files_{label}"] = state.stored_files
-                out[f"stored_bytes_{label}"] = state.stored_bytes
-                out[f"snapshots_{label}"] = state.snapshots
-                out[f"manifests_{label}"] = state.manifests
+                figures = ("data_files", "data_bytes", "stored_files", "stored_bytes", "snapshots", "manifests")
+                out.update({f"{figure}_{label}": getattr(state, figure) for figure in figures})
         if self.compaction:
             out["partitions_compacted"] = len(self.compaction.committed)
             out["files_rewritten"] = self.compaction.files_rewritten
@@ -133,26 +103,22 @@ class TableReport:
 def maintain_table(
     table: Table, options: MaintenanceOptions, progress: Callable[[str], None] | None = None
 ) -> TableReport:
-    """Run every maintenance step on one table (see the module docstring for the order and why)."""
+    """Run every maintenance step on one table, in the order that keeps it readable throughout."""
     say = progress or (lambda msg: log.info("%s", msg))
-    name = ".".join(table.name())
+    name, dry = ".".join(table.name()), options.dry_run
     now = options.current_time()
     started = time.monotonic()
-    report = TableReport(table=name, dry_run=options.dry_run)
-    report.before = table_state(table)
-    if not options.dry_run and ensure_metadata_retention(table, options.metadata_previous_versions):
-        report.actions.append(f"metadata log bounded to {options.metadata_previous_versions} versions")
-
+    report = TableReport(table=name, dry_run=dry, before=table_state(table))
+    if not dry:
+        ensure_metadata_retention(table, options.metadata_previous_versions)
     say(f"{name}: daily tags")
-    report.tags = apply_daily_tags(
-        table, now=now, retention_days=options.daily_tag_retention_days, dry_run=options.dry_run
-    )
+    report.tags = apply_daily_tags(table, now=now, retention_days=options.daily_tag_retention_days, dry_run=dry)
     say(f"{name}: compaction")
     report.compaction = compact_table(
         table,
         small_file_bytes=options.small_file_bytes,
         target_file_bytes=options.target_file_bytes,
-        dry_run=options.dry_run,
+        dry_run=dry,
         before_commit=options.hooks.before_compaction_commit,
         progress=say,
     )
@@ -161,7 +127,7 @@ def maintain_table(
         table,
         max_manifests=options.max_manifests_per_snapshot,
         target_manifest_bytes=options.target_manifest_bytes,
-        dry_run=options.dry_run,
+        dry_run=dry,
     )
     say(f"{name}: snapshot expiry")
     report.expiry = expire_table(
@@ -169,11 +135,11 @@ def maintain_table(
         retention=options.snapshot_retention,
         min_keep=options.min_snapshots_to_keep,
         now=now,
-        dry_run=options.dry_run,
+        dry_run=dry,
         hooks=options.hooks,
     )
     say(f"{name}: orphan files")
-    report.orphans = remove_orphans(table, safety_window=options.orphan_safety_window, now=now, dry_run=options.dry_run)
+    report.orphans = files.remove_orphans(table, safety_window=options.orphan_safety_window, now=now, dry_run=dry)
     table.refresh()
     report.after = table_state(table)
     report.duration_s = time.monotonic() - started

@@ -1,16 +1,4 @@
-"""Bin-packing compaction of small data files, one atomic REPLACE commit per table.
-
-For each partition of the table's default spec, data files smaller than ``small_file_bytes`` are grouped into
-bins of about ``target_file_bytes``; each bin is read (projected on the current schema, so files written
-before a column was added read as null there), sorted by the table's sort order, written as new files and
-read back. The commit replaces exactly the rewritten files and is refused unless the rows read back have the
-same order-independent checksum as the rows read in.
-
-Concurrency: the commit is validated against the snapshot that was read. A concurrent append is not a
-conflict (compaction changes no rows); pyiceberg refreshes and rebuilds the commit on the new head. If a file
-being replaced is no longer live (a concurrent re-ingest replaced that hour), that partition is dropped from
-the commit and its new files are deleted (the commit provably did not land); the other partitions are retried.
-"""
+"""Bin-packing compaction of small data files: checksummed rewrites, one REPLACE commit per table."""
 
 from __future__ import annotations
 
@@ -23,6 +11,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import duckdb
 import pyarrow as pa
 from pyiceberg.exceptions import CommitFailedException, ValidationException
 from pyiceberg.expressions import AlwaysTrue
@@ -34,7 +23,6 @@ from pyiceberg.table.sorting import NullOrder, SortDirection
 from pyiceberg.transforms import IdentityTransform
 
 from logistics_platform.lib.iceberg_internals import RewriteFiles, split_by_partition
-from logistics_platform.lib.maintenance.checksum import row_checksum
 from logistics_platform.lib.maintenance.files import pyarrow_io
 
 log = logging.getLogger(__name__)
@@ -49,6 +37,22 @@ def backoff(attempt: int) -> None:
     time.sleep(min(2.0, 0.05 * 2**attempt) * (0.5 + random.random()))
 
 
+def row_checksum(rows: pa.Table) -> str:
+    """``<row count>:<sum of row hashes mod 2^64 in hex>``: order-independent, duplicate rows count (a sum, not xor)."""
+    if rows.num_columns == 0:
+        return f"{rows.num_rows}:0"
+    con = duckdb.connect()
+    try:
+        con.register("rows_in", rows)
+        args = ", ".join('"' + n.replace('"', '""') + '"' for n in rows.column_names)
+        count, total = con.execute(
+            f"select count(*), coalesce(sum(hash({args})::hugeint), 0) % {2**64} from rows_in"
+        ).fetchone()  # type: ignore[misc]
+    finally:
+        con.close()
+    return f"{count}:{int(total):016x}"
+
+
 class CompactionError(RuntimeError):
     """A rewrite would change data (checksum mismatch); nothing was committed."""
 
@@ -58,17 +62,13 @@ class PartitionCompaction:
     """What happened to one partition."""
 
     partition: str
-    files_in_partition: int
     files_before: int  # files rewritten
     bytes_before: int
     files_after: int = 0
-    bytes_after: int = 0
-    rows: int = 0
     checksum_before: str = ""
     checksum_after: str = ""
     status: str = "planned"  # committed | dry-run | skipped: <reason>
     attempts: int = 0
-    snapshot_id: int | None = None
 
 
 @dataclass
@@ -168,21 +168,13 @@ def _delete_written(table: Table, files: list[DataFile]) -> None:
             log.warning("could not delete uncommitted compaction file %s: %s", f.file_path, exc)
 
 
-def _live_paths(table: Table) -> set[str]:
-    snap = table.current_snapshot()
-    return {t.file.file_path for t in table.scan(snapshot_id=snap.snapshot_id).plan_files()} if snap else set()
-
-
 def plan_partitions(table: Table, small_file_bytes: int) -> dict[str, tuple[list[DataFile], list[DataFile], bool]]:
     """partition label -> (all live data files, small ones of the default spec, has delete files)."""
-    snap = table.current_snapshot()
     out: dict[str, tuple[list[DataFile], list[DataFile], bool]] = {}
-    if snap is None:
-        return out
     md = table.metadata
     schema = md.schema()
     default_spec_id = md.default_spec_id
-    for task in table.scan(snapshot_id=snap.snapshot_id).plan_files():
+    for task in table.scan().plan_files():  # the current snapshot's; none without one
         f = task.file
         spec = md.specs()[f.spec_id]
         label = spec.partition_to_path(f.partition, schema) if not spec.is_unpartitioned() else "(unpartitioned)"
@@ -206,35 +198,23 @@ def compact_table(
     before_commit: Callable[[str], None] | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> CompactionResult:
-    """Compact every partition of ``table`` that has at least two small files; returns what was done.
-
-    All partitions are rewritten first and then committed in ONE snapshot (a commit copies the whole table
-    metadata, so one per partition costs more than the rewrite on tables with long histories). A partition
-    whose files changed concurrently is dropped from the commit (its new files deleted) and the rest retried.
-    """
+    """Compact every partition of ``table`` with at least two small files: rewrite all, then commit once."""
     name = ".".join(table.name())
     result = CompactionResult(table=name)
     pending: list[_Rewrite] = []
     try:
-        for label, (all_files, small, has_deletes) in sorted(plan_partitions(table, small_file_bytes).items()):
+        for label, (_, small, has_deletes) in sorted(plan_partitions(table, small_file_bytes).items()):
             bins = _bins(small, target_file_bytes)
             if not bins:
                 continue
             chosen = [f for b in bins for f in b]
-            pc = PartitionCompaction(
-                partition=label,
-                files_in_partition=len(all_files),
-                files_before=len(chosen),
-                bytes_before=sum(f.file_size_in_bytes for f in chosen),
-            )
+            pc = PartitionCompaction(label, len(chosen), sum(f.file_size_in_bytes for f in chosen))
             result.partitions.append(pc)
             if has_deletes:
                 pc.status = "skipped: partition has delete files (merge-on-read); rewrite them first"
                 continue
             if dry_run:
-                pc.status = "dry-run"
-                pc.files_after = len(bins)
-                pc.rows = sum(f.record_count for f in chosen)
+                pc.status, pc.files_after = "dry-run", len(bins)
                 continue
             if progress:
                 progress(f"{name} {label}: rewriting {len(chosen)} files into ~{len(bins)}")
@@ -279,14 +259,12 @@ def _rewrite_partition(
             written = _write(table, rows, rows_per_file)
             rw.new_files.extend(written)
             sums_out.append(row_checksum(_read(table, written)))
-            pc.rows += rows.num_rows
     except BaseException:
         _delete_written(table, rw.new_files)
         raise
     pc.checksum_before = _combine(sums_in)
     pc.checksum_after = _combine(sums_out)
     pc.files_after = len(rw.new_files)
-    pc.bytes_after = sum(f.file_size_in_bytes for f in rw.new_files)
     if pc.checksum_before != pc.checksum_after:
         _delete_written(table, rw.new_files)
         raise CompactionError(
@@ -325,7 +303,7 @@ def _commit_rewrites(table: Table, pending: list[_Rewrite]) -> None:
         except (ValidationException, CommitFailedException) as exc:
             # Either way the commit did not land. Keep the partitions whose inputs are all still live.
             table.refresh()
-            live = _live_paths(table)
+            live = {t.file.file_path for t in table.scan().plan_files()}
             still: list[_Rewrite] = []
             for rw in remaining:
                 if {f.file_path for f in rw.old_files} <= live:
@@ -342,7 +320,6 @@ def _commit_rewrites(table: Table, pending: list[_Rewrite]) -> None:
             continue
         for rw in remaining:
             rw.pc.status = "committed"
-            rw.pc.snapshot_id = producer.snapshot_id
         return
     for rw in remaining:
         _delete_written(table, rw.new_files)

@@ -1,20 +1,4 @@
-"""Snapshot expiry that frees storage: nightly by age, and early for the micro-batches of a past clock hour.
-
-pyiceberg's ``expire_snapshots()`` only edits metadata. Here: choose the snapshots to expire (older than the
-retention, beyond the newest N of the main branch, not the target of any tag or branch), commit that, then
-delete the manifest lists, manifests and data files that the expired snapshots referenced and that no
-retained snapshot references, and the metadata.json files that fell out of the metadata log.
-
-Live micro-batches commit a snapshot per landed file; kept for the whole retention they would make every commit
-rewrite (and every reader parse) a metadata.json listing thousands of them. :func:`micro_batch_snapshots` picks the
-ones time travel no longer needs (superseded more than :data:`LIVE_SNAPSHOT_WINDOW` ago and not the last of their
-UTC clock hour), which the bronze commit expires in the same transaction (:func:`stage_early_expiry`) and whose own
-metadata files it deletes after the commit (:func:`delete_expired_metadata`).
-
-Crash safety: if the run dies after the metadata commit but before the deletes, nothing references those
-files any more; the next run's orphan sweep (files under the table location referenced by no metadata, older
-than the safety window) deletes them.
-"""
+"""Snapshot expiry that frees storage: nightly by age, and early for the micro-batches of a past clock hour."""
 
 from __future__ import annotations
 
@@ -39,8 +23,7 @@ from logistics_platform.lib.maintenance.options import Hooks
 
 log = logging.getLogger(__name__)
 
-# A snapshot superseded less than this long ago stays: a reader (a dbt run's bronze views, a scan plan) that started
-# on it while it was current can still read its manifest list; and time travel into this window is exact.
+# A snapshot superseded less than this long ago stays: a reader that started on it may still read its manifest list.
 LIVE_SNAPSHOT_WINDOW = timedelta(minutes=15)
 # Early expiry waits until this many snapshots qualify, so that its file deletes are batched.
 EARLY_EXPIRY_MIN_SNAPSHOTS = 16
@@ -50,32 +33,24 @@ _HOUR_MS = 3_600_000
 @dataclass
 class ExpiryResult:
     table: str
-    snapshots_before: int = 0
     snapshots_expired: list[int] = field(default_factory=list)
     files_deleted: int = 0
     bytes_reclaimed: int = 0
     metadata_files_deleted: int = 0
-    delete_failures: list[str] = field(default_factory=list)
     planned_deletes: list[tuple[str, int]] = field(default_factory=list)  # (path, size) in dry-run
 
 
 def snapshots_to_expire(table: Table, older_than: datetime, min_keep: int) -> list[int]:
     """Snapshot ids that are older than ``older_than``, not among the newest ``min_keep`` of main, not a ref."""
     md = table.metadata
-    protected = {ref.snapshot_id for ref in md.refs.values()}
     recent = [s.snapshot_id for s in ancestors_of(md.current_snapshot(), md)][:min_keep]
-    protected.update(recent)
+    protected = {ref.snapshot_id for ref in md.refs.values()} | set(recent)
     cutoff_ms = int(older_than.timestamp() * 1000)
     return sorted(s.snapshot_id for s in md.snapshots if s.timestamp_ms < cutoff_ms and s.snapshot_id not in protected)
 
 
 def micro_batch_snapshots(md: TableMetadata, now: datetime, window: timedelta | None = None) -> list[int]:
-    """Snapshots only an exact time travel inside their clock hour would need: superseded more than ``window``
-    (default :data:`LIVE_SNAPSHOT_WINDOW`) before ``now``, not the last one committed in their UTC hour, not a ref.
-
-    What stays answers time travel to any timestamp exactly at every hour boundary (the hour's last snapshot is the
-    state at the next hour's start) and within the window; the daily tags point at hour-last snapshots.
-    """
+    """Snapshots superseded more than ``window`` before ``now``, not the last of their UTC hour, not a ref."""
     cutoff_ms = int(now.timestamp() * 1000) - int((window or LIVE_SNAPSHOT_WINDOW).total_seconds() * 1000)
     protected = {ref.snapshot_id for ref in md.refs.values()}
     ordered = sorted(md.snapshots, key=lambda s: (s.timestamp_ms, s.sequence_number or 0))
@@ -97,12 +72,7 @@ def stage_early_expiry(tx: Transaction, md: TableMetadata, now: datetime) -> lis
 
 
 def delete_expired_metadata(table: Table, before: TableMetadata, expired: list[int]) -> int:
-    """Delete the manifest lists of ``expired`` snapshots (of ``before``) and the manifests they added that no
-    snapshot of ``table`` references any more; returns the files deleted.
-
-    Data files are left alone (appends keep them live; those only an expired snapshot read go to the orphan sweep).
-    A manifest added by an expired snapshot can only be referenced by later snapshots, so only those are read.
-    """
+    """Delete the manifest lists of ``expired`` snapshots and the manifests only they added; the count deleted."""
     if not expired:
         return 0
     io = pyarrow_io(table)
@@ -142,9 +112,8 @@ def expire_table(
     """Expire old snapshots of ``table`` and delete the files only they referenced."""
     name = ".".join(table.name())
     io = pyarrow_io(table)
-    result = ExpiryResult(table=name, snapshots_before=len(table.metadata.snapshots))
     expire_ids = snapshots_to_expire(table, now - retention, min_keep)
-    result.snapshots_expired = expire_ids
+    result = ExpiryResult(table=name, snapshots_expired=expire_ids)
 
     before = referenced_files(table)
     if dry_run:
@@ -171,22 +140,15 @@ def expire_table(
     existing = [p for p in sorted(doomed) if p in sizes]
     deleted, failed = delete_files(io, table.location(), existing)
     result.files_deleted = deleted
-    result.delete_failures.extend(failed)
     md_deleted, md_failed = delete_files(io, table.location(), stale_metadata)
     result.metadata_files_deleted = md_deleted
-    result.delete_failures.extend(md_failed)
     failed_set = set(failed) | set(md_failed)
     result.bytes_reclaimed = sum(sizes.get(p, 0) for p in [*existing, *stale_metadata] if p not in failed_set)
     return result
 
 
 def _stale_metadata_files(table: Table, live_metadata: set[str]) -> list[str]:
-    """metadata.json files outside the metadata log, written before the current one.
-
-    A metadata file older than the current one can only belong to a commit that already lost the race (it was
-    based on an older version), so deleting it cannot break a commit in flight; newer ones are left to the
-    orphan sweep's age window.
-    """
+    """metadata.json files outside the metadata log, written before the current one (lost commits' leftovers)."""
     io = pyarrow_io(table)
     current = normalize(io, table.metadata_location)
     listed = list_files(io, f"{table.location().rstrip('/')}/metadata")

@@ -1,8 +1,4 @@
-"""Which files a table's metadata references, and listing/deleting files through pyarrow's FileSystem.
-
-Paths are compared in one normal form (the path part of pyiceberg's ``parse_location``: no scheme,
-``bucket/key`` on S3, an absolute path locally) so that metadata URIs and listed files line up.
-"""
+"""Which files a table's metadata references (in one normal form), listing/deleting through pyarrow, orphan removal."""
 
 from __future__ import annotations
 
@@ -10,7 +6,7 @@ import logging
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from pyarrow import fs as pafs
 from pyiceberg.io.pyarrow import PyArrowFileIO
@@ -39,6 +35,12 @@ def filesystem(io: PyArrowFileIO, location: str) -> tuple[pafs.FileSystem, str]:
     return io.fs_by_scheme(scheme, netloc), path
 
 
+def manifest_count(table: Table) -> int:
+    """How many manifests the table's current snapshot lists (0 without one)."""
+    snap = table.current_snapshot()
+    return len(snap.manifests(table.io)) if snap else 0
+
+
 @dataclass
 class ReferencedFiles:
     """Files reachable from a table's metadata, in normal form, by kind."""
@@ -48,7 +50,6 @@ class ReferencedFiles:
     manifests: set[str] = field(default_factory=set)
     content_files: set[str] = field(default_factory=set)  # data files and delete files
     other_files: set[str] = field(default_factory=set)  # statistics (puffin) files
-    content_bytes: dict[str, int] = field(default_factory=dict)
 
     def all(self) -> set[str]:
         return self.metadata_files | self.manifest_lists | self.manifests | self.content_files | self.other_files
@@ -58,20 +59,13 @@ class ReferencedFiles:
         return self.manifest_lists | self.manifests | self.content_files
 
 
-def _manifests_of(snapshot: Snapshot, io: PyArrowFileIO) -> list[ManifestFile]:
-    return list(snapshot.manifests(io))
-
-
 def referenced_files(
     table: Table,
     metadata: TableMetadata | None = None,
     snapshots: Iterable[Snapshot] | None = None,
     metadata_location: str | None = None,
 ) -> ReferencedFiles:
-    """Files referenced by ``snapshots`` (default: every snapshot in the metadata) and by the metadata itself.
-
-    The metadata part is the current metadata file plus every file in its metadata log, and statistics files.
-    """
+    """Files referenced by ``snapshots`` (default: all), the metadata file, its metadata log and statistics files."""
     io = pyarrow_io(table)
     md = metadata or table.metadata
     snaps = list(md.snapshots if snapshots is None else snapshots)
@@ -85,24 +79,18 @@ def referenced_files(
 
     manifests: dict[str, ManifestFile] = {}
     with ThreadPoolExecutor(max_workers=8) as pool:
-        for snap, snap_manifests in zip(snaps, pool.map(lambda s: _manifests_of(s, io), snaps), strict=True):
+        for snap, snap_manifests in zip(snaps, pool.map(lambda s: s.manifests(io), snaps), strict=True):
             out.manifest_lists.add(normalize(io, snap.manifest_list))
             for m in snap_manifests:
                 manifests.setdefault(m.manifest_path, m)
         out.manifests.update(normalize(io, p) for p in manifests)
 
-        def entries(m: ManifestFile) -> list[tuple[str, int]]:
+        def entries(m: ManifestFile) -> list[str]:
             # Only live entries count: a file that appears solely as DELETED cannot be read from this snapshot.
-            return [
-                (e.data_file.file_path, e.data_file.file_size_in_bytes)
-                for e in m.fetch_manifest_entry(io, discard_deleted=True)
-            ]
+            return [normalize(io, e.data_file.file_path) for e in m.fetch_manifest_entry(io, discard_deleted=True)]
 
-        for pairs in pool.map(entries, manifests.values()):
-            for path, size in pairs:
-                key = normalize(io, path)
-                out.content_files.add(key)
-                out.content_bytes[key] = size
+        for paths in pool.map(entries, manifests.values()):
+            out.content_files.update(paths)
     return out
 
 
@@ -120,13 +108,9 @@ def list_files(io: PyArrowFileIO, location: str) -> list[ListedFile]:
         infos = fs.get_file_info(pafs.FileSelector(root.rstrip("/"), recursive=True, allow_not_found=True))
     except FileNotFoundError:
         return []
-    out = []
-    for info in infos:
-        if info.type != pafs.FileType.File:
-            continue
-        mtime = info.mtime or datetime.fromtimestamp(0, UTC)
-        out.append(ListedFile(path=info.path, size=info.size or 0, mtime=mtime.astimezone(UTC)))
-    return out
+    epoch = datetime.fromtimestamp(0, UTC)
+    files = [i for i in infos if i.type == pafs.FileType.File]
+    return [ListedFile(path=i.path, size=i.size or 0, mtime=(i.mtime or epoch).astimezone(UTC)) for i in files]
 
 
 def delete_files(io: PyArrowFileIO, location_root: str, paths: Iterable[str]) -> tuple[int, list[str]]:
@@ -144,3 +128,44 @@ def delete_files(io: PyArrowFileIO, location_root: str, paths: Iterable[str]) ->
             log.warning("could not delete %s: %s", path, exc)
             failed.append(path)
     return deleted, failed
+
+
+# Files a catalog or engine may keep beside the metadata without referencing them from it.
+_NEVER_ORPHANS = ("version-hint.text",)
+
+
+@dataclass
+class OrphanResult:
+    table: str
+    orphans: list[ListedFile] = field(default_factory=list)  # past the window (deleted unless dry-run)
+    young_unreferenced: list[ListedFile] = field(default_factory=list)  # inside the window: kept
+    deleted: int = 0
+
+    @property
+    def orphan_bytes(self) -> int:
+        return sum(f.size for f in self.orphans)
+
+
+def find_orphans(table: Table, *, safety_window: timedelta, now: datetime) -> OrphanResult:
+    """Unreferenced files under the table location, split by the safety window."""
+    io = pyarrow_io(table)
+    # Refresh first: a file committed after we loaded the table must count as referenced.
+    table.refresh()
+    referenced = referenced_files(table).all()
+    cutoff = now - safety_window
+    result = OrphanResult(table=".".join(table.name()))
+    for f in list_files(io, table.location()):
+        if f.path in referenced or f.path.rsplit("/", 1)[-1] in _NEVER_ORPHANS:
+            continue
+        (result.orphans if f.mtime < cutoff else result.young_unreferenced).append(f)
+    result.orphans.sort(key=lambda f: f.path)
+    result.young_unreferenced.sort(key=lambda f: f.path)
+    return result
+
+
+def remove_orphans(table: Table, *, safety_window: timedelta, now: datetime, dry_run: bool = False) -> OrphanResult:
+    """Delete unreferenced files older than the window (``dry_run`` only lists them)."""
+    result = find_orphans(table, safety_window=safety_window, now=now)
+    if not dry_run and result.orphans:
+        result.deleted, _ = delete_files(pyarrow_io(table), table.location(), [f.path for f in result.orphans])
+    return result

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 from pyiceberg.table import Table
 
 from logistics_platform.lib.maintenance.compaction import plan_partitions
-from logistics_platform.lib.maintenance.orphans import find_orphans
+from logistics_platform.lib.maintenance.files import find_orphans, manifest_count
 
 
 @dataclass(frozen=True)
@@ -43,11 +43,9 @@ class TableHealth:
     def small_file_ratio(self) -> float:
         return self.small_files / self.data_files if self.data_files else 0.0
 
-    def worst_partition(self, skip_newest: bool = True) -> PartitionHealth | None:
+    def worst_partition(self) -> PartitionHealth | None:
         """The partition with most small files; the newest is skipped (it fills up during the day)."""
-        parts = sorted(self.partitions, key=lambda p: p.partition)
-        if skip_newest:
-            parts = parts[:-1]
+        parts = sorted(self.partitions, key=lambda p: p.partition)[:-1]
         return max(parts, key=lambda p: (p.small_files, p.partition), default=None)
 
 
@@ -62,7 +60,7 @@ class HealthThresholds:
     max_orphan_bytes: int = 1024**3
 
 
-def table_health(table: Table, *, small_file_bytes: int, now: datetime, include_orphans: bool = True) -> TableHealth:
+def table_health(table: Table, *, small_file_bytes: int, now: datetime) -> TableHealth:
     """Measure ``table`` (reads manifests; the orphan part lists the table location)."""
     h = TableHealth(table=".".join(table.name()), snapshots=len(table.metadata.snapshots))
     for label, (all_files, small, _) in sorted(plan_partitions(table, small_file_bytes).items()):
@@ -70,11 +68,9 @@ def table_health(table: Table, *, small_file_bytes: int, now: datetime, include_
         h.partitions.append(PartitionHealth(label, len(all_files), len(small), size))
         h.data_files += len(all_files)
         h.data_bytes += size
-    snap = table.current_snapshot()
-    h.manifests_current = len(snap.manifests(table.io)) if snap else 0
+    h.manifests_current = manifest_count(table)
     h.manifests_max = max((len(s.manifests(table.io)) for s in table.metadata.snapshots), default=0)
-    if include_orphans:
-        orphans = find_orphans(table, safety_window=timedelta(0), now=now)
-        h.orphan_files = len(orphans.orphans) + len(orphans.young_unreferenced)
-        h.orphan_bytes = orphans.orphan_bytes + orphans.young_bytes
+    orphans = find_orphans(table, safety_window=timedelta(0), now=now)
+    unreferenced = orphans.orphans + orphans.young_unreferenced
+    h.orphan_files, h.orphan_bytes = len(unreferenced), sum(f.size for f in unreferenced)
     return h

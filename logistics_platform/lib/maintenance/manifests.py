@@ -1,13 +1,4 @@
-"""Manifest consolidation (pyiceberg 0.12 has no ``rewrite_manifests``; this is ours).
-
-Every hourly commit adds at least one manifest, so a scan plan reads hundreds of tiny manifests. When the
-current snapshot carries more than a threshold, its data manifests are rewritten into few manifests of about
-``target_manifest_bytes`` each, grouped by partition spec and ordered by partition so that manifest-level
-partition pruning stays effective. Entries keep their status EXISTING and their sequence numbers; delete
-manifests are carried over as they are. The result is a REPLACE snapshot: no row changes. The layout is decided
-here (:func:`by_partition`); the snapshot producer that commits it is
-:class:`~logistics_platform.lib.iceberg_internals.ManifestRewrite`.
-"""
+"""Manifest consolidation ordered by partition (pyiceberg 0.12 has no ``rewrite_manifests``)."""
 
 from __future__ import annotations
 
@@ -21,6 +12,7 @@ from pyiceberg.table import Table
 
 from logistics_platform.lib.iceberg_internals import ManifestPlanner, ManifestRewrite
 from logistics_platform.lib.maintenance.compaction import MAX_OUTER_ATTEMPTS, backoff
+from logistics_platform.lib.maintenance.files import manifest_count
 
 
 @dataclass
@@ -56,9 +48,8 @@ def rewrite_manifests(
 ) -> ManifestRewriteResult:
     """Consolidate the current snapshot's data manifests when there are more than ``max_manifests``."""
     name = ".".join(table.name())
-    snap = table.current_snapshot()
-    before = len(snap.manifests(table.io)) if snap else 0
-    if snap is None or before <= max_manifests or dry_run:
+    before = manifest_count(table)
+    if before == 0 or before <= max_manifests or dry_run:
         return ManifestRewriteResult(name, before, before, rewritten=False)
     for attempt in range(1, MAX_OUTER_ATTEMPTS + 1):
         tx = table.transaction()
@@ -75,10 +66,7 @@ def rewrite_manifests(
                 raise
             backoff(attempt)
             table.refresh()
-            snap = table.current_snapshot()
-            before = len(snap.manifests(table.io)) if snap else 0
-            if snap is None or before <= max_manifests:
+            before = manifest_count(table)
+            if before == 0 or before <= max_manifests:
                 return ManifestRewriteResult(name, before, before, rewritten=False)
-    after_snap = table.current_snapshot()
-    after = len(after_snap.manifests(table.io)) if after_snap else 0
-    return ManifestRewriteResult(name, before, after, rewritten=True, snapshot_id=producer.snapshot_id)
+    return ManifestRewriteResult(name, before, manifest_count(table), rewritten=True, snapshot_id=producer.snapshot_id)

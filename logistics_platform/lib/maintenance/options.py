@@ -14,10 +14,7 @@ DEFAULT_METADATA_PREVIOUS_VERSIONS = 50
 
 @dataclass(frozen=True)
 class Hooks:
-    """Named fault-injection points (tests simulate crashes and races exactly where they hurt most).
-
-    Each hook receives the table identifier; raising from a hook aborts the run at that point as a crash would.
-    """
+    """Fault-injection points for tests: each gets the table identifier; raising there acts as a crash would."""
 
     before_compaction_commit: Callable[[str], None] | None = None
     after_expiry_commit: Callable[[str], None] | None = None
