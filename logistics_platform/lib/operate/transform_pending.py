@@ -27,7 +27,7 @@ LIVE_HOURS = 2
 
 @dataclass
 class BuiltState:
-    """Per arrival hour, the newest ingest (watermark) a successful transform run built: the transform sensor's cursor."""
+    """Per arrival hour, the newest ingest (watermark) a successful transform run built (the sensor's cursor)."""
 
     built: dict[str, int] = field(default_factory=dict)
     floor: int = 0  # the watermark of every hour not in ``built`` (hours dropped from the cursor once built)
