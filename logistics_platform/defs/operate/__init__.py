@@ -4,8 +4,7 @@ import dagster as dg
 
 from logistics_platform.defs.operate.alert_sensors import build_alert_sensors
 from logistics_platform.defs.operate.backlog import build_backlog
-from logistics_platform.defs.operate.freshness import build_freshness, build_freshness_checks
-from logistics_platform.defs.operate.jobs import build_jobs
+from logistics_platform.defs.operate.jobs import build_freshness, build_jobs
 from logistics_platform.defs.operate.landing import build_landing_triggers
 from logistics_platform.defs.operate.transform_sensor import build_dbt_triggers
 from logistics_platform.settings import Settings
@@ -13,13 +12,13 @@ from logistics_platform.settings import Settings
 
 def build_defs(settings: Settings) -> dg.Definitions:
     """Assets, checks, jobs, sensors and schedules of this domain."""
-    freshness_checks = build_freshness_checks(settings)
+    freshness = build_freshness(settings)
     return dg.Definitions.merge(
         dg.Definitions(executor=dg.in_process_executor),  # a run is one heavy step: no process per step
-        build_jobs(settings, freshness_checks),
+        build_jobs(settings, freshness.asset_checks),
         build_landing_triggers(settings),
         build_dbt_triggers(settings),
-        build_freshness(settings, freshness_checks),
+        freshness,
         build_alert_sensors(settings),
         build_backlog(settings),
     )
