@@ -1,5 +1,4 @@
-"""The two jobs of the hot path (ingest arrival hours, build the dbt layer over a window of them), and the freshness
-checks they leave to a sensor of their own."""
+"""The hot path's jobs (ingest arrival hours, build dbt over a window of them); the freshness checks they leave out."""
 
 import warnings
 from collections.abc import Iterable
@@ -7,16 +6,7 @@ from datetime import timedelta
 
 import dagster as dg
 
-from logistics_platform.defs.constants import (
-    BRONZE_DATA_TABLES,
-    BRONZE_GROUP,
-    CHECKED_TABLES,
-    HEALTH_CHECK,
-    INGEST_JOB,
-    MARTS,
-    TRANSFORM_GROUPS,
-    TRANSFORM_JOB,
-)
+from logistics_platform.defs import constants as c
 from logistics_platform.defs.operate.common import sensor_status
 from logistics_platform.defs.partitions import arrival_day_partitions, arrival_hour_partitions
 from logistics_platform.settings import Settings
@@ -27,18 +17,18 @@ def build_jobs(settings: Settings, freshness_checks: Iterable[dg.AssetsDefinitio
     # The hot path stays lean: freshness checks run from their sensor, table health with the nightly maintenance.
     elsewhere = dg.AssetSelection.checks(
         *[key for checks_def in freshness_checks or () for key in checks_def.check_keys],
-        *[dg.AssetCheckKey(key, HEALTH_CHECK) for key in CHECKED_TABLES.values()],
+        *[dg.AssetCheckKey(key, c.HEALTH_CHECK) for key in c.CHECKED_TABLES.values()],
     )
     ingest = dg.define_asset_job(
-        INGEST_JOB,
-        selection=dg.AssetSelection.groups(BRONZE_GROUP) - elsewhere,
+        c.INGEST_JOB,
+        selection=dg.AssetSelection.groups(c.BRONZE_GROUP) - elsewhere,
         partitions_def=arrival_hour_partitions(settings),
         description="Ingest arrival hours from the landing zone into the bronze Iceberg tables.",
         tags={"logistics/layer": "bronze"},
     )
     transform = dg.define_asset_job(
-        TRANSFORM_JOB,
-        selection=dg.AssetSelection.groups(*TRANSFORM_GROUPS) - elsewhere,
+        c.TRANSFORM_JOB,
+        selection=dg.AssetSelection.groups(*c.TRANSFORM_GROUPS) - elsewhere,
         partitions_def=arrival_day_partitions(settings),
         description="Build the dbt staging, intermediate and marts models (and publish the marts) for a window of "
         "arrival hours in one run: the hours named by its tags logistics/arrival_hours_start/_end, else every hour "
@@ -54,11 +44,11 @@ def build_freshness(settings: Settings) -> dg.Definitions:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", dg.SupersessionWarning)
         bronze = dg.build_last_update_freshness_checks(
-            assets=[dg.AssetKey(["bronze", t]) for t in BRONZE_DATA_TABLES],
+            assets=[dg.AssetKey(["bronze", t]) for t in c.BRONZE_DATA_TABLES],
             lower_bound_delta=timedelta(hours=settings.bronze_freshness_hours),
         )
         marts = dg.build_last_update_freshness_checks(
-            assets=[dg.AssetKey(["marts", m]) for m in MARTS],
+            assets=[dg.AssetKey(["marts", m]) for m in c.MARTS],
             lower_bound_delta=timedelta(hours=settings.marts_freshness_hours),
         )
         sensor = dg.build_sensor_for_freshness_checks(

@@ -5,7 +5,7 @@ from datetime import UTC, datetime
 import dagster as dg
 
 from logistics_platform.defs.constants import INGEST_LOG_KEY, TRANSFORM_GROUPS, TRANSFORM_JOB, TRIGGER_TAG
-from logistics_platform.defs.operate.common import ACTIVE_RUN_STATUSES, sensor_status
+from logistics_platform.defs.operate.common import ACTIVE_RUN_STATUSES, NOT_YET_READING, sensor_status
 from logistics_platform.lib.operate.transform_pending import BuiltState, live_batch, live_cursor
 from logistics_platform.lib.transform.arrival_window import ArrivalWindow, tagged_window
 from logistics_platform.lib.transform.operations import SLA_CHECK, SLA_MART
@@ -17,8 +17,6 @@ SLA_KEY = dg.AssetKey(["marts", SLA_MART])
 LIVE_SENSOR = "sla_after_ingest"
 # The run tag that marks a live SLA run (the UI's filter, and what the backlog leaves out: it builds one mart).
 LIVE_TAG = "logistics/live"
-# A run in these states has not started its dbt step, so it reads every ingest committed so far.
-NOT_YET_READING = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING]
 
 
 def ingested_hours(instance: dg.DagsterInstance) -> dict[str, int]:

@@ -20,6 +20,7 @@ MAX_ERROR_CHARS = 1500
 KIND_RUN_FAILURE = "run_failure"
 KIND_CHECK_FAILURE = "check_failure"
 KIND_FRESHNESS = "freshness"
+TITLES = {KIND_RUN_FAILURE: "Run failed", KIND_CHECK_FAILURE: "Asset check failed", KIND_FRESHNESS: "Data is stale"}
 
 
 @dataclass(frozen=True)
@@ -52,11 +53,7 @@ def _truncate(text: str, limit: int = MAX_ERROR_CHARS) -> str:
 def format_slack(alert: Alert) -> dict[str, Any]:
     """The Slack incoming-webhook payload: ``text`` (notification fallback) and ``blocks``."""
     assets = ", ".join(alert.assets) or "-"
-    title = {
-        KIND_RUN_FAILURE: "Run failed",
-        KIND_CHECK_FAILURE: "Asset check failed",
-        KIND_FRESHNESS: "Data is stale",
-    }.get(alert.kind, "Alert")
+    title = TITLES.get(alert.kind, "Alert")
     text = (
         f"{title}: {alert.summary} | run {alert.run_id or '-'} | asset {assets} | "
         f"partition {alert.partition or '-'} | error: {_truncate(alert.error, 300)}"
@@ -115,6 +112,5 @@ def delivered(result: DeliveryResult, webhook_url: str | None) -> bool:
 
 def read_log(path: Path) -> list[dict[str, Any]]:
     """All alerts recorded in the local log (tests and the runbook)."""
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    lines = path.read_text(encoding="utf-8").splitlines() if path.exists() else []
+    return [json.loads(line) for line in lines if line.strip()]

@@ -81,13 +81,7 @@ def hours_to_reconcile(scheduled_time: datetime, count: int = 2) -> list[str]:
 
 def stale_topics(landed: Mapping[str, str], ingested: Mapping[str, str]) -> dict[str, str]:
     """Per topic of one hour: "never" (not ingested) or "changed" (files differ from the ingest log)."""
-    out: dict[str, str] = {}
-    for topic, fp in landed.items():
-        if topic not in ingested:
-            out[topic] = "never"
-        elif ingested[topic] != fp:
-            out[topic] = "changed"
-    return out
+    return {t: "never" if t not in ingested else "changed" for t, fp in landed.items() if ingested.get(t) != fp}
 
 
 def hour_folders(landing_dir: Path) -> tuple[list[tuple[str, datetime]], dict[str, str]]:

@@ -75,13 +75,8 @@ def copy_ops_state(live_duckdb: Path, staged_duckdb: Path) -> list[str]:
         return []
     with connect(staged_duckdb) as con:
         con.execute(f"attach '{live_duckdb}' as live (read_only)")
-        tables = [
-            r[0]
-            for r in con.execute(
-                "select table_name from information_schema.tables "
-                "where table_catalog = 'live' and table_schema = 'ops' and table_type = 'BASE TABLE'"
-            ).fetchall()
-        ]
+        query = "select table_name from duckdb_tables() where database_name = 'live' and schema_name = 'ops'"
+        tables = [r[0] for r in con.execute(query).fetchall()]
         if tables:
             con.execute("create schema if not exists ops")
         for name in tables:
@@ -129,12 +124,10 @@ def validate(staged: Settings, expected_marts: tuple[str, ...]) -> list[str]:
 
     scan = scan_landing(staged.landing_dir, lookback_days=None)
     catalog = catalog_of(staged)
-    reports = compare(scan, read_ingest_log(catalog), staged.landing_dir, now=datetime.now(UTC))
-    problems = [
-        f"{r.hour}: {r.status} {r.stale or ''}".strip()
-        for r in reports
-        if not r.ok and r.hour >= staged.partitions_start
-    ]
+    problems: list[str] = []
+    for r in compare(scan, read_ingest_log(catalog), staged.landing_dir, now=datetime.now(UTC)):
+        if not r.ok and r.hour >= staged.partitions_start:
+            problems.append(f"{r.hour}: {r.status} {r.stale or ''}".strip())
     if expected_marts and not staged.duckdb_path.exists():
         problems.append(f"{staged.duckdb_path} was not built")
     elif expected_marts:

@@ -1,8 +1,4 @@
-"""The triggers' pure state: which ingested arrival hours wait for a transform run, which a live SLA run takes.
-
-An ingest is the storage id of its ``bronze/ingest_log`` materialization; a successful transform run built its
-window's hours up to its ingest watermark. The protocol is in ``docs/internals/operate.md``.
-"""
+"""The dbt triggers' state: which ingested hours wait for a transform run (protocol: docs/internals/operate.md)."""
 
 from __future__ import annotations
 
@@ -60,10 +56,8 @@ class BuiltState:
         return {h: sid for h, sid in ingested.items() if sid > self.built_through(h)}
 
     def prune(self, ingested: Mapping[str, int], keep_days: int = KEEP_DAYS) -> BuiltState:
-        """Without the built hours older than ``keep_days`` before the newest ingested hour; the floor stands for them.
-
-        Pending hours are never dropped, and a rising floor keeps every pending hour it would hide explicitly.
-        """
+        """Without the built hours older than ``keep_days`` before the newest ingested hour (the floor stands for them);
+        pending hours are never dropped, and a rising floor keeps every pending hour it would hide explicitly."""
         if not ingested:
             return self
         cutoff = hour_key(parse_hour_key(max(ingested)) - timedelta(days=keep_days))
@@ -80,12 +74,8 @@ class BuiltState:
 
     def dump(self) -> str:
         """The state as a sensor cursor."""
-        data = {
-            "v": STATE_VERSION,
-            "floor": self.floor,
-            "seen_until": self.seen_until,
-            "built": dict(sorted(self.built.items())),
-        }
+        built = dict(sorted(self.built.items()))
+        data = {"v": STATE_VERSION, "floor": self.floor, "seen_until": self.seen_until, "built": built}
         return json.dumps(data, separators=(",", ":"))
 
     @classmethod
@@ -121,10 +111,7 @@ def live_cursor(raw: str | None) -> int:
 
 
 def live_batch(ingested: Mapping[str, int], after: int, now: datetime) -> tuple[LiveBatch | None, int]:
-    """The live hours with an ingest newer than ``after``, and the next cursor (the newest ingest id seen).
-
-    A first tick (``after`` 0) takes the live hours already ingested; an older hour is the full batch's work.
-    """
+    """The live hours with an ingest newer than ``after`` (0: every live hour ingested), and the next cursor."""
     cursor = max(after, max(ingested.values(), default=after))
     oldest, current = hour_key(hour_start(now) - timedelta(hours=LIVE_HOURS - 1)), hour_key(hour_start(now))
     hours = sorted(h for h, sid in ingested.items() if sid > after and oldest <= h <= current)
