@@ -43,7 +43,7 @@ def build_dbt_triggers(settings: Settings) -> dg.Definitions:
     @dg.sensor(
         name="transform_after_ingest",
         job_name=TRANSFORM_JOB,
-        minimum_interval_seconds=180,  # few whole-layer runs holding the DuckDB writer (the SLA mart is live)
+        minimum_interval_seconds=180,  # few whole-layer dbt runs holding the DuckDB writer; the SLA mart goes live
         default_status=sensor_status(settings),
         description=(
             "One dbt run over the arrival hours ingested since a successful run built them (window tags "
