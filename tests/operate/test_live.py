@@ -12,10 +12,9 @@ import pytest
 from logistics_platform.definitions import build_definitions
 from logistics_platform.defs.constants import INGEST_JOB, TRANSFORM_JOB
 from logistics_platform.defs.operate.alert_sensors import deliver_check_alerts
-from logistics_platform.defs.operate.live import LIVE_SENSOR, SLA_KEY
+from logistics_platform.defs.operate.transform_sensor import LIVE_SENSOR, SLA_KEY
 from logistics_platform.lib.operate.alerts import DELIVERED_KEY, read_log
-from logistics_platform.lib.operate.live_batch import LIVE_HOURS, live_batch, load_cursor
-from logistics_platform.lib.operate.transform_pending import WATERMARK_TAG
+from logistics_platform.lib.operate.transform_pending import LIVE_HOURS, WATERMARK_TAG, live_batch, live_cursor
 from logistics_platform.lib.timekeys import hour_key, hour_start
 from logistics_platform.lib.transform.operations import SLA_CHECK
 from logistics_platform.pipeline import QUIET
@@ -38,7 +37,7 @@ def test_live_batch_takes_the_live_hours_ingested_since_the_cursor() -> None:
     # An old hour re-ingested is the full batch's work, but moves the cursor past it.
     assert live_batch({**ingested, "2026-12-01-20:00": 12}, 9, now) == (None, 12)
     assert batch.run_key == "sla_live:2026-12-01-21:00..2026-12-01-22:00:9"
-    assert load_cursor(None) == 0 and load_cursor("x") == 0 and load_cursor("12") == 12
+    assert live_cursor(None) == 0 and live_cursor("x") == 0 and live_cursor("12") == 12
 
 
 def _tick(defs: dg.Definitions, instance: dg.DagsterInstance, name: str, cursor: str | None = None) -> dg.SensorResult:

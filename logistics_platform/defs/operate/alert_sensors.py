@@ -1,8 +1,4 @@
-"""Alerts: every failed run, and every failed blocking, ERROR or freshness check and the operations marts' SLA and
-anomaly checks, to the webhook and the log.
-
-What an alert says and how it is delivered lives in :mod:`logistics_platform.lib.operate.alerts`.
-"""
+"""Alerts (``lib.operate.alerts``) on every failed run, and on failed blocking, ERROR, freshness and paging checks."""
 
 import json
 from collections.abc import Iterator, Sequence
@@ -19,51 +15,33 @@ from logistics_platform.settings import Settings
 CHECK_HISTORY_LIMIT = 50
 
 
-def _root_cause(error: Any) -> str:
-    """The innermost error: Dagster wraps user errors in "Error occurred while executing op ..."."""
-    while getattr(error, "cause", None) is not None:
-        error = error.cause
-    return error.message.strip()
-
-
 def run_failure_alert(context: dg.RunFailureSensorContext) -> alerts.Alert:
     """The alert for a failed run: its failed steps' root errors and the assets it left unmaterialized."""
     run = context.dagster_run
     step_errors = []
     for event in context.get_step_failure_events():
-        error = getattr(event.event_specific_data, "error", None)
-        message = _root_cause(error) if error is not None else (event.message or "")
-        step_errors.append(f"{event.step_key}: {message}")
-    assets = _unmaterialized_assets(context.instance, run) or tuple(
-        sorted(k.to_user_string() for k in (run.asset_selection or ()))
-    )
+        error: Any = getattr(event.event_specific_data, "error", None)
+        while getattr(error, "cause", None) is not None:  # Dagster wraps user errors in "Error occurred while ..."
+            error = error.cause
+        step_errors.append(f"{event.step_key}: {error.message.strip() if error is not None else (event.message or '')}")
+    planned: set[str] = set()
+    done: set[str] = set()
+    kinds = {dg.DagsterEventType.ASSET_MATERIALIZATION_PLANNED, dg.DagsterEventType.ASSET_MATERIALIZATION}
+    for entry in context.instance.all_logs(run.run_id, of_type=kinds):
+        if (logged := entry.dagster_event) is not None and logged.asset_key is not None:
+            target = planned if logged.event_type == dg.DagsterEventType.ASSET_MATERIALIZATION_PLANNED else done
+            target.add(logged.asset_key.to_user_string())
+    assets = tuple(sorted(planned - done)) or tuple(sorted(k.to_user_string() for k in (run.asset_selection or ())))
     retry = run.tags.get("dagster/retry_number")
-    summary = f"{run.job_name} failed" + (f" (retry {retry})" if retry else "")
     return alerts.Alert(
         kind=alerts.KIND_RUN_FAILURE,
-        summary=summary,
+        summary=f"{run.job_name} failed" + (f" (retry {retry})" if retry else ""),
         error="\n".join(step_errors) or (context.failure_event.message or "run failed"),
         run_id=run.run_id,
         job_name=run.job_name,
         assets=assets,
         partition=run_partition(run),
     )
-
-
-def _unmaterialized_assets(instance: dg.DagsterInstance, run: dg.DagsterRun) -> tuple[str, ...]:
-    """Assets the run planned but did not materialize: the ones its failure left behind."""
-    planned: set[str] = set()
-    done: set[str] = set()
-    for entry in instance.all_logs(
-        run.run_id,
-        of_type={dg.DagsterEventType.ASSET_MATERIALIZATION_PLANNED, dg.DagsterEventType.ASSET_MATERIALIZATION},
-    ):
-        event = entry.dagster_event
-        if event is None or event.asset_key is None:
-            continue
-        target = planned if event.event_type == dg.DagsterEventType.ASSET_MATERIALIZATION_PLANNED else done
-        target.add(event.asset_key.to_user_string())
-    return tuple(sorted(planned - done))
 
 
 def build_alert_sensors(settings: Settings) -> dg.Definitions:
@@ -100,25 +78,18 @@ def build_alert_sensors(settings: Settings) -> dg.Definitions:
 def deliver_check_alerts(
     instance: dg.DagsterInstance, check_keys: Sequence[dg.AssetCheckKey], cursor: str | None, settings: Settings
 ) -> tuple[int, str]:
-    """Alert on each failed alerting check evaluation newer than ``cursor``; returns (alerts sent, new cursor).
-
-    The cursor maps check key -> id of the newest execution record seen (bounded by the number of checks).
-    Reads the check-execution index, which every event-log storage keeps unsharded (SQLite shards events).
-    """
+    """Alert on each failed alerting check evaluation newer than ``cursor`` (check key -> newest execution record id
+    seen); returns (alerts sent, new cursor). Reads the check-execution index (see docs/internals/operate.md)."""
     seen: dict[str, int] = json.loads(cursor) if cursor else {}
-    storage = instance.event_log_storage
-    latest = storage.get_latest_asset_check_execution_by_key(list(check_keys))
     sent = 0
-    for key, newest in latest.items():
+    for key, newest in instance.event_log_storage.get_latest_asset_check_execution_by_key(list(check_keys)).items():
         name = key.to_user_string()
         last = seen.get(name)
         seen[name] = max(newest.id, last or 0)
         if last is not None and newest.id <= last:
             continue
-        failed = list(_failed_evaluations(instance, key, last))
-        for record, evaluation in sorted(failed, key=lambda pair: pair[0].id):
-            if _alert_for_check(instance, record, evaluation, settings):
-                sent += 1
+        for record, evaluation in sorted(_failed_evaluations(instance, key, last), key=lambda pair: pair[0].id):
+            sent += _alert_for_check(instance, record, evaluation, settings)
     return sent, json.dumps(seen, sort_keys=True, separators=(",", ":"))
 
 
@@ -126,16 +97,13 @@ def _failed_evaluations(
     instance: dg.DagsterInstance, key: dg.AssetCheckKey, after: int | None
 ) -> Iterator[tuple[Any, dg.AssetCheckEvaluation]]:
     """The newest failed evaluations of ``key`` with a record id above ``after``, newest first, at most
-    ``CHECK_HISTORY_LIMIT``.
-
-    Filters on the evaluation itself and pages with the history's id cursor: the storage's own status filter
-    takes a type that ``dagster`` does not export.
-    """
-    storage = instance.event_log_storage
+    ``CHECK_HISTORY_LIMIT``, paged through the history (its status filter takes a type ``dagster`` does not export)."""
     found = 0
     page_cursor: int | None = None
-    while found < CHECK_HISTORY_LIMIT:
-        page = storage.get_asset_check_execution_history(key, limit=CHECK_HISTORY_LIMIT, cursor=page_cursor)
+    while True:
+        page = instance.event_log_storage.get_asset_check_execution_history(
+            key, limit=CHECK_HISTORY_LIMIT, cursor=page_cursor
+        )
         for record in page:
             if after is not None and record.id <= after:
                 return
@@ -154,13 +122,13 @@ def _failed_evaluations(
 def _alert_for_check(
     instance: dg.DagsterInstance, record: Any, evaluation: dg.AssetCheckEvaluation, settings: Settings
 ) -> bool:
+    """Deliver the alert of a failed evaluation that alerts and that its own run has not delivered (the SLA check)."""
     is_freshness = "freshness" in evaluation.check_name
     pages = evaluation.check_name in ALERTING_WARN_CHECKS
     if not (evaluation.blocking or evaluation.severity == dg.AssetCheckSeverity.ERROR or is_freshness or pages):
         return False
-    done = evaluation.metadata.get(alerts.DELIVERED_KEY)
-    if done is not None and done.value is True:
-        return False  # its run delivered it (the SLA check)
+    if (done := evaluation.metadata.get(alerts.DELIVERED_KEY)) is not None and done.value is True:
+        return False
     run = instance.get_run_by_id(record.run_id) if record.run_id else None
     alert = alerts.Alert(
         kind=alerts.KIND_FRESHNESS if is_freshness else alerts.KIND_CHECK_FAILURE,

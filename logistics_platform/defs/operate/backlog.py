@@ -13,35 +13,23 @@ from logistics_platform.settings import Settings
 
 BACKLOG_KEY = dg.AssetKey(["operations", "pipeline_backlog"])
 BACKLOG_CHECK = "backlog_within_limit"
-BACKLOG_JOB = "report_backlog"
-# Backlog above this many pending arrival hours (or marts this many hours behind bronze) is a warning: the
-# schedule re-ingests the last two hours every hour, so more than that means runs are failing or stopped.
+# More pending hours (or marts hours behind bronze) than this warns: the schedule re-ingests the last two hourly.
 BACKLOG_WARN_HOURS = 3
-
-
 # The newest hour built is read from this many of the latest successful transform runs (one of them built it).
 RECENT_TRANSFORM_RUNS = 24
 
 
 def _latest_built_hour(instance: dg.DagsterInstance) -> str | None:
-    """Newest arrival hour that a recent successful transform run built (the end of its window).
-
-    From the runs' window tags, not the dbt assets' partitions: those are days, and a day is built hour by hour.
-    """
-    runs = instance.get_runs(
-        dg.RunsFilter(job_name=TRANSFORM_JOB, statuses=[dg.DagsterRunStatus.SUCCESS]), limit=RECENT_TRANSFORM_RUNS
-    )
+    """Newest arrival hour a recent successful transform run built, from its window tags (dbt partitions are days)."""
+    done = dg.RunsFilter(job_name=TRANSFORM_JOB, statuses=[dg.DagsterRunStatus.SUCCESS])
+    runs = instance.get_runs(done, limit=RECENT_TRANSFORM_RUNS)
     # A live SLA run (tagged logistics/live) builds one mart, not the layer.
-    ends = [
-        window.last_key
-        for run in runs
-        if "logistics/live" not in run.tags and (window := run_window(run.tags)) is not None
-    ]
+    ends = [w.last_key for run in runs if "logistics/live" not in run.tags and (w := run_window(run.tags)) is not None]
     return max(ends) if ends else None
 
 
-def build_backlog_asset(settings: Settings) -> dg.AssetsDefinition:
-    """The backlog asset with its warning check."""
+def build_backlog(settings: Settings) -> dg.Definitions:
+    """The backlog asset with its warning check, its job and its hourly schedule."""
     check_spec = dg.AssetCheckSpec(
         BACKLOG_CHECK,
         asset=BACKLOG_KEY,
@@ -60,7 +48,6 @@ def build_backlog_asset(settings: Settings) -> dg.AssetsDefinition:
         description="Landed hours/files/lines not yet ingested and how far the marts lag behind bronze.",
     )
     def pipeline_backlog(context: dg.AssetExecutionContext) -> Iterator[Any]:
-        """Landed hours/files/lines not yet ingested and how far the marts lag behind bronze."""
         from logistics_platform.lib.connections import catalog_of
         from logistics_platform.lib.operate.progress import backlog, hours_between, read_ingest_log
 
@@ -90,18 +77,12 @@ def build_backlog_asset(settings: Settings) -> dg.AssetsDefinition:
             ),
         )
 
-    return pipeline_backlog
-
-
-def build_backlog(settings: Settings) -> dg.Definitions:
-    """The backlog asset, its job and its hourly schedule."""
-    job = dg.define_asset_job(BACKLOG_JOB, selection=dg.AssetSelection.assets(BACKLOG_KEY))
     schedule = dg.ScheduleDefinition(
         name="backlog_report",
-        job=job,
+        job=dg.define_asset_job("report_backlog", selection=dg.AssetSelection.assets(BACKLOG_KEY)),
         cron_schedule="30 * * * *",
         execution_timezone="UTC",
         default_status=schedule_status(settings),
         description="Hourly at :30 (after the :05 ingest): ingest backlog and marts lag (metadata + warning check).",
     )
-    return dg.Definitions(assets=[build_backlog_asset(settings)], schedules=[schedule])
+    return dg.Definitions(assets=[pipeline_backlog], schedules=[schedule])

@@ -6,13 +6,10 @@ from logistics_platform.lib.operate.landing_watch import PARTITION_TAG, run_part
 from logistics_platform.lib.transform.arrival_window import WINDOW_END_TAG, WINDOW_START_TAG
 from logistics_platform.settings import Settings
 
+# A run in these states has not started its step: a dbt run there reads every ingest committed so far.
+NOT_YET_READING = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING]
 # A run in one of these states still holds its partition (or the DuckDB file): sensors wait for it.
-ACTIVE_RUN_STATUSES = [
-    dg.DagsterRunStatus.QUEUED,
-    dg.DagsterRunStatus.NOT_STARTED,
-    dg.DagsterRunStatus.STARTING,
-    dg.DagsterRunStatus.STARTED,
-]
+ACTIVE_RUN_STATUSES = [*NOT_YET_READING, dg.DagsterRunStatus.STARTED]
 
 
 def sensor_status(settings: Settings) -> dg.DefaultSensorStatus:
@@ -26,11 +23,8 @@ def schedule_status(settings: Settings) -> dg.DefaultScheduleStatus:
 
 
 def run_partition(run: dg.DagsterRun) -> str | None:
-    """The partition key of a run, or ``first..last`` for a partition-range run; then a transform run's arrival hours.
-
-    What to re-run comes first (an ingest's hours, a transform's days), e.g.
-    ``2026-11-30 (arrival hours 2026-11-30-03:00..2026-11-30-04:00)``.
-    """
+    """What to re-run: the partition key of a run, or ``first..last`` of a range; then a transform run's arrival hours,
+    e.g. ``2026-11-30 (arrival hours 2026-11-30-03:00..2026-11-30-04:00)``."""
     bounds = run_partition_bounds(run.tags)
     if bounds is None:
         return None

@@ -1,42 +1,34 @@
-"""The two jobs of the hot path: ingest arrival hours into bronze, build the dbt layer over a window of them."""
+"""The hot path's jobs (ingest arrival hours, build dbt over a window of them); the freshness checks they leave out."""
 
-from collections.abc import Sequence
+import warnings
+from collections.abc import Iterable
+from datetime import timedelta
 
 import dagster as dg
 
-from logistics_platform.defs.constants import (
-    BRONZE_GROUP,
-    CHECKED_TABLES,
-    HEALTH_CHECK,
-    INGEST_JOB,
-    TRANSFORM_GROUPS,
-    TRANSFORM_JOB,
-)
+from logistics_platform.defs import constants as c
+from logistics_platform.defs.operate.common import sensor_status
 from logistics_platform.defs.partitions import arrival_day_partitions, arrival_hour_partitions
 from logistics_platform.settings import Settings
 
 
-def build_jobs(settings: Settings, freshness_checks: Sequence[dg.AssetChecksDefinition] = ()) -> dg.Definitions:
-    """The ingest and transform jobs; sensors and schedules target them by name.
-
-    Returned in a ``Definitions``: the type ``define_asset_job`` returns is not exported by ``dagster``.
-    """
-    # Keep the hot path lean: freshness checks run from their own sensor and table health from the nightly
-    # maintenance job; the checks that belong to an asset (accounting, dbt tests) still run with it.
+def build_jobs(settings: Settings, freshness_checks: Iterable[dg.AssetsDefinition] | None = None) -> dg.Definitions:
+    """The ingest and transform jobs (sensors and schedules target them by name), in a ``Definitions``."""
+    # The hot path stays lean: freshness checks run from their sensor, table health with the nightly maintenance.
     elsewhere = dg.AssetSelection.checks(
-        *[key for checks_def in freshness_checks for key in checks_def.check_keys],
-        *[dg.AssetCheckKey(key, HEALTH_CHECK) for key in CHECKED_TABLES.values()],
+        *[key for checks_def in freshness_checks or () for key in checks_def.check_keys],
+        *[dg.AssetCheckKey(key, c.HEALTH_CHECK) for key in c.CHECKED_TABLES.values()],
     )
     ingest = dg.define_asset_job(
-        INGEST_JOB,
-        selection=dg.AssetSelection.groups(BRONZE_GROUP) - elsewhere,
+        c.INGEST_JOB,
+        selection=dg.AssetSelection.groups(c.BRONZE_GROUP) - elsewhere,
         partitions_def=arrival_hour_partitions(settings),
         description="Ingest arrival hours from the landing zone into the bronze Iceberg tables.",
         tags={"logistics/layer": "bronze"},
     )
     transform = dg.define_asset_job(
-        TRANSFORM_JOB,
-        selection=dg.AssetSelection.groups(*TRANSFORM_GROUPS) - elsewhere,
+        c.TRANSFORM_JOB,
+        selection=dg.AssetSelection.groups(*c.TRANSFORM_GROUPS) - elsewhere,
         partitions_def=arrival_day_partitions(settings),
         description="Build the dbt staging, intermediate and marts models (and publish the marts) for a window of "
         "arrival hours in one run: the hours named by its tags logistics/arrival_hours_start/_end, else every hour "
@@ -44,3 +36,25 @@ def build_jobs(settings: Settings, freshness_checks: Sequence[dg.AssetChecksDefi
         tags={"logistics/writer": "duckdb", "logistics/layer": "dbt"},
     )
     return dg.Definitions(jobs=[ingest, transform])
+
+
+def build_freshness(settings: Settings) -> dg.Definitions:
+    """A last-update check per bronze data table and per mart (windows from the settings) and the sensor of them."""
+    # Checks rather than FreshnessPolicy: a visible pass/fail that the alert sensor turns into an alert.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", dg.SupersessionWarning)
+        bronze = dg.build_last_update_freshness_checks(
+            assets=[dg.AssetKey(["bronze", t]) for t in c.BRONZE_DATA_TABLES],
+            lower_bound_delta=timedelta(hours=settings.bronze_freshness_hours),
+        )
+        marts = dg.build_last_update_freshness_checks(
+            assets=[dg.AssetKey(["marts", m]) for m in c.MARTS],
+            lower_bound_delta=timedelta(hours=settings.marts_freshness_hours),
+        )
+        sensor = dg.build_sensor_for_freshness_checks(
+            freshness_checks=[*bronze, *marts],
+            minimum_interval_seconds=600,
+            name="freshness_checks_sensor",
+            default_status=sensor_status(settings),
+        )
+    return dg.Definitions(asset_checks=[*bronze, *marts], sensors=[sensor])

@@ -1,138 +1,113 @@
-"""Trigger of the transform job: one dbt run over the arrival hours ingested since a successful run last built them.
+"""The dbt layer's triggers, the full batch and the live SLA path (over ``lib.operate.transform_pending``)."""
 
-Which hours wait is :mod:`logistics_platform.lib.operate.transform_pending`'s bookkeeping, kept in the sensor's
-cursor and fed from Dagster's own records: the latest ingest of each hour (the ``bronze/ingest_log``
-materializations, hourly) and the successful transform runs (the window and ingest watermark they are tagged with).
-"""
-
-from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import dagster as dg
 
 from logistics_platform.defs.constants import INGEST_LOG_KEY, TRANSFORM_GROUPS, TRANSFORM_JOB, TRIGGER_TAG
-from logistics_platform.defs.operate.common import ACTIVE_RUN_STATUSES, sensor_status
-from logistics_platform.lib.operate.transform_pending import (
-    WATERMARK_TAG,
-    BuiltState,
-    dump_state,
-    load_state,
-    pending_hours,
-    prune,
-)
-from logistics_platform.lib.transform.arrival_window import ArrivalWindow, run_window
+from logistics_platform.defs.operate.common import ACTIVE_RUN_STATUSES, NOT_YET_READING, sensor_status
+from logistics_platform.lib.operate.transform_pending import BuiltState, live_batch, live_cursor
+from logistics_platform.lib.transform.arrival_window import ArrivalWindow, tagged_window
+from logistics_platform.lib.transform.operations import SLA_CHECK, SLA_MART
 from logistics_platform.settings import Settings
 
 BATCH_TAG = "logistics/transform_batch"
-TRANSFORM_ATTEMPTS = 3
-# A backfill in progress is among the newest few (a backfill is requested, then runs until it ends).
-BACKFILLS_LOOKED_AT = 20
+TRANSFORM_ATTEMPTS = 3  # runs of one failing batch (a new run key each, each failure alerted), then it waits
+SLA_KEY = dg.AssetKey(["marts", SLA_MART])
+LIVE_SENSOR = "sla_after_ingest"
+# The run tag that marks a live SLA run (the UI's filter, and what the backlog leaves out: it builds one mart).
+LIVE_TAG = "logistics/live"
 
 
 def ingested_hours(instance: dg.DagsterInstance) -> dict[str, int]:
     """Hour -> storage id of its latest ``bronze/ingest_log`` materialization (its latest ingest)."""
-    storage = instance.event_log_storage
-    return dict(storage.get_latest_storage_id_by_partition(INGEST_LOG_KEY, dg.DagsterEventType.ASSET_MATERIALIZATION))
-
-
-def built_runs(instance: dg.DagsterInstance, after: float | None) -> Iterator[tuple[ArrivalWindow | None, int, float]]:
-    """(window, ingest watermark, update time) of each successful transform run updated after ``after``.
-
-    A run without a watermark (it failed before its dbt step, or built a subset of the models) has window None.
-    """
-    since = datetime.fromtimestamp(after, UTC) if after is not None else None
-    filters = dg.RunsFilter(job_name=TRANSFORM_JOB, statuses=[dg.DagsterRunStatus.SUCCESS], updated_after=since)
-    for record in instance.get_run_records(filters):
-        tags = record.dagster_run.tags
-        updated = record.update_timestamp.timestamp()
-        watermark = tags.get(WATERMARK_TAG)
-        yield (run_window(tags), int(watermark), updated) if watermark else (None, 0, updated)
+    event = dg.DagsterEventType.ASSET_MATERIALIZATION
+    return dict(instance.event_log_storage.get_latest_storage_id_by_partition(INGEST_LOG_KEY, event))
 
 
 def pending_transform_hours(instance: dg.DagsterInstance, cursor: str | None) -> tuple[dict[str, int], str]:
-    """Hour -> latest ingest id of the hours no successful transform run built since that ingest; the next cursor.
-
-    Without a cursor (a new sensor, or one reset) the state is rebuilt from every successful transform run.
-    """
-    state = load_state(cursor) or BuiltState()
-    for window, watermark, updated in built_runs(instance, state.fold_after()):
-        state.fold(window.hour_keys() if window else (), watermark, updated)
+    """Hour -> latest ingest id of the hours no successful transform run built since; the next cursor."""
+    state = BuiltState.load(cursor) or BuiltState()  # no cursor: rebuilt from every successful run
+    after = state.fold_after()
+    since = datetime.fromtimestamp(after, UTC) if after is not None else None
+    done = dg.RunsFilter(job_name=TRANSFORM_JOB, statuses=[dg.DagsterRunStatus.SUCCESS], updated_after=since)
+    for record in instance.get_run_records(done):
+        state.fold_run(record.dagster_run.tags, record.update_timestamp.timestamp())
     ingested = ingested_hours(instance)
-    return pending_hours(ingested, state), dump_state(prune(state, ingested))
+    return state.pending(ingested), state.prune(ingested).dump()
 
 
-def requested_backfill(instance: dg.DagsterInstance) -> str | None:
-    """Id of a backfill still in progress among the newest ones, or None."""
-    # By the status's name: the status filter of `get_backfills` takes types that `dagster` does not export.
-    for backfill in instance.get_backfills(limit=BACKFILLS_LOOKED_AT):
-        if backfill.status.value == "REQUESTED":
-            return backfill.backfill_id
-    return None
-
-
-def _has_transform_assets(context: dg.SensorEvaluationContext) -> bool:
-    graph = context.repository_def.asset_graph  # type: ignore[union-attr]
-    return any(
-        graph.get(key).group_name in TRANSFORM_GROUPS and graph.get(key).partitions_def is not None
-        for key in graph.materializable_asset_keys
-    )
-
-
-def build_transform_sensor(settings: Settings) -> dg.SensorDefinition:
-    """Launches the transform job over the window of hours ingested since a successful run last built them."""
+def build_dbt_triggers(settings: Settings) -> dg.Definitions:
+    """transform_after_ingest and sla_after_ingest; why they are sensors: docs/internals/operate.md."""
 
     @dg.sensor(
         name="transform_after_ingest",
         job_name=TRANSFORM_JOB,
-        # Every tick takes all hours ingested since they were last built as one window, and waits while a dbt run is
-        # in flight. The SLA monitor no longer waits for it (the live path, sla_after_ingest, builds the SLA mart
-        # within a minute of a landed file), so the full batch runs every few minutes: fewer whole-layer dbt runs
-        # holding the DuckDB writer while live SLA runs queue behind them, on 2 cores.
-        minimum_interval_seconds=180,
+        minimum_interval_seconds=180,  # few whole-layer dbt runs holding the DuckDB writer; the SLA mart goes live
         default_status=sensor_status(settings),
         description=(
-            "Launches one dbt run over the window of arrival hours ingested since a successful dbt run last built "
-            "them (tagged logistics/arrival_hours_start/_end; the run's partitions are the days of those hours). "
-            "Waits while a dbt run is in flight; an hour ingested meanwhile, or left by a failed run, goes to the "
-            "next run. Cursor: per recent hour, the newest ingest a successful run built."
+            "One dbt run over the arrival hours ingested since a successful run built them (window tags "
+            "logistics/arrival_hours_start/_end, partitions their days); waits while a dbt run is in flight. Cursor: "
+            "per recent hour, the newest ingest a successful run built."
         ),
     )
     def transform_after_ingest(context: dg.SensorEvaluationContext) -> dg.RunRequest | dg.SkipReason:
-        if not _has_transform_assets(context):
+        graph, instance = context.repository_def.asset_graph, context.instance  # type: ignore[union-attr]
+        if not any(graph.get(k).partitions_def for k in dg.AssetSelection.groups(*TRANSFORM_GROUPS).resolve(graph)):
             return dg.SkipReason("no partitioned dbt models in this code location")
-        # The bookkeeping first, on every tick: it folds in the runs that finished, in flight or not.
-        pending, cursor = pending_transform_hours(context.instance, context.cursor)
-        context.update_cursor(cursor)
-        active = context.instance.get_runs(dg.RunsFilter(job_name=TRANSFORM_JOB, statuses=ACTIVE_RUN_STATUSES), limit=1)
-        if active:
+        pending, cursor = pending_transform_hours(instance, context.cursor)
+        context.update_cursor(cursor)  # on every tick, in flight or not: it folds in the runs that finished
+        if active := instance.get_runs(dg.RunsFilter(job_name=TRANSFORM_JOB, statuses=ACTIVE_RUN_STATUSES), limit=1):
             return dg.SkipReason(f"dbt run {active[0].run_id} is in flight; next tick takes what it leaves")
-        backfill = requested_backfill(context.instance)
-        if backfill:
-            return dg.SkipReason(f"backfill {backfill} in progress: it builds its own dbt range")
+        # By the status's name: the status filter of `get_backfills` takes types that `dagster` does not export.
+        if backfill := next((b for b in instance.get_backfills(limit=20) if b.status.value == "REQUESTED"), None):
+            return dg.SkipReason(f"backfill {backfill.backfill_id} in progress: it builds its own dbt range")
         if not pending:
             return dg.SkipReason("every ingested hour is built into the marts")
         window = ArrivalWindow.of_hours(min(pending), max(pending))
         batch = f"{window.first_key}..{window.last_key}:{max(pending.values())}"
-        # The same pending batch is retried by later ticks (a run key alone would block it forever), up to a
-        # limit so that a broken model does not relaunch on every tick; each failure has raised an alert.
-        failures = context.instance.get_runs_count(
-            dg.RunsFilter(job_name=TRANSFORM_JOB, statuses=[dg.DagsterRunStatus.FAILURE], tags={BATCH_TAG: batch})
-        )
-        if failures >= TRANSFORM_ATTEMPTS:
-            first_day, last_day = window.day_keys()
+        failed = dg.RunsFilter(job_name=TRANSFORM_JOB, statuses=[dg.DagsterRunStatus.FAILURE], tags={BATCH_TAG: batch})
+        if (failures := instance.get_runs_count(failed)) >= TRANSFORM_ATTEMPTS:
+            days = "..".join(window.day_keys())
             return dg.SkipReason(
                 f"dbt failed {failures} times for arrival hours {window.label}: fix the cause (see the alerts), then "
-                f"re-run the days {first_day}..{last_day} of transform_arrival_hours; new ingests also start a new "
-                "batch"
+                f"re-run the days {days} of transform_arrival_hours; new ingests also start a new batch"
             )
+        tags = {TRIGGER_TAG: "transform_after_ingest", BATCH_TAG: batch, "logistics/pending_hours": str(len(pending))}
+        return dg.RunRequest(run_key=f"transform:{batch}:attempt-{failures}", tags={**window.run_tags(), **tags})
+
+    @dg.sensor(
+        name=LIVE_SENSOR,
+        job_name=TRANSFORM_JOB,
+        minimum_interval_seconds=5,  # the daemon's floor; a tick reads one index of the event log
+        default_status=sensor_status(settings),
+        description=(
+            "Live SLA path: for the hour in progress (or the one before) just ingested, a transform run of only "
+            "marts/fct_region_sla, the models it reads and its sla_within_target check (it posts a breach to "
+            "ALERT_WEBHOOK_URL). Cursor: the newest bronze/ingest_log materialization seen."
+        ),
+    )
+    def sla_after_ingest(context: dg.SensorEvaluationContext) -> dg.RunRequest | dg.SkipReason:
+        graph = context.repository_def.asset_graph  # type: ignore[union-attr]
+        if not graph.has(SLA_KEY):
+            return dg.SkipReason(f"no {SLA_KEY.to_user_string()} in this code location")
+        batch, cursor = live_batch(ingested_hours(context.instance), live_cursor(context.cursor), datetime.now(UTC))
+        context.update_cursor(str(cursor))
+        if batch is None:
+            return dg.SkipReason("no live hour ingested since the last tick")
+        window = ArrivalWindow.of_hours(batch.hours[0], batch.hours[-1])
+        live = dg.RunsFilter(job_name=TRANSFORM_JOB, statuses=NOT_YET_READING, tags={LIVE_TAG: "sla"})
+        for run in context.instance.get_runs(live, limit=5):
+            if (covers := tagged_window(run.tags)) and covers.first <= window.first and window.last <= covers.last:
+                # That run has not read bronze yet: it builds this ingest too, one dbt run instead of a queue of them.
+                return dg.SkipReason(f"a live SLA run not started yet covers {window.label}")
+        models = dg.AssetSelection.assets(SLA_KEY).upstream() & dg.AssetSelection.groups(*TRANSFORM_GROUPS)
         return dg.RunRequest(
-            run_key=f"transform:{batch}:attempt-{failures}",
-            tags={
-                **window.run_tags(),
-                TRIGGER_TAG: "transform_after_ingest",
-                BATCH_TAG: batch,
-                "logistics/pending_hours": str(len(pending)),
-            },
+            run_key=batch.run_key,
+            asset_selection=sorted(models.resolve(graph)),
+            # Only the SLA check: the dbt tests of these models run with the full batch (they would double the run).
+            asset_check_keys=[dg.AssetCheckKey(SLA_KEY, SLA_CHECK)],
+            tags={**window.run_tags(), TRIGGER_TAG: LIVE_SENSOR, LIVE_TAG: "sla"},
         )
 
-    return transform_after_ingest
+    return dg.Definitions(sensors=[transform_after_ingest, sla_after_ingest])

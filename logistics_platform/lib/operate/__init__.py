@@ -1,5 +1,1 @@
-"""Operate: alerts, the landing-zone watch, ingest progress and backlog, and the rebuild-and-swap.
-
-Owns the decisions behind the sensors, schedules and operator commands; the Dagster glue lives in
-``defs/operate``.
-"""
+"""Operate: the decisions behind the sensors, schedules and operator commands (the Dagster glue is ``defs/operate``)."""

@@ -1,8 +1,4 @@
-"""Alerts: a Slack-compatible message for a failed run or check, delivered to a webhook and a local log.
-
-Formatting is pure; :func:`deliver` does the I/O. Delivery never raises: an alert that cannot reach the
-webhook is still in the local JSON Lines log (always written first), and the failure is logged.
-"""
+"""Alerts: a Slack-compatible message for a failed run or check, delivered to the local log, then a webhook."""
 
 from __future__ import annotations
 
@@ -24,6 +20,7 @@ MAX_ERROR_CHARS = 1500
 KIND_RUN_FAILURE = "run_failure"
 KIND_CHECK_FAILURE = "check_failure"
 KIND_FRESHNESS = "freshness"
+TITLES = {KIND_RUN_FAILURE: "Run failed", KIND_CHECK_FAILURE: "Asset check failed", KIND_FRESHNESS: "Data is stale"}
 
 
 @dataclass(frozen=True)
@@ -56,11 +53,7 @@ def _truncate(text: str, limit: int = MAX_ERROR_CHARS) -> str:
 def format_slack(alert: Alert) -> dict[str, Any]:
     """The Slack incoming-webhook payload: ``text`` (notification fallback) and ``blocks``."""
     assets = ", ".join(alert.assets) or "-"
-    title = {
-        KIND_RUN_FAILURE: "Run failed",
-        KIND_CHECK_FAILURE: "Asset check failed",
-        KIND_FRESHNESS: "Data is stale",
-    }.get(alert.kind, "Alert")
+    title = TITLES.get(alert.kind, "Alert")
     text = (
         f"{title}: {alert.summary} | run {alert.run_id or '-'} | asset {assets} | "
         f"partition {alert.partition or '-'} | error: {_truncate(alert.error, 300)}"
@@ -81,39 +74,27 @@ def format_slack(alert: Alert) -> dict[str, Any]:
     return {"text": text, "blocks": blocks}
 
 
-def append_log(path: Path, alert: Alert) -> None:
-    """Append one JSON line (the alert and its Slack payload) to the local alerts log."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    line = json.dumps({**asdict(alert), "message": format_slack(alert)}, sort_keys=True)
-    with path.open("a", encoding="utf-8") as fh:
-        fh.write(line + "\n")
-
-
-def post_webhook(url: str, payload: dict[str, Any], timeout: float = WEBHOOK_TIMEOUT_SECONDS) -> None:
-    """POST ``payload`` as JSON; raises on a transport error or a non-2xx answer."""
-    request = urllib.request.Request(
-        url,
-        data=json.dumps(payload).encode("utf-8"),
-        headers={"Content-Type": "application/json"},
-        method="POST",
-    )
-    with urllib.request.urlopen(request, timeout=timeout) as response:
-        if not 200 <= response.status < 300:
-            raise urllib.error.HTTPError(url, response.status, "webhook refused the alert", response.headers, None)
-
-
 def deliver(alert: Alert, alerts_log: Path, webhook_url: str | None) -> DeliveryResult:
-    """Log the alert locally (always), then POST it when a webhook is configured. Never raises."""
+    """Append the alert and its Slack payload to the JSON Lines log (always), then POST the payload to the webhook
+    when one is set. Never raises: a failure is logged, and the alert is in the log when the webhook is down."""
     logged = True
     try:
-        append_log(alerts_log, alert)
+        alerts_log.parent.mkdir(parents=True, exist_ok=True)
+        with alerts_log.open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps({**asdict(alert), "message": format_slack(alert)}, sort_keys=True) + "\n")
     except OSError as exc:
         logged = False
         log.error("could not append the alert to %s (%s); check the ALERTS_LOG path", alerts_log, exc)
     if not webhook_url:
         return DeliveryResult(logged=logged, posted=False)
     try:
-        post_webhook(webhook_url, format_slack(alert))
+        body = json.dumps(format_slack(alert)).encode("utf-8")
+        request = urllib.request.Request(webhook_url, body, {"Content-Type": "application/json"}, method="POST")
+        with urllib.request.urlopen(request, timeout=WEBHOOK_TIMEOUT_SECONDS) as response:
+            if not 200 <= response.status < 300:
+                raise urllib.error.HTTPError(
+                    webhook_url, response.status, "webhook refused the alert", response.headers, None
+                )
     except Exception as exc:  # any failure to deliver must not break the sensor that raised the alert
         log.warning("alert not delivered to ALERT_WEBHOOK_URL (%s); it is in %s", exc, alerts_log)
         return DeliveryResult(logged=logged, posted=False, error=str(exc))
@@ -131,6 +112,5 @@ def delivered(result: DeliveryResult, webhook_url: str | None) -> bool:
 
 def read_log(path: Path) -> list[dict[str, Any]]:
     """All alerts recorded in the local log (tests and the runbook)."""
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    lines = path.read_text(encoding="utf-8").splitlines() if path.exists() else []
+    return [json.loads(line) for line in lines if line.strip()]

@@ -1,10 +1,4 @@
-"""What the landing sensor and the hourly schedule decide: which arrival hours need an ingest run.
-
-Pure functions over "hour -> fingerprint" maps, plus the landing scan they are fed from. The sensor keeps
-the fingerprints it already requested in its cursor; a changed fingerprint (a delayed upload into an hour
-folder) requests the hour again, an unchanged one never does (and the run key repeats, so Dagster would
-drop a duplicate request even if the cursor were lost).
-"""
+"""Which arrival hours need an ingest run, and the landing scan it is decided from (see docs/internals/operate.md)."""
 
 from __future__ import annotations
 
@@ -19,10 +13,7 @@ from pathlib import Path
 from logistics_platform.lib.timekeys import hour_key, hour_start, parse_hour_key
 
 CURSOR_VERSION = 1
-# The cursor keeps the hours of the last LOOKBACK_DAYS before the newest landed hour. A Kafka Connect sink
-# uploads a delayed file within minutes to hours, never weeks, so older hours are settled; forgetting them
-# bounds the cursor (24 entries a day, ~70 bytes each) and the per-tick scan to a fixed window. A change to an
-# hour older than this is still found by `logistics-platform verify` and the backlog check.
+# Days before the newest landed hour that the cursor and the per-tick scan keep (older hours are settled).
 LOOKBACK_DAYS = 7
 _DT = re.compile(r"^dt=(\d{4}-\d{2}-\d{2})$")
 _HR = re.compile(r"^hr=([01]\d|2[0-3])$")
@@ -54,28 +45,15 @@ class HourRequest:
 
 def load_cursor(raw: str | None) -> dict[str, str]:
     """Hour -> fingerprint from a sensor cursor; an unreadable or old-format cursor starts empty."""
-    if not raw:
-        return {}
     try:
-        data = json.loads(raw)
-    except json.JSONDecodeError:
+        data = json.loads(raw) if raw else {}
+        return {str(k): str(v) for k, v in data["hours"].items()} if data.get("v") == CURSOR_VERSION else {}
+    except (ValueError, KeyError, AttributeError):
         return {}
-    if not isinstance(data, dict) or data.get("v") != CURSOR_VERSION or not isinstance(data.get("hours"), dict):
-        return {}
-    return {str(k): str(v) for k, v in data["hours"].items()}
 
 
 def dump_cursor(hours: Mapping[str, str]) -> str:
     return json.dumps({"v": CURSOR_VERSION, "hours": dict(sorted(hours.items()))}, separators=(",", ":"))
-
-
-def window_start(hours: Mapping[str, str] | list[str], lookback_days: int = LOOKBACK_DAYS) -> str | None:
-    """Oldest hour key inside the lookback window that ends at the newest hour (None when empty)."""
-    keys = list(hours)
-    if not keys:
-        return None
-    newest = parse_hour_key(max(keys))
-    return hour_key(newest - timedelta(days=lookback_days))
 
 
 def plan_ingest_requests(
@@ -83,23 +61,16 @@ def plan_ingest_requests(
     cursor: Mapping[str, str],
     lookback_days: int = LOOKBACK_DAYS,
 ) -> tuple[list[HourRequest], dict[str, str]]:
-    """Requests for hours that are new or whose file set changed, and the next (bounded) cursor.
-
-    ``landed``: hour -> fingerprint of the files now in the landing zone. ``cursor``: the same for the file
-    sets already requested. Hours missing from ``landed`` are kept in the cursor (files never disappear;
-    a partial listing must not cause a re-request later) until they fall out of the window.
-    """
-    requests: list[HourRequest] = []
-    for hour in sorted(landed):
-        fp = landed[hour]
-        previous = cursor.get(hour)
-        if previous == fp:
-            continue
-        requests.append(HourRequest(hour, fp, "new" if previous is None else "changed"))
+    """Requests for the ``landed`` hours (hour -> fingerprint) new or changed since the ``cursor``, and the next cursor:
+    both, without the hours older than ``lookback_days`` before the newest."""
+    requests = [
+        HourRequest(h, fp, "new" if h not in cursor else "changed")
+        for h, fp in sorted(landed.items())
+        if cursor.get(h) != fp
+    ]
     merged = {**cursor, **landed}
-    start = window_start(merged, lookback_days)
-    bounded = {h: fp for h, fp in merged.items() if start is None or h >= start}
-    return requests, bounded
+    start = hour_key(parse_hour_key(max(merged)) - timedelta(days=lookback_days)) if merged else ""
+    return requests, {h: fp for h, fp in merged.items() if h >= start}
 
 
 def hours_to_reconcile(scheduled_time: datetime, count: int = 2) -> list[str]:
@@ -110,21 +81,12 @@ def hours_to_reconcile(scheduled_time: datetime, count: int = 2) -> list[str]:
 
 def stale_topics(landed: Mapping[str, str], ingested: Mapping[str, str]) -> dict[str, str]:
     """Per topic of one hour: "never" (not ingested) or "changed" (files differ from the ingest log)."""
-    out: dict[str, str] = {}
-    for topic, fp in landed.items():
-        if topic not in ingested:
-            out[topic] = "never"
-        elif ingested[topic] != fp:
-            out[topic] = "changed"
-    return out
+    return {t: "never" if t not in ingested else "changed" for t, fp in landed.items() if ingested.get(t) != fp}
 
 
 def hour_folders(landing_dir: Path) -> tuple[list[tuple[str, datetime]], dict[str, str]]:
     """(topic, arrival hour) of every ``dt=YYYY-MM-DD/hr=HH`` folder under the known topics' folders; and folder
-    (relative to ``landing_dir``) -> why it is not an arrival hour, for the other folders there.
-
-    The ingest reads only arrival-hour folders: what else lands there is reported, never read. Names starting with
-    ``.``, ``_`` or ``+`` are a sink's temporary folders and pass unreported.
+    (relative to ``landing_dir``) -> why it is not one, for the others (a sink's ``.``/``_``/``+`` temporaries aside).
     """
     from logistics_platform.lib.bronze.landing import TOPICS_DIR
     from logistics_platform.lib.bronze.schema import TOPIC_BY_NAME
@@ -161,12 +123,8 @@ def hour_folders(landing_dir: Path) -> tuple[list[tuple[str, datetime]], dict[st
 def scan_landing(
     landing_dir: Path, lookback_days: int | None = LOOKBACK_DAYS, hours: Iterable[str] | None = None
 ) -> dict[str, dict[str, str]]:
-    """Hour key -> {topic: fingerprint} of the landing zone, for the known topics.
-
-    ``lookback_days`` limits the scan to the days folders within that many days of the newest one (the
-    sensor's window; None scans everything); ``hours`` limits it to those hour keys (the schedule).
-    Fingerprints are :func:`landing.fingerprint`, the same hash the ingest writes to ``bronze.ingest_log``.
-    """
+    """Hour key -> {topic: fingerprint (the hash ``bronze.ingest_log`` records)} of the landing zone's known topics,
+    within ``lookback_days`` of the newest day folder (None: all) and, given ``hours``, those hour keys only."""
     from logistics_platform.lib.bronze.landing import fingerprint, list_hour_files
 
     folders, _ = hour_folders(landing_dir)
@@ -184,17 +142,9 @@ def scan_landing(
     return out
 
 
-def hour_fingerprints(scan: Mapping[str, Mapping[str, str]]) -> dict[str, str]:
-    """Hour key -> combined fingerprint, from :func:`scan_landing`."""
-    return {hour: combine_fingerprints(topics) for hour, topics in scan.items()}
-
-
 def partition_hours(hours: Iterable[str], first: str, now: datetime) -> tuple[list[str], dict[str, str]]:
-    """(the hour keys that are arrival-hour partitions at ``now``, sorted; hour key -> why not, for the others).
-
-    The partitions run from ``first`` (PARTITIONS_START) through the hour in progress, which a live sink is still
-    writing: it is ingested as its files land. An hour folder ahead of it is not one yet.
-    """
+    """(the hour keys that are partitions at ``now``: ``first`` through the hour in progress, sorted; hour key ->
+    why not, for the others)."""
     open_hour = hour_key(now)
     taken: list[str] = []
     skipped: dict[str, str] = {}
@@ -228,9 +178,6 @@ def run_partition_bounds(tags: Mapping[str, str]) -> tuple[str, str] | None:
 
 
 def run_covers_hour(tags: Mapping[str, str], hour: str) -> bool:
-    """Whether a run with these tags ingests arrival hour ``hour``: its own partition, or inside its range.
-
-    Hour keys sort as their hours do (fixed-width ``YYYY-MM-DD-HH:MM``), so a range is a string interval.
-    """
+    """Whether a run with these tags ingests arrival hour ``hour`` (hour keys sort as their hours do)."""
     bounds = run_partition_bounds(tags)
     return bounds is not None and bounds[0] <= hour <= bounds[1]

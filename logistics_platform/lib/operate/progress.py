@@ -1,9 +1,4 @@
-"""Where ingestion stands: the landing zone compared with ``bronze.ingest_log``.
-
-Used by `logistics-platform verify`, the backlog asset and the hourly schedule. ``bronze.ingest_log`` is
-committed last for an hour, so an hour in the log has all its data in bronze; its fingerprint is the hash
-of the file set that was read, so a delayed file shows up as a different landing fingerprint.
-"""
+"""Where ingestion stands: the landing zone compared with ``bronze.ingest_log`` (verify, backlog, schedule, run)."""
 
 from __future__ import annotations
 
@@ -81,9 +76,7 @@ def compare(
     """Per landed (or logged) hour: never ingested, files changed since the ingest, or accounted for.
 
     ``corrupt`` (:func:`read_corrupt_files`) marks an ingested hour whose files could not all be read to the end.
-    With ``now``, the hour it falls in (and any later one) is ``open``: its files are still arriving, so new files
-    are expected there, and only a logged file that changed or went away makes it ``changed``.
-    """
+    With ``now``, the hour in progress (and any later) is ``open`` unless a logged file changed or went away."""
     from logistics_platform.lib.bronze.landing import list_hour_files
 
     open_from = hour_key(hour_start(now)) if now is not None else None
@@ -141,21 +134,14 @@ def changed_hours(
 ) -> tuple[list[str], list[str]]:
     """(the hours of ``hours`` an ingest has work in, the up-to-date ones), both sorted; no data read.
 
-    Up to date: every topic bronze.ingest_log records for the hour is landed with exactly the logged files and sizes,
-    nothing else landed for it, and its log rows balance (:func:`compare`'s ``ok``, or ``corrupt``: ingested as far
-    as readable). For such an hour the ingest's own planning (lib/bronze/increment.py) finds nothing new and leaves it
-    ``unchanged`` (or, when compaction merged its files with other hours', rewrites as it is). Any other hour (new,
-    grown, shrunk, a file or topic gone, unbalanced) is to ingest.
-    """
+    Up to date: :func:`compare` finds it ``ok`` (or ``corrupt``: ingested as far as readable) with every logged topic
+    landed, so the ingest's own planning (lib/bronze/increment.py) would find nothing new there."""
     reports = {r.hour: r for r in compare(scan, ingested, landing_dir)}
-    logged: dict[str, set[str]] = {}
-    for topic, hour in ingested:
-        logged.setdefault(hour, set()).add(topic)
     todo: list[str] = []
     current: list[str] = []
     for hour in sorted(set(hours)):
-        report = reports.get(hour)
-        same = report is not None and report.status in ("ok", "corrupt") and logged[hour] <= set(scan.get(hour, {}))
+        r = reports.get(hour)
+        same = r is not None and r.status in ("ok", "corrupt") and all(e.topic in scan.get(hour, {}) for e in r.entries)
         (current if same else todo).append(hour)
     return todo, current
 
@@ -211,5 +197,4 @@ def hours_between(earlier: str | None, later: str | None) -> float:
     """Hours from ``earlier`` to ``later`` hour keys (0 when either is missing or earlier is newer)."""
     if not earlier or not later:
         return 0.0
-    delta = parse_hour_key(later) - parse_hour_key(earlier)
-    return max(0.0, delta.total_seconds() / 3600)
+    return max(0.0, (parse_hour_key(later) - parse_hour_key(earlier)).total_seconds() / 3600)

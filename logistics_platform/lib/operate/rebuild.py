@@ -1,21 +1,6 @@
-"""Rebuild bronze and the marts from the landing zone into fresh tables, then swap them in atomically.
+"""Rebuild bronze and the marts from the landing zone into fresh tables aside, validate, then swap them in at once.
 
-Design (safe by construction):
-
-1. **Build aside.** Everything is built under a staging directory ``<duckdb dir>/_rebuild/<stamp>/``: its own
-   SQLite catalog, its own warehouse prefix (``<warehouse>/_rebuild/<stamp>``), its own DuckDB file, and a
-   throwaway Dagster instance (the live run history and sensors never see the rebuild's runs; the caller hands
-   in how the dbt layer is run, see :data:`ModelsFor`). The live tables are only read (the DuckDB ``ops``
-   schema: operator decisions such as folded windows are copied).
-   Bronze is written by ``ingest_hours`` (the function behind the ingest asset, in ranges of consecutive
-   hours), the dbt layer by the transform job over the whole range of arrival hours in one run.
-2. **Validate.** Every Dagster run must succeed, every landed hour must be in the staged ingest log with the
-   landing fingerprint and balanced accounting, and every mart must exist.
-3. **Swap.** Only then: one SQL transaction moves the live catalog's ``bronze.*`` / ``marts.*`` entries to the
-   staged metadata files (readers switch at once, all tables together, and the old pointer is kept as
-   ``previous_metadata_location``); the DuckDB file is swapped with ``os.replace`` (atomic rename) after a
-   hard link keeps the old file. A ``swap.json`` in the staging directory records the old pointers, so
-   :func:`rollback` restores them. A failure before the swap leaves the live platform untouched.
+A failure before the swap leaves the live platform untouched; the design is in ``docs/internals/operate.md``.
 """
 
 from __future__ import annotations
@@ -27,8 +12,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from logistics_platform.settings import Settings
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
 
 REBUILD_DIR = "_rebuild"
 SWAPPED_NAMESPACES = ("bronze", "marts")
@@ -53,22 +42,29 @@ class RebuildResult:
         return not self.problems and all(ok for _, _, ok in self.runs)
 
 
+@dataclass(frozen=True)
+class ModelBuild:
+    """How to build the dbt layer: ``run(first, last, tags)`` builds hours first..last in one run, True if ok."""
+
+    job_name: str
+    run: Callable[[str, str, Mapping[str, str]], bool]
+
+
+# The dbt layer of the code location built on these (staged) settings, None without dbt models; the CLI hands it in.
+ModelsFor = Callable[[Settings], ModelBuild | None]
+
+
 def staging_settings(settings: Settings, stamp: str) -> tuple[Settings, Path]:
     """Settings that put every table the rebuild writes under a fresh staging location."""
     root = settings.duckdb_path.parent / REBUILD_DIR / stamp
-    warehouse = f"{settings.warehouse.rstrip('/')}/{REBUILD_DIR}/{stamp}"
     staged = settings.with_overrides(
         catalog_uri=f"sqlite:///{root / 'catalog.db'}",
-        warehouse=warehouse,
+        warehouse=f"{settings.warehouse.rstrip('/')}/{REBUILD_DIR}/{stamp}",
         duckdb_path=root / settings.duckdb_path.name,
         alerts_log=root / "alerts.jsonl",
         automation_running=False,
     )
     return staged, root
-
-
-def new_stamp() -> str:
-    return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
 
 
 def copy_ops_state(live_duckdb: Path, staged_duckdb: Path) -> list[str]:
@@ -77,58 +73,29 @@ def copy_ops_state(live_duckdb: Path, staged_duckdb: Path) -> list[str]:
 
     if not live_duckdb.exists():
         return []
-    con = connect(staged_duckdb)
-    try:
+    with connect(staged_duckdb) as con:
         con.execute(f"attach '{live_duckdb}' as live (read_only)")
-        tables = [
-            r[0]
-            for r in con.execute(
-                "select table_name from information_schema.tables "
-                "where table_catalog = 'live' and table_schema = 'ops' and table_type = 'BASE TABLE'"
-            ).fetchall()
-        ]
+        query = "select table_name from duckdb_tables() where database_name = 'live' and schema_name = 'ops'"
+        tables = [r[0] for r in con.execute(query).fetchall()]
         if tables:
             con.execute("create schema if not exists ops")
         for name in tables:
             con.execute(f'create or replace table ops."{name}" as select * from live.ops."{name}"')
         con.execute("detach live")
-        return tables
-    finally:
-        con.close()
-
-
-@dataclass(frozen=True)
-class ModelBuild:
-    """How to build the dbt layer of a staged location: ``run(first, last, tags)`` builds arrival hours
-    ``first`` .. ``last`` in one run with these run tags and says whether it succeeded."""
-
-    job_name: str
-    run: Callable[[str, str, Mapping[str, str]], bool]
-
-
-ModelsFor = Callable[[Settings], ModelBuild | None]
-"""The dbt layer of the code location built on these (staged) settings; None when it has no dbt models.
-
-Handed in by the caller (the CLI builds it from the Dagster definitions): this module knows nothing of them.
-"""
+    return tables
 
 
 def build(staged: Settings, result: RebuildResult, models: ModelsFor, log: Callable[[str], None]) -> None:
-    """Ingest every landed hour and build every model into the staged location."""
+    """Ingest every landed hour (in ranges of consecutive hours) and build every model into the staged location."""
     from logistics_platform.lib.bronze.ingest import consecutive_ranges, ingest_hours
     from logistics_platform.lib.bronze.landing import list_arrival_hours
     from logistics_platform.lib.timekeys import hour_key
 
     hours = [h for h in list_arrival_hours(staged.landing_dir) if h >= staged.partitions_start_datetime]
-    keys = [hour_key(h) for h in hours]
+    keys = result.partitions = [hour_key(h) for h in hours]
     if not keys:
         raise RebuildError(f"no arrival hours under {staged.landing_dir}/topics: nothing to rebuild from")
-    result.partitions = keys
-    # Before any ingest: a code location that does not load fails the rebuild before it has written anything.
-    model_build = models(staged)
-    # Bronze straight through ingest_hours (what the ingest asset runs), in ranges of consecutive hours (one
-    # commit per table each), then validated below from the staged ingest log: the Dagster wrapper would only add
-    # run records to a throwaway instance.
+    model_build = models(staged)  # a code location that does not load fails before anything is written
     done = 0
     for run in consecutive_ranges(hours, staged.ingest_max_hours_per_run):
         first, last = hour_key(run[0]), hour_key(run[-1])
@@ -155,69 +122,55 @@ def validate(staged: Settings, expected_marts: tuple[str, ...]) -> list[str]:
     from logistics_platform.lib.operate.landing_watch import scan_landing
     from logistics_platform.lib.operate.progress import compare, read_ingest_log
 
-    problems = []
-    # The open hour may gain files while the rebuild runs: new files there are not a problem (the next ingest
-    # after the swap appends them), a changed one is.
     scan = scan_landing(staged.landing_dir, lookback_days=None)
     catalog = catalog_of(staged)
+    problems: list[str] = []
     for r in compare(scan, read_ingest_log(catalog), staged.landing_dir, now=datetime.now(UTC)):
         if not r.ok and r.hour >= staged.partitions_start:
             problems.append(f"{r.hour}: {r.status} {r.stale or ''}".strip())
-    if expected_marts:
-        if not staged.duckdb_path.exists():
-            problems.append(f"{staged.duckdb_path} was not built")
-        else:
-            con = connect(staged.duckdb_path, read_only=True, settings=staged)
-            try:
-                have = {
-                    r[0]
-                    for r in con.execute(
-                        "select table_name from information_schema.tables where table_schema = 'marts'"
-                    ).fetchall()
-                }
-            finally:
-                con.close()
-            problems += [f"mart marts.{m} missing from the staged DuckDB" for m in expected_marts if m not in have]
-    staged_tables = {".".join(t) for ns in SWAPPED_NAMESPACES for t in catalog.list_tables(ns)}
+    if expected_marts and not staged.duckdb_path.exists():
+        problems.append(f"{staged.duckdb_path} was not built")
+    elif expected_marts:
+        with connect(staged.duckdb_path, read_only=True, settings=staged) as con:
+            sql = "select table_name from information_schema.tables where table_schema = 'marts'"
+            have = {r[0] for r in con.execute(sql).fetchall()}
+        problems += [f"mart marts.{m} missing from the staged DuckDB" for m in expected_marts if m not in have]
+    staged_tables = [".".join(t) for ns in SWAPPED_NAMESPACES for t in catalog.list_tables(ns)]
     if not any(t.startswith("bronze.") for t in staged_tables):
         problems.append("no bronze table in the staged catalog")
     return problems
 
 
-def swap(live: Settings, staged: Settings, staging_root: Path) -> list[str]:
-    """Point the live catalog at the staged tables (one transaction) and swap the DuckDB file (atomic rename)."""
+def repoint(catalog: Catalog, locations: Mapping[str, str | None], add: bool = True) -> dict[str, str | None]:
+    """Point each table at its metadata location (None: drop its entry; ``add``: create a missing one) in one
+    transaction; returns the previous locations."""
     from pyiceberg.catalog.sql import IcebergTables
     from sqlalchemy.orm import Session
 
+    previous: dict[str, str | None] = {}
+    with Session(catalog.engine) as session, session.begin():
+        for name, location in sorted(locations.items()):
+            ns, table = name.split(".", 1)
+            key = {"catalog_name": catalog.name, "table_namespace": ns, "table_name": table}
+            row = session.get(IcebergTables, key)
+            previous[name] = row.metadata_location if row else None
+            if row is None and location is not None and add:
+                session.add(IcebergTables(**key, metadata_location=location, previous_metadata_location=None))
+            elif row is not None and location is None:
+                session.delete(row)
+            elif row is not None:
+                row.previous_metadata_location, row.metadata_location = row.metadata_location, location
+    return previous
+
+
+def swap(live: Settings, staged: Settings, staging_root: Path) -> list[str]:
+    """Point the live catalog at the staged tables (one transaction) and swap the DuckDB file (atomic rename)."""
     from logistics_platform.lib.connections import catalog_of
 
     staged_catalog = catalog_of(staged)
-    pointers = {}
-    for ns in SWAPPED_NAMESPACES:
-        for ident in staged_catalog.list_tables(ns):
-            name = ".".join(ident)
-            pointers[name] = staged_catalog.load_table(name).metadata_location
-    live_catalog = catalog_of(live)
-    previous: dict[str, str | None] = {}
-    with Session(live_catalog.engine) as session, session.begin():
-        for name, location in sorted(pointers.items()):
-            ns, table = name.split(".", 1)
-            row = session.get(IcebergTables, (live_catalog.name, ns, table))
-            if row is None:
-                session.add(
-                    IcebergTables(
-                        catalog_name=live_catalog.name,
-                        table_namespace=ns,
-                        table_name=table,
-                        metadata_location=location,
-                        previous_metadata_location=None,
-                    )
-                )
-                previous[name] = None
-            else:
-                previous[name] = row.metadata_location
-                row.previous_metadata_location = row.metadata_location
-                row.metadata_location = location
+    tables = [".".join(ident) for ns in SWAPPED_NAMESPACES for ident in staged_catalog.list_tables(ns)]
+    pointers: dict[str, str | None] = {name: staged_catalog.load_table(name).metadata_location for name in tables}
+    previous = repoint(catalog_of(live), pointers)
     backup = None
     if staged.duckdb_path.exists():
         live.duckdb_path.parent.mkdir(parents=True, exist_ok=True)
@@ -236,24 +189,10 @@ def swap(live: Settings, staged: Settings, staging_root: Path) -> list[str]:
 
 def rollback(live: Settings, staging_root: Path) -> list[str]:
     """Undo a swap recorded in ``staging_root/swap.json``: old catalog pointers and the old DuckDB file back."""
-    from pyiceberg.catalog.sql import IcebergTables
-    from sqlalchemy.orm import Session
-
     from logistics_platform.lib.connections import catalog_of
 
     record = json.loads((staging_root / "swap.json").read_text())
-    catalog = catalog_of(live)
-    with Session(catalog.engine) as session, session.begin():
-        for name, old in record["catalog"]["previous"].items():
-            ns, table = name.split(".", 1)
-            row = session.get(IcebergTables, (catalog.name, ns, table))
-            if row is None:
-                continue
-            if old is None:
-                session.delete(row)
-            else:
-                row.previous_metadata_location = row.metadata_location
-                row.metadata_location = old
+    repoint(catalog_of(live), record["catalog"]["previous"], add=False)
     backup = record["duckdb"]["backup"]
     if backup and Path(backup).exists():
         os.replace(backup, record["duckdb"]["live"])
@@ -268,19 +207,15 @@ def rebuild(
     log: Callable[[str], None] = lambda _m: None,
     stamp: str | None = None,
 ) -> RebuildResult:
-    """Build aside, validate, and (when ``swap_in``) swap in. Raises :class:`RebuildError` before any swap.
-
-    ``models`` gives the dbt layer of the staged location (see :data:`ModelsFor`).
-    """
-    stamp = stamp or new_stamp()
+    """Build aside, validate, and (when ``swap_in``) swap in. Raises :class:`RebuildError` before any swap."""
+    stamp = stamp or datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     staged, root = staging_settings(settings, stamp)
     if root.exists():
         raise RebuildError(f"{root} already exists: pick another stamp or remove it")
     root.mkdir(parents=True)
     result = RebuildResult(stamp=stamp, staging_root=root, staged=staged)
     log(f"rebuilding into {root} (warehouse {staged.warehouse})")
-    copied = copy_ops_state(settings.duckdb_path, staged.duckdb_path)
-    if copied:
+    if copied := copy_ops_state(settings.duckdb_path, staged.duckdb_path):
         log(f"copied operator state: ops.{', ops.'.join(copied)}")
     build(staged, result, models, log)
     result.problems = validate(staged, expected_marts)
