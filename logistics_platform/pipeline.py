@@ -1,23 +1,13 @@
 """The main job behind `logistics-platform run`: the landed hours that changed through Dagster, then downstream.
 
-The landed hours, the one in progress included, are compared with ``bronze.ingest_log`` (file names and sizes, one
-read of the log, no data read); those new or changed are ingested in ranges of consecutive hours (one Dagster run
-and one Iceberg commit per table each), the others are reported up to date. The transform job then builds the
-window of the ingested hours and of those ingested earlier that no transform run built yet (one run over their days).
-A landed hour that is not a partition (before PARTITIONS_START, ahead of the clock) or a folder that is not an
-arrival hour, or a file the ingest does not read (lib/bronze/unread.py), is left out and reported in the summary;
-the rest runs.
-
-Runs go through Dagster jobs on the configured instance (``$DAGSTER_HOME``), so they show in the UI's run
-history exactly like runs launched there.
+Runs go through Dagster jobs on the configured instance, so they show in the UI's run history (docs/internals/core.md).
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
@@ -40,7 +30,7 @@ from logistics_platform.lib.operate.landing_watch import RANGE_END_TAG, RANGE_ST
 from logistics_platform.lib.timekeys import hour_key, parse_hour_key
 from logistics_platform.lib.transform.arrival_window import ArrivalWindow
 from logistics_platform.lib.transform.spark import is_spark
-from logistics_platform.settings import Settings
+from logistics_platform.settings import Settings, environment
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -93,36 +83,21 @@ class Summary:
 
 
 def _instance(settings: Settings) -> dg.DagsterInstance:
-    # Without DAGSTER_HOME (e.g. called from a test) the runs still execute, in a throwaway instance. Dagster's own
-    # `DagsterInstance.get()` requires the variable; its "not set" error type is not public, and catching DagsterError
-    # instead would also swallow a broken dagster.yaml.
-    if settings.dagster_home is None:
-        return dg.DagsterInstance.ephemeral()
-    return dg.DagsterInstance.get()
+    # Without DAGSTER_HOME (e.g. a test) the runs execute in a throwaway instance (see docs/internals/core.md).
+    return dg.DagsterInstance.ephemeral() if settings.dagster_home is None else dg.DagsterInstance.get()
 
 
-@contextlib.contextmanager
-def batched_events(instance: dg.DagsterInstance, settings: Settings) -> Iterator[None]:
+def batched_events(instance: dg.DagsterInstance, settings: Settings) -> contextlib.AbstractContextManager[None]:
     """On a PostgreSQL instance, ``DAGSTER_EVENT_BATCH_SIZE`` from the settings for the runs inside (then restored).
 
-    Dagster reads the variable whenever a run is created or a step reports events: with it, a run's planned events
-    and a step's materializations go to PostgreSQL in one statement each instead of one per event. On SQLite
-    storage nothing batches, so the variable is left alone.
+    Dagster then writes a run's planned events and a step's materializations in one statement each; SQLite never
+    batches, so the variable is left alone there.
     """
     from dagster_postgres import PostgresEventLogStorage
 
     if not isinstance(instance.event_log_storage, PostgresEventLogStorage):
-        yield
-        return
-    saved = os.environ.get(EVENT_BATCH_VARIABLE)
-    os.environ[EVENT_BATCH_VARIABLE] = str(settings.dagster_event_batch_size)
-    try:
-        yield
-    finally:
-        if saved is None:
-            os.environ.pop(EVENT_BATCH_VARIABLE, None)
-        else:
-            os.environ[EVENT_BATCH_VARIABLE] = saved
+        return contextlib.nullcontext()
+    return environment({EVENT_BATCH_VARIABLE: str(settings.dagster_event_batch_size)})
 
 
 def landed_partitions(settings: Settings, now: datetime) -> tuple[list[str], dict[str, str]]:
@@ -155,8 +130,7 @@ def landed_partitions(settings: Settings, now: datetime) -> tuple[list[str], dic
 
 
 def _changed(settings: Settings, catalog: Catalog, keys: Sequence[str]) -> tuple[list[str], list[str]]:
-    """(the hours of ``keys`` new or changed since their ingest, the up-to-date ones): the landing zone against
-    ``bronze.ingest_log``, as `verify` compares them."""
+    """(the hours of ``keys`` new or changed since their ingest per ``bronze.ingest_log``, the up-to-date ones)."""
     from logistics_platform.lib.operate.landing_watch import scan_landing
     from logistics_platform.lib.operate.progress import changed_hours, read_ingest_log
 
@@ -228,11 +202,10 @@ def run_pipeline(
     verbose: bool = False,
     full: bool = False,
 ) -> Summary:
-    """Ingest ``partitions`` (default: every landed hour that is a partition and new or changed since its ingest;
-    with ``full`` every such hour) in runs of consecutive hours, then build downstream once.
+    """Ingest ``partitions`` (default: the landed hours new or changed since their ingest, all with ``full``) in runs
+    of up to INGEST_MAX_HOURS_PER_RUN consecutive hours, then build downstream once.
 
-    Each ingest run takes up to ``settings.ingest_max_hours_per_run`` consecutive hours (one Iceberg commit per
-    table per run). ``progress`` is called after every run; ``verbose`` lets Dagster's step logs reach the console.
+    ``progress`` is called after every run; ``verbose`` lets Dagster's step logs reach the console.
     """
     from logistics_platform.definitions import build_definitions
     from logistics_platform.lib.connections import preflight
@@ -288,8 +261,7 @@ def run_pipeline(
     waiting = list(pending_transform_hours(instance, None)[0])
     if has_partitioned and (keys or waiting):
         ordered = sorted({*keys, *waiting})
-        # One run over the days of these hours, building exactly the window of them (the days' other hours are
-        # left as they are).
+        # One run over the days of these hours, building exactly their window (the days' other hours left as they are).
         window = ArrivalWindow.of_hours(ordered[0], ordered[-1])
         if progress is not None:
             progress(Progress(done, len(keys), lines, time.monotonic() - started, "transforming"))
@@ -325,12 +297,8 @@ def _failure(result: dg.ExecuteInProcessResult) -> str:
 
 
 def table_counts(settings: Settings) -> tuple[dict[str, int], dict[str, int], str]:
-    """Row counts of the bronze Iceberg tables and of the marts, and why some could not be read ("" if all).
-
-    The marts are DuckDB's, or on the Spark target the Iceberg marts' ``main`` (what their audit gate published).
-
-    Never raises: after a failed run the catalog may be unreachable, or the DuckDB file still open in this process
-    by the failed dbt build (DuckDB then refuses a connection with another configuration); the summary says so.
+    """Row counts of the bronze tables and of the marts (DuckDB's, or on Spark the Iceberg marts' ``main``), and why
+    some could not be read ("" if all). Never raises: after a failed run the catalog or the DuckDB file may not open.
     """
     bronze: dict[str, int] = {}
     marts: dict[str, int] = {}
@@ -352,10 +320,7 @@ def table_counts(settings: Settings) -> tuple[dict[str, int], dict[str, int], st
 
 
 def _iceberg_counts(settings: Settings, namespace: str, counts: dict[str, int], missing_ok: bool = False) -> None:
-    """Row count of every table of an Iceberg namespace into ``counts``, table by table (a failure keeps those read).
-
-    With ``missing_ok`` a namespace not created yet counts nothing.
-    """
+    """Row count of every table of an Iceberg namespace into ``counts`` (none when ``missing_ok`` and it is absent)."""
     from logistics_platform.resources import IcebergCatalog
 
     catalog = IcebergCatalog(settings=settings).get_catalog()
@@ -371,12 +336,9 @@ def _duckdb_mart_counts(settings: Settings, counts: dict[str, int]) -> None:
 
     if not settings.duckdb_path.exists():
         return
-    con = connect(settings.duckdb_path, read_only=True, settings=settings)
-    try:
+    with connect(settings.duckdb_path, read_only=True, settings=settings) as con:
         names = con.execute(
             "select table_name from information_schema.tables where table_schema = 'marts' order by 1"
         ).fetchall()
         for (name,) in names:
             counts[name] = con.execute(f'select count(*) from marts."{name}"').fetchone()[0]  # type: ignore[index]
-    finally:
-        con.close()

@@ -1,8 +1,4 @@
-"""The one place that decides the environment (local / prod) and reads configuration from env vars.
-
-Nothing else in the package reads ``os.environ``: everything receives a :class:`Settings` (pydantic-settings). Each
-setting is one field; the loader, the dbt environment and docs/settings.md (its JSON schema) come from there.
-"""
+"""The one place that reads configuration from env vars: one pydantic-settings class (docs/internals/core.md)."""
 
 from __future__ import annotations
 
@@ -27,8 +23,7 @@ IDENTIFIER = "expected a plain identifier (letters, digits, underscores), as JDB
 ALIGNED = "SLA windows are aligned to the hour, use a divisor of 60 (1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30, 60)"
 
 
-# False while load_settings validates a given mapping: pydantic runs BaseSettings.__init__ (which adds the process
-# environment) even for model_validate, and a mapping's settings must not pick up DAGSTER_HOME & co. from the caller.
+# False while load_settings validates a given mapping, which must not pick up the caller's environment.
 _READ_ENVIRONMENT: ContextVar[bool] = ContextVar("read_environment", default=True)
 
 
@@ -48,8 +43,6 @@ def _choice(default: str) -> BeforeValidator:
 
 
 def _check(ok: Callable[[Any], object], message: str) -> AfterValidator:
-    """Keeps a value ``ok`` accepts; otherwise the error says ``message``."""
-
     def check(value: Any) -> Any:
         if not ok(value):
             raise ValueError(message)
@@ -84,11 +77,7 @@ def named(variable: str, default: Any, **extra: Any) -> Any:
 
 
 class Settings(BaseSettings):
-    """Resolved platform configuration: ``Settings()`` reads the process environment, :func:`load_settings` any.
-
-    A field is read from its upper-cased name unless ``named``; its docstring is its meaning in docs/settings.md,
-    and ``shown`` there replaces a default that does not say it (computed, or by a library).
-    """
+    """Resolved platform configuration; a field's docstring is its meaning in docs/settings.md."""
 
     model_config = SettingsConfigDict(
         frozen=True,
@@ -186,8 +175,6 @@ class Settings(BaseSettings):
     publish_max_row_drop: Share = 0.5
     """The publish audit fails a mart (except `late_events`) whose row count would fall by more than this share of
     main's (when main has 100 rows or more); 1 lets any drop through."""
-    # Every row of the JDBC-catalog tables carries it: another engine sees our tables only under the same name;
-    # Spark and Flink take it as a configuration key (spark.sql.catalog.<name>).
     catalog_name: Annotated[str, _check(re.compile(r"[A-Za-z_]\w*").fullmatch, IDENTIFIER)] = named(
         "ICEBERG_CATALOG_NAME", "logistics", dbt=True
     )
@@ -202,15 +189,12 @@ class Settings(BaseSettings):
     """marts.fct_courier_gps_jumps: consecutive pings implying a higher speed are jumps."""
     ingest_max_hours_per_run: AtLeastOne = 24
     """Most arrival hours one ingest run takes (backfills, `run`, `rebuild`): one Iceberg commit per table for them."""
-    # Read by Dagster itself too; here only to know whether a persistent instance is configured.
     dagster_home: Annotated[
         FromCwd | None, Field(json_schema_extra={"shown": "(unset; `make` sets .dagster_home)"})
     ] = None
     """Dagster's instance directory (its dagster.yaml); `run` uses a throwaway instance when unset."""
     dashboard_port: Annotated[int, Field(ge=1, le=65535)] = 8501
     """Port of the operations dashboard (`make dashboard`), served on 127.0.0.1."""
-    # Read by Dagster itself in every Dagster process (webserver, daemon, code server, runs); the prod deployment
-    # files set it, and `run` sets it for its runs when its instance stores events on PostgreSQL (a no-op on SQLite).
     dagster_event_batch_size: Count = 1000
     """Dagster writes up to this many asset events of one step in one statement on PostgreSQL storage (0 = one by
     one)."""
@@ -289,25 +273,23 @@ VARIABLES = {field: str(info.validation_alias) for field, info in Settings.model
 
 
 def load_settings(environ: Mapping[str, Any] | None = None) -> Settings:
-    """Read the settings from ``environ`` (default: the process environment); an empty value means unset.
+    """Settings from ``environ`` (variable or field names; default: the process environment); empty means unset.
 
-    Keys are variable names (or field names); a bad value raises a one-line :class:`SettingsError`.
+    A bad value raises a one-line :class:`SettingsError` naming the variable and what it accepts.
     """
+    token = _READ_ENVIRONMENT.set(environ is None)
     try:
         if environ is None:
             return Settings()
-        token = _READ_ENVIRONMENT.set(False)
-        try:
-            return Settings.model_validate({k: v for k, v in environ.items() if v is not None and v != ""})
-        finally:
-            _READ_ENVIRONMENT.reset(token)
+        return Settings.model_validate({k: v for k, v in environ.items() if v is not None and v != ""})
     except ValidationError as exc:
         problems = []
         for e in exc.errors(include_url=False):
             name = VARIABLES.get(str(e["loc"][0]), str(e["loc"][0])) if e["loc"] else "settings"
-            message = e["msg"].removeprefix("Value error, ")
-            problems.append(f"{name}={e['input']!r}: {message}")
+            problems.append(f"{name}={e['input']!r}: {e['msg'].removeprefix('Value error, ')}")
         raise SettingsError("; ".join(problems)) from None
+    finally:
+        _READ_ENVIRONMENT.reset(token)
 
 
 def local_settings(root: Path, **overrides: object) -> Settings:
@@ -344,11 +326,7 @@ _DBT_TOOL_ENV = {"DO_NOT_TRACK": "1", "DBT_SEND_ANONYMOUS_USAGE_STATS": "False"}
 
 
 def dbt_env(settings: Settings) -> dict[str, str]:
-    """What a dbt process needs to see of ``settings``: the variables declared for dbt (those set).
-
-    profiles.yml, the macros and the dbt-duckdb plugin read them with no defaults of their own: a dbt run without
-    them fails naming the variable.
-    """
+    """The variables declared for dbt that are set (profiles.yml, the macros and the plugin have no defaults)."""
     values = {VARIABLES[field]: value for field, value in settings if value is not None}
     return {**_DBT_TOOL_ENV, **{name: str(value) for name, value in values.items() if name in DBT_VARIABLES}}
 
@@ -358,31 +336,28 @@ def subprocess_env(settings: Settings) -> dict[str, str]:
     return {**os.environ, **dbt_env(settings)}
 
 
+@contextmanager
+def environment(values: Mapping[str, str]) -> Iterator[None]:
+    """``values`` set in this process's environment inside the block, the previous values restored after it."""
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
 _DBT_ENV_LOCK = threading.Lock()
 
 
 @contextmanager
 def dbt_environment(settings: Settings, extra: Mapping[str, str] | None = None) -> Iterator[None]:
-    """Apply :func:`dbt_env` (plus ``extra``, e.g. the arrival window) to this process's environment, then restore it.
-
-    Why touch ``os.environ`` at all: dagster-dbt's ``DbtCliResource.cli`` has no ``env`` parameter; it builds the
-    dbt child's environment from ``os.environ.copy()`` when it is called (and renders profiles.yml in this process
-    from it), and the child is started before the call returns. So the variables are applied only around that
-    call, one call at a time per process (the lock: two threads of a run must not interleave their values), and
-    the previous values come back afterwards. Settings built on other directories (tests, benchmarks, rebuilds)
-    then reach dbt even though this process's environment does not hold them.
-    """
-    wanted = {**dbt_env(settings), **(extra or {})}
+    """:func:`dbt_env` (plus ``extra``) in this process's environment around one dbt call at a time (see core.md)."""
     # DuckDB creates its file but not the directory; with an s3:// warehouse nothing else creates it.
     settings.duckdb_path.parent.mkdir(parents=True, exist_ok=True)
-    with _DBT_ENV_LOCK:
-        saved = {name: os.environ.get(name) for name in wanted}
-        os.environ.update(wanted)
-        try:
-            yield
-        finally:
-            for name, value in saved.items():
-                if value is None:
-                    os.environ.pop(name, None)
-                else:
-                    os.environ[name] = value
+    with _DBT_ENV_LOCK, environment({**dbt_env(settings), **(extra or {})}):
+        yield
