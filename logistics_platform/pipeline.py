@@ -153,18 +153,12 @@ def resolve_partitions(settings: Settings, requested: Sequence[str]) -> list[str
 def _jobs(defs: dg.Definitions) -> tuple[dg.Definitions, bool, bool]:
     """The definitions plus the ad-hoc job for unpartitioned downstream assets, and which jobs have assets."""
     graph = defs.resolve_asset_graph()
-    excluded = set(EXCLUDED_GROUPS) | {BRONZE_GROUP}
-    partitioned: list[dg.AssetKey] = []
-    unpartitioned: list[dg.AssetKey] = []
-    for key in graph.materializable_asset_keys:
-        node = graph.get(key)
-        if node.group_name in excluded:
-            continue
-        if node.partitions_def is not None:
-            partitioned.append(key)
-        elif node.group_name not in TRANSFORM_GROUPS:  # those (the published marts) run in the transform job
-            unpartitioned.append(key)
-    stray = [k.to_user_string() for k in partitioned if graph.get(k).group_name not in TRANSFORM_GROUPS]
+    nodes = [graph.get(k) for k in graph.materializable_asset_keys]
+    nodes = [n for n in nodes if n.group_name not in (*EXCLUDED_GROUPS, BRONZE_GROUP)]
+    partitioned = [n for n in nodes if n.partitions_def is not None]
+    # Unpartitioned assets of the transform groups (the published marts) run in the transform job.
+    unpartitioned = [n.key for n in nodes if n.partitions_def is None and n.group_name not in TRANSFORM_GROUPS]
+    stray = [n.key.to_user_string() for n in partitioned if n.group_name not in TRANSFORM_GROUPS]
     if stray:  # the operate transform job selects by group: a partitioned asset elsewhere would be skipped
         raise PipelineError(
             f"partitioned assets outside the groups {', '.join(TRANSFORM_GROUPS)}: {', '.join(stray)}; "
@@ -241,10 +235,10 @@ def run_pipeline(
         )
         return result
 
+    report = progress or (lambda _p: None)
     started = time.monotonic()
     done = lines = 0
-    if progress is not None:
-        progress(Progress(0, len(keys), 0, 0.0))
+    report(Progress(0, len(keys), 0, 0.0))
     for chunk in hour_ranges(keys, settings.ingest_max_hours_per_run):
         label = chunk[0] if len(chunk) == 1 else f"{chunk[0]}..{chunk[-1]}"
         if len(chunk) == 1:
@@ -255,16 +249,14 @@ def run_pipeline(
         lines += _ingested_lines(result)
         if not result.success:
             log(f"ingest {label}: FAILED")
-        if progress is not None:
-            progress(Progress(done, len(keys), lines, time.monotonic() - started))
+        report(Progress(done, len(keys), lines, time.monotonic() - started))
     # Hours an earlier ingest brought in that no transform run built since (a failed transform, a stopped sensor).
     waiting = list(pending_transform_hours(instance, None)[0])
     if has_partitioned and (keys or waiting):
         ordered = sorted({*keys, *waiting})
         # One run over the days of these hours, building exactly their window (the days' other hours left as they are).
         window = ArrivalWindow.of_hours(ordered[0], ordered[-1])
-        if progress is not None:
-            progress(Progress(done, len(keys), lines, time.monotonic() - started, "transforming"))
+        report(Progress(done, len(keys), lines, time.monotonic() - started, "transforming"))
         ok = execute(TRANSFORM_JOB, window.label, tags=window.run_tags()).success
         log(f"transform {ordered[0]} .. {ordered[-1]}: {'ok' if ok else 'FAILED'}")
     if has_unpartitioned:

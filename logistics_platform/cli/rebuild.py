@@ -42,7 +42,6 @@ def staged_models(staged: Settings) -> ModelBuild | None:
         return None
 
     def run_range(first: str, last: str, tags: Mapping[str, str]) -> bool:
-        # The days of these hours, building exactly these hours (arrival-hour keys).
         window_tags = ArrivalWindow.of_hours(first, last).run_tags()
         with dg.instance_for_test() as instance:
             result = defs.resolve_job_def(TRANSFORM_JOB).execute_in_process(

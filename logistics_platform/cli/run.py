@@ -62,10 +62,7 @@ def _quiet_into(log_path: Path) -> Iterator[TextIO]:
 
 
 class ProgressTicker:
-    """Draws each progress update, and re-draws the last one every ``interval`` s while a later stage runs.
-
-    The transform reports no progress of its own while it runs; the ticking stage time shows that it is alive.
-    """
+    """Draws each update, and re-draws a later stage's (the transform reports none) every ``interval`` s, ticking."""
 
     def __init__(self, draw: Callable[[Progress], None], interval: float = 1.0) -> None:
         self._draw = draw
@@ -106,17 +103,16 @@ def run(args: argparse.Namespace) -> int:
     from logistics_platform.pipeline import PipelineError, run_pipeline
     from logistics_platform.settings import SettingsError, load_settings
 
-    verbose = bool(getattr(args, "verbose", False))
+    verbose = args.verbose
     try:
         settings = load_settings()
         if args.landing is not None:
             settings = settings.with_overrides(landing_dir=args.landing.resolve())
         keys = [k.strip() for k in args.partitions.split(",") if k.strip()] if args.partitions else None
-        full = bool(getattr(args, "full", False))
         log_path = settings.duckdb_path.parent / LOG_FILE
         started = time.monotonic()
         if verbose:
-            summary = run_pipeline(settings, keys, log=lambda msg: print(msg, flush=True), verbose=True, full=full)
+            summary = run_pipeline(settings, keys, log=lambda msg: print(msg, flush=True), verbose=True, full=args.full)
         else:
             with _quiet_into(log_path) as terminal:
                 interactive = terminal.isatty()
@@ -134,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
                         if "FAILED" in msg:
                             ticker.write(lambda: terminal.write(f"\n{msg}\n"))
 
-                    summary = run_pipeline(settings, keys, log=say, progress=ticker.update, full=full)
+                    summary = run_pipeline(settings, keys, log=say, progress=ticker.update, full=args.full)
                 if interactive:
                     terminal.write("\n")
     except (PipelineError, SettingsError) as exc:

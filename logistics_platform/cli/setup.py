@@ -16,9 +16,7 @@ def run(args: argparse.Namespace) -> int:
     connect(settings=settings).close()
     catalog_of(settings)  # creates the catalog tables and the namespaces
     print(f"catalog ready: {settings.catalog_uri} (warehouse {settings.warehouse})")
-    # The manifest is a build step (as a deployment's image build does it): parsed here once, not by the first
-    # process that loads the definitions. Parsed again only when the project's files change.
-    # Checking that it is current loads neither dbt nor dagster-dbt (most of this command's time on a warm checkout).
+    # A build step (as a deployment's image build does it), parsed again only when the project's files change.
     from logistics_platform.lib.transform.project import ensure_manifest
 
     print(f"dbt manifest ready: {ensure_manifest(settings)}")

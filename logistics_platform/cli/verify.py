@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections import Counter
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -89,9 +90,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"files not read: {len(unread)} (not landing files of the contract; nothing counts them)")
         for path, why in unread.items():
             print(f"    {path}: {why}")
-    counts: dict[str, int] = {}
-    for r in reports:
-        counts[r.status] = counts.get(r.status, 0) + 1
+    counts = Counter(r.status for r in reports)
     summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "no hours landed or ingested"
     print(f"{len(reports)} hours: {summary}")
     if problems:

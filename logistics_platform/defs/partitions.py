@@ -1,8 +1,4 @@
-"""The arrival-time partitionings: bronze by arrival hour, the dbt layer by arrival day (UTC, the open one included).
-
-``end_offset=1``: the hour (and the day) in progress is a partition, so files a live sink writes into the open hour
-are ingested as they land, and today's marts are built from them.
-"""
+"""Bronze by arrival hour, the dbt layer by arrival day (UTC); ``end_offset=1``: the open hour and day included."""
 
 from __future__ import annotations
 

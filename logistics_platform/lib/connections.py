@@ -25,6 +25,17 @@ S3_SECRET = "logistics_warehouse"
 QUOTE = "'"
 # libpq waits for an unreachable host as long as the OS does; a catalog that is down should fail the command at once.
 CONNECT_TIMEOUT_SECONDS = 5
+# What a driver says when the catalog database cannot be reached.
+UNREACHABLE = (
+    "connection refused",
+    "could not connect",
+    "timeout expired",
+    "could not translate host name",
+    "name or service not known",
+    "no route to host",
+    "network is unreachable",
+    "unable to open database file",
+)
 # Opening the catalog again after losing the race to create its tables (docs/internals/core.md).
 CREATION_ATTEMPTS = 3
 
@@ -70,37 +81,20 @@ def catalog_misconfiguration(settings: Settings, exc: BaseException) -> Misconfi
     text = _one_line(str(cause).replace("FATAL:", ""))
     low = text.lower()
     where = redacted(settings.catalog_uri)
-    if any(w in low for w in ("password authentication failed", "no pg_hba.conf entry")) or (
-        "role" in low and "does not exist" in low
-    ):
-        return MisconfiguredError(
-            f"the Iceberg catalog at {where} refused the login ({text}): fix the user or password in "
-            "ICEBERG_CATALOG_URI",
-            "ICEBERG_CATALOG_URI",
+    login = ("password authentication failed", "no pg_hba.conf entry")
+    if any(w in low for w in login) or ("role" in low and "does not exist" in low):
+        problem = f"the Iceberg catalog at {where} refused the login ({text}): fix the user or password in"
+    elif "database" in low and "does not exist" in low:
+        problem = (
+            f"the Iceberg catalog database at {where} does not exist ({text}): create it, or fix the database name in"
         )
-    if "database" in low and "does not exist" in low:
-        return MisconfiguredError(
-            f"the Iceberg catalog database at {where} does not exist ({text}): create it, or fix the database "
-            "name in ICEBERG_CATALOG_URI",
-            "ICEBERG_CATALOG_URI",
+    elif any(w in low for w in UNREACHABLE):
+        problem = (
+            f"cannot reach the Iceberg catalog at {where} ({text}): start the database, or fix the host and port in"
         )
-    unreachable = (
-        "connection refused",
-        "could not connect",
-        "timeout expired",
-        "could not translate host name",
-        "name or service not known",
-        "no route to host",
-        "network is unreachable",
-        "unable to open database file",
-    )
-    if any(w in low for w in unreachable):
-        return MisconfiguredError(
-            f"cannot reach the Iceberg catalog at {where} ({text}): start the database, or fix the host and port in "
-            "ICEBERG_CATALOG_URI",
-            "ICEBERG_CATALOG_URI",
-        )
-    return None
+    else:
+        return None
+    return MisconfiguredError(f"{problem} ICEBERG_CATALOG_URI", "ICEBERG_CATALOG_URI")
 
 
 def _check_catalog(settings: Settings) -> None:
@@ -125,7 +119,7 @@ def _check_catalog(settings: Settings) -> None:
 
 def s3_endpoint(settings: Settings) -> SplitResult | None:
     """``ICEBERG_S3_ENDPOINT`` split into scheme and host:port (https when it names no scheme); None when unset."""
-    endpoint = settings.s3.get("s3.endpoint")
+    endpoint = settings.s3_endpoint
     if not endpoint:
         return None
     return urlsplit(endpoint if "://" in endpoint else f"https://{endpoint}")
@@ -157,7 +151,7 @@ def _check_warehouse(settings: Settings) -> None:
     if not on_s3(settings):
         return
     bucket = urlsplit(settings.warehouse).netloc
-    endpoint = settings.s3.get("s3.endpoint") or "AWS S3"
+    endpoint = settings.s3_endpoint or "AWS S3"
     try:
         info = s3_filesystem(settings).get_file_info(bucket)
     except OSError as exc:
@@ -227,11 +221,7 @@ def on_s3(settings: Settings) -> bool:
 
 def s3_secret_sql(settings: Settings) -> str:
     """``CREATE SECRET`` for DuckDB's httpfs from the ``ICEBERG_S3_*`` settings (path-style on a custom endpoint)."""
-    values = {
-        "key_id": settings.s3_access_key_id,
-        "secret": settings.s3_secret_access_key,
-        "region": settings.s3_region,
-    }
+    values = dict(key_id=settings.s3_access_key_id, secret=settings.s3_secret_access_key, region=settings.s3_region)
     endpoint = s3_endpoint(settings)
     if endpoint is not None:
         # DuckDB takes host:port; path-style (bucket in the path) needs no wildcard DNS name per bucket.

@@ -1,9 +1,7 @@
 """The source contract (docs/contract/sources.md), declared once: topics, tables, keys and typed columns.
 
-Pure data, importable from every layer (it imports nothing of the package): the bronze Iceberg schemas
-(``lib/bronze/schema.py``), the OLTP database's DDL (``lib/capture/schema.py``), the generator's Connect schemas and
-reference values derive from it; tests check dbt's ``_sources.yml``, the staging casts, the generator's output and the
-created database against it. Adding a column to a topic is one edit here, plus what the column means downstream.
+Pure data that imports nothing of the package; the bronze schemas, the OLTP DDL and the generator derive from it, and
+tests check dbt's sources against it (docs/internals/core.md).
 """
 
 from __future__ import annotations
@@ -11,14 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 # Logical type names of the contract (PostgreSQL's, as sources.md writes them).
-TEXT_NAME, BIGINT_NAME, BOOLEAN_NAME, DOUBLE_NAME, NUMERIC_NAME, TIMESTAMPTZ_NAME = (
-    "text",
-    "bigint",
-    "boolean",
-    "double",
-    "numeric",
-    "timestamptz",
-)
+TEXT_NAME, BIGINT_NAME, BOOLEAN_NAME = "text", "bigint", "boolean"
+DOUBLE_NAME, NUMERIC_NAME, TIMESTAMPTZ_NAME = "double", "numeric", "timestamptz"
 
 
 @dataclass(frozen=True)
