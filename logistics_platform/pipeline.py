@@ -1,7 +1,4 @@
-"""The main job behind `logistics-platform run`: the landed hours that changed through Dagster, then downstream.
-
-Runs go through Dagster jobs on the configured instance, so they show in the UI's run history (docs/internals/core.md).
-"""
+"""`logistics-platform run`: the landed hours that changed, then downstream, as Dagster runs (internals/core.md)."""
 
 from __future__ import annotations
 
@@ -35,11 +32,9 @@ from logistics_platform.settings import Settings, environment
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
 
-# The hourly jobs are the operate domain's (the same the sensors, schedules and UI backfills launch); only the
-# assets outside any arrival-hour partitioning get an ad-hoc job here.
+# The hourly jobs are the operate domain's; only the assets outside any arrival-hour partitioning get one here.
 UNPARTITIONED_JOB = "run_downstream_unpartitioned"
-# Groups that `run` does not execute: maintenance is nightly, landing assets are external, capture reads the OLTP
-# database on its own command (`logistics-platform capture`) and lands files that `run` then ingests.
+# Groups that `run` does not execute: maintenance is nightly, landing assets are external, capture is its own command.
 EXCLUDED_GROUPS = (MAINTENANCE_GROUP, LANDING_GROUP, CAPTURE_GROUP)
 
 # Read by Dagster itself (see batched_events).
@@ -88,11 +83,7 @@ def _instance(settings: Settings) -> dg.DagsterInstance:
 
 
 def batched_events(instance: dg.DagsterInstance, settings: Settings) -> contextlib.AbstractContextManager[None]:
-    """On a PostgreSQL instance, ``DAGSTER_EVENT_BATCH_SIZE`` from the settings for the runs inside (then restored).
-
-    Dagster then writes a run's planned events and a step's materializations in one statement each; SQLite never
-    batches, so the variable is left alone there.
-    """
+    """On a PostgreSQL instance (SQLite never batches), ``DAGSTER_EVENT_BATCH_SIZE`` for the runs inside."""
     from dagster_postgres import PostgresEventLogStorage
 
     if not isinstance(instance.event_log_storage, PostgresEventLogStorage):
@@ -197,10 +188,7 @@ def run_pipeline(
     full: bool = False,
 ) -> Summary:
     """Ingest ``partitions`` (default: the landed hours new or changed since their ingest, all with ``full``) in runs
-    of up to INGEST_MAX_HOURS_PER_RUN consecutive hours, then build downstream once.
-
-    ``progress`` is called after every run; ``verbose`` lets Dagster's step logs reach the console.
-    """
+    of consecutive hours, then build downstream once; ``verbose`` lets Dagster's step logs reach the console."""
     from logistics_platform.definitions import build_definitions
     from logistics_platform.lib.connections import preflight
     from logistics_platform.resources import IcebergCatalog
@@ -277,9 +265,7 @@ def _ingested_lines(result: dg.ExecuteInProcessResult) -> int:
 
 def _failure(result: dg.ExecuteInProcessResult) -> str:
     """``step: root cause`` of the run's first failed step, on one line ("" when the run succeeded)."""
-    for event in result.all_events:
-        if event.event_type != dg.DagsterEventType.STEP_FAILURE or event.step_failure_data is None:
-            continue
+    for event in result.get_step_failure_events():
         error = event.step_failure_data.error
         while error is not None and error.cause is not None:
             error = error.cause
@@ -289,9 +275,7 @@ def _failure(result: dg.ExecuteInProcessResult) -> str:
 
 
 def table_counts(settings: Settings) -> tuple[dict[str, int], dict[str, int], str]:
-    """Row counts of the bronze tables and of the marts (DuckDB's, or on Spark the Iceberg marts' ``main``), and why
-    some could not be read ("" if all). Never raises: after a failed run the catalog or the DuckDB file may not open.
-    """
+    """Row counts of the bronze tables and of the marts, and why some could not be read ("" if all); never raises."""
     bronze: dict[str, int] = {}
     marts: dict[str, int] = {}
     errors: list[str] = []

@@ -1,7 +1,4 @@
-"""Dagster resources, built from :class:`Settings`; no config of their own, so no secret reaches a job snapshot.
-
-Outside Dagster the same objects are built directly, e.g. ``IcebergCatalog(settings=settings).get_catalog()``.
-"""
+"""Dagster resources built from :class:`Settings` (no config of their own: no secret reaches a job snapshot)."""
 
 # No ``from __future__ import annotations``: Dagster reads the ResourceDependency annotations at runtime.
 from collections.abc import Iterator

@@ -273,10 +273,7 @@ VARIABLES = {field: str(info.validation_alias) for field, info in Settings.model
 
 
 def load_settings(environ: Mapping[str, Any] | None = None) -> Settings:
-    """Settings from ``environ`` (variable or field names; default: the process environment); empty means unset.
-
-    A bad value raises a one-line :class:`SettingsError` naming the variable and what it accepts.
-    """
+    """Settings from ``environ`` (default: the process environment; empty = unset); bad values raise SettingsError."""
     token = _READ_ENVIRONMENT.set(environ is None)
     try:
         if environ is None:

@@ -12,8 +12,7 @@ def run(args: argparse.Namespace) -> int:
     from logistics_platform.lib.transform.project import run_dbt
     from logistics_platform.settings import DBT_PROJECT_DIR, load_settings
 
-    # Artifacts (docs included) land in dbt_project/target/ as with a plain `dbt` there; the definitions parse into
-    # target/<target>-<database>/.
+    # Artifacts (docs included) land in dbt_project/target/ as with a plain `dbt` there.
     run = run_dbt(
         load_settings(),
         list(args.dbt_args) or ["--help"],

@@ -68,25 +68,16 @@ def _process(pid: int) -> str:
     return f"PID {pid} ({command[:120]})" if command else f"PID {pid}"
 
 
-def _catalog_uri() -> str:
-    from logistics_platform.lib.connections import redacted
+def _catalog(exc: BaseException) -> tuple[str, Exception | None]:
+    """The catalog URI (redacted) and what ``exc`` says is wrong with it; the variable if the settings failed."""
+    from logistics_platform.lib.connections import catalog_misconfiguration, redacted
     from logistics_platform.settings import load_settings
 
     try:
-        return redacted(load_settings().catalog_uri)
-    except ValueError:  # the settings themselves are what failed: name the variable, not a resolved value
-        return "ICEBERG_CATALOG_URI"
-
-
-def _catalog_problem(exc: BaseException) -> Exception | None:
-    """What a failed catalog connection says is wrong with ICEBERG_CATALOG_URI (None when it says nothing)."""
-    from logistics_platform.lib.connections import catalog_misconfiguration
-    from logistics_platform.settings import load_settings
-
-    try:
-        return catalog_misconfiguration(load_settings(), exc)
+        settings = load_settings()
     except ValueError:
-        return None
+        return "ICEBERG_CATALOG_URI", None
+    return redacted(settings.catalog_uri), catalog_misconfiguration(settings, exc)
 
 
 def explain(exc: BaseException) -> tuple[str, int]:
@@ -103,16 +94,16 @@ def explain(exc: BaseException) -> tuple[str, int]:
     if isinstance(exc, SettingsError):
         return f"{exc}", USAGE
     if isinstance(exc, sa_exc.ArgumentError):
-        return f"ICEBERG_CATALOG_URI={_catalog_uri()} is not a usable database URI ({first_line(str(exc))})", USAGE
+        return f"ICEBERG_CATALOG_URI={_catalog(exc)[0]} is not a usable database URI ({first_line(str(exc))})", USAGE
     if isinstance(exc, MisconfiguredError):
         return str(exc), FAILED
     if isinstance(exc, sa_exc.OperationalError | sa_exc.InterfaceError | sa_exc.DisconnectionError):
-        problem = _catalog_problem(exc)
+        uri, problem = _catalog(exc)
         if problem is not None:
             return str(problem), FAILED
         cause = first_line(str(getattr(exc, "orig", None) or exc))
         return (
-            f"cannot reach the Iceberg catalog at {_catalog_uri()}: {cause}; check that the database is running "
+            f"cannot reach the Iceberg catalog at {uri}: {cause}; check that the database is running "
             "and ICEBERG_CATALOG_URI points to it",
             FAILED,
         )

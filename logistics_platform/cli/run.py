@@ -44,20 +44,19 @@ def _quiet_into(log_path: Path) -> Iterator[TextIO]:
     log_path.parent.mkdir(parents=True, exist_ok=True)
     sys.stdout.flush()
     sys.stderr.flush()
-    saved_out, saved_err = os.dup(1), os.dup(2)
+    saved = {fd: os.dup(fd) for fd in (1, 2)}
     terminal = os.fdopen(os.dup(1), "w", buffering=1)
     with open(log_path, "ab") as log_file:
-        os.dup2(log_file.fileno(), 1)
-        os.dup2(log_file.fileno(), 2)
+        for fd in saved:
+            os.dup2(log_file.fileno(), fd)
         try:
             yield terminal
         finally:
             sys.stdout.flush()
             sys.stderr.flush()
-            os.dup2(saved_out, 1)
-            os.dup2(saved_err, 2)
-            os.close(saved_out)
-            os.close(saved_err)
+            for fd, copy in saved.items():
+                os.dup2(copy, fd)
+                os.close(copy)
             terminal.close()
 
 

@@ -48,13 +48,8 @@ def run(args: argparse.Namespace) -> int:
             raise CommandError(f"--hour: {exc}", USAGE) from None
     scan = scan_landing(settings.landing_dir, lookback_days=None, hours=hours)
     catalog = IcebergCatalog(settings=settings).get_catalog()
-    reports = compare(
-        scan,
-        read_ingest_log(catalog, hours),
-        settings.landing_dir,
-        read_corrupt_files(catalog, hours),
-        now=datetime.now(UTC),
-    )
+    logged, corrupt = read_ingest_log(catalog, hours), read_corrupt_files(catalog, hours)
+    reports = compare(scan, logged, settings.landing_dir, corrupt, now=datetime.now(UTC))
     problems = [r for r in reports if not r.ok]
     unread = unread_files(settings.landing_dir)
     if hours is not None:
@@ -68,11 +63,9 @@ def run(args: argparse.Namespace) -> int:
 
     shown = reports if args.all else [r for r in reports if not r.ok or r.status == "open"]
     for r in shown:
-        if r.status == "open":
-            print(f"{r.hour}  OPEN, {r.ingested_files} files ingested, {r.pending_files} new")
-        else:
-            print(f"{r.hour}  {r.status.upper()}")
         opened = r.status == "open"
+        state = f"OPEN, {r.ingested_files} files ingested, {r.pending_files} new" if opened else r.status.upper()
+        print(f"{r.hour}  {state}")
         for topic, why in sorted(r.stale.items()):
             what = "never ingested" if why == "never" else "new files" if opened else "files changed since ingest"
             print(f"    {topic}: {what}")

@@ -1,8 +1,4 @@
-"""The source contract (docs/contract/sources.md), declared once: topics, tables, keys and typed columns.
-
-Pure data that imports nothing of the package; the bronze schemas, the OLTP DDL and the generator derive from it, and
-tests check dbt's sources against it (docs/internals/core.md).
-"""
+"""The source contract (docs/contract/sources.md), declared once: topics, keys, typed columns (internals/core.md)."""
 
 from __future__ import annotations
 
@@ -40,8 +36,7 @@ BIGINT = ColumnType(BIGINT_NAME)
 BOOLEAN = ColumnType(BOOLEAN_NAME)
 DOUBLE = ColumnType(DOUBLE_NAME)
 TIMESTAMPTZ = ColumnType(TIMESTAMPTZ_NAME)
-# Every decimal column of the contract is money: numeric(12,2). The decimal decoders (lib/bronze/values.py,
-# lib/bronze/envelope.py, lib/bronze/fastpath.py) read this one type; a test fails when another one appears.
+# Every decimal column is money, numeric(12,2): the decimal decoders read this one type (a test checks it).
 MONEY_PRECISION, MONEY_SCALE = 12, 2
 MONEY = numeric(MONEY_PRECISION, MONEY_SCALE)
 # The canonical text of a money value (decimal.handling.mode=string): the integer digits, a dot, every decimal.
@@ -75,8 +70,7 @@ class SourceTopic:
     description: str
     columns: tuple[SourceColumn, ...]
     cdc: bool = True
-    # Columns a producer adds part way (additive schema evolution, sources.md §5): not in the declared bronze schema
-    # or the OLTP DDL; bronze gains them when they land, staging passes them through.
+    # Columns a producer adds part way (sources.md §5): bronze gains them when they land, not declared up front.
     added_columns: tuple[SourceColumn, ...] = ()
 
     @property

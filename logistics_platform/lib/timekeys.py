@@ -1,7 +1,4 @@
-"""The platform's time encodings, written once: Dagster's hourly and daily partition keys (UTC), epoch micros.
-
-Pure functions that import nothing from the package, so any layer may use them.
-"""
+"""Time encodings, written once (any layer may import it): hour and day partition keys (UTC), epoch micros."""
 
 from __future__ import annotations
 
