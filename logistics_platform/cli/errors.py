@@ -63,8 +63,7 @@ def _process(pid: int) -> str:
         raw = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return f"PID {pid}"
-    args = [a for a in raw.decode(errors="replace").split("\0") if a]
-    command = " ".join(" ".join(args).split())  # one line, whatever the arguments hold
+    command = " ".join(raw.decode(errors="replace").replace("\0", " ").split())  # one line, whatever the args hold
     return f"PID {pid} ({command[:120]})" if command else f"PID {pid}"
 
 

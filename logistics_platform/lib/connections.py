@@ -19,7 +19,6 @@ if TYPE_CHECKING:
 
 NAMESPACES = ("bronze", "marts")
 EXTENSIONS = ("parquet", "avro", "iceberg")
-S3_EXTENSIONS = ("httpfs",)
 # The name of the DuckDB secret for the warehouse (temporary: it lives in the connection, never in a file).
 S3_SECRET = "logistics_warehouse"
 QUOTE = "'"
@@ -246,8 +245,7 @@ def load_extensions(con: duckdb.DuckDBPyConnection, settings: Settings | None = 
     for name in EXTENSIONS:
         _load(con, name)
     if settings is not None and on_s3(settings):
-        for name in S3_EXTENSIONS:
-            _load(con, name)
+        _load(con, "httpfs")
         con.execute(s3_secret_sql(settings))
     return con
 
