@@ -82,18 +82,17 @@ def catalog_misconfiguration(settings: Settings, exc: BaseException) -> Misconfi
     where = redacted(settings.catalog_uri)
     login = ("password authentication failed", "no pg_hba.conf entry")
     if any(w in low for w in login) or ("role" in low and "does not exist" in low):
-        problem = f"the Iceberg catalog at {where} refused the login ({text}): fix the user or password in"
+        problem, fix = f"the Iceberg catalog at {where} refused the login", "fix the user or password in"
     elif "database" in low and "does not exist" in low:
-        problem = (
-            f"the Iceberg catalog database at {where} does not exist ({text}): create it, or fix the database name in"
+        problem, fix = (
+            f"the Iceberg catalog database at {where} does not exist",
+            "create it, or fix the database name in",
         )
     elif any(w in low for w in UNREACHABLE):
-        problem = (
-            f"cannot reach the Iceberg catalog at {where} ({text}): start the database, or fix the host and port in"
-        )
+        problem, fix = f"cannot reach the Iceberg catalog at {where}", "start the database, or fix the host and port in"
     else:
         return None
-    return MisconfiguredError(f"{problem} ICEBERG_CATALOG_URI", "ICEBERG_CATALOG_URI")
+    return MisconfiguredError(f"{problem} ({text}): {fix} ICEBERG_CATALOG_URI", "ICEBERG_CATALOG_URI")
 
 
 def _check_catalog(settings: Settings) -> None:
@@ -119,9 +118,7 @@ def _check_catalog(settings: Settings) -> None:
 def s3_endpoint(settings: Settings) -> SplitResult | None:
     """``ICEBERG_S3_ENDPOINT`` split into scheme and host:port (https when it names no scheme); None when unset."""
     endpoint = settings.s3_endpoint
-    if not endpoint:
-        return None
-    return urlsplit(endpoint if "://" in endpoint else f"https://{endpoint}")
+    return urlsplit(endpoint if "://" in endpoint else f"https://{endpoint}") if endpoint else None
 
 
 def s3_filesystem(settings: Settings) -> Any:
