@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import dagster as dg
 
@@ -77,11 +77,6 @@ class Summary:
         return all(r.success for r in self.runs) and not self.counts_error
 
 
-def _instance(settings: Settings) -> dg.DagsterInstance:
-    # Without DAGSTER_HOME (e.g. a test) the runs execute in a throwaway instance (see docs/internals/core.md).
-    return dg.DagsterInstance.ephemeral() if settings.dagster_home is None else dg.DagsterInstance.get()
-
-
 def batched_events(instance: dg.DagsterInstance, settings: Settings) -> contextlib.AbstractContextManager[None]:
     """On a PostgreSQL instance (SQLite never batches), ``DAGSTER_EVENT_BATCH_SIZE`` for the runs inside."""
     from dagster_postgres import PostgresEventLogStorage
@@ -105,12 +100,9 @@ def landed_partitions(settings: Settings, now: datetime) -> tuple[list[str], dic
     keys, skipped = partition_hours(landed, settings.partitions_start, now)
     folders = malformed_folders(settings.landing_dir)
     skipped.update(folders)
-    # Files the ingest does not read, each with its path; those inside a folder left out above go with the folder.
-    skipped.update(
-        (path, why)
-        for path, why in unread_files(settings.landing_dir).items()
-        if not any(path.startswith(f"{folder}/") for folder in folders)
-    )
+    # Files the ingest does not read; those inside a folder left out above go with the folder.
+    unread = unread_files(settings.landing_dir)
+    skipped.update({p: why for p, why in unread.items() if not any(p.startswith(f"{f}/") for f in folders)})
     if not keys:
         reasons = "; ".join(f"{what}: {why}" for what, why in list(skipped.items())[:SKIPPED_SHOWN])
         raise PipelineError(
@@ -205,22 +197,19 @@ def run_pipeline(
     if partitions is None and not full:
         keys, up_to_date = _changed(settings, catalog, keys)
     defs, has_partitioned, has_unpartitioned = _jobs(build_definitions(settings))
-    instance = _instance(settings)
+    # Without DAGSTER_HOME (e.g. a test) the runs execute in a throwaway instance (see docs/internals/core.md).
+    instance = dg.DagsterInstance.ephemeral() if settings.dagster_home is None else dg.DagsterInstance.get()
     summary = Summary(partitions=keys, skipped=skipped, up_to_date=up_to_date)
 
-    def execute(job_name: str, label: str, **kwargs: object) -> dg.ExecuteInProcessResult:
+    run_config = {} if verbose else QUIET
+
+    def execute(job_name: str, label: str, **kwargs: Any) -> dg.ExecuteInProcessResult:
         job = defs.resolve_job_def(job_name)
         began = time.monotonic()
         with batched_events(instance, settings):
-            result = job.execute_in_process(
-                run_config={} if verbose else QUIET,
-                instance=instance,
-                raise_on_error=False,
-                **kwargs,  # type: ignore[arg-type]
-            )
-        summary.runs.append(
-            RunRecord(job_name, label, result.run_id, result.success, _failure(result), time.monotonic() - began)
-        )
+            result = job.execute_in_process(run_config=run_config, instance=instance, raise_on_error=False, **kwargs)
+        seconds = time.monotonic() - began
+        summary.runs.append(RunRecord(job_name, label, result.run_id, result.success, _failure(result), seconds))
         return result
 
     report = progress or (lambda _p: None)
