@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import dagster as dg
 
@@ -28,9 +28,6 @@ from logistics_platform.lib.timekeys import hour_key, parse_hour_key
 from logistics_platform.lib.transform.arrival_window import ArrivalWindow
 from logistics_platform.lib.transform.spark import is_spark
 from logistics_platform.settings import Settings, environment
-
-if TYPE_CHECKING:
-    from pyiceberg.catalog import Catalog
 
 # The hourly jobs are the operate domain's; only the assets outside any arrival-hour partitioning get one here.
 UNPARTITIONED_JOB = "run_downstream_unpartitioned"
@@ -112,15 +109,6 @@ def landed_partitions(settings: Settings, now: datetime) -> tuple[list[str], dic
     return keys, skipped
 
 
-def _changed(settings: Settings, catalog: Catalog, keys: Sequence[str]) -> tuple[list[str], list[str]]:
-    """(the hours of ``keys`` new or changed since their ingest per ``bronze.ingest_log``, the up-to-date ones)."""
-    from logistics_platform.lib.operate.landing_watch import scan_landing
-    from logistics_platform.lib.operate.progress import changed_hours, read_ingest_log
-
-    scan = scan_landing(settings.landing_dir, lookback_days=None)
-    return changed_hours(keys, scan, read_ingest_log(catalog), settings.landing_dir)
-
-
 def resolve_partitions(settings: Settings, requested: Sequence[str]) -> list[str]:
     """The requested partition keys, validated (a typo is refused before anything runs)."""
     valid = set(arrival_hour_partitions(settings).get_partition_keys())
@@ -183,6 +171,8 @@ def run_pipeline(
     of consecutive hours, then build downstream once; ``verbose`` lets Dagster's step logs reach the console."""
     from logistics_platform.definitions import build_definitions
     from logistics_platform.lib.connections import preflight
+    from logistics_platform.lib.operate.landing_watch import scan_landing
+    from logistics_platform.lib.operate.progress import changed_hours, read_ingest_log
     from logistics_platform.resources import IcebergCatalog
 
     skipped: dict[str, str] = {}
@@ -194,8 +184,9 @@ def run_pipeline(
     preflight(settings)
     catalog = IcebergCatalog(settings=settings).get_catalog()  # tables and namespaces exist before parallel runs
     up_to_date: list[str] = []
-    if partitions is None and not full:
-        keys, up_to_date = _changed(settings, catalog, keys)
+    if partitions is None and not full:  # the hours new or changed since their ingest, and the up-to-date ones
+        scan = scan_landing(settings.landing_dir, lookback_days=None)
+        keys, up_to_date = changed_hours(keys, scan, read_ingest_log(catalog), settings.landing_dir)
     defs, has_partitioned, has_unpartitioned = _jobs(build_definitions(settings))
     # Without DAGSTER_HOME (e.g. a test) the runs execute in a throwaway instance (see docs/internals/core.md).
     instance = dg.DagsterInstance.ephemeral() if settings.dagster_home is None else dg.DagsterInstance.get()

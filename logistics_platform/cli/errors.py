@@ -101,19 +101,13 @@ def explain(exc: BaseException) -> tuple[str, int]:
         if problem is not None:
             return str(problem), FAILED
         cause = first_line(str(getattr(exc, "orig", None) or exc))
-        return (
-            f"cannot reach the Iceberg catalog at {uri}: {cause}; check that the database is running "
-            "and ICEBERG_CATALOG_URI points to it",
-            FAILED,
-        )
+        fix = "check that the database is running and ICEBERG_CATALOG_URI points to it"
+        return f"cannot reach the Iceberg catalog at {uri}: {cause}; {fix}", FAILED
     if isinstance(exc, duckdb.IOException):
         m = _LOCK_RE.search(str(exc))
         if m:
-            return (
-                f"the DuckDB file {m['path']} is locked by another process, {_process(int(m['pid']))}: stop it "
-                "(or wait for it to finish) and retry, or point DUCKDB_PATH at another file",
-                FAILED,
-            )
+            fix = "stop it (or wait for it to finish) and retry, or point DUCKDB_PATH at another file"
+            return f"the DuckDB file {m['path']} is locked by another process, {_process(int(m['pid']))}: {fix}", FAILED
         hint = "; build it with `logistics-platform run` or set DUCKDB_PATH" if "does not exist" in str(exc) else ""
         return f"DuckDB cannot open a file: {first_line(str(exc))}{hint}", FAILED
     if isinstance(exc, duckdb.Error):

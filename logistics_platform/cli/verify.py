@@ -17,6 +17,8 @@ from collections import Counter
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+from logistics_platform.lib.timekeys import hour_key, parse_hour_key
+
 if TYPE_CHECKING:
     from logistics_platform.lib.operate.progress import HourReport
 
@@ -34,7 +36,6 @@ def run(args: argparse.Namespace) -> int:
     from logistics_platform.lib.bronze.unread import unread_files
     from logistics_platform.lib.operate.landing_watch import scan_landing
     from logistics_platform.lib.operate.progress import compare, read_corrupt_files, read_ingest_log
-    from logistics_platform.lib.timekeys import parse_hour_key
     from logistics_platform.resources import IcebergCatalog
     from logistics_platform.settings import load_settings
 
@@ -105,13 +106,9 @@ def run(args: argparse.Namespace) -> int:
 
 def _hour_of(relpath: str) -> str | None:
     """The arrival-hour key of a path inside an hour folder (``topics/<topic>/dt=../hr=../..``), else None."""
-    from logistics_platform.lib.timekeys import hour_key
-
     parts = relpath.split("/")
-    if len(parts) < 5 or not parts[2].startswith("dt=") or not parts[3].startswith("hr="):
-        return None
     try:
-        return hour_key(datetime.strptime(f"{parts[2][3:]} {parts[3][3:]}", "%Y-%m-%d %H"))
+        return hour_key(datetime.strptime(f"{parts[2]} {parts[3]}", "dt=%Y-%m-%d hr=%H")) if len(parts) >= 5 else None
     except ValueError:
         return None
 
