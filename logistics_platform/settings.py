@@ -18,7 +18,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 DBT_PROJECT_DIR = PROJECT_ROOT / "dbt_project"
 HOUR_KEY_FORMAT = "%Y-%m-%d-%H:%M"  # a Dagster hourly partition key
-_DBT_SHOWN: dict[str, Any] = {"dbt": True, "shown": "local (prod when LOGISTICS_ENV=prod)"}
+_DBT_SHOWN = {"dbt": True, "shown": "local (prod when LOGISTICS_ENV=prod)"}
 IDENTIFIER = "expected a plain identifier (letters, digits, underscores), as JDBC catalogs are named"
 ALIGNED = "SLA windows are aligned to the hour, use a divisor of 60 (1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30, 60)"
 
@@ -51,12 +51,12 @@ def _check(ok: Callable[[Any], object], message: str) -> AfterValidator:
     return AfterValidator(check)
 
 
-def _hour(key: str) -> datetime | None:
-    """The hour of a Dagster hourly partition key; None when ``key`` is not one."""
+def _hour_key(key: str) -> str:
     try:
-        return datetime.strptime(key, HOUR_KEY_FORMAT)
+        datetime.strptime(key, HOUR_KEY_FORMAT)
     except ValueError:
-        return None
+        raise ValueError("expected YYYY-MM-DD-HH:MM, e.g. 2026-11-01-00:00") from None
+    return key
 
 
 FromCwd = Annotated[Path, AfterValidator(_from_cwd)]
@@ -67,7 +67,6 @@ Share = Annotated[float, Field(ge=0), AfterValidator(lambda x: min(1.0, x))]  # 
 RUNNING = BeforeValidator(
     lambda v: {"running": True, "stopped": False}.get(v.strip().lower(), v) if isinstance(v, str) else v
 )
-HOUR_KEY = _check(lambda key: _hour(key) is not None, "expected YYYY-MM-DD-HH:MM, e.g. 2026-11-01-00:00")
 FOR_DBT = Field(json_schema_extra={"dbt": True})  # the dbt process gets it (profiles.yml, macros, dbt-duckdb plugin)
 
 
@@ -107,9 +106,9 @@ class Settings(BaseSettings):
     """Slack-compatible webhook that receives alerts; unset = local log only."""
     alerts_log: FromCwd = PROJECT_ROOT / ".dagster_home" / "alerts.jsonl"
     """JSON Lines file every alert is appended to."""
-    partitions_start: Annotated[str, HOUR_KEY] = "2026-11-01-00:00"
+    partitions_start: Annotated[str, AfterValidator(_hour_key)] = "2026-11-01-00:00"
     """First arrival-hour partition (Dagster hourly key)."""
-    dbt_target: str = Field(default_factory=lambda data: data.get("env", "local"), json_schema_extra=_DBT_SHOWN)
+    dbt_target: Annotated[str, Field(validate_default=True, json_schema_extra=_DBT_SHOWN)] = ""
     """dbt target in dbt_project/profiles.yml."""
     dbt_threads: Annotated[int, Field(ge=1), FOR_DBT] = 4
     """dbt threads of the `prod` target (the `local` target uses 2)."""
@@ -227,6 +226,11 @@ class Settings(BaseSettings):
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         """The values given, then the process environment unless :func:`load_settings` was handed a mapping."""
         return (init_settings, env_settings) if _READ_ENVIRONMENT.get() else (init_settings,)
+
+    @field_validator("dbt_target")
+    @classmethod
+    def _target_of_the_environment(cls, target: str, info: Any) -> str:
+        return target or info.data.get("env", "local")
 
     @property
     def duckdb_database(self) -> str:

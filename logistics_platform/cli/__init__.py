@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from types import ModuleType
 from typing import Any
 
+from logistics_platform.cli.errors import OneLineParser, report
+
 # Sub-command modules, in the order of `--help`; the command is the module's name with dashes.
 COMMAND_MODULES = (
     "setup",
@@ -53,8 +55,6 @@ def add_command(sub: Any, module: ModuleType) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from logistics_platform.cli.errors import OneLineParser
-
     parser = OneLineParser(
         prog="logistics-platform",
         description="Logistics lakehouse: landing zone -> Iceberg bronze -> dbt marts, run through Dagster.",
@@ -69,8 +69,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from logistics_platform.cli.errors import report
-
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args) or 0)

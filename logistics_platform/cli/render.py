@@ -53,8 +53,7 @@ def render_summary(summary: Summary) -> str:
     if summary.counts_error:
         lines.append(f"row counts unavailable: {summary.counts_error}")
     width = max([len(n) for n in (*summary.bronze, *summary.marts)] + [10])
-    lines.append("")
-    lines.append(f"{'table'.ljust(width + 8)} {'rows':>12}")
+    lines += ["", f"{'table'.ljust(width + 8)} {'rows':>12}"]
     lines += [f"{('bronze.' + n).ljust(width + 8)} {c:>12,}" for n, c in summary.bronze.items()]
     lines += [f"{('marts.' + n).ljust(width + 8)} {c:>12,}" for n, c in summary.marts.items()]
     return "\n".join(lines)

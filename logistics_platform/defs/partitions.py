@@ -14,6 +14,5 @@ def arrival_hour_partitions(settings: Settings) -> dg.HourlyPartitionsDefinition
 
 def arrival_day_partitions(settings: Settings) -> dg.DailyPartitionsDefinition:
     """One partition per UTC arrival day, from the day of ``PARTITIONS_START`` through today."""
-    return dg.DailyPartitionsDefinition(
-        start_date=settings.partitions_start_datetime.strftime("%Y-%m-%d"), timezone="UTC", end_offset=1
-    )
+    start = settings.partitions_start_datetime
+    return dg.DailyPartitionsDefinition(start_date=f"{start:%Y-%m-%d}", timezone="UTC", end_offset=1)
