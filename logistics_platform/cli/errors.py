@@ -46,10 +46,8 @@ class OneLineParser(argparse.ArgumentParser):
 def print_table(rows: list[list[str]]) -> None:
     """``rows`` (the first one the header) as left-aligned columns, a rule under the header."""
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    for n, row in enumerate(rows):
+    for row in [rows[0], ["-" * w for w in widths], *rows[1:]]:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
-        if n == 0:
-            print("  ".join("-" * w for w in widths))
 
 
 def first_line(text: str, limit: int = 400) -> str:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from logistics_platform.pipeline import SKIPPED_SHOWN
 
 if TYPE_CHECKING:
-    from logistics_platform.pipeline import Progress, RunRecord, Summary
+    from logistics_platform.pipeline import Progress, Summary
 
 
 def render_progress(p: Progress, width: int = 30) -> str:
@@ -42,13 +42,9 @@ def render_summary(summary: Summary) -> str:
             lines.append(f"  ... and {len(summary.skipped) - len(shown)} more")
     failed = [r for r in summary.runs if not r.success]
     lines.append(f"runs: {len(summary.runs)} ({len(failed)} failed)")
-    by_job: dict[str, list[RunRecord]] = {}
-    for r in summary.runs:
-        by_job.setdefault(r.job, []).append(r)
-    lines += [
-        f"  {job}: {len(rs)} run{'s' if len(rs) > 1 else ''}, {sum(r.seconds for r in rs):.1f}s"
-        for job, rs in by_job.items()
-    ]
+    for job in dict.fromkeys(r.job for r in summary.runs):  # each job once, in the order of its first run
+        rs = [r for r in summary.runs if r.job == job]
+        lines.append(f"  {job}: {len(rs)} run{'s' if len(rs) > 1 else ''}, {sum(r.seconds for r in rs):.1f}s")
     lines += [f"  FAILED {r.job} [{r.partition}] run {r.run_id}{': ' + r.error if r.error else ''}" for r in failed]
     if summary.counts_error:
         lines.append(f"row counts unavailable: {summary.counts_error}")
