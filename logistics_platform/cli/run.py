@@ -102,7 +102,6 @@ def run(args: argparse.Namespace) -> int:
     from logistics_platform.pipeline import PipelineError, run_pipeline
     from logistics_platform.settings import SettingsError, load_settings
 
-    verbose = args.verbose
     try:
         settings = load_settings()
         if args.landing is not None:
@@ -110,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
         keys = [k.strip() for k in args.partitions.split(",") if k.strip()] if args.partitions else None
         log_path = settings.duckdb_path.parent / LOG_FILE
         started = time.monotonic()
-        if verbose:
+        if args.verbose:
             summary = run_pipeline(settings, keys, log=lambda msg: print(msg, flush=True), verbose=True, full=args.full)
         else:
             with _quiet_into(log_path) as terminal:
@@ -135,8 +134,7 @@ def run(args: argparse.Namespace) -> int:
     except (PipelineError, SettingsError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    print()
-    print(render_summary(summary))
-    where = "" if verbose else f" (dbt and Dagster logs: {log_path})"
+    print(f"\n{render_summary(summary)}")
+    where = "" if args.verbose else f" (dbt and Dagster logs: {log_path})"
     print(f"\nfinished in {time.monotonic() - started:.1f}s{where}")
     return 0 if summary.ok else 1
