@@ -266,7 +266,7 @@ def table_counts(settings: Settings) -> tuple[dict[str, int], dict[str, int], st
     spark = is_spark(settings)
     try:
         if spark:
-            _iceberg_counts(settings, "marts", marts, missing_ok=True)
+            _iceberg_counts(settings, "marts", marts)
         else:
             _duckdb_mart_counts(settings, marts)
     except Exception as exc:
@@ -275,13 +275,11 @@ def table_counts(settings: Settings) -> tuple[dict[str, int], dict[str, int], st
     return bronze, marts, " ".join("; ".join(errors).split())[:600]
 
 
-def _iceberg_counts(settings: Settings, namespace: str, counts: dict[str, int], missing_ok: bool = False) -> None:
-    """Row count of every table of an Iceberg namespace into ``counts`` (none when ``missing_ok`` and it is absent)."""
+def _iceberg_counts(settings: Settings, namespace: str, counts: dict[str, int]) -> None:
+    """Row count of every table of an Iceberg namespace (opening the catalog creates it) into ``counts``."""
     from logistics_platform.resources import IcebergCatalog
 
     catalog = IcebergCatalog(settings=settings).get_catalog()
-    if missing_ok and (namespace,) not in catalog.list_namespaces():
-        return
     for _ns, name in sorted(catalog.list_tables(namespace)):
         counts[name] = catalog.load_table(f"{namespace}.{name}").scan().count()
 
@@ -293,8 +291,6 @@ def _duckdb_mart_counts(settings: Settings, counts: dict[str, int]) -> None:
     if not settings.duckdb_path.exists():
         return
     with connect(settings.duckdb_path, read_only=True, settings=settings) as con:
-        names = con.execute(
-            "select table_name from information_schema.tables where table_schema = 'marts' order by 1"
-        ).fetchall()
-        for (name,) in names:
+        tables = "select table_name from information_schema.tables where table_schema = 'marts' order by 1"
+        for (name,) in con.execute(tables).fetchall():
             counts[name] = con.execute(f'select count(*) from marts."{name}"').fetchone()[0]  # type: ignore[index]

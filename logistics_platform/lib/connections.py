@@ -46,9 +46,8 @@ def catalog_engine_uri(uri: str) -> str:
     url = make_url(uri)
     if url.get_backend_name() != "postgresql" or "connect_timeout" in url.query:
         return uri
-    return url.update_query_dict({"connect_timeout": str(CONNECT_TIMEOUT_SECONDS)}).render_as_string(
-        hide_password=False
-    )
+    url = url.update_query_dict({"connect_timeout": str(CONNECT_TIMEOUT_SECONDS)})
+    return url.render_as_string(hide_password=False)
 
 
 class MisconfiguredError(RuntimeError):
@@ -182,13 +181,12 @@ def load_catalog(settings: Settings) -> SqlCatalog:
     """Open the SQL catalog, creating local directories and the namespaces on first use."""
     # Imported here: every dbt process imports this module (the plugin) and needs DuckDB, not pyiceberg.
     from pyiceberg.catalog.sql import SqlCatalog
+    from sqlalchemy.exc import IntegrityError, ProgrammingError
 
     if settings.catalog_uri.startswith("sqlite:///"):
         Path(settings.catalog_uri[len("sqlite:///") :]).parent.mkdir(parents=True, exist_ok=True)
     if settings.warehouse.startswith("file://"):
         Path(settings.warehouse[len("file://") :]).mkdir(parents=True, exist_ok=True)
-    from sqlalchemy.exc import IntegrityError, ProgrammingError
-
     properties = {**settings.catalog_properties, "uri": catalog_engine_uri(settings.catalog_uri)}
     for attempt in range(1, CREATION_ATTEMPTS + 1):
         try:
