@@ -152,17 +152,14 @@ def _check_warehouse(settings: Settings) -> None:
     except OSError as exc:
         text = _one_line(str(exc))
         if any(w in text for w in ("ACCESS_DENIED", "InvalidAccessKeyId", "SignatureDoesNotMatch", "403")):
-            raise MisconfiguredError(
-                f"S3 at {endpoint} refused the credentials for bucket {bucket!r} ({text}): fix "
-                "ICEBERG_S3_ACCESS_KEY_ID and ICEBERG_S3_SECRET_ACCESS_KEY",
-                "ICEBERG_S3_ACCESS_KEY_ID",
-            ) from None
-        if any(w in text for w in ("NETWORK_CONNECTION", "curlCode", "Could not connect", "Couldn't resolve")):
-            raise MisconfiguredError(
-                f"cannot reach S3 at {endpoint} ({text}): start the object store, or fix ICEBERG_S3_ENDPOINT",
-                "ICEBERG_S3_ENDPOINT",
-            ) from None
-        raise
+            problem = f"S3 at {endpoint} refused the credentials for bucket {bucket!r}"
+            fix, setting = "fix ICEBERG_S3_ACCESS_KEY_ID and ICEBERG_S3_SECRET_ACCESS_KEY", "ICEBERG_S3_ACCESS_KEY_ID"
+        elif any(w in text for w in ("NETWORK_CONNECTION", "curlCode", "Could not connect", "Couldn't resolve")):
+            problem = f"cannot reach S3 at {endpoint}"
+            fix, setting = "start the object store, or fix ICEBERG_S3_ENDPOINT", "ICEBERG_S3_ENDPOINT"
+        else:
+            raise
+        raise MisconfiguredError(f"{problem} ({text}): {fix}", setting) from None
     if info.type == pafs.FileType.NotFound:
         raise MisconfiguredError(
             f"the S3 bucket {bucket!r} of ICEBERG_WAREHOUSE={settings.warehouse} does not exist at {endpoint}: "
