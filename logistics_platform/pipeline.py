@@ -23,10 +23,12 @@ from logistics_platform.defs.constants import (
 )
 from logistics_platform.defs.operate.transform_sensor import pending_transform_hours
 from logistics_platform.defs.partitions import arrival_hour_partitions
+from logistics_platform.lib.connections import connect, preflight
 from logistics_platform.lib.operate.landing_watch import RANGE_END_TAG, RANGE_START_TAG
 from logistics_platform.lib.timekeys import hour_key, parse_hour_key
 from logistics_platform.lib.transform.arrival_window import ArrivalWindow
 from logistics_platform.lib.transform.spark import is_spark
+from logistics_platform.resources import IcebergCatalog
 from logistics_platform.settings import Settings, environment
 
 # The hourly jobs are the operate domain's; only the assets outside any arrival-hour partitioning get one here.
@@ -170,10 +172,8 @@ def run_pipeline(
     """Ingest ``partitions`` (default: the landed hours new or changed since their ingest, all with ``full``) in runs
     of consecutive hours, then build downstream once; ``verbose`` lets Dagster's step logs reach the console."""
     from logistics_platform.definitions import build_definitions
-    from logistics_platform.lib.connections import preflight
     from logistics_platform.lib.operate.landing_watch import scan_landing
     from logistics_platform.lib.operate.progress import changed_hours, read_ingest_log
-    from logistics_platform.resources import IcebergCatalog
 
     skipped: dict[str, str] = {}
     if partitions is None:
@@ -277,8 +277,6 @@ def table_counts(settings: Settings) -> tuple[dict[str, int], dict[str, int], st
 
 def _iceberg_counts(settings: Settings, namespace: str, counts: dict[str, int]) -> None:
     """Row count of every table of an Iceberg namespace (opening the catalog creates it) into ``counts``."""
-    from logistics_platform.resources import IcebergCatalog
-
     catalog = IcebergCatalog(settings=settings).get_catalog()
     for _ns, name in sorted(catalog.list_tables(namespace)):
         counts[name] = catalog.load_table(f"{namespace}.{name}").scan().count()
@@ -286,8 +284,6 @@ def _iceberg_counts(settings: Settings, namespace: str, counts: dict[str, int]) 
 
 def _duckdb_mart_counts(settings: Settings, counts: dict[str, int]) -> None:
     """Row count of every table of the DuckDB file's ``marts`` schema into ``counts`` (none before the first build)."""
-    from logistics_platform.lib.connections import connect
-
     if not settings.duckdb_path.exists():
         return
     with connect(settings.duckdb_path, read_only=True, settings=settings) as con:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 from pathlib import Path
@@ -24,8 +25,6 @@ class CommandError(Exception):
 
 def require_landing_dir(path: Path) -> None:
     """Fail with one line when the landing zone is missing or unreadable."""
-    import os
-
     if not path.exists():
         raise CommandError(
             f"landing zone {path} does not exist: set LANDING_DIR (or run `logistics-platform generate`)"
