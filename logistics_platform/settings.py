@@ -340,11 +340,9 @@ def environment(values: Mapping[str, str]) -> Iterator[None]:
     try:
         yield
     finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+        os.environ.update({name: value for name, value in saved.items() if value is not None})
+        for name in [name for name, value in saved.items() if value is None]:
+            os.environ.pop(name, None)
 
 
 _DBT_ENV_LOCK = threading.Lock()

@@ -13,11 +13,7 @@ def run(args: argparse.Namespace) -> int:
     from logistics_platform.settings import DBT_PROJECT_DIR, load_settings
 
     # Artifacts (docs included) land in dbt_project/target/ as with a plain `dbt` there.
-    run = run_dbt(
-        load_settings(),
-        list(args.dbt_args) or ["--help"],
-        target_path=DBT_PROJECT_DIR / "target",
-        check=False,
-        echo=print,
-    )
-    return run.returncode
+    dbt_args = list(args.dbt_args) or ["--help"]
+    return run_dbt(
+        load_settings(), dbt_args, target_path=DBT_PROJECT_DIR / "target", check=False, echo=print
+    ).returncode

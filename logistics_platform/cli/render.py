@@ -21,10 +21,8 @@ def render_progress(p: Progress, width: int = 30) -> str:
         tail = f"ETA {p.elapsed_seconds / p.hours_done * (p.hours_total - p.hours_done):.0f}s"
     else:
         tail = "ETA -" if p.hours_done == 0 else "ingested"
-    return (
-        f"[{'#' * filled}{'.' * (width - filled)}] {p.hours_done}/{p.hours_total} hours, {p.lines:,} lines, "
-        f"{rate:,.0f} lines/s, {tail}"
-    )
+    bar = f"[{'#' * filled}{'.' * (width - filled)}]"
+    return f"{bar} {p.hours_done}/{p.hours_total} hours, {p.lines:,} lines, {rate:,.0f} lines/s, {tail}"
 
 
 def render_summary(summary: Summary) -> str:
