@@ -36,7 +36,6 @@ UNPARTITIONED_JOB = "run_downstream_unpartitioned"
 # Groups that `run` does not execute: maintenance is nightly, landing assets are external, capture is its own command.
 EXCLUDED_GROUPS = (MAINTENANCE_GROUP, LANDING_GROUP, CAPTURE_GROUP)
 
-# Read by Dagster itself (see batched_events).
 EVENT_BATCH_VARIABLE = "DAGSTER_EVENT_BATCH_SIZE"
 # Left-out hours and folders the summary lists one by one (the rest are counted).
 SKIPPED_SHOWN = 20
@@ -104,10 +103,8 @@ def landed_partitions(settings: Settings, now: datetime) -> tuple[list[str], dic
     skipped.update({p: why for p, why in unread.items() if not any(p.startswith(f"{f}/") for f in folders)})
     if not keys:
         reasons = "; ".join(f"{what}: {why}" for what, why in list(skipped.items())[:SKIPPED_SHOWN])
-        raise PipelineError(
-            f"no arrival hours under {settings.landing_dir}/topics to ingest"
-            + (f" (left out: {reasons})" if reasons else "")
-        )
+        left_out = f" (left out: {reasons})" if reasons else ""
+        raise PipelineError(f"no arrival hours under {settings.landing_dir}/topics to ingest{left_out}")
     return keys, skipped
 
 
@@ -145,8 +142,7 @@ def hour_ranges(keys: Sequence[str], max_hours: int) -> list[list[str]]:
     """The distinct partition keys, sorted and cut into runs of consecutive hours of at most ``max_hours`` each."""
     from logistics_platform.lib.bronze.ingest import consecutive_ranges
 
-    hours = [parse_hour_key(k) for k in keys]
-    return [[hour_key(h) for h in run] for run in consecutive_ranges(hours, max_hours)]
+    return [[hour_key(h) for h in run] for run in consecutive_ranges([parse_hour_key(k) for k in keys], max_hours)]
 
 
 @dataclass(frozen=True)

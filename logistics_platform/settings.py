@@ -67,6 +67,7 @@ Share = Annotated[float, Field(ge=0), AfterValidator(lambda x: min(1.0, x))]  # 
 RUNNING = BeforeValidator(
     lambda v: {"running": True, "stopped": False}.get(v.strip().lower(), v) if isinstance(v, str) else v
 )
+PLAIN_IDENTIFIER = _check(re.compile(r"[A-Za-z_]\w*").fullmatch, IDENTIFIER)
 FOR_DBT = Field(json_schema_extra={"dbt": True})  # the dbt process gets it (profiles.yml, macros, dbt-duckdb plugin)
 
 
@@ -174,9 +175,7 @@ class Settings(BaseSettings):
     publish_max_row_drop: Share = 0.5
     """The publish audit fails a mart (except `late_events`) whose row count would fall by more than this share of
     main's (when main has 100 rows or more); 1 lets any drop through."""
-    catalog_name: Annotated[str, _check(re.compile(r"[A-Za-z_]\w*").fullmatch, IDENTIFIER)] = named(
-        "ICEBERG_CATALOG_NAME", "logistics", dbt=True
-    )
+    catalog_name: Annotated[str, PLAIN_IDENTIFIER] = named("ICEBERG_CATALOG_NAME", "logistics", dbt=True)
     """Catalog name in the SQL catalog's rows; Spark/Trino/Flink `JdbcCatalog` readers must use the same name."""
     sla_window_minutes: Annotated[int, _check(lambda m: m > 0 and 60 % m == 0, ALIGNED), FOR_DBT] = 5
     """Width of the event-time windows of marts.fct_region_sla (a divisor of 60)."""
@@ -188,9 +187,7 @@ class Settings(BaseSettings):
     """marts.fct_courier_gps_jumps: consecutive pings implying a higher speed are jumps."""
     ingest_max_hours_per_run: AtLeastOne = 24
     """Most arrival hours one ingest run takes (backfills, `run`, `rebuild`): one Iceberg commit per table for them."""
-    dagster_home: Annotated[
-        FromCwd | None, Field(json_schema_extra={"shown": "(unset; `make` sets .dagster_home)"})
-    ] = None
+    dagster_home: FromCwd | None = named("DAGSTER_HOME", None, shown="(unset; `make` sets .dagster_home)")
     """Dagster's instance directory (its dagster.yaml); `run` uses a throwaway instance when unset."""
     dashboard_port: Annotated[int, Field(ge=1, le=65535)] = 8501
     """Port of the operations dashboard (`make dashboard`), served on 127.0.0.1."""
@@ -312,9 +309,7 @@ def _shown(prop: dict[str, Any]) -> str:
 
 # variable -> (default shown to people, meaning): the settings table of docs/settings.md, from the JSON schema.
 _SCHEMA = Settings.model_json_schema()["properties"]
-SETTINGS_DOC: dict[str, tuple[str, str]] = {
-    name: (_shown(p), " ".join(p["description"].split())) for name, p in _SCHEMA.items()
-}
+SETTINGS_DOC = {name: (_shown(p), " ".join(p["description"].split())) for name, p in _SCHEMA.items()}
 # The variables a dbt process gets (when set).
 DBT_VARIABLES = frozenset(name for name, p in _SCHEMA.items() if p.get("dbt"))
 # Set for every dbt process: no usage tracking (offline operation).

@@ -1,8 +1,5 @@
-"""`logistics-platform` command line: one module per sub-command, each a table read by :func:`build_parser`.
-
-A command module declares ``HELP``, optionally ``DESCRIPTION``, ``ARGS`` (flag -> argparse options, ``group`` a
-``--help`` heading) or ``ACTIONS`` (name -> (help, ARGS)), and ``run(args)``, returning the exit code or raising.
-"""
+"""`logistics-platform`: one module per sub-command declaring ``HELP``, optionally ``DESCRIPTION``, ``ARGS`` (flag ->
+argparse options, ``group`` a ``--help`` heading) or ``ACTIONS`` (name -> (help, ARGS)), and ``run(args)``."""
 
 from __future__ import annotations
 

@@ -2,13 +2,12 @@
 
 import dagster as dg
 
+from logistics_platform.lib.connections import MisconfiguredError, preflight
 from logistics_platform.settings import Settings
 
 
 def require_usable_lakehouse(settings: Settings) -> None:
     """Fail the step at once, without step retries (they are for commit conflicts), on a misconfigured lakehouse."""
-    from logistics_platform.lib.connections import MisconfiguredError, preflight
-
     try:
         preflight(settings)
     except MisconfiguredError as exc:
