@@ -11,14 +11,9 @@ from logistics_platform.settings import Settings, load_settings
 
 def build_definitions(settings: Settings) -> dg.Definitions:
     """The whole platform for one set of settings (tests build it on temp directories)."""
-    return dg.Definitions.merge(
-        bronze.build_defs(settings),
-        transform.build_defs(settings),
-        maintenance.build_defs(settings),
-        operate.build_defs(settings),
-        capture.build_defs(settings),
-        dg.Definitions(resources=build_resources(settings)),
-    )
+    domains = (bronze, transform, maintenance, operate, capture)
+    resources = dg.Definitions(resources=build_resources(settings))
+    return dg.Definitions.merge(*(domain.build_defs(settings) for domain in domains), resources)
 
 
 defs = build_definitions(load_settings())

@@ -1,26 +1,13 @@
-"""The main job behind `logistics-platform run`: the landed hours that changed through Dagster, then downstream.
-
-The landed hours, the one in progress included, are compared with ``bronze.ingest_log`` (file names and sizes, one
-read of the log, no data read); those new or changed are ingested in ranges of consecutive hours (one Dagster run
-and one Iceberg commit per table each), the others are reported up to date. The transform job then builds the
-window of the ingested hours and of those ingested earlier that no transform run built yet (one run over their days).
-A landed hour that is not a partition (before PARTITIONS_START, ahead of the clock) or a folder that is not an
-arrival hour, or a file the ingest does not read (lib/bronze/unread.py), is left out and reported in the summary;
-the rest runs.
-
-Runs go through Dagster jobs on the configured instance (``$DAGSTER_HOME``), so they show in the UI's run
-history exactly like runs launched there.
-"""
+"""`logistics-platform run`: the landed hours that changed, then downstream, as Dagster runs (internals/core.md)."""
 
 from __future__ import annotations
 
 import contextlib
-import os
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import Any
 
 import dagster as dg
 
@@ -36,23 +23,19 @@ from logistics_platform.defs.constants import (
 )
 from logistics_platform.defs.operate.transform_sensor import pending_transform_hours
 from logistics_platform.defs.partitions import arrival_hour_partitions
+from logistics_platform.lib.connections import connect, preflight
 from logistics_platform.lib.operate.landing_watch import RANGE_END_TAG, RANGE_START_TAG
 from logistics_platform.lib.timekeys import hour_key, parse_hour_key
 from logistics_platform.lib.transform.arrival_window import ArrivalWindow
 from logistics_platform.lib.transform.spark import is_spark
-from logistics_platform.settings import Settings
+from logistics_platform.resources import IcebergCatalog
+from logistics_platform.settings import Settings, environment
 
-if TYPE_CHECKING:
-    from pyiceberg.catalog import Catalog
-
-# The hourly jobs are the operate domain's (the same the sensors, schedules and UI backfills launch); only the
-# assets outside any arrival-hour partitioning get an ad-hoc job here.
+# The hourly jobs are the operate domain's; only the assets outside any arrival-hour partitioning get one here.
 UNPARTITIONED_JOB = "run_downstream_unpartitioned"
-# Groups that `run` does not execute: maintenance is nightly, landing assets are external, capture reads the OLTP
-# database on its own command (`logistics-platform capture`) and lands files that `run` then ingests.
+# Groups that `run` does not execute: maintenance is nightly, landing assets are external, capture is its own command.
 EXCLUDED_GROUPS = (MAINTENANCE_GROUP, LANDING_GROUP, CAPTURE_GROUP)
 
-# Read by Dagster itself (see batched_events).
 EVENT_BATCH_VARIABLE = "DAGSTER_EVENT_BATCH_SIZE"
 # Left-out hours and folders the summary lists one by one (the rest are counted).
 SKIPPED_SHOWN = 20
@@ -92,37 +75,13 @@ class Summary:
         return all(r.success for r in self.runs) and not self.counts_error
 
 
-def _instance(settings: Settings) -> dg.DagsterInstance:
-    # Without DAGSTER_HOME (e.g. called from a test) the runs still execute, in a throwaway instance. Dagster's own
-    # `DagsterInstance.get()` requires the variable; its "not set" error type is not public, and catching DagsterError
-    # instead would also swallow a broken dagster.yaml.
-    if settings.dagster_home is None:
-        return dg.DagsterInstance.ephemeral()
-    return dg.DagsterInstance.get()
-
-
-@contextlib.contextmanager
-def batched_events(instance: dg.DagsterInstance, settings: Settings) -> Iterator[None]:
-    """On a PostgreSQL instance, ``DAGSTER_EVENT_BATCH_SIZE`` from the settings for the runs inside (then restored).
-
-    Dagster reads the variable whenever a run is created or a step reports events: with it, a run's planned events
-    and a step's materializations go to PostgreSQL in one statement each instead of one per event. On SQLite
-    storage nothing batches, so the variable is left alone.
-    """
+def batched_events(instance: dg.DagsterInstance, settings: Settings) -> contextlib.AbstractContextManager[None]:
+    """On a PostgreSQL instance (SQLite never batches), ``DAGSTER_EVENT_BATCH_SIZE`` for the runs inside."""
     from dagster_postgres import PostgresEventLogStorage
 
     if not isinstance(instance.event_log_storage, PostgresEventLogStorage):
-        yield
-        return
-    saved = os.environ.get(EVENT_BATCH_VARIABLE)
-    os.environ[EVENT_BATCH_VARIABLE] = str(settings.dagster_event_batch_size)
-    try:
-        yield
-    finally:
-        if saved is None:
-            os.environ.pop(EVENT_BATCH_VARIABLE, None)
-        else:
-            os.environ[EVENT_BATCH_VARIABLE] = saved
+        return contextlib.nullcontext()
+    return environment({EVENT_BATCH_VARIABLE: str(settings.dagster_event_batch_size)})
 
 
 def landed_partitions(settings: Settings, now: datetime) -> tuple[list[str], dict[str, str]]:
@@ -139,29 +98,14 @@ def landed_partitions(settings: Settings, now: datetime) -> tuple[list[str], dic
     keys, skipped = partition_hours(landed, settings.partitions_start, now)
     folders = malformed_folders(settings.landing_dir)
     skipped.update(folders)
-    # Files the ingest does not read, each with its path; those inside a folder left out above go with the folder.
-    skipped.update(
-        (path, why)
-        for path, why in unread_files(settings.landing_dir).items()
-        if not any(path.startswith(f"{folder}/") for folder in folders)
-    )
+    # Files the ingest does not read; those inside a folder left out above go with the folder.
+    unread = unread_files(settings.landing_dir)
+    skipped.update({p: why for p, why in unread.items() if not any(p.startswith(f"{f}/") for f in folders)})
     if not keys:
         reasons = "; ".join(f"{what}: {why}" for what, why in list(skipped.items())[:SKIPPED_SHOWN])
-        raise PipelineError(
-            f"no arrival hours under {settings.landing_dir}/topics to ingest"
-            + (f" (left out: {reasons})" if reasons else "")
-        )
+        left_out = f" (left out: {reasons})" if reasons else ""
+        raise PipelineError(f"no arrival hours under {settings.landing_dir}/topics to ingest{left_out}")
     return keys, skipped
-
-
-def _changed(settings: Settings, catalog: Catalog, keys: Sequence[str]) -> tuple[list[str], list[str]]:
-    """(the hours of ``keys`` new or changed since their ingest, the up-to-date ones): the landing zone against
-    ``bronze.ingest_log``, as `verify` compares them."""
-    from logistics_platform.lib.operate.landing_watch import scan_landing
-    from logistics_platform.lib.operate.progress import changed_hours, read_ingest_log
-
-    scan = scan_landing(settings.landing_dir, lookback_days=None)
-    return changed_hours(keys, scan, read_ingest_log(catalog), settings.landing_dir)
 
 
 def resolve_partitions(settings: Settings, requested: Sequence[str]) -> list[str]:
@@ -179,18 +123,12 @@ def resolve_partitions(settings: Settings, requested: Sequence[str]) -> list[str
 def _jobs(defs: dg.Definitions) -> tuple[dg.Definitions, bool, bool]:
     """The definitions plus the ad-hoc job for unpartitioned downstream assets, and which jobs have assets."""
     graph = defs.resolve_asset_graph()
-    excluded = set(EXCLUDED_GROUPS) | {BRONZE_GROUP}
-    partitioned: list[dg.AssetKey] = []
-    unpartitioned: list[dg.AssetKey] = []
-    for key in graph.materializable_asset_keys:
-        node = graph.get(key)
-        if node.group_name in excluded:
-            continue
-        if node.partitions_def is not None:
-            partitioned.append(key)
-        elif node.group_name not in TRANSFORM_GROUPS:  # those (the published marts) run in the transform job
-            unpartitioned.append(key)
-    stray = [k.to_user_string() for k in partitioned if graph.get(k).group_name not in TRANSFORM_GROUPS]
+    nodes = [graph.get(k) for k in graph.materializable_asset_keys]
+    nodes = [n for n in nodes if n.group_name not in (*EXCLUDED_GROUPS, BRONZE_GROUP)]
+    partitioned = [n for n in nodes if n.partitions_def is not None]
+    # Unpartitioned assets of the transform groups (the published marts) run in the transform job.
+    unpartitioned = [n.key for n in nodes if n.partitions_def is None and n.group_name not in TRANSFORM_GROUPS]
+    stray = [n.key.to_user_string() for n in partitioned if n.group_name not in TRANSFORM_GROUPS]
     if stray:  # the operate transform job selects by group: a partitioned asset elsewhere would be skipped
         raise PipelineError(
             f"partitioned assets outside the groups {', '.join(TRANSFORM_GROUPS)}: {', '.join(stray)}; "
@@ -204,8 +142,7 @@ def hour_ranges(keys: Sequence[str], max_hours: int) -> list[list[str]]:
     """The distinct partition keys, sorted and cut into runs of consecutive hours of at most ``max_hours`` each."""
     from logistics_platform.lib.bronze.ingest import consecutive_ranges
 
-    hours = [parse_hour_key(k) for k in keys]
-    return [[hour_key(h) for h in run] for run in consecutive_ranges(hours, max_hours)]
+    return [[hour_key(h) for h in run] for run in consecutive_ranges([parse_hour_key(k) for k in keys], max_hours)]
 
 
 @dataclass(frozen=True)
@@ -228,15 +165,11 @@ def run_pipeline(
     verbose: bool = False,
     full: bool = False,
 ) -> Summary:
-    """Ingest ``partitions`` (default: every landed hour that is a partition and new or changed since its ingest;
-    with ``full`` every such hour) in runs of consecutive hours, then build downstream once.
-
-    Each ingest run takes up to ``settings.ingest_max_hours_per_run`` consecutive hours (one Iceberg commit per
-    table per run). ``progress`` is called after every run; ``verbose`` lets Dagster's step logs reach the console.
-    """
+    """Ingest ``partitions`` (default: the landed hours new or changed since their ingest, all with ``full``) in runs
+    of consecutive hours, then build downstream once; ``verbose`` lets Dagster's step logs reach the console."""
     from logistics_platform.definitions import build_definitions
-    from logistics_platform.lib.connections import preflight
-    from logistics_platform.resources import IcebergCatalog
+    from logistics_platform.lib.operate.landing_watch import scan_landing
+    from logistics_platform.lib.operate.progress import changed_hours, read_ingest_log
 
     skipped: dict[str, str] = {}
     if partitions is None:
@@ -247,31 +180,29 @@ def run_pipeline(
     preflight(settings)
     catalog = IcebergCatalog(settings=settings).get_catalog()  # tables and namespaces exist before parallel runs
     up_to_date: list[str] = []
-    if partitions is None and not full:
-        keys, up_to_date = _changed(settings, catalog, keys)
+    if partitions is None and not full:  # the hours new or changed since their ingest, and the up-to-date ones
+        scan = scan_landing(settings.landing_dir, lookback_days=None)
+        keys, up_to_date = changed_hours(keys, scan, read_ingest_log(catalog), settings.landing_dir)
     defs, has_partitioned, has_unpartitioned = _jobs(build_definitions(settings))
-    instance = _instance(settings)
+    # Without DAGSTER_HOME (e.g. a test) the runs execute in a throwaway instance (see docs/internals/core.md).
+    instance = dg.DagsterInstance.ephemeral() if settings.dagster_home is None else dg.DagsterInstance.get()
     summary = Summary(partitions=keys, skipped=skipped, up_to_date=up_to_date)
 
-    def execute(job_name: str, label: str, **kwargs: object) -> dg.ExecuteInProcessResult:
+    run_config = {} if verbose else QUIET
+
+    def execute(job_name: str, label: str, **kwargs: Any) -> dg.ExecuteInProcessResult:
         job = defs.resolve_job_def(job_name)
         began = time.monotonic()
         with batched_events(instance, settings):
-            result = job.execute_in_process(
-                run_config={} if verbose else QUIET,
-                instance=instance,
-                raise_on_error=False,
-                **kwargs,  # type: ignore[arg-type]
-            )
-        summary.runs.append(
-            RunRecord(job_name, label, result.run_id, result.success, _failure(result), time.monotonic() - began)
-        )
+            result = job.execute_in_process(run_config=run_config, instance=instance, raise_on_error=False, **kwargs)
+        seconds = time.monotonic() - began
+        summary.runs.append(RunRecord(job_name, label, result.run_id, result.success, _failure(result), seconds))
         return result
 
+    report = progress or (lambda _p: None)
     started = time.monotonic()
     done = lines = 0
-    if progress is not None:
-        progress(Progress(0, len(keys), 0, 0.0))
+    report(Progress(0, len(keys), 0, 0.0))
     for chunk in hour_ranges(keys, settings.ingest_max_hours_per_run):
         label = chunk[0] if len(chunk) == 1 else f"{chunk[0]}..{chunk[-1]}"
         if len(chunk) == 1:
@@ -282,17 +213,14 @@ def run_pipeline(
         lines += _ingested_lines(result)
         if not result.success:
             log(f"ingest {label}: FAILED")
-        if progress is not None:
-            progress(Progress(done, len(keys), lines, time.monotonic() - started))
+        report(Progress(done, len(keys), lines, time.monotonic() - started))
     # Hours an earlier ingest brought in that no transform run built since (a failed transform, a stopped sensor).
     waiting = list(pending_transform_hours(instance, None)[0])
     if has_partitioned and (keys or waiting):
         ordered = sorted({*keys, *waiting})
-        # One run over the days of these hours, building exactly the window of them (the days' other hours are
-        # left as they are).
+        # One run over the days of these hours, building exactly their window (the days' other hours left as they are).
         window = ArrivalWindow.of_hours(ordered[0], ordered[-1])
-        if progress is not None:
-            progress(Progress(done, len(keys), lines, time.monotonic() - started, "transforming"))
+        report(Progress(done, len(keys), lines, time.monotonic() - started, "transforming"))
         ok = execute(TRANSFORM_JOB, window.label, tags=window.run_tags()).success
         log(f"transform {ordered[0]} .. {ordered[-1]}: {'ok' if ok else 'FAILED'}")
     if has_unpartitioned:
@@ -313,9 +241,7 @@ def _ingested_lines(result: dg.ExecuteInProcessResult) -> int:
 
 def _failure(result: dg.ExecuteInProcessResult) -> str:
     """``step: root cause`` of the run's first failed step, on one line ("" when the run succeeded)."""
-    for event in result.all_events:
-        if event.event_type != dg.DagsterEventType.STEP_FAILURE or event.step_failure_data is None:
-            continue
+    for event in result.get_step_failure_events():
         error = event.step_failure_data.error
         while error is not None and error.cause is not None:
             error = error.cause
@@ -325,13 +251,7 @@ def _failure(result: dg.ExecuteInProcessResult) -> str:
 
 
 def table_counts(settings: Settings) -> tuple[dict[str, int], dict[str, int], str]:
-    """Row counts of the bronze Iceberg tables and of the marts, and why some could not be read ("" if all).
-
-    The marts are DuckDB's, or on the Spark target the Iceberg marts' ``main`` (what their audit gate published).
-
-    Never raises: after a failed run the catalog may be unreachable, or the DuckDB file still open in this process
-    by the failed dbt build (DuckDB then refuses a connection with another configuration); the summary says so.
-    """
+    """Row counts of the bronze tables and of the marts, and why some could not be read ("" if all); never raises."""
     bronze: dict[str, int] = {}
     marts: dict[str, int] = {}
     errors: list[str] = []
@@ -342,7 +262,7 @@ def table_counts(settings: Settings) -> tuple[dict[str, int], dict[str, int], st
     spark = is_spark(settings)
     try:
         if spark:
-            _iceberg_counts(settings, "marts", marts, missing_ok=True)
+            _iceberg_counts(settings, "marts", marts)
         else:
             _duckdb_mart_counts(settings, marts)
     except Exception as exc:
@@ -351,32 +271,18 @@ def table_counts(settings: Settings) -> tuple[dict[str, int], dict[str, int], st
     return bronze, marts, " ".join("; ".join(errors).split())[:600]
 
 
-def _iceberg_counts(settings: Settings, namespace: str, counts: dict[str, int], missing_ok: bool = False) -> None:
-    """Row count of every table of an Iceberg namespace into ``counts``, table by table (a failure keeps those read).
-
-    With ``missing_ok`` a namespace not created yet counts nothing.
-    """
-    from logistics_platform.resources import IcebergCatalog
-
+def _iceberg_counts(settings: Settings, namespace: str, counts: dict[str, int]) -> None:
+    """Row count of every table of an Iceberg namespace (opening the catalog creates it) into ``counts``."""
     catalog = IcebergCatalog(settings=settings).get_catalog()
-    if missing_ok and (namespace,) not in catalog.list_namespaces():
-        return
     for _ns, name in sorted(catalog.list_tables(namespace)):
         counts[name] = catalog.load_table(f"{namespace}.{name}").scan().count()
 
 
 def _duckdb_mart_counts(settings: Settings, counts: dict[str, int]) -> None:
     """Row count of every table of the DuckDB file's ``marts`` schema into ``counts`` (none before the first build)."""
-    from logistics_platform.lib.connections import connect
-
     if not settings.duckdb_path.exists():
         return
-    con = connect(settings.duckdb_path, read_only=True, settings=settings)
-    try:
-        names = con.execute(
-            "select table_name from information_schema.tables where table_schema = 'marts' order by 1"
-        ).fetchall()
-        for (name,) in names:
+    with connect(settings.duckdb_path, read_only=True, settings=settings) as con:
+        tables = "select table_name from information_schema.tables where table_schema = 'marts' order by 1"
+        for (name,) in con.execute(tables).fetchall():
             counts[name] = con.execute(f'select count(*) from marts."{name}"').fetchone()[0]  # type: ignore[index]
-    finally:
-        con.close()

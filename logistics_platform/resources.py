@@ -1,9 +1,4 @@
-"""Dagster resources, built from :class:`Settings` (local and prod differ only in their settings).
-
-The catalog and DuckDB resources depend on the ``settings`` resource and have no config of their own, so neither
-the catalog URI's password nor an S3 key reaches a job snapshot. Outside Dagster (the pipeline, ``verify``) the same
-objects are built directly, e.g. ``IcebergCatalog(settings=settings).get_catalog()``.
-"""
+"""Dagster resources built from :class:`Settings` (no config of their own: no secret reaches a job snapshot)."""
 
 # No ``from __future__ import annotations``: Dagster reads the ResourceDependency annotations at runtime.
 from collections.abc import Iterator
@@ -28,7 +23,6 @@ class IcebergCatalog(dg.ConfigurableResource):
     _catalog: Catalog | None = PrivateAttr(default=None)
 
     def get_catalog(self) -> Catalog:
-        """The open catalog (opened on the first call only)."""
         if self._catalog is None:
             self._catalog = load_catalog(self.settings)
         return self._catalog

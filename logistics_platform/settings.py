@@ -1,8 +1,4 @@
-"""The one place that decides the environment (local / prod) and reads configuration from env vars.
-
-Nothing else in the package reads ``os.environ``: everything receives a :class:`Settings` (pydantic-settings). Each
-setting is one field; the loader, the dbt environment and docs/settings.md (its JSON schema) come from there.
-"""
+"""The one place that reads configuration from env vars: one pydantic-settings class (docs/internals/core.md)."""
 
 from __future__ import annotations
 
@@ -27,8 +23,7 @@ IDENTIFIER = "expected a plain identifier (letters, digits, underscores), as JDB
 ALIGNED = "SLA windows are aligned to the hour, use a divisor of 60 (1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30, 60)"
 
 
-# False while load_settings validates a given mapping: pydantic runs BaseSettings.__init__ (which adds the process
-# environment) even for model_validate, and a mapping's settings must not pick up DAGSTER_HOME & co. from the caller.
+# False while load_settings validates a given mapping, which must not pick up the caller's environment.
 _READ_ENVIRONMENT: ContextVar[bool] = ContextVar("read_environment", default=True)
 
 
@@ -48,8 +43,6 @@ def _choice(default: str) -> BeforeValidator:
 
 
 def _check(ok: Callable[[Any], object], message: str) -> AfterValidator:
-    """Keeps a value ``ok`` accepts; otherwise the error says ``message``."""
-
     def check(value: Any) -> Any:
         if not ok(value):
             raise ValueError(message)
@@ -58,12 +51,12 @@ def _check(ok: Callable[[Any], object], message: str) -> AfterValidator:
     return AfterValidator(check)
 
 
-def _hour(key: str) -> datetime | None:
-    """The hour of a Dagster hourly partition key; None when ``key`` is not one."""
+def _hour_key(key: str) -> str:
     try:
-        return datetime.strptime(key, HOUR_KEY_FORMAT)
+        datetime.strptime(key, HOUR_KEY_FORMAT)
     except ValueError:
-        return None
+        raise ValueError("expected YYYY-MM-DD-HH:MM, e.g. 2026-11-01-00:00") from None
+    return key
 
 
 FromCwd = Annotated[Path, AfterValidator(_from_cwd)]
@@ -74,7 +67,7 @@ Share = Annotated[float, Field(ge=0), AfterValidator(lambda x: min(1.0, x))]  # 
 RUNNING = BeforeValidator(
     lambda v: {"running": True, "stopped": False}.get(v.strip().lower(), v) if isinstance(v, str) else v
 )
-HOUR_KEY = _check(lambda key: _hour(key) is not None, "expected YYYY-MM-DD-HH:MM, e.g. 2026-11-01-00:00")
+PLAIN_IDENTIFIER = _check(re.compile(r"[A-Za-z_]\w*").fullmatch, IDENTIFIER)
 FOR_DBT = Field(json_schema_extra={"dbt": True})  # the dbt process gets it (profiles.yml, macros, dbt-duckdb plugin)
 
 
@@ -84,11 +77,7 @@ def named(variable: str, default: Any, **extra: Any) -> Any:
 
 
 class Settings(BaseSettings):
-    """Resolved platform configuration: ``Settings()`` reads the process environment, :func:`load_settings` any.
-
-    A field is read from its upper-cased name unless ``named``; its docstring is its meaning in docs/settings.md,
-    and ``shown`` there replaces a default that does not say it (computed, or by a library).
-    """
+    """Resolved platform configuration; a field's docstring is its meaning in docs/settings.md."""
 
     model_config = SettingsConfigDict(
         frozen=True,
@@ -118,7 +107,7 @@ class Settings(BaseSettings):
     """Slack-compatible webhook that receives alerts; unset = local log only."""
     alerts_log: FromCwd = PROJECT_ROOT / ".dagster_home" / "alerts.jsonl"
     """JSON Lines file every alert is appended to."""
-    partitions_start: Annotated[str, HOUR_KEY] = "2026-11-01-00:00"
+    partitions_start: Annotated[str, AfterValidator(_hour_key)] = "2026-11-01-00:00"
     """First arrival-hour partition (Dagster hourly key)."""
     dbt_target: Annotated[str, Field(validate_default=True, json_schema_extra=_DBT_SHOWN)] = ""
     """dbt target in dbt_project/profiles.yml."""
@@ -186,11 +175,7 @@ class Settings(BaseSettings):
     publish_max_row_drop: Share = 0.5
     """The publish audit fails a mart (except `late_events`) whose row count would fall by more than this share of
     main's (when main has 100 rows or more); 1 lets any drop through."""
-    # Every row of the JDBC-catalog tables carries it: another engine sees our tables only under the same name;
-    # Spark and Flink take it as a configuration key (spark.sql.catalog.<name>).
-    catalog_name: Annotated[str, _check(re.compile(r"[A-Za-z_]\w*").fullmatch, IDENTIFIER)] = named(
-        "ICEBERG_CATALOG_NAME", "logistics", dbt=True
-    )
+    catalog_name: Annotated[str, PLAIN_IDENTIFIER] = named("ICEBERG_CATALOG_NAME", "logistics", dbt=True)
     """Catalog name in the SQL catalog's rows; Spark/Trino/Flink `JdbcCatalog` readers must use the same name."""
     sla_window_minutes: Annotated[int, _check(lambda m: m > 0 and 60 % m == 0, ALIGNED), FOR_DBT] = 5
     """Width of the event-time windows of marts.fct_region_sla (a divisor of 60)."""
@@ -202,15 +187,10 @@ class Settings(BaseSettings):
     """marts.fct_courier_gps_jumps: consecutive pings implying a higher speed are jumps."""
     ingest_max_hours_per_run: AtLeastOne = 24
     """Most arrival hours one ingest run takes (backfills, `run`, `rebuild`): one Iceberg commit per table for them."""
-    # Read by Dagster itself too; here only to know whether a persistent instance is configured.
-    dagster_home: Annotated[
-        FromCwd | None, Field(json_schema_extra={"shown": "(unset; `make` sets .dagster_home)"})
-    ] = None
+    dagster_home: FromCwd | None = named("DAGSTER_HOME", None, shown="(unset; `make` sets .dagster_home)")
     """Dagster's instance directory (its dagster.yaml); `run` uses a throwaway instance when unset."""
     dashboard_port: Annotated[int, Field(ge=1, le=65535)] = 8501
     """Port of the operations dashboard (`make dashboard`), served on 127.0.0.1."""
-    # Read by Dagster itself in every Dagster process (webserver, daemon, code server, runs); the prod deployment
-    # files set it, and `run` sets it for its runs when its instance stores events on PostgreSQL (a no-op on SQLite).
     dagster_event_batch_size: Count = 1000
     """Dagster writes up to this many asset events of one step in one statement on PostgreSQL storage (0 = one by
     one)."""
@@ -289,25 +269,20 @@ VARIABLES = {field: str(info.validation_alias) for field, info in Settings.model
 
 
 def load_settings(environ: Mapping[str, Any] | None = None) -> Settings:
-    """Read the settings from ``environ`` (default: the process environment); an empty value means unset.
-
-    Keys are variable names (or field names); a bad value raises a one-line :class:`SettingsError`.
-    """
+    """Settings from ``environ`` (default: the process environment; empty = unset); bad values raise SettingsError."""
+    token = _READ_ENVIRONMENT.set(environ is None)
     try:
         if environ is None:
             return Settings()
-        token = _READ_ENVIRONMENT.set(False)
-        try:
-            return Settings.model_validate({k: v for k, v in environ.items() if v is not None and v != ""})
-        finally:
-            _READ_ENVIRONMENT.reset(token)
+        return Settings.model_validate({k: v for k, v in environ.items() if v is not None and v != ""})
     except ValidationError as exc:
         problems = []
         for e in exc.errors(include_url=False):
             name = VARIABLES.get(str(e["loc"][0]), str(e["loc"][0])) if e["loc"] else "settings"
-            message = e["msg"].removeprefix("Value error, ")
-            problems.append(f"{name}={e['input']!r}: {message}")
+            problems.append(f"{name}={e['input']!r}: {e['msg'].removeprefix('Value error, ')}")
         raise SettingsError("; ".join(problems)) from None
+    finally:
+        _READ_ENVIRONMENT.reset(token)
 
 
 def local_settings(root: Path, **overrides: object) -> Settings:
@@ -334,9 +309,7 @@ def _shown(prop: dict[str, Any]) -> str:
 
 # variable -> (default shown to people, meaning): the settings table of docs/settings.md, from the JSON schema.
 _SCHEMA = Settings.model_json_schema()["properties"]
-SETTINGS_DOC: dict[str, tuple[str, str]] = {
-    name: (_shown(p), " ".join(p["description"].split())) for name, p in _SCHEMA.items()
-}
+SETTINGS_DOC = {name: (_shown(p), " ".join(p["description"].split())) for name, p in _SCHEMA.items()}
 # The variables a dbt process gets (when set).
 DBT_VARIABLES = frozenset(name for name, p in _SCHEMA.items() if p.get("dbt"))
 # Set for every dbt process: no usage tracking (offline operation).
@@ -344,11 +317,7 @@ _DBT_TOOL_ENV = {"DO_NOT_TRACK": "1", "DBT_SEND_ANONYMOUS_USAGE_STATS": "False"}
 
 
 def dbt_env(settings: Settings) -> dict[str, str]:
-    """What a dbt process needs to see of ``settings``: the variables declared for dbt (those set).
-
-    profiles.yml, the macros and the dbt-duckdb plugin read them with no defaults of their own: a dbt run without
-    them fails naming the variable.
-    """
+    """The variables declared for dbt that are set (profiles.yml, the macros and the plugin have no defaults)."""
     values = {VARIABLES[field]: value for field, value in settings if value is not None}
     return {**_DBT_TOOL_ENV, **{name: str(value) for name, value in values.items() if name in DBT_VARIABLES}}
 
@@ -358,31 +327,26 @@ def subprocess_env(settings: Settings) -> dict[str, str]:
     return {**os.environ, **dbt_env(settings)}
 
 
+@contextmanager
+def environment(values: Mapping[str, str]) -> Iterator[None]:
+    """``values`` set in this process's environment inside the block, the previous values restored after it."""
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        os.environ.update({name: value for name, value in saved.items() if value is not None})
+        for name in [name for name, value in saved.items() if value is None]:
+            os.environ.pop(name, None)
+
+
 _DBT_ENV_LOCK = threading.Lock()
 
 
 @contextmanager
 def dbt_environment(settings: Settings, extra: Mapping[str, str] | None = None) -> Iterator[None]:
-    """Apply :func:`dbt_env` (plus ``extra``, e.g. the arrival window) to this process's environment, then restore it.
-
-    Why touch ``os.environ`` at all: dagster-dbt's ``DbtCliResource.cli`` has no ``env`` parameter; it builds the
-    dbt child's environment from ``os.environ.copy()`` when it is called (and renders profiles.yml in this process
-    from it), and the child is started before the call returns. So the variables are applied only around that
-    call, one call at a time per process (the lock: two threads of a run must not interleave their values), and
-    the previous values come back afterwards. Settings built on other directories (tests, benchmarks, rebuilds)
-    then reach dbt even though this process's environment does not hold them.
-    """
-    wanted = {**dbt_env(settings), **(extra or {})}
+    """:func:`dbt_env` (plus ``extra``) in this process's environment around one dbt call at a time (see core.md)."""
     # DuckDB creates its file but not the directory; with an s3:// warehouse nothing else creates it.
     settings.duckdb_path.parent.mkdir(parents=True, exist_ok=True)
-    with _DBT_ENV_LOCK:
-        saved = {name: os.environ.get(name) for name in wanted}
-        os.environ.update(wanted)
-        try:
-            yield
-        finally:
-            for name, value in saved.items():
-                if value is None:
-                    os.environ.pop(name, None)
-                else:
-                    os.environ[name] = value
+    with _DBT_ENV_LOCK, environment({**dbt_env(settings), **(extra or {})}):
+        yield

@@ -1,9 +1,5 @@
-"""`logistics-platform` command line: one module per sub-command, each a table read by :func:`build_parser`.
-
-A command module declares ``HELP``, optionally ``DESCRIPTION``, its arguments in ``ARGS`` (flag -> argparse options;
-an option ``group`` puts the argument under that heading of ``--help``), or sub-actions in ``ACTIONS`` (name ->
-(help, ARGS)), and ``run(args)``, which returns the exit code or raises (``errors.report`` makes the one line).
-"""
+"""`logistics-platform`: one module per sub-command declaring ``HELP``, optionally ``DESCRIPTION``, ``ARGS`` (flag ->
+argparse options, ``group`` a ``--help`` heading) or ``ACTIONS`` (name -> (help, ARGS)), and ``run(args)``."""
 
 from __future__ import annotations
 
@@ -13,6 +9,8 @@ import sys
 from collections.abc import Mapping
 from types import ModuleType
 from typing import Any
+
+from logistics_platform.cli.errors import OneLineParser, report
 
 # Sub-command modules, in the order of `--help`; the command is the module's name with dashes.
 COMMAND_MODULES = (
@@ -42,7 +40,6 @@ def add_arguments(parser: argparse.ArgumentParser, table: Mapping[str, Mapping[s
 
 
 def add_command(sub: Any, module: ModuleType) -> None:
-    """The sub-command declared by ``module`` (see the module docstring)."""
     name = module.__name__.rsplit(".", 1)[-1].replace("_", "-")
     parser = sub.add_parser(name, help=module.HELP, description=getattr(module, "DESCRIPTION", None))
     add_arguments(parser, getattr(module, "ARGS", {}))
@@ -55,8 +52,6 @@ def add_command(sub: Any, module: ModuleType) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from logistics_platform.cli.errors import OneLineParser
-
     parser = OneLineParser(
         prog="logistics-platform",
         description="Logistics lakehouse: landing zone -> Iceberg bronze -> dbt marts, run through Dagster.",
@@ -71,9 +66,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the console script."""
-    from logistics_platform.cli.errors import report
-
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args) or 0)

@@ -12,13 +12,8 @@ def run(args: argparse.Namespace) -> int:
     from logistics_platform.lib.transform.project import run_dbt
     from logistics_platform.settings import DBT_PROJECT_DIR, load_settings
 
-    # Through DbtCliResource like every dbt run; artifacts (docs included) land in dbt_project/target/ as with a
-    # plain `dbt` there. The definitions never read that directory (they parse into target/<target>-<database>/).
-    run = run_dbt(
-        load_settings(),
-        list(args.dbt_args) or ["--help"],
-        target_path=DBT_PROJECT_DIR / "target",
-        check=False,
-        echo=print,
-    )
-    return run.returncode
+    # Artifacts (docs included) land in dbt_project/target/ as with a plain `dbt` there.
+    dbt_args = list(args.dbt_args) or ["--help"]
+    return run_dbt(
+        load_settings(), dbt_args, target_path=DBT_PROJECT_DIR / "target", check=False, echo=print
+    ).returncode

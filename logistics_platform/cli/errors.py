@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 from pathlib import Path
@@ -24,8 +25,6 @@ class CommandError(Exception):
 
 def require_landing_dir(path: Path) -> None:
     """Fail with one line when the landing zone is missing or unreadable."""
-    import os
-
     if not path.exists():
         raise CommandError(
             f"landing zone {path} does not exist: set LANDING_DIR (or run `logistics-platform generate`)"
@@ -46,10 +45,8 @@ class OneLineParser(argparse.ArgumentParser):
 def print_table(rows: list[list[str]]) -> None:
     """``rows`` (the first one the header) as left-aligned columns, a rule under the header."""
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    for n, row in enumerate(rows):
+    for row in [rows[0], ["-" * w for w in widths], *rows[1:]]:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
-        if n == 0:
-            print("  ".join("-" * w for w in widths))
 
 
 def first_line(text: str, limit: int = 400) -> str:
@@ -63,30 +60,20 @@ def _process(pid: int) -> str:
         raw = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return f"PID {pid}"
-    args = [a for a in raw.decode(errors="replace").split("\0") if a]
-    command = " ".join(" ".join(args).split())  # one line, whatever the arguments hold
+    command = " ".join(raw.decode(errors="replace").replace("\0", " ").split())  # one line, whatever the args hold
     return f"PID {pid} ({command[:120]})" if command else f"PID {pid}"
 
 
-def _catalog_uri() -> str:
-    from logistics_platform.lib.connections import redacted
+def _catalog(exc: BaseException) -> tuple[str, Exception | None]:
+    """The catalog URI (redacted) and what ``exc`` says is wrong with it; the variable if the settings failed."""
+    from logistics_platform.lib.connections import catalog_misconfiguration, redacted
     from logistics_platform.settings import load_settings
 
     try:
-        return redacted(load_settings().catalog_uri)
-    except ValueError:  # the settings themselves are what failed: name the variable, not a resolved value
-        return "ICEBERG_CATALOG_URI"
-
-
-def _catalog_problem(exc: BaseException) -> Exception | None:
-    """What a failed catalog connection says is wrong with ICEBERG_CATALOG_URI (None when it says nothing)."""
-    from logistics_platform.lib.connections import catalog_misconfiguration
-    from logistics_platform.settings import load_settings
-
-    try:
-        return catalog_misconfiguration(load_settings(), exc)
+        settings = load_settings()
     except ValueError:
-        return None
+        return "ICEBERG_CATALOG_URI", None
+    return redacted(settings.catalog_uri), catalog_misconfiguration(settings, exc)
 
 
 def explain(exc: BaseException) -> tuple[str, int]:
@@ -103,27 +90,21 @@ def explain(exc: BaseException) -> tuple[str, int]:
     if isinstance(exc, SettingsError):
         return f"{exc}", USAGE
     if isinstance(exc, sa_exc.ArgumentError):
-        return f"ICEBERG_CATALOG_URI={_catalog_uri()} is not a usable database URI ({first_line(str(exc))})", USAGE
+        return f"ICEBERG_CATALOG_URI={_catalog(exc)[0]} is not a usable database URI ({first_line(str(exc))})", USAGE
     if isinstance(exc, MisconfiguredError):
         return str(exc), FAILED
     if isinstance(exc, sa_exc.OperationalError | sa_exc.InterfaceError | sa_exc.DisconnectionError):
-        problem = _catalog_problem(exc)
+        uri, problem = _catalog(exc)
         if problem is not None:
             return str(problem), FAILED
         cause = first_line(str(getattr(exc, "orig", None) or exc))
-        return (
-            f"cannot reach the Iceberg catalog at {_catalog_uri()}: {cause}; check that the database is running "
-            "and ICEBERG_CATALOG_URI points to it",
-            FAILED,
-        )
+        fix = "check that the database is running and ICEBERG_CATALOG_URI points to it"
+        return f"cannot reach the Iceberg catalog at {uri}: {cause}; {fix}", FAILED
     if isinstance(exc, duckdb.IOException):
         m = _LOCK_RE.search(str(exc))
         if m:
-            return (
-                f"the DuckDB file {m['path']} is locked by another process, {_process(int(m['pid']))}: stop it "
-                "(or wait for it to finish) and retry, or point DUCKDB_PATH at another file",
-                FAILED,
-            )
+            fix = "stop it (or wait for it to finish) and retry, or point DUCKDB_PATH at another file"
+            return f"the DuckDB file {m['path']} is locked by another process, {_process(int(m['pid']))}: {fix}", FAILED
         hint = "; build it with `logistics-platform run` or set DUCKDB_PATH" if "does not exist" in str(exc) else ""
         return f"DuckDB cannot open a file: {first_line(str(exc))}{hint}", FAILED
     if isinstance(exc, duckdb.Error):

@@ -42,13 +42,10 @@ def staged_models(staged: Settings) -> ModelBuild | None:
         return None
 
     def run_range(first: str, last: str, tags: Mapping[str, str]) -> bool:
-        # The days of these hours, building exactly these hours (arrival-hour keys).
-        window_tags = ArrivalWindow.of_hours(first, last).run_tags()
+        run_tags = {**ArrivalWindow.of_hours(first, last).run_tags(), **tags}
         with dg.instance_for_test() as instance:
-            result = defs.resolve_job_def(TRANSFORM_JOB).execute_in_process(
-                instance=instance, tags={**window_tags, **tags}, raise_on_error=False
-            )
-        return result.success
+            job = defs.resolve_job_def(TRANSFORM_JOB)
+            return job.execute_in_process(instance=instance, tags=run_tags, raise_on_error=False).success
 
     return ModelBuild(job_name=TRANSFORM_JOB, run=run_range)
 

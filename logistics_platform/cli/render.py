@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from logistics_platform.pipeline import SKIPPED_SHOWN
 
 if TYPE_CHECKING:
-    from logistics_platform.pipeline import Progress, RunRecord, Summary
+    from logistics_platform.pipeline import Progress, Summary
 
 
 def render_progress(p: Progress, width: int = 30) -> str:
@@ -21,10 +21,8 @@ def render_progress(p: Progress, width: int = 30) -> str:
         tail = f"ETA {p.elapsed_seconds / p.hours_done * (p.hours_total - p.hours_done):.0f}s"
     else:
         tail = "ETA -" if p.hours_done == 0 else "ingested"
-    return (
-        f"[{'#' * filled}{'.' * (width - filled)}] {p.hours_done}/{p.hours_total} hours, {p.lines:,} lines, "
-        f"{rate:,.0f} lines/s, {tail}"
-    )
+    bar = f"[{'#' * filled}{'.' * (width - filled)}]"
+    return f"{bar} {p.hours_done}/{p.hours_total} hours, {p.lines:,} lines, {rate:,.0f} lines/s, {tail}"
 
 
 def render_summary(summary: Summary) -> str:
@@ -42,19 +40,14 @@ def render_summary(summary: Summary) -> str:
             lines.append(f"  ... and {len(summary.skipped) - len(shown)} more")
     failed = [r for r in summary.runs if not r.success]
     lines.append(f"runs: {len(summary.runs)} ({len(failed)} failed)")
-    by_job: dict[str, list[RunRecord]] = {}
-    for r in summary.runs:
-        by_job.setdefault(r.job, []).append(r)
-    lines += [
-        f"  {job}: {len(rs)} run{'s' if len(rs) > 1 else ''}, {sum(r.seconds for r in rs):.1f}s"
-        for job, rs in by_job.items()
-    ]
+    for job in dict.fromkeys(r.job for r in summary.runs):  # each job once, in the order of its first run
+        rs = [r for r in summary.runs if r.job == job]
+        lines.append(f"  {job}: {len(rs)} run{'s' if len(rs) > 1 else ''}, {sum(r.seconds for r in rs):.1f}s")
     lines += [f"  FAILED {r.job} [{r.partition}] run {r.run_id}{': ' + r.error if r.error else ''}" for r in failed]
     if summary.counts_error:
         lines.append(f"row counts unavailable: {summary.counts_error}")
     width = max([len(n) for n in (*summary.bronze, *summary.marts)] + [10])
-    lines.append("")
-    lines.append(f"{'table'.ljust(width + 8)} {'rows':>12}")
+    lines += ["", f"{'table'.ljust(width + 8)} {'rows':>12}"]
     lines += [f"{('bronze.' + n).ljust(width + 8)} {c:>12,}" for n, c in summary.bronze.items()]
     lines += [f"{('marts.' + n).ljust(width + 8)} {c:>12,}" for n, c in summary.marts.items()]
     return "\n".join(lines)

@@ -44,28 +44,24 @@ def _quiet_into(log_path: Path) -> Iterator[TextIO]:
     log_path.parent.mkdir(parents=True, exist_ok=True)
     sys.stdout.flush()
     sys.stderr.flush()
-    saved_out, saved_err = os.dup(1), os.dup(2)
+    saved = {fd: os.dup(fd) for fd in (1, 2)}
     terminal = os.fdopen(os.dup(1), "w", buffering=1)
     with open(log_path, "ab") as log_file:
-        os.dup2(log_file.fileno(), 1)
-        os.dup2(log_file.fileno(), 2)
+        for fd in saved:
+            os.dup2(log_file.fileno(), fd)
         try:
             yield terminal
         finally:
             sys.stdout.flush()
             sys.stderr.flush()
-            os.dup2(saved_out, 1)
-            os.dup2(saved_err, 2)
-            os.close(saved_out)
-            os.close(saved_err)
+            for fd, copy in saved.items():
+                os.dup2(copy, fd)
+                os.close(copy)
             terminal.close()
 
 
 class ProgressTicker:
-    """Draws each progress update, and re-draws the last one every ``interval`` s while a later stage runs.
-
-    The transform reports no progress of its own while it runs; the ticking stage time shows that it is alive.
-    """
+    """Draws each update, and re-draws a later stage's (the transform reports none) every ``interval`` s, ticking."""
 
     def __init__(self, draw: Callable[[Progress], None], interval: float = 1.0) -> None:
         self._draw = draw
@@ -106,17 +102,15 @@ def run(args: argparse.Namespace) -> int:
     from logistics_platform.pipeline import PipelineError, run_pipeline
     from logistics_platform.settings import SettingsError, load_settings
 
-    verbose = bool(getattr(args, "verbose", False))
     try:
         settings = load_settings()
         if args.landing is not None:
             settings = settings.with_overrides(landing_dir=args.landing.resolve())
         keys = [k.strip() for k in args.partitions.split(",") if k.strip()] if args.partitions else None
-        full = bool(getattr(args, "full", False))
         log_path = settings.duckdb_path.parent / LOG_FILE
         started = time.monotonic()
-        if verbose:
-            summary = run_pipeline(settings, keys, log=lambda msg: print(msg, flush=True), verbose=True, full=full)
+        if args.verbose:
+            summary = run_pipeline(settings, keys, log=lambda msg: print(msg, flush=True), verbose=True, full=args.full)
         else:
             with _quiet_into(log_path) as terminal:
                 interactive = terminal.isatty()
@@ -134,14 +128,13 @@ def run(args: argparse.Namespace) -> int:
                         if "FAILED" in msg:
                             ticker.write(lambda: terminal.write(f"\n{msg}\n"))
 
-                    summary = run_pipeline(settings, keys, log=say, progress=ticker.update, full=full)
+                    summary = run_pipeline(settings, keys, log=say, progress=ticker.update, full=args.full)
                 if interactive:
                     terminal.write("\n")
     except (PipelineError, SettingsError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    print()
-    print(render_summary(summary))
-    where = "" if verbose else f" (dbt and Dagster logs: {log_path})"
+    print(f"\n{render_summary(summary)}")
+    where = "" if args.verbose else f" (dbt and Dagster logs: {log_path})"
     print(f"\nfinished in {time.monotonic() - started:.1f}s{where}")
     return 0 if summary.ok else 1

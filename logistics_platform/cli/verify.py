@@ -13,8 +13,11 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections import Counter
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
+
+from logistics_platform.lib.timekeys import hour_key, parse_hour_key
 
 if TYPE_CHECKING:
     from logistics_platform.lib.operate.progress import HourReport
@@ -33,7 +36,6 @@ def run(args: argparse.Namespace) -> int:
     from logistics_platform.lib.bronze.unread import unread_files
     from logistics_platform.lib.operate.landing_watch import scan_landing
     from logistics_platform.lib.operate.progress import compare, read_corrupt_files, read_ingest_log
-    from logistics_platform.lib.timekeys import parse_hour_key
     from logistics_platform.resources import IcebergCatalog
     from logistics_platform.settings import load_settings
 
@@ -47,13 +49,8 @@ def run(args: argparse.Namespace) -> int:
             raise CommandError(f"--hour: {exc}", USAGE) from None
     scan = scan_landing(settings.landing_dir, lookback_days=None, hours=hours)
     catalog = IcebergCatalog(settings=settings).get_catalog()
-    reports = compare(
-        scan,
-        read_ingest_log(catalog, hours),
-        settings.landing_dir,
-        read_corrupt_files(catalog, hours),
-        now=datetime.now(UTC),
-    )
+    logged, corrupt = read_ingest_log(catalog, hours), read_corrupt_files(catalog, hours)
+    reports = compare(scan, logged, settings.landing_dir, corrupt, now=datetime.now(UTC))
     problems = [r for r in reports if not r.ok]
     unread = unread_files(settings.landing_dir)
     if hours is not None:
@@ -67,11 +64,9 @@ def run(args: argparse.Namespace) -> int:
 
     shown = reports if args.all else [r for r in reports if not r.ok or r.status == "open"]
     for r in shown:
-        if r.status == "open":
-            print(f"{r.hour}  OPEN, {r.ingested_files} files ingested, {r.pending_files} new")
-        else:
-            print(f"{r.hour}  {r.status.upper()}")
         opened = r.status == "open"
+        state = f"OPEN, {r.ingested_files} files ingested, {r.pending_files} new" if opened else r.status.upper()
+        print(f"{r.hour}  {state}")
         for topic, why in sorted(r.stale.items()):
             what = "never ingested" if why == "never" else "new files" if opened else "files changed since ingest"
             print(f"    {topic}: {what}")
@@ -89,9 +84,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"files not read: {len(unread)} (not landing files of the contract; nothing counts them)")
         for path, why in unread.items():
             print(f"    {path}: {why}")
-    counts: dict[str, int] = {}
-    for r in reports:
-        counts[r.status] = counts.get(r.status, 0) + 1
+    counts = Counter(r.status for r in reports)
     summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "no hours landed or ingested"
     print(f"{len(reports)} hours: {summary}")
     if problems:
@@ -113,13 +106,9 @@ def run(args: argparse.Namespace) -> int:
 
 def _hour_of(relpath: str) -> str | None:
     """The arrival-hour key of a path inside an hour folder (``topics/<topic>/dt=../hr=../..``), else None."""
-    from logistics_platform.lib.timekeys import hour_key
-
     parts = relpath.split("/")
-    if len(parts) < 5 or not parts[2].startswith("dt=") or not parts[3].startswith("hr="):
-        return None
     try:
-        return hour_key(datetime.strptime(f"{parts[2][3:]} {parts[3][3:]}", "%Y-%m-%d %H"))
+        return hour_key(datetime.strptime(f"{parts[2]} {parts[3]}", "dt=%Y-%m-%d hr=%H")) if len(parts) >= 5 else None
     except ValueError:
         return None
 

@@ -1,8 +1,4 @@
-"""Names shared across the Dagster domains: jobs, groups, asset keys, tags and pools.
-
-Each domain's own names stay in its package; what another domain (or the CLI) refers to lives here, so no
-domain imports another's definitions.
-"""
+"""Names another Dagster domain or the CLI refers to (jobs, groups, keys, tags, pools): no domain imports another."""
 
 import dagster as dg
 
@@ -40,8 +36,7 @@ CHECKED_TABLES: dict[str, dg.AssetKey] = {
     **{f"marts.{m}": key for m, key in PUBLISHED_KEYS.items()},
 }
 
-# Single writers: the DuckDB file (dbt + publish) and maintenance. Tags feed the run queue's limits, pools the
-# step-level limits (which also hold backfill runs).
+# Single writers (the DuckDB file, maintenance): tags feed the run queue's limits, pools the step-level ones.
 DUCKDB_WRITER_TAGS = {"logistics/writer": "duckdb"}
 MAINTENANCE_WRITER_TAGS = {"logistics/writer": "maintenance"}
 DUCKDB_POOL = "duckdb"

@@ -1,8 +1,4 @@
-"""The arrival-time partitionings: bronze by arrival hour, the dbt layer by arrival day (UTC, the open one included).
-
-``end_offset=1``: the hour (and the day) in progress is a partition, so files a live sink writes into the open hour
-are ingested as they land, and today's marts are built from them.
-"""
+"""Bronze by arrival hour, the dbt layer by arrival day (UTC); ``end_offset=1``: the open hour and day included."""
 
 from __future__ import annotations
 
@@ -18,6 +14,5 @@ def arrival_hour_partitions(settings: Settings) -> dg.HourlyPartitionsDefinition
 
 def arrival_day_partitions(settings: Settings) -> dg.DailyPartitionsDefinition:
     """One partition per UTC arrival day, from the day of ``PARTITIONS_START`` through today."""
-    return dg.DailyPartitionsDefinition(
-        start_date=settings.partitions_start_datetime.strftime("%Y-%m-%d"), timezone="UTC", end_offset=1
-    )
+    start = settings.partitions_start_datetime
+    return dg.DailyPartitionsDefinition(start_date=f"{start:%Y-%m-%d}", timezone="UTC", end_offset=1)

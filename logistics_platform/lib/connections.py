@@ -1,9 +1,4 @@
-"""Connections to the lakehouse: the pyiceberg SQL catalog and DuckDB with the Iceberg extensions.
-
-The catalog is SQLite locally and PostgreSQL in prod; the warehouse is local files or S3 (``s3://bucket/prefix``).
-DuckDB cannot download extensions here, so they are loaded from their PyPI packages; with an S3 warehouse DuckDB
-also loads httpfs and gets a session secret built from the ``ICEBERG_S3_*`` settings.
-"""
+"""Connections to the lakehouse: the pyiceberg SQL catalog and DuckDB with the Iceberg extensions (core.md)."""
 
 from __future__ import annotations
 
@@ -24,12 +19,23 @@ if TYPE_CHECKING:
 
 NAMESPACES = ("bronze", "marts")
 EXTENSIONS = ("parquet", "avro", "iceberg")
-S3_EXTENSIONS = ("httpfs",)
 # The name of the DuckDB secret for the warehouse (temporary: it lives in the connection, never in a file).
 S3_SECRET = "logistics_warehouse"
+QUOTE = "'"
 # libpq waits for an unreachable host as long as the OS does; a catalog that is down should fail the command at once.
 CONNECT_TIMEOUT_SECONDS = 5
-# Opening the catalog again after losing the race to create its tables (see load_catalog).
+# What a driver says when the catalog database cannot be reached.
+UNREACHABLE = (
+    "connection refused",
+    "could not connect",
+    "timeout expired",
+    "could not translate host name",
+    "name or service not known",
+    "no route to host",
+    "network is unreachable",
+    "unable to open database file",
+)
+# Opening the catalog again after losing the race to create its tables (docs/internals/core.md).
 CREATION_ATTEMPTS = 3
 
 
@@ -40,16 +46,12 @@ def catalog_engine_uri(uri: str) -> str:
     url = make_url(uri)
     if url.get_backend_name() != "postgresql" or "connect_timeout" in url.query:
         return uri
-    return url.update_query_dict({"connect_timeout": str(CONNECT_TIMEOUT_SECONDS)}).render_as_string(
-        hide_password=False
-    )
+    url = url.update_query_dict({"connect_timeout": str(CONNECT_TIMEOUT_SECONDS)})
+    return url.render_as_string(hide_password=False)
 
 
 class MisconfiguredError(RuntimeError):
-    """The catalog or the warehouse cannot be used as configured; the one-line message names the setting to fix.
-
-    Retrying cannot help (a closed port, a wrong login, a missing database or bucket): callers fail at once.
-    """
+    """The catalog or the warehouse cannot be used as configured (retrying cannot help); names the setting to fix."""
 
     def __init__(self, message: str, setting: str) -> None:
         super().__init__(message)
@@ -77,37 +79,19 @@ def catalog_misconfiguration(settings: Settings, exc: BaseException) -> Misconfi
     text = _one_line(str(cause).replace("FATAL:", ""))
     low = text.lower()
     where = redacted(settings.catalog_uri)
-    if any(w in low for w in ("password authentication failed", "no pg_hba.conf entry")) or (
-        "role" in low and "does not exist" in low
-    ):
-        return MisconfiguredError(
-            f"the Iceberg catalog at {where} refused the login ({text}): fix the user or password in "
-            "ICEBERG_CATALOG_URI",
-            "ICEBERG_CATALOG_URI",
+    login = ("password authentication failed", "no pg_hba.conf entry")
+    if any(w in low for w in login) or ("role" in low and "does not exist" in low):
+        problem, fix = f"the Iceberg catalog at {where} refused the login", "fix the user or password in"
+    elif "database" in low and "does not exist" in low:
+        problem, fix = (
+            f"the Iceberg catalog database at {where} does not exist",
+            "create it, or fix the database name in",
         )
-    if "database" in low and "does not exist" in low:
-        return MisconfiguredError(
-            f"the Iceberg catalog database at {where} does not exist ({text}): create it, or fix the database "
-            "name in ICEBERG_CATALOG_URI",
-            "ICEBERG_CATALOG_URI",
-        )
-    unreachable = (
-        "connection refused",
-        "could not connect",
-        "timeout expired",
-        "could not translate host name",
-        "name or service not known",
-        "no route to host",
-        "network is unreachable",
-        "unable to open database file",
-    )
-    if any(w in low for w in unreachable):
-        return MisconfiguredError(
-            f"cannot reach the Iceberg catalog at {where} ({text}): start the database, or fix the host and port in "
-            "ICEBERG_CATALOG_URI",
-            "ICEBERG_CATALOG_URI",
-        )
-    return None
+    elif any(w in low for w in UNREACHABLE):
+        problem, fix = f"cannot reach the Iceberg catalog at {where}", "start the database, or fix the host and port in"
+    else:
+        return None
+    return MisconfiguredError(f"{problem} ({text}): {fix} ICEBERG_CATALOG_URI", "ICEBERG_CATALOG_URI")
 
 
 def _check_catalog(settings: Settings) -> None:
@@ -132,10 +116,8 @@ def _check_catalog(settings: Settings) -> None:
 
 def s3_endpoint(settings: Settings) -> SplitResult | None:
     """``ICEBERG_S3_ENDPOINT`` split into scheme and host:port (https when it names no scheme); None when unset."""
-    endpoint = settings.s3.get("s3.endpoint")
-    if not endpoint:
-        return None
-    return urlsplit(endpoint if "://" in endpoint else f"https://{endpoint}")
+    endpoint = settings.s3_endpoint
+    return urlsplit(endpoint if "://" in endpoint else f"https://{endpoint}") if endpoint else None
 
 
 def s3_filesystem(settings: Settings) -> Any:
@@ -148,11 +130,10 @@ def s3_filesystem(settings: Settings) -> Any:
         # One attempt: the pre-flight check says what is wrong now; the SDK's retries would only delay that.
         "retry_strategy": pafs.AwsStandardS3RetryStrategy(max_attempts=1),
     }
-    if settings.s3.get("s3.access-key-id"):
-        options["access_key"] = settings.s3["s3.access-key-id"]
-        options["secret_key"] = settings.s3.get("s3.secret-access-key", "")
-    if settings.s3.get("s3.region"):
-        options["region"] = settings.s3["s3.region"]
+    if settings.s3_access_key_id:
+        options.update(access_key=settings.s3_access_key_id, secret_key=settings.s3_secret_access_key or "")
+    if settings.s3_region:
+        options["region"] = settings.s3_region
     endpoint = s3_endpoint(settings)
     if endpoint is not None:
         options["endpoint_override"], options["scheme"] = endpoint.netloc, endpoint.scheme
@@ -165,23 +146,20 @@ def _check_warehouse(settings: Settings) -> None:
     if not on_s3(settings):
         return
     bucket = urlsplit(settings.warehouse).netloc
-    endpoint = settings.s3.get("s3.endpoint") or "AWS S3"
+    endpoint = settings.s3_endpoint or "AWS S3"
     try:
         info = s3_filesystem(settings).get_file_info(bucket)
     except OSError as exc:
         text = _one_line(str(exc))
         if any(w in text for w in ("ACCESS_DENIED", "InvalidAccessKeyId", "SignatureDoesNotMatch", "403")):
-            raise MisconfiguredError(
-                f"S3 at {endpoint} refused the credentials for bucket {bucket!r} ({text}): fix "
-                "ICEBERG_S3_ACCESS_KEY_ID and ICEBERG_S3_SECRET_ACCESS_KEY",
-                "ICEBERG_S3_ACCESS_KEY_ID",
-            ) from None
-        if any(w in text for w in ("NETWORK_CONNECTION", "curlCode", "Could not connect", "Couldn't resolve")):
-            raise MisconfiguredError(
-                f"cannot reach S3 at {endpoint} ({text}): start the object store, or fix ICEBERG_S3_ENDPOINT",
-                "ICEBERG_S3_ENDPOINT",
-            ) from None
-        raise
+            problem = f"S3 at {endpoint} refused the credentials for bucket {bucket!r}"
+            fix, setting = "fix ICEBERG_S3_ACCESS_KEY_ID and ICEBERG_S3_SECRET_ACCESS_KEY", "ICEBERG_S3_ACCESS_KEY_ID"
+        elif any(w in text for w in ("NETWORK_CONNECTION", "curlCode", "Could not connect", "Couldn't resolve")):
+            problem = f"cannot reach S3 at {endpoint}"
+            fix, setting = "start the object store, or fix ICEBERG_S3_ENDPOINT", "ICEBERG_S3_ENDPOINT"
+        else:
+            raise
+        raise MisconfiguredError(f"{problem} ({text}): {fix}", setting) from None
     if info.type == pafs.FileType.NotFound:
         raise MisconfiguredError(
             f"the S3 bucket {bucket!r} of ICEBERG_WAREHOUSE={settings.warehouse} does not exist at {endpoint}: "
@@ -191,10 +169,7 @@ def _check_warehouse(settings: Settings) -> None:
 
 
 def preflight(settings: Settings) -> None:
-    """One cheap catalog query and one S3 HEAD of the warehouse bucket, each with a short connect timeout.
-
-    Raises :class:`MisconfiguredError` naming the setting to fix when either cannot be used as configured.
-    """
+    """One catalog query and one S3 HEAD of the bucket (short timeouts); :class:`MisconfiguredError` if unusable."""
     _check_catalog(settings)
     _check_warehouse(settings)
 
@@ -203,13 +178,12 @@ def load_catalog(settings: Settings) -> SqlCatalog:
     """Open the SQL catalog, creating local directories and the namespaces on first use."""
     # Imported here: every dbt process imports this module (the plugin) and needs DuckDB, not pyiceberg.
     from pyiceberg.catalog.sql import SqlCatalog
+    from sqlalchemy.exc import IntegrityError, ProgrammingError
 
     if settings.catalog_uri.startswith("sqlite:///"):
         Path(settings.catalog_uri[len("sqlite:///") :]).parent.mkdir(parents=True, exist_ok=True)
     if settings.warehouse.startswith("file://"):
         Path(settings.warehouse[len("file://") :]).mkdir(parents=True, exist_ok=True)
-    from sqlalchemy.exc import IntegrityError, ProgrammingError
-
     properties = {**settings.catalog_properties, "uri": catalog_engine_uri(settings.catalog_uri)}
     for attempt in range(1, CREATION_ATTEMPTS + 1):
         try:
@@ -218,26 +192,17 @@ def load_catalog(settings: Settings) -> SqlCatalog:
                 catalog.create_namespace_if_not_exists(ns)
             return catalog
         except (IntegrityError, ProgrammingError) as exc:
-            # Openers of an empty database each find the catalog's tables (or a namespace) missing and create
-            # them; the losers of that race get a duplicate table, type or key. The winner's objects are there
-            # now: opening again finds them (and creates nothing).
-            if attempt == CREATION_ATTEMPTS or not _lost_creation_race(exc):
+            # Lost the race to create the catalog's tables or a namespace: the winner's are there now.
+            text = str(getattr(exc, "orig", None) or exc).lower()
+            if attempt == CREATION_ATTEMPTS or not ("already exists" in text or "duplicate key" in text):
                 raise
             time.sleep(0.2 * attempt)
     raise AssertionError("unreachable")
 
 
 def catalog_of(settings: Settings, catalog: Catalog | None = None) -> Catalog:
-    """``catalog`` when the caller hands one down (a run's ``resources.IcebergCatalog``), else one opened now.
-
-    For the callers that have no run to share one with: tests, benchmarks, the dbt plugin (its own process).
-    """
+    """``catalog`` when the caller hands one down (a run's ``resources.IcebergCatalog``), else one opened now."""
     return catalog if catalog is not None else load_catalog(settings)
-
-
-def _lost_creation_race(exc: Exception) -> bool:
-    text = str(getattr(exc, "orig", None) or exc).lower()
-    return "already exists" in text or "duplicate key" in text
 
 
 def on_s3(settings: Settings) -> bool:
@@ -245,27 +210,17 @@ def on_s3(settings: Settings) -> bool:
     return settings.warehouse.startswith(("s3://", "s3a://", "s3n://"))
 
 
-def _quote(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
-
-
 def s3_secret_sql(settings: Settings) -> str:
     """``CREATE SECRET`` for DuckDB's httpfs from the ``ICEBERG_S3_*`` settings (path-style on a custom endpoint)."""
-    options = {"type": "s3"}
-    for key, prop in (("key_id", "s3.access-key-id"), ("secret", "s3.secret-access-key"), ("region", "s3.region")):
-        if settings.s3.get(prop):
-            options[key] = settings.s3[prop]
+    values = dict(key_id=settings.s3_access_key_id, secret=settings.s3_secret_access_key, region=settings.s3_region)
     endpoint = s3_endpoint(settings)
     if endpoint is not None:
-        # DuckDB takes host:port and the scheme as a flag; S3-compatible servers are addressed path-style
-        # (bucket in the path), which needs no wildcard DNS name per bucket.
-        options["endpoint"] = endpoint.netloc
-        options["url_style"] = "path"
-        options["use_ssl"] = "true" if endpoint.scheme == "https" else "false"
-    body = ", ".join(
-        f"{key} {value}" if key in ("type", "use_ssl") else f"{key} {_quote(value)}" for key, value in options.items()
-    )
-    return f"create or replace temporary secret {S3_SECRET} ({body})"
+        # DuckDB takes host:port; path-style (bucket in the path) needs no wildcard DNS name per bucket.
+        values.update(endpoint=endpoint.netloc, url_style="path")
+    options = ["type s3", *(f"{key} '{value.replace(QUOTE, QUOTE * 2)}'" for key, value in values.items() if value)]
+    if endpoint is not None:
+        options.append(f"use_ssl {'true' if endpoint.scheme == 'https' else 'false'}")
+    return f"create or replace temporary secret {S3_SECRET} ({', '.join(options)})"
 
 
 def _load(con: duckdb.DuckDBPyConnection, name: str) -> None:
@@ -277,16 +232,12 @@ def _load(con: duckdb.DuckDBPyConnection, name: str) -> None:
 
 
 def load_extensions(con: duckdb.DuckDBPyConnection, settings: Settings | None = None) -> duckdb.DuckDBPyConnection:
-    """Install (from the local wheel files) and load the extensions that ``iceberg_scan`` needs.
-
-    With ``settings`` whose warehouse is on S3, also httpfs and the secret that reads the warehouse.
-    """
+    """Load the extensions ``iceberg_scan`` needs (from their wheels); on an S3 warehouse also httpfs and its secret."""
     con.execute("set autoinstall_known_extensions = false")
     for name in EXTENSIONS:
         _load(con, name)
     if settings is not None and on_s3(settings):
-        for name in S3_EXTENSIONS:
-            _load(con, name)
+        _load(con, "httpfs")
         con.execute(s3_secret_sql(settings))
     return con
 

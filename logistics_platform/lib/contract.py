@@ -1,24 +1,12 @@
-"""The source contract (docs/contract/sources.md), declared once: topics, tables, keys and typed columns.
-
-Pure data, importable from every layer (it imports nothing of the package): the bronze Iceberg schemas
-(``lib/bronze/schema.py``), the OLTP database's DDL (``lib/capture/schema.py``), the generator's Connect schemas and
-reference values derive from it; tests check dbt's ``_sources.yml``, the staging casts, the generator's output and the
-created database against it. Adding a column to a topic is one edit here, plus what the column means downstream.
-"""
+"""The source contract (docs/contract/sources.md), declared once: topics, keys, typed columns (internals/core.md)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 # Logical type names of the contract (PostgreSQL's, as sources.md writes them).
-TEXT_NAME, BIGINT_NAME, BOOLEAN_NAME, DOUBLE_NAME, NUMERIC_NAME, TIMESTAMPTZ_NAME = (
-    "text",
-    "bigint",
-    "boolean",
-    "double",
-    "numeric",
-    "timestamptz",
-)
+TEXT_NAME, BIGINT_NAME, BOOLEAN_NAME = "text", "bigint", "boolean"
+DOUBLE_NAME, NUMERIC_NAME, TIMESTAMPTZ_NAME = "double", "numeric", "timestamptz"
 
 
 @dataclass(frozen=True)
@@ -48,8 +36,7 @@ BIGINT = ColumnType(BIGINT_NAME)
 BOOLEAN = ColumnType(BOOLEAN_NAME)
 DOUBLE = ColumnType(DOUBLE_NAME)
 TIMESTAMPTZ = ColumnType(TIMESTAMPTZ_NAME)
-# Every decimal column of the contract is money: numeric(12,2). The decimal decoders (lib/bronze/values.py,
-# lib/bronze/envelope.py, lib/bronze/fastpath.py) read this one type; a test fails when another one appears.
+# Every decimal column is money, numeric(12,2): the decimal decoders read this one type (a test checks it).
 MONEY_PRECISION, MONEY_SCALE = 12, 2
 MONEY = numeric(MONEY_PRECISION, MONEY_SCALE)
 # The canonical text of a money value (decimal.handling.mode=string): the integer digits, a dot, every decimal.
@@ -83,8 +70,7 @@ class SourceTopic:
     description: str
     columns: tuple[SourceColumn, ...]
     cdc: bool = True
-    # Columns a producer adds part way (additive schema evolution, sources.md §5): not in the declared bronze schema
-    # or the OLTP DDL; bronze gains them when they land, staging passes them through.
+    # Columns a producer adds part way (sources.md §5): bronze gains them when they land, not declared up front.
     added_columns: tuple[SourceColumn, ...] = ()
 
     @property

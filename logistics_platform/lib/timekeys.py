@@ -1,10 +1,4 @@
-"""The platform's time encodings, written once: the arrival-hour and arrival-day keys and epoch microseconds.
-
-The hour key is Dagster's hourly partition key (``YYYY-MM-DD-HH:MM``, UTC); it names arrival hours in partitions,
-run tags, snapshot summaries and the ingest log. The day key (``YYYY-MM-DD``) names the dbt layer's daily
-partitions. Epoch microseconds are how Iceberg stores ``timestamp`` values. Everything here is a pure function of
-its argument and imports nothing from the package, so any layer may use it.
-"""
+"""Time encodings, written once (any layer may import it): hour and day partition keys (UTC), epoch micros."""
 
 from __future__ import annotations
 
