@@ -179,12 +179,13 @@ class Monitor:
 
 
 def commit_seconds(instance: dg.DagsterInstance, table: str, start: float, end: float) -> list[float]:
-    """``commit_seconds`` (else the run's ``duration_seconds``) of ``bronze/<table>``'s materializations in a slice."""
+    """``commit_seconds`` (the table's Iceberg commit, retries included) of ``bronze/<table>``'s materializations in a
+    slice."""
     out = []
     for record in instance.fetch_materializations(dg.AssetKey(["bronze", table]), limit=1000).records:
         if start <= record.timestamp < end:
             meta = record.asset_materialization.metadata if record.asset_materialization else {}
-            value = meta.get("commit_seconds") or meta.get("duration_seconds")
+            value = meta.get("commit_seconds")
             if value is not None:
                 out.append(float(str(value.value)))
     return out

@@ -187,6 +187,10 @@ class Settings(BaseSettings):
     """marts.fct_courier_gps_jumps: consecutive pings implying a higher speed are jumps."""
     ingest_max_hours_per_run: AtLeastOne = 24
     """Most arrival hours one ingest run takes (backfills, `run`, `rebuild`): one Iceberg commit per table for them."""
+    live_commit_interval_seconds: Amount = 30.0
+    """`landing_sensor` requests the hour in progress again at most this often: files landing in between are committed
+    together by the next run (one Iceberg commit per table), so at most about 3600 / this commits per table and hour; a
+    new hour or a closed one is requested at once; 0 = at every change (docs/operations.md, "SLA alert latency")."""
     dagster_home: FromCwd | None = named("DAGSTER_HOME", None, shown="(unset; `make` sets .dagster_home)")
     """Dagster's instance directory (its dagster.yaml); `run` uses a throwaway instance when unset."""
     dashboard_port: Annotated[int, Field(ge=1, le=65535)] = 8501

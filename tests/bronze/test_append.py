@@ -346,6 +346,10 @@ def test_dagster_metadata_says_appended_or_replaced(tmp_path: Path) -> None:
     assert orders["lines"].value == expected["orders"]["lines"] + 6  # the hour after the append
     log = by_key[INGEST_LOG_KEY]
     assert log["ingest_mode"].value == "append" and log["files_read"].value == 3
+    # Each bronze table records its own Iceberg commit, a part of the run's ingest.
+    assert len(by_key) == len(TABLES)
+    for meta in by_key.values():
+        assert 0 < meta["commit_seconds"].value <= meta["duration_seconds"].value
     checks = {(c.asset_key, c.check_name): c for c in result.get_asset_check_evaluations()}
     acc = checks[(TOPIC_KEYS["orders"], CHECK_ACCOUNTING)]
     assert acc.passed and acc.metadata["scope"].value == SCOPE_INCREMENT and acc.metadata["lines"].value == 6

@@ -11,6 +11,7 @@ from urllib.parse import urlparse
 
 import duckdb
 import pytest
+from pyiceberg.expressions import EqualTo
 from pyiceberg.table import Table
 
 from logistics_platform.cli import main
@@ -18,6 +19,7 @@ from logistics_platform.lib.bronze import schema as bs
 from logistics_platform.lib.bronze.accounting import account_hour
 from logistics_platform.lib.bronze.commit import DEAD_MANIFESTS_MAX
 from logistics_platform.lib.bronze.ingest import ingest_hour
+from logistics_platform.lib.bronze.landing import list_hour_files
 from logistics_platform.lib.bronze.tables import METADATA_PREVIOUS_VERSIONS, TABLE_PROPERTIES
 from logistics_platform.lib.connections import connect, load_catalog
 from logistics_platform.lib.maintenance import MaintenanceOptions, expiry, maintain_table
@@ -28,11 +30,13 @@ from logistics_platform.lib.maintenance.tags import (
     resolve_as_of,
     tag_name,
 )
-from logistics_platform.lib.timekeys import hour_start
+from logistics_platform.lib.operate.progress import read_ingest_log
+from logistics_platform.lib.timekeys import hour_key, hour_start
 from logistics_platform.settings import Settings, local_settings
 from tests.bronze.test_append import ORDERS, _orders, assert_same_bronze, open_hour, single_ingest
 from tests.support.bronze import contract_hour, write_file
 
+LIVE = ("orders", bs.INGEST_LOG_TABLE)  # the tables each micro-batch of land_batch commits to
 MERGE_AT = int(TABLE_PROPERTIES["commit.manifest.min-count-to-merge"])
 
 
@@ -44,6 +48,36 @@ def metadata_folder(settings: Settings, table: str) -> Path:
 def count_as_of(con: duckdb.DuckDBPyConnection, table: Table, as_of: str) -> tuple[int, ...] | None:
     """(rows,) of ``table`` as of ``as_of``, through the time travel that `time-travel` runs."""
     return query_as_of(con, table, as_of, "select count(*) from orders")[1].fetchone()
+
+
+def record(settings: Settings, states: list[tuple[int, int, int]]) -> None:
+    """Append orders' (snapshot id, committed at ms, rows) after a micro-batch to ``states``."""
+    orders = load_catalog(settings).load_table("bronze.orders")
+    snap = orders.current_snapshot()
+    assert snap is not None
+    states.append((snap.snapshot_id, snap.timestamp_ms, orders.scan().to_arrow().num_rows))
+
+
+def assert_time_travel(
+    con: duckdb.DuckDBPyConnection, orders: Table, states: list[tuple[int, int, int]], created_ms: int
+) -> None:
+    """What docs/guarantees.md promises of the ``states`` orders went through (created at ``created_ms``): a kept
+    snapshot exactly; a timestamp never a state committed after it (exact at hour boundaries, within the live window
+    and after the hour's last commit)."""
+    kept = {s.snapshot_id for s in orders.metadata.snapshots}
+    for snapshot_id, committed_ms, rows in states:
+        if snapshot_id in kept:
+            assert count_as_of(con, orders, str(snapshot_id)) == (rows,)
+        at = datetime.fromtimestamp(committed_ms / 1000, UTC)
+        try:
+            resolved = resolve_as_of(orders, at.isoformat())
+        except TimeTravelError:
+            # Nothing kept by then: the table was created within T's clock hour, so at its start it was empty.
+            assert hour_start(datetime.fromtimestamp(created_ms / 1000, UTC)) == hour_start(at)
+            continue
+        assert resolved.committed_at <= at
+        (n,) = count_as_of(con, orders, at.isoformat())
+        assert n <= rows
 
 
 def land_batch(settings: Settings, hour: datetime, i: int) -> None:
@@ -88,10 +122,7 @@ def test_a_past_hours_micro_batches_are_expired_without_losing_a_row(
     for i in range(12):
         land_batch(settings, hour, i)
         assert ingest_hour(settings, hour).mode == "append"
-        orders = load_catalog(settings).load_table("bronze.orders")
-        snap = orders.current_snapshot()
-        assert snap is not None
-        states.append((snap.snapshot_id, snap.timestamp_ms, orders.scan().to_arrow().num_rows))
+        record(settings, states)
 
     orders = load_catalog(settings).load_table("bronze.orders")
     kept = {s.snapshot_id for s in orders.metadata.snapshots}
@@ -114,22 +145,9 @@ def test_a_past_hours_micro_batches_are_expired_without_losing_a_row(
     # Time travel: to a kept snapshot exactly; to a timestamp, never to a state after it (exact at hour boundaries,
     # within the live window and after the hour's last commit); the daily tag holds the day's end state.
     orders = load_catalog(settings).load_table("bronze.orders")
-    kept = {s.snapshot_id for s in orders.metadata.snapshots}
     con = connect()
     try:
-        for snapshot_id, committed_ms, rows in states:
-            if snapshot_id in kept:
-                assert count_as_of(con, orders, str(snapshot_id)) == (rows,)
-            at = datetime.fromtimestamp(committed_ms / 1000, UTC)
-            try:
-                resolved = resolve_as_of(orders, at.isoformat())
-            except TimeTravelError:
-                # Nothing kept by then: the table was created within T's clock hour, so at its start it was empty.
-                assert hour_start(datetime.fromtimestamp(created / 1000, UTC)) == hour_start(at)
-                continue
-            assert resolved.committed_at <= at
-            (n,) = count_as_of(con, orders, at.isoformat())
-            assert n <= rows
+        assert_time_travel(con, orders, states, created)
         now = datetime.now(UTC)
         (latest,) = count_as_of(con, orders, now.isoformat())
         assert latest == orders.scan().to_arrow().num_rows
@@ -143,6 +161,81 @@ def test_a_past_hours_micro_batches_are_expired_without_losing_a_row(
     report = maintain_table(orders, MaintenanceOptions(now=now + timedelta(days=1), orphan_safety_window=timedelta(0)))
     assert report.error is None
     assert load_catalog(settings).load_table("bronze.orders").scan().to_arrow().num_rows == latest
+
+
+def test_a_closed_hours_micro_batches_are_consolidated_by_the_next_hours_commits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cli_env: Callable[[Settings], None], capsys
+) -> None:
+    # As above: every superseded snapshot qualifies at once, in batches of 4 (production: 15 minutes, 16).
+    monkeypatch.setattr(expiry, "LIVE_SNAPSHOT_WINDOW", timedelta(0))
+    monkeypatch.setattr(expiry, "EARLY_EXPIRY_MIN_SNAPSHOTS", 4)
+    settings = local_settings(tmp_path / "live")
+    closed, current = open_hour() - timedelta(hours=1), open_hour()
+    expected = contract_hour(settings.landing_dir, closed)
+    assert ingest_hour(settings, closed).mode == "replace"
+    created = load_catalog(settings).load_table("bronze.orders").metadata.snapshots[0].timestamp_ms
+    states: list[tuple[int, int, int]] = []  # orders after each batch: (snapshot id, committed at ms, rows)
+    for i in range(6):  # the sink's micro-batches while the hour was open
+        land_batch(settings, closed, i)
+        assert ingest_hour(settings, closed).mode == "append"
+        record(settings, states)
+    catalog = load_catalog(settings)
+    orders = catalog.load_table("bronze.orders")
+    closed_rows = orders.scan(row_filter=EqualTo("_arrival_hour", closed.isoformat())).to_arrow().num_rows
+    # Every table that took the micro-batches: the snapshots it kept when the hour closed (some already expired).
+    at_close_kept = {t: {s.snapshot_id for s in catalog.load_table(f"bronze.{t}").metadata.snapshots} for t in LIVE}
+
+    # The hour closed; the sink writes into the next one, whose commits expire the closed hour's micro-batches.
+    for i in range(6):
+        land_batch(settings, current, 100 + i)
+        assert ingest_hour(settings, current).mode == ("replace" if i == 0 else "append")
+        record(settings, states)
+    catalog = load_catalog(settings)
+    orders = catalog.load_table("bronze.orders")
+    for table, before in at_close_kept.items():  # consolidated: at most the closed hour's last snapshot is left
+        snapshots = catalog.load_table(f"bronze.{table}").metadata.snapshots
+        assert len(before) > 1 and len(before & {s.snapshot_id for s in snapshots}) <= 1, table
+        # and the expired snapshots' manifest lists are deleted with them
+        lists = {p.name for p in metadata_folder(settings, table).glob("snap-*.avro")}
+        assert lists == {Path(s.manifest_list).name for s in snapshots}, table
+
+    # Not a row lost, the accounting exact: each ingest log row lists the hour's landed files and counts its lines.
+    assert orders.scan(row_filter=EqualTo("_arrival_hour", closed.isoformat())).to_arrow().num_rows == closed_rows
+    logged = read_ingest_log(catalog, [hour_key(closed), hour_key(current)])
+    batches = {"orders": (2 * 6, 2 * 6)}  # (lines, rows) the micro-batches added to the closed hour's orders
+    for table, counts in expected.items():
+        entry = logged[(bs.TOPICS[table].topic, hour_key(closed))]
+        extra_lines, extra_rows = batches.get(table, (0, 0))
+        assert (entry.lines, entry.rows) == (counts["lines"] + extra_lines, counts["rows"] + extra_rows), table
+        assert entry.quarantined == sum(counts["quarantined"].values()) and entry.balanced, table
+    assert logged[(ORDERS, hour_key(closed))].rows == closed_rows
+    assert (logged[(ORDERS, hour_key(current))].lines, logged[(ORDERS, hour_key(current))].rows) == (12, 12)
+    for (topic, key), entry in logged.items():
+        landed = list_hour_files(settings.landing_dir, topic, closed if key == hour_key(closed) else current)
+        assert list(entry.files) == [(f.relpath, f.size) for f in landed], (topic, key)
+    for hour in (closed, current):
+        assert all(a.balanced for a in account_hour(settings, hour).values())
+    cli_env(settings)
+    assert main(["verify"]) == 0, capsys.readouterr().out
+    assert_same_bronze(settings, single_ingest(settings, tmp_path / "whole", [closed, current]))
+
+    # Time travel (docs/guarantees.md) to every state the hours went through, and the daily tag holds the day's end
+    # state with the closed hour whole.
+    con = connect()
+    try:
+        latest = orders.scan().to_arrow().num_rows
+        assert states[-1][0] == orders.current_snapshot().snapshot_id  # type: ignore[union-attr]
+        assert_time_travel(con, orders, states, created)
+        now = datetime.now(UTC)
+        assert count_as_of(con, orders, now.isoformat()) == (latest,)
+        apply_daily_tags(orders, now=now + timedelta(days=1), retention_days=7)
+        orders = load_catalog(settings).load_table("bronze.orders")
+        tag = tag_name(now.date())
+        sql = f"select count(*) from orders where _arrival_hour = '{closed.isoformat()}'"
+        assert query_as_of(con, orders, tag, sql)[1].fetchone() == (closed_rows,)
+        assert count_as_of(con, orders, tag) == (latest,)
+    finally:
+        con.close()
 
 
 def test_micro_batch_selection_keeps_each_clock_hours_last_snapshot_and_the_live_window(tmp_path: Path) -> None:

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from logistics_platform.lib.operate.landing_watch import (
     LOOKBACK_DAYS,
     combine_fingerprints,
     dump_cursor,
+    held_hour,
     hours_to_reconcile,
+    last_open_request,
     load_cursor,
     malformed_folders,
     partition_hours,
@@ -51,6 +53,46 @@ def test_hours_missing_from_a_listing_stay_in_the_cursor() -> None:
 def test_cursor_round_trip_and_garbage() -> None:
     assert load_cursor(dump_cursor({"h": "f"})) == {"h": "f"}
     assert load_cursor(None) == {} and load_cursor("not json") == {} and load_cursor('{"v": 99}') == {}
+
+
+def test_the_open_hour_is_held_for_the_commit_interval_after_its_last_request() -> None:
+    requested = datetime(2026, 11, 2, 13, 40, 0, tzinfo=UTC)
+    last = ("2026-11-02-13:00", requested.timestamp())
+    assert held_hour(last, requested + timedelta(seconds=29), 30) == "2026-11-02-13:00"
+    assert held_hour(last, requested + timedelta(seconds=30), 30) is None  # the interval is over
+    assert held_hour(last, requested + timedelta(seconds=1), 0) is None  # 0: every change at once
+    assert held_hour(None, requested, 30) is None  # never requested (a first sighting, a fresh cursor)
+    # The hour closed: the hour the last request named is no longer the one in progress, nothing waits.
+    assert held_hour(last, datetime(2026, 11, 2, 14, 0, 5, tzinfo=UTC), 3600) is None
+
+
+def test_a_held_hours_changes_coalesce_into_the_next_request() -> None:
+    open_hour, closed = "2026-11-02-13:00", "2026-11-02-12:00"
+    _, cursor = plan_ingest_requests({closed: "c1", open_hour: "o1"}, {})
+    # Two files land in the open hour and a late one in a closed hour while the open hour is held: only the closed
+    # hour is requested, and the open hour keeps the fingerprint of its last request.
+    reqs, cursor2 = plan_ingest_requests({closed: "c2", open_hour: "o2"}, cursor, held=open_hour)
+    assert [(r.hour, r.reason) for r in reqs] == [(closed, "changed")]
+    reqs, cursor3 = plan_ingest_requests({closed: "c2", open_hour: "o3"}, cursor2, held=open_hour)
+    assert reqs == [] and cursor3[open_hour] == "o1"
+    # The interval is over: one request with everything landed since.
+    reqs, cursor4 = plan_ingest_requests({closed: "c2", open_hour: "o3"}, cursor3)
+    assert [(r.hour, r.fingerprint, r.reason) for r in reqs] == [(open_hour, "o3", "changed")]
+    assert cursor4 == {closed: "c2", open_hour: "o3"}
+
+
+def test_a_held_hours_first_sighting_is_requested_at_once() -> None:
+    reqs, cursor = plan_ingest_requests({"2026-11-02-13:00": "o1"}, {}, held="2026-11-02-13:00")
+    assert [(r.hour, r.reason) for r in reqs] == [("2026-11-02-13:00", "new")]
+    assert cursor == {"2026-11-02-13:00": "o1"}
+
+
+def test_the_open_request_round_trips_and_old_cursors_have_none() -> None:
+    raw = dump_cursor({"h": "f"}, ("2026-11-02-13:00", 1.5))
+    assert load_cursor(raw) == {"h": "f"} and last_open_request(raw) == ("2026-11-02-13:00", 1.5)
+    assert last_open_request(dump_cursor({"h": "f"})) is None  # a cursor written before the interval existed
+    assert last_open_request(None) is None and last_open_request("not json") is None
+    assert last_open_request('{"v": 1, "open": 5}') is None
 
 
 def test_reconcile_hours_are_the_closed_hour_and_the_one_before() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -18,7 +19,7 @@ from logistics_platform.defs.transform.assets import ingest_watermark
 from logistics_platform.lib.bronze.landing import hour_dir
 from logistics_platform.lib.operate.alerts import read_log
 from logistics_platform.lib.operate.transform_pending import WATERMARK_TAG
-from logistics_platform.lib.timekeys import hour_key
+from logistics_platform.lib.timekeys import hour_key, hour_start
 from logistics_platform.lib.transform.arrival_window import WINDOW_END_TAG, WINDOW_START_TAG
 from logistics_platform.settings import Settings, local_settings
 
@@ -88,6 +89,48 @@ def test_landing_sensor_requests_the_hour_in_progress(settings: Settings, instan
     # The current hour, unless it closed while the sensor ran (then it is the hour just closed): a partition either way.
     assert request.partition_key in (hour_key(now), hour_key(datetime.now(UTC)))
     assert arrival_hour_partitions(settings).has_partition_key(request.partition_key)
+
+
+def test_landing_sensor_coalesces_the_hour_in_progress_over_the_commit_interval(
+    tmp_path: Path, instance: dg.DagsterInstance
+) -> None:
+    settings = local_settings(tmp_path, live_commit_interval_seconds=3600)
+    sensor = _sensor(operate.build_defs(settings), "landing_sensor")
+    now = datetime.now(UTC)
+    if now.minute == 59 and now.second >= 30:  # the test's ticks must fall in one clock hour
+        time.sleep(61 - now.second)
+        now = datetime.now(UTC)
+    hour = hour_start(now)
+    land(settings, ORDERS, hour, 0)
+    first = sensor(dg.build_sensor_context(instance=instance))
+    assert isinstance(first, dg.SensorResult)
+    assert [(r.partition_key, r.tags["logistics/reason"]) for r in first.run_requests] == [(hour_key(hour), "new")]
+
+    # Files landing in the hour in progress within the interval wait; the skip says why.
+    land(settings, ORDERS, hour, 10)
+    land(settings, PINGS, hour, 0)
+    held = sensor(dg.build_sensor_context(instance=instance, cursor=first.cursor))
+    assert isinstance(held, dg.SkipReason) and "LIVE_COMMIT_INTERVAL_SECONDS" in (held.skip_message or "")
+    # A closed hour is not held: its late file is requested at once, the open hour still waits.
+    land(settings, ORDERS, hour - timedelta(hours=1), 0)
+    late = sensor(dg.build_sensor_context(instance=instance, cursor=first.cursor))
+    assert isinstance(late, dg.SensorResult)
+    assert [r.partition_key for r in late.run_requests] == [hour_key(hour - timedelta(hours=1))]
+
+    # The interval is over (the hour's last request an interval ago): one request for everything landed since.
+    cursor = json.loads(late.cursor or "")
+    cursor["open"][1] -= 3600
+    over = sensor(dg.build_sensor_context(instance=instance, cursor=json.dumps(cursor)))
+    assert isinstance(over, dg.SensorResult)
+    [request] = over.run_requests
+    assert (request.partition_key, request.tags["logistics/reason"]) == (hour_key(hour), "changed")
+    assert request.run_key != first.run_requests[0].run_key
+    assert isinstance(sensor(dg.build_sensor_context(instance=instance, cursor=over.cursor)), dg.SkipReason)
+
+    # LIVE_COMMIT_INTERVAL_SECONDS=0: every change of the hour in progress is requested at once.
+    every = _sensor(operate.build_defs(settings.with_overrides(live_commit_interval_seconds=0)), "landing_sensor")
+    land(settings, PINGS, hour, 10)
+    assert isinstance(every(dg.build_sensor_context(instance=instance, cursor=over.cursor)), dg.SensorResult)
 
 
 def test_hourly_schedule_requests_closed_hour_and_previous(settings: Settings, instance: dg.DagsterInstance) -> None:

@@ -185,6 +185,7 @@ def materializations(catalog: Catalog, reports: "Sequence[IngestReport]") -> Ite
                 else dg.MetadataValue.json({r.partition_key: r.topics[t].fingerprint for r in reports}),
                 "data_files_written": tsum(t, "data_files"),
                 "commit_attempts": first.topics[t].commit_attempts,
+                "commit_seconds": first.commit_seconds.get(t, 0.0),
                 "added_columns": dg.MetadataValue.json(
                     {k: v for r in reports for k, v in r.topics[t].added_columns.items()}
                 ),
@@ -203,6 +204,7 @@ def materializations(catalog: Catalog, reports: "Sequence[IngestReport]") -> Ite
             "quarantined_by_reason": reason_counts(r.quarantined_by_reason for r in reports),
             "quarantined_by_topic": dg.MetadataValue.json({t: tsum(t, "quarantined") for t in first.topics}),
             "lines": sum(r.lines for r in reports),
+            "commit_seconds": first.commit_seconds.get(bs.QUARANTINE_TABLE, 0.0),
             **duration,
         },
     )
@@ -222,6 +224,7 @@ def materializations(catalog: Catalog, reports: "Sequence[IngestReport]") -> Ite
                     bs.INGEST_LOG_TABLE: str(first.ingest_log_snapshot_id),
                 }
             ),
+            "commit_seconds": first.commit_seconds.get(bs.INGEST_LOG_TABLE, 0.0),
             **duration,
         },
     )

@@ -27,22 +27,28 @@ def build_landing_triggers(settings: Settings) -> dg.Definitions:
         default_status=sensor_status(settings),
         description=(
             "Requests an ingest of an arrival hour when its files appear in LANDING_DIR, the hour in progress "
-            "included, and again when its file set changes (a new file in the open hour, a delayed upload). "
-            "Cursor: hour -> fingerprint of the last requested file set."
+            "included, and again when its file set changes (a new file in the open hour, a delayed upload); the hour "
+            "in progress at most once per LIVE_COMMIT_INTERVAL_SECONDS. Cursor: hour -> fingerprint of the last "
+            "requested file set, and when the hour in progress was last requested."
         ),
     )
     def landing_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
         scan = lw.scan_landing(settings.landing_dir)
         landed = partitions({hour: lw.combine_fingerprints(topics) for hour, topics in scan.items()})
-        requests, cursor = lw.plan_ingest_requests(landed, lw.load_cursor(context.cursor))
+        now, last = datetime.now(UTC), lw.last_open_request(context.cursor)
+        held = lw.held_hour(last, now, settings.live_commit_interval_seconds)
+        requests, cursor = lw.plan_ingest_requests(landed, lw.load_cursor(context.cursor), held=held)
         if not requests:
-            return dg.SkipReason(f"{len(landed)} landed hours in the window, none new or changed")
+            changed = held is not None and held in landed and landed[held] != cursor.get(held)
+            waits = f"; {held} changed, requested after LIVE_COMMIT_INTERVAL_SECONDS" if changed else ""
+            return dg.SkipReason(f"{len(landed)} landed hours in the window, none new or changed{waits}")
         tags = {TRIGGER_TAG: "landing_sensor"}
         runs = [
             dg.RunRequest(run_key=r.run_key, tags={**tags, "logistics/reason": r.reason}, partition_key=r.hour)
             for r in requests
         ]
-        return dg.SensorResult(run_requests=runs, cursor=lw.dump_cursor(cursor))
+        opened = (hour_key(now), now.timestamp()) if any(r.hour == hour_key(now) for r in requests) else last
+        return dg.SensorResult(run_requests=runs, cursor=lw.dump_cursor(cursor, opened))
 
     @dg.schedule(
         name="hourly_ingest",

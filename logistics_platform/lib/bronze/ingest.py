@@ -9,7 +9,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from functools import partial
-from typing import TypedDict, Unpack
+from typing import Any, TypedDict, Unpack
 
 from pyiceberg.catalog import Catalog
 from pyiceberg.manifest import DataFile
@@ -105,7 +105,15 @@ def ingest_hours(
     ]
     label = keys[0] if len(keys) == 1 else f"{keys[0]}..{keys[-1]}"
     fast = options.get("fast_run_lines", FAST_RUN_LINES)
-    commit = partial(commit_hours, catalog, before_commit=options.get("before_commit"))
+    hook_commit = partial(commit_hours, catalog, before_commit=options.get("before_commit"))
+    commit_seconds: dict[str, float] = {}  # table -> seconds of its one commit for all the hours, attempts included
+
+    def commit(identifier: str, *args: Any) -> tuple[int | None, int]:
+        began = time.perf_counter()
+        out = hook_commit(identifier, *args)
+        commit_seconds[identifier.rsplit(".", 1)[-1]] = round(time.perf_counter() - began, 3)
+        return out
+
     for name, spec in bs.TOPICS.items():
         new_files: list[DataFile] = []
         for i, hour in enumerate(hours):
@@ -166,6 +174,7 @@ def ingest_hours(
     elapsed = time.perf_counter() - started
     for r in reports:
         r.quarantine_snapshot_id, r.ingest_log_snapshot_id, r.duration_seconds = q_snapshot, log_snapshot, elapsed
+        r.commit_seconds = commit_seconds
     say(
         f"{label}: {_modes(plans)} {sum(r.read_files for r in reports):,} files, "
         f"{sum(r.read_lines for r in reports):,} lines read; the hour{'s' if len(hours) > 1 else ''} now "

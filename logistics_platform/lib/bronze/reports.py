@@ -74,6 +74,7 @@ class IngestReport:
     quarantine_snapshot_id: int | None = None
     ingest_log_snapshot_id: int | None = None
     duration_seconds: float = 0.0
+    commit_seconds: dict[str, float] = field(default_factory=dict)  # bronze table -> its commit (attempts included)
 
     # Totals over the topics: the whole hours' lines, rows, quarantined lines and tombstones; what this ingest read.
     @property

@@ -52,23 +52,48 @@ def load_cursor(raw: str | None) -> dict[str, str]:
         return {}
 
 
-def dump_cursor(hours: Mapping[str, str]) -> str:
-    return json.dumps({"v": CURSOR_VERSION, "hours": dict(sorted(hours.items()))}, separators=(",", ":"))
+def dump_cursor(hours: Mapping[str, str], open_request: tuple[str, float] | None = None) -> str:
+    """The cursor: hour -> fingerprint, and (hour, epoch seconds) of the last request of the hour then in progress."""
+    data = {
+        "v": CURSOR_VERSION,
+        "hours": dict(sorted(hours.items())),
+        **({"open": open_request} if open_request else {}),
+    }
+    return json.dumps(data, separators=(",", ":"))
+
+
+def last_open_request(raw: str | None) -> tuple[str, float] | None:
+    """(hour, epoch seconds) of the last request of the hour then in progress, from a cursor; None if none."""
+    try:
+        hour, at = json.loads(raw)["open"] if raw else (None, 0)
+        return (str(hour), float(at)) if hour is not None else None
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def held_hour(last: tuple[str, float] | None, now: datetime, interval_seconds: float) -> str | None:
+    """The hour in progress when it was last requested less than ``interval_seconds`` before ``now``: its changes
+    wait for the next request, so that what lands in between is committed once (one commit per table)."""
+    hour = hour_key(now)
+    return hour if last is not None and last[0] == hour and now.timestamp() - last[1] < interval_seconds else None
 
 
 def plan_ingest_requests(
     landed: Mapping[str, str],
     cursor: Mapping[str, str],
     lookback_days: int = LOOKBACK_DAYS,
+    held: str | None = None,
 ) -> tuple[list[HourRequest], dict[str, str]]:
     """Requests for the ``landed`` hours (hour -> fingerprint) new or changed since the ``cursor``, and the next cursor:
-    both, without the hours older than ``lookback_days`` before the newest."""
+    both, without the hours older than ``lookback_days`` before the newest. A change of the ``held`` hour waits (it
+    keeps its cursor entry); its first sighting does not."""
+    held = held if held in cursor else None
     requests = [
         HourRequest(h, fp, "new" if h not in cursor else "changed")
         for h, fp in sorted(landed.items())
-        if cursor.get(h) != fp
+        if cursor.get(h) != fp and h != held
     ]
-    merged = {**cursor, **landed}
+    merged = {**cursor, **{h: fp for h, fp in landed.items() if h != held}}
     start = hour_key(parse_hour_key(max(merged)) - timedelta(days=lookback_days)) if merged else ""
     return requests, {h: fp for h, fp in merged.items() if h >= start}
 
