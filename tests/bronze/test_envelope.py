@@ -115,6 +115,24 @@ def test_invalid_op(op):
     assert reason(orders(), dump(env)) == "invalid_op"
 
 
+@pytest.mark.parametrize("table", ["tenants", "couriers", "orders", "payments"])
+def test_truncate_is_a_row_without_key_or_values(table):
+    # Debezium's op "t" (skipped.operations=none): before and after null, the table's position in source.
+    p = LineParser(TOPICS[table], H, L, {"tip_amount": StringType()})
+    row = p.row_dict(parse(p, dump(cdc("t", table, None, lsn=900, ts=T))))
+    assert row["_op"] == "t" and row["_lsn"] == 900 and row["_event_time"] == ms(T) * 1000
+    assert {name for name in p.column_names if not name.startswith("_") and row[name] is not None} == set()
+    topic = TOPICS[table].topic
+    assert row["_event_id"] == event_id(topic, None, 900, "t")
+    again = p.row_dict(p.parse(dump(cdc("t", table, None, lsn=900, ts=T)), 0, 7, "topics/y/g.json"))
+    assert again["_event_id"] == row["_event_id"]  # a redelivered copy is the same event
+
+
+def test_truncate_envelope_on_the_pings_topic_is_quarantined():
+    # Pings are not a change stream: a truncate envelope there has no ping_id (docs/contract/sources.md).
+    assert reason(pings(), dump(cdc("t", "tracking_pings", None, lsn=900, ts=T))) == "missing_key"
+
+
 def test_invalid_envelope():
     p = orders()
     assert reason(p, dump(cdc("c", "orders", None, lsn=1, ts=T))) == "invalid_envelope"

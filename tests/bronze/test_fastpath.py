@@ -218,6 +218,10 @@ def _except_all_both_ways(a: pa.Table | None, b: pa.Table | None) -> tuple[int, 
     return counts  # type: ignore[return-value]
 
 
+# Debezium's TRUNCATE event (skipped.operations=none): no key, no row image, the table and position in source.
+_TRUNCATE = ORDER.replace(ORDER[ORDER.index(b'"after":') : ORDER.index(b',"source"')], b'"after":null').replace(
+    b'"op":"c"', b'"op":"t"'
+)
 _PRECISE_ORDER = ORDER.replace(b'"10.50"', b'"BBo="')  # a Connect Decimal (base64 of 1050): valid in precise mode
 ISOLATED = (
     [("tracking_pings", PING, v) for v in ODD_PINGS]
@@ -236,6 +240,8 @@ ISOLATED = (
             ORDER.replace(b'"created_at":"2026-11-01T00:00:00.000000Z"', b'"created_at":1793491200000000'),
         ),
         ("orders", ORDER, ORDER.replace(b'"10.50"', b"10.5")),
+        ("orders", ORDER, _TRUNCATE),
+        ("tracking_pings", PING, _TRUNCATE.replace(b'"table":"orders"', b'"table":"tracking_pings"')),
     ]
 )
 

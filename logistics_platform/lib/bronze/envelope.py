@@ -49,7 +49,7 @@ from logistics_platform.lib.bronze.values import (
 )
 from logistics_platform.lib.timekeys import epoch_micros
 
-CDC_OPS = frozenset(("c", "u", "d", "r"))
+CDC_OPS = frozenset(("c", "u", "d", "r", "t"))
 PLAIN_EVENT_TIME_COLUMN = "recorded_at"  # the event time of the non-CDC topic (pings: device clock)
 
 
@@ -273,7 +273,7 @@ class LineParser:
     def _cdc(self, env: dict[str, Any], kafka_partition: int, offset: int, source_file: str) -> ParseResult:
         op = env.get("op")
         if type(op) is not str or op not in CDC_OPS:
-            return Rejected(REASON_INVALID_OP, f"op {op!r} is not one of c, u, d, r")
+            return Rejected(REASON_INVALID_OP, f"op {op!r} is not one of c, u, d, r, t")
         source = env.get("source")
         if type(source) is not dict:
             return Rejected(REASON_INVALID_ENVELOPE, "source is missing")
@@ -287,7 +287,11 @@ class LineParser:
             return Rejected(REASON_INVALID_ENVELOPE, f"source.lsn {lsn} or source.ts_ms {ts_ms} out of range")
         out: list[Any] = []
         extras = None
-        if op == "d":
+        if op == "t":  # a TRUNCATE of the whole table: no key, no row image
+            key = None
+            out.append(None)
+            out += [None] * len(self.value_columns)
+        elif op == "d":
             try:
                 key = self._key(env.get("before"))
             except BadValue as e:
@@ -329,7 +333,7 @@ class LineParser:
             conn_ts * 1000 if type(conn_ts) is int and -I53 <= conn_ts < I53 else None,
         )
         if self._n_evolved:
-            if op == "d":
+            if op in "dt":
                 out += [None] * self._n_evolved
             else:
                 bad = self._values(after, out, self.evolved_kinds)  # type: ignore[arg-type]  # checked above

@@ -108,7 +108,7 @@ EVENT_COLUMNS: tuple[Column, ...] = (
     Column("_lateness_seconds", LongType(), "max(0, arrival hour start - event time) in seconds.", True),
 )
 CDC_COLUMNS: tuple[Column, ...] = (
-    Column("_op", StringType(), "Debezium op: c, u, d or r.", True),
+    Column("_op", StringType(), "Debezium op: c, u, d, r or t (truncate: no key, no row).", True),
     Column("_lsn", LongType(), "source.lsn: orders the changes of one row.", True),
     Column("_tx_id", LongType(), "source.txId of the OLTP transaction."),
     Column("_connector_ts", TimestampType(), "Envelope ts_ms: when the connector processed the change."),
