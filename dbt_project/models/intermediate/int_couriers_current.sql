@@ -51,3 +51,9 @@ select
     _event_time as last_event_time,
     _op = 'd' as is_deleted
 from latest_change_per_courier
+-- A truncate of the table after the courier's last change ended it (int_truncates).
+where not exists (
+    select 1
+    from {{ ref('int_truncates') }} as truncates
+    where truncates.table_name = 'couriers' and truncates.truncate_lsn > latest_change_per_courier._lsn
+)

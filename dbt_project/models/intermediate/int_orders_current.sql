@@ -61,3 +61,9 @@ select
     _event_time as last_event_time,
     _op = 'd' as is_deleted
 from latest_change_per_order
+-- A truncate of the table after the order's last change ended it (int_truncates).
+where not exists (
+    select 1
+    from {{ ref('int_truncates') }} as truncates
+    where truncates.table_name = 'orders' and truncates.truncate_lsn > latest_change_per_order._lsn
+)

@@ -53,3 +53,9 @@ select
     _event_time as last_event_time,
     _op = 'd' as is_deleted
 from latest_change_per_payment
+-- A truncate of the table after the payment's last change ended it (int_truncates).
+where not exists (
+    select 1
+    from {{ ref('int_truncates') }} as truncates
+    where truncates.table_name = 'payments' and truncates.truncate_lsn > latest_change_per_payment._lsn
+)

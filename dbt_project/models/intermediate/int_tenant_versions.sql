@@ -15,6 +15,30 @@ with tenant_events as (
     {%- endif %}
 ),
 
+-- A truncate of tenants closes the version each tenant seen before it has open, as a delete does (int_truncates).
+tenant_truncates as (
+    select
+        seen.tenant_id,
+        cast(null as string) as name,
+        cast(null as string) as tier,
+        cast(null as string) as region,
+        false as name_unavailable,
+        false as tier_unavailable,
+        false as region_unavailable,
+        'd' as _op,
+        truncates.truncate_lsn as _lsn,
+        truncates.truncated_at as _event_time
+    from (select tenant_id, min(_lsn) as first_lsn from tenant_events group by tenant_id) as seen
+    inner join {{ ref('int_truncates') }} as truncates
+        on truncates.table_name = 'tenants' and truncates.truncate_lsn > seen.first_lsn
+),
+
+tenant_events_and_truncates as (
+    select * from tenant_events
+    union all
+    select * from tenant_truncates
+),
+
 -- A placeholder (unchanged TOAST) takes the tenant's last earlier value (macros/carried_forward.sql).
 tenant_changes as (
     select
@@ -25,7 +49,7 @@ tenant_changes as (
         _op,
         _lsn,
         _event_time
-    from tenant_events
+    from tenant_events_and_truncates
     window earlier as (partition by tenant_id order by _lsn rows between unbounded preceding and 1 preceding)
 ),
 

@@ -23,8 +23,9 @@
 with source as (
     select *
     from {{ source('bronze', 'orders') }}
+    where _op != 't'  -- a truncate has no key: stg_truncates stages it
     {%- if is_incremental() %}
-    where {{ in_arrival_window('_arrival_hour', this) }}
+        and {{ in_arrival_window('_arrival_hour', this) }}
     {%- endif %}
 ),
 
