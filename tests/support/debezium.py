@@ -171,7 +171,10 @@ def _mark(conn: Any, label: str) -> None:
 
 
 def capture(
-    db: Database, configs: Iterable[ConverterConfig], workload: Callable[[Any], None]
+    db: Database,
+    configs: Iterable[ConverterConfig],
+    workload: Callable[[Any], None],
+    skipped_operations: str | None = None,
 ) -> dict[ConverterConfig, Captured]:
     """:func:`capture_once`, started again when the JVM dies of a signal before it created its slots.
 
@@ -182,7 +185,7 @@ def capture(
     configs = list(configs)
     for attempt in range(1, START_ATTEMPTS + 1):
         try:
-            return capture_once(db, configs, workload)
+            return capture_once(db, configs, workload, skipped_operations)
         except EngineStartCrash:
             if attempt == START_ATTEMPTS:
                 raise
@@ -190,7 +193,10 @@ def capture(
 
 
 def capture_once(
-    db: Database, configs: Iterable[ConverterConfig], workload: Callable[[Any], None]
+    db: Database,
+    configs: Iterable[ConverterConfig],
+    workload: Callable[[Any], None],
+    skipped_operations: str | None = None,
 ) -> dict[ConverterConfig, Captured]:
     """Run ``workload(conn)`` on ``db`` under the real connector and return each config's records.
 
@@ -210,6 +216,7 @@ def capture_once(
         "jvm_opts": JVM_OPTS,
         "work_dir": str(work),
         "result": str(work / "result.json"),
+        "skipped_operations": skipped_operations,  # the connector's skipped.operations; None: its default
     }
     (work / "job.json").write_text(json.dumps(job))
     conn = db.connect()

@@ -135,6 +135,8 @@ def properties(job: dict[str, Any], engine: dict[str, Any], work: Path) -> dict[
     }
     if engine["decimal_mode"] != "precise":
         props["decimal.handling.mode"] = engine["decimal_mode"]
+    if job.get("skipped_operations") is not None:  # Debezium's default "t" skips truncates
+        props["skipped.operations"] = job["skipped_operations"]
     return props
 
 

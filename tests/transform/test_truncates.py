@@ -81,8 +81,9 @@ def test_truncates_drop_earlier_rows_and_shuffled_hours_equal_full_refresh(tmp_p
         for table, key, tlsn in (("orders", "order_id", lsn), ("payments", "payment_id", lsn + 1)):
             # Independently: the keys whose last change (by lsn, any arrival order) is after the truncate and no delete.
             expected = con.sql(
-                f"select {key} from staging.stg_{table} qualify row_number() over (partition by {key} order by _lsn desc)"
-                f" = 1 and _lsn > {tlsn} and _op != 'd'"
+                f"select {key} from staging.stg_{table}"
+                f" qualify row_number() over (partition by {key} order by _lsn desc) = 1"
+                f" and _lsn > {tlsn} and _op != 'd'"
             ).fetchall()
             ended = con.sql(f"select count(distinct {key}) from staging.stg_{table} where _lsn < {tlsn}").fetchone()[0]
             current = con.sql(f"select {key} from intermediate.int_{table}_current where not is_deleted").fetchall()
@@ -96,9 +97,13 @@ def test_truncates_drop_earlier_rows_and_shuffled_hours_equal_full_refresh(tmp_p
         )
         # Couriers: dim_courier holds only the couriers changed after their truncate.
         dim = con.sql("select count(*) from marts.dim_courier").fetchone()[0]
-        assert dim == con.sql(
-            f"select count(*) from intermediate.int_couriers_current where last_lsn > {c_lsn + 1} and not is_deleted"
-        ).fetchone()[0]
+        assert (
+            dim
+            == con.sql(
+                "select count(*) from intermediate.int_couriers_current"
+                f" where last_lsn > {c_lsn + 1} and not is_deleted"
+            ).fetchone()[0]
+        )
     finally:
         con.close()
     assert counts["marts.fct_orders"] > 0 and counts["intermediate.int_truncates"] == 3

@@ -272,6 +272,8 @@ def _stream(
                     txn.append((table, "u", msg.data_start, old_image, row_from_tuple(names, oids, m.new)))
                 else:
                     txn.append((table, "c", msg.data_start, None, row_from_tuple(names, oids, m.new)))
+            elif isinstance(m, pg.Truncate) and txn is not None:  # one op t event per table, as the connector sends
+                txn += [(relations[relid][0], "t", msg.data_start, None, None) for relid in m.relids]
             elif isinstance(m, pg.Commit):
                 if txn is None or begin is None:
                     raise CaptureError("capture: the stream sent a commit without its begin; re-run capture")
@@ -294,11 +296,6 @@ def _stream(
                 txn, begin = None, None
                 if m.end_lsn >= target:
                     break  # drained what was committed when the capture started; later commits are the next run's
-            elif isinstance(m, pg.Truncate):
-                raise CaptureError(
-                    "capture: a table of the publication was truncated; the contract has no truncate event, so "
-                    "re-snapshot with `logistics-platform capture --resnapshot`"
-                )
         flush()
         # Confirm the manifest's position even when nothing new arrived (what a crash left unconfirmed).
         rcur.send_feedback(flush_lsn=writer.manifest.lsn, force=True)

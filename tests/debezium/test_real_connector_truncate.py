@@ -1,0 +1,99 @@
+"""TRUNCATE through the real Debezium 3.6 PostgreSQL connector with ``skipped.operations=none`` (issue #36): the
+op ``t`` records land in the open hour and the current-state marts equal the PostgreSQL tables, with every landed
+record accounted for (docs/contract/sources.md, §7)."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from logistics_platform.cli.render import render_summary
+from logistics_platform.lib.capture.schema import KEYS, TABLES
+from logistics_platform.lib.capture.simulate import simulate
+from logistics_platform.lib.connections import connect
+from logistics_platform.pipeline import run_pipeline
+from logistics_platform.settings import local_settings
+from tests.debezium.test_real_connector import newest_hour
+from tests.debezium.workload import oltp_database, table_rows
+from tests.support.connect_sink import land
+from tests.support.debezium import ConverterConfig, capture, java_available
+
+pytestmark = [
+    pytest.mark.jdk,
+    pytest.mark.slow,
+    pytest.mark.xdist_group("debezium"),
+    pytest.mark.skipif(not java_available(), reason="no java on PATH: the Debezium engine needs a JDK"),
+]
+
+PRECISE_JSON = ConverterConfig("precise", "json", schemas_enable=False)
+PRECISE_AVRO = ConverterConfig("precise", "avro")
+
+
+def truncating_workload(conn: Any) -> None:
+    """Changes, TRUNCATE payments, more changes, TRUNCATE orders and payments (keys then start again at 1), more."""
+    for step, seed in (("truncate payments", 2), ("truncate orders, payments", 4), (None, 5)):
+        simulate(conn, 150, seed=seed)
+        if step:
+            with conn.cursor() as cur:
+                cur.execute(step)
+            conn.commit()
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    with oltp_database() as db:
+        captured = capture(db, (PRECISE_JSON, PRECISE_AVRO), truncating_workload, skipped_operations="none")
+        conn = db.connect()
+        try:
+            tables = {t: table_rows(conn, t, cols, KEYS[t]) for t, cols in TABLES.items()}
+        finally:
+            conn.close()
+    return captured, tables
+
+
+@pytest.mark.parametrize("config", [PRECISE_JSON, PRECISE_AVRO], ids=lambda c: c.name)
+def test_truncates_leave_the_current_state_marts_equal_to_postgresql(
+    world: Any, config: ConverterConfig, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    captured, tables = world
+    records = captured[config].records
+    if config.converter == "json":
+        truncates = [json.loads(r.value) for r in records if r.value and b'"op":"t"' in r.value]
+        # One event per table of a statement: before and after null, the table and position in source.
+        assert sorted(e["source"]["table"] for e in truncates) == ["orders", "payments", "payments"]
+        assert all(e["before"] is None and e["after"] is None for e in truncates)
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    settings = local_settings(tmp_path_factory.mktemp(config.name))
+    land(captured[config], settings.landing_dir, newest_hour(settings))  # the open hour, as a live sink does
+    summary = run_pipeline(settings)
+    assert summary.ok, render_summary(summary)
+    landed = Counter(r.topic.rsplit(".", 1)[1] for r in records if r.value is not None)
+    duck = connect(settings.duckdb_path, read_only=True)
+    try:
+        # Exact accounting: every landed record is one bronze row, none quarantined, the truncates among them.
+        assert duck.execute("select count(*) from bronze.quarantine").fetchone() == (0,)
+        for table in TABLES:
+            assert duck.execute(f"select count(*) from bronze.{table}").fetchone() == (landed[table],), table
+        ops = dict(duck.execute("select _topic, count(*) from bronze.payments where _op = 't' group by 1").fetchall())
+        assert ops == {"oltp.public.payments": 2}
+        history = duck.execute(
+            "select table_name from intermediate.int_truncates order by truncate_lsn, table_name"
+        ).fetchall()
+        assert history == [("payments",), ("orders",), ("payments",)]
+        orders = duck.execute(f"select {', '.join(TABLES['orders'])} from marts.fct_orders order by 1").fetchall()
+        payments = duck.execute(
+            f"select {', '.join(TABLES['payments'])} from intermediate.int_payments_current"
+            " where not is_deleted order by 1"
+        ).fetchall()
+        couriers = duck.execute("select courier_id, name, region, vehicle, active from marts.dim_courier order by 1")
+        tenants = duck.execute("select tenant_id, name, tier, region from marts.dim_tenant where is_current order by 1")
+        current = {"couriers": couriers.fetchall(), "tenants": tenants.fetchall()}
+    finally:
+        duck.close()
+    assert orders == tables["orders"] and len(orders) > 20
+    assert payments == tables["payments"] and len(payments) > 20
+    assert current["couriers"] == [r[:5] for r in tables["couriers"]]
+    assert current["tenants"] == [r[:4] for r in tables["tenants"]]
