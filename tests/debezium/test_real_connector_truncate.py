@@ -89,8 +89,9 @@ def test_truncates_leave_the_current_state_marts_equal_to_postgresql(
             " where not is_deleted order by 1"
         ).fetchall()
         couriers = duck.execute("select courier_id, name, region, vehicle, active from marts.dim_courier order by 1")
+        current = {"couriers": couriers.fetchall()}
         tenants = duck.execute("select tenant_id, name, tier, region from marts.dim_tenant where is_current order by 1")
-        current = {"couriers": couriers.fetchall(), "tenants": tenants.fetchall()}
+        current["tenants"] = tenants.fetchall()
     finally:
         duck.close()
     assert orders == tables["orders"] and len(orders) > 20
