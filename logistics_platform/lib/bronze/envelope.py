@@ -333,7 +333,7 @@ class LineParser:
             conn_ts * 1000 if type(conn_ts) is int and -I53 <= conn_ts < I53 else None,
         )
         if self._n_evolved:
-            if op in "dt":
+            if op in ("d", "t"):
                 out += [None] * self._n_evolved
             else:
                 bad = self._values(after, out, self.evolved_kinds)  # type: ignore[arg-type]  # checked above

@@ -258,9 +258,12 @@ def _stream(
                 relations[m.relid] = (m.name, names, tuple(c.type_oid for c in m.columns))
             elif isinstance(m, pg.Begin):
                 txn, begin = [], m
-            elif isinstance(m, pg.Insert | pg.Update | pg.Delete):
+            elif isinstance(m, pg.Insert | pg.Update | pg.Delete | pg.Truncate):
                 if txn is None:
                     raise CaptureError("capture: the stream sent a change outside a transaction; re-run capture")
+                if isinstance(m, pg.Truncate):  # one op t event per table, as the connector sends
+                    txn += [(relations[relid][0], "t", msg.data_start, None, None) for relid in m.relids]
+                    continue
                 table, names, oids = relations[m.relid]
                 if isinstance(m, pg.Delete):
                     old = row_from_tuple(names, oids, m.old)
@@ -272,8 +275,6 @@ def _stream(
                     txn.append((table, "u", msg.data_start, old_image, row_from_tuple(names, oids, m.new)))
                 else:
                     txn.append((table, "c", msg.data_start, None, row_from_tuple(names, oids, m.new)))
-            elif isinstance(m, pg.Truncate) and txn is not None:  # one op t event per table, as the connector sends
-                txn += [(relations[relid][0], "t", msg.data_start, None, None) for relid in m.relids]
             elif isinstance(m, pg.Commit):
                 if txn is None or begin is None:
                     raise CaptureError("capture: the stream sent a commit without its begin; re-run capture")
