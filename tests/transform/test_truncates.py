@@ -18,7 +18,7 @@ from logistics_platform.lib.bronze.landing import hour_dir, list_arrival_hours
 from logistics_platform.lib.bronze.schema import TOPICS
 from logistics_platform.lib.transform.project import MART_MODELS, run_dbt, window_vars
 from logistics_platform.settings import local_settings
-from tests.e2e.test_incremental import NO_TESTS, _compare
+from tests.e2e.test_incremental import NO_TESTS, OPERATIONS_MARTS, _compare
 from tests.support.bronze import write_file
 
 pytestmark = pytest.mark.slow
@@ -71,7 +71,8 @@ def test_truncates_drop_earlier_rows_and_shuffled_hours_equal_full_refresh(tmp_p
     result = run_dbt(rebuilt, ["build", "--full-refresh"], target_path=tmp_path / "target_full")
     failed = [r["unique_id"] for r in result.results if r["status"] in ("fail", "error")]
     assert result.ok and not failed, failed
-    relations = [f"marts.{m}" for m in MART_MODELS] + [f"intermediate.{m}" for m in (*CURRENT, "int_truncates")]
+    relations = [f"marts.{m}" for m in (*MART_MODELS, *OPERATIONS_MARTS)]
+    relations += [f"intermediate.{m}" for m in (*CURRENT, "int_truncates")]
     counts = _compare(settings.duckdb_path, rebuilt.duckdb_path, relations)
 
     con = duck.connect(rebuilt.duckdb_path, read_only=True)
@@ -94,6 +95,17 @@ def test_truncates_drop_earlier_rows_and_shuffled_hours_equal_full_refresh(tmp_p
         )
         assert con.sql(f"select count(*) from intermediate.int_orders_current where last_lsn < {lsn}").fetchone() == (
             0,
+        )
+        # fct_region_sla's last window counts the open overdue orders of now: not those the truncate ended.
+        width = f"interval {settings.sla_window_minutes} minute"
+        last = f"(select max(window_start) + {width} from marts.fct_region_sla)"
+        overdue = con.sql(f"select sum(overdue_open) from marts.fct_region_sla where window_start + {width} = {last}")
+        assert (
+            overdue.fetchone()
+            == con.sql(
+                "select count(*) from intermediate.int_orders_current where not is_deleted"
+                f" and status not in ('delivered', 'cancelled') and promised_at < {last}"
+            ).fetchone()
         )
         # Couriers: dim_courier holds only the couriers changed after their truncate.
         dim = con.sql("select count(*) from marts.dim_courier").fetchone()[0]

@@ -60,6 +60,15 @@ candidate_orders as (
     select order_id
     from {{ orders_current }}
     where not is_deleted and status not in ('delivered', 'cancelled') and promised_at is not null
+    union
+    -- Superseded by a truncate at or after the first rebuilt window (int_truncates).
+    select order_id
+    from {{ ref('stg_orders') }}
+    where _lsn < (
+        select max(truncate_lsn)
+        from {{ ref('int_truncates') }}
+        where table_name = 'orders' and truncated_at >= (select min(window_start) from windows)
+    )
 ),
 {%- endif %}
 
@@ -72,6 +81,7 @@ order_changes as (
         status,
         promised_at,
         _op,
+        _lsn,
         _event_time,
         min(_event_time) over (
             partition by order_id order by _lsn rows between 1 following and unbounded following
@@ -82,8 +92,24 @@ order_changes as (
     {%- endif %}
 ),
 
+-- A truncate of orders after the change (int_truncates) supersedes it too, at the truncate's event time.
 overdue_states as (
-    select order_id, region, promised_at, _event_time, coalesce(superseded_at, timestamp '9999-12-31') as superseded_at
+    select
+        order_id,
+        region,
+        promised_at,
+        _event_time,
+        least(
+            coalesce(superseded_at, timestamp '9999-12-31'),
+            coalesce(
+                (
+                    select min(truncates.truncated_at)
+                    from {{ ref('int_truncates') }} as truncates
+                    where truncates.table_name = 'orders' and truncates.truncate_lsn > order_changes._lsn
+                ),
+                timestamp '9999-12-31'
+            )
+        ) as superseded_at
     from order_changes
     where _op != 'd' and status not in ('delivered', 'cancelled') and promised_at is not null
 ),
