@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from logistics_platform.lib import contract
-from logistics_platform.lib.capture.schema import create_schema
+from logistics_platform.lib.capture.schema import TABLES, create_schema
 
 REGIONS = ("north", "south", "east", "west", "central")
 TIERS = contract.TIERS
@@ -56,6 +56,8 @@ class _World:
         self.next_order, self.next_payment = (int(x) + 1 for x in cur.fetchone())
         cur.execute("select coalesce(max(courier_id), 0) from couriers")
         self.next_courier = int(cur.fetchone()[0]) + 1
+        cur.execute("select * from orders limit 0")  # has the table its coordinates? new orders then carry them
+        self.coordinates = "pickup_lat" in {d.name for d in cur.description}
         self.refundable: list[int] = []  # second charges waiting for their refund
         self.tier_changed: dict[str, float] = {}
 
@@ -68,6 +70,10 @@ INSERT_ORDER = (
     f"insert into orders values (%s, %s, null, %s, 'created', %s, %s, {_NOW}, {_NOW} + interval '45 minutes', null,"
     f" {_NOW})"
 )
+# The orders' coordinates, added part way (by name: the table may have gained other columns before them).
+ADD_COORDINATES = "alter table orders " + ", ".join(f"add {c} double precision" for c in contract.ORDER_COORDINATES)
+_AT = ", ".join((*TABLES["orders"], *contract.ORDER_COORDINATES))
+INSERT_ORDER_AT = INSERT_ORDER.replace("orders values", f"orders ({_AT}) values")[:-1] + ", %s, %s, %s, %s)"
 INSERT_PAYMENT = f"insert into payments values (%s, %s, %s, %s, 'authorized', {_NOW}, {_NOW})"
 SET_ORDER_STATUS = f"update orders set status = %s, updated_at = {_NOW} where order_id = %s"
 ASSIGN_ORDER = f"update orders set status = 'assigned', courier_id = %s, updated_at = {_NOW} where order_id = %s"
@@ -85,10 +91,12 @@ UPDATE_COURIER = f"update couriers set active = not active, vehicle = %s, update
 Statement = tuple[str, tuple[Any, ...]]
 
 
-def simulate(conn: Any, changes: int, seed: int = 7) -> SimulationResult:
-    """Create the schema when missing, then apply about ``changes`` row changes in transactions."""
+def simulate(conn: Any, changes: int, seed: int = 7, coordinates_after: int | None = None) -> SimulationResult:
+    """Create the schema when missing, then apply about ``changes`` row changes in transactions (the orders gain
+    coordinates after ``coordinates_after`` of them)."""
     create_schema(conn)
     rng = random.Random(seed)
+    places = random.Random(f"{seed}:coordinates")  # the other draws stay those of a run without coordinates
     result = SimulationResult()
     with conn.cursor() as cur:
         cur.execute("set synchronous_commit = off")  # a simulator: losing its last commits on a crash is fine
@@ -113,6 +121,10 @@ def simulate(conn: Any, changes: int, seed: int = 7) -> SimulationResult:
             run("courier_insert", [_new_courier(w, rng) for _ in range(INITIAL_COURIERS)])
 
         while result.changes < changes:
+            if coordinates_after is not None and result.changes >= coordinates_after and not w.coordinates:
+                cur.execute(ADD_COORDINATES)
+                conn.commit()
+                w.coordinates = True
             roll = rng.random()
             if roll < 0.30 or not w.open:
                 oid, pid = w.next_order, w.next_payment
@@ -120,7 +132,10 @@ def simulate(conn: Any, changes: int, seed: int = 7) -> SimulationResult:
                 total = rng.randrange(1000, 40000) / 100
                 tid = rng.choice(sorted(w.tenants))
                 w.open[oid] = ("created", total, pid)
-                order = (INSERT_ORDER, (oid, tid, rng.choice(REGIONS), total, rng.randrange(300, 1500) / 100))
+                args: tuple[Any, ...] = (oid, tid, rng.choice(REGIONS), total, rng.randrange(300, 1500) / 100)
+                if w.coordinates:  # around São Paulo's centre, six decimals as a phone reports them
+                    args += tuple(round(c + places.uniform(-0.05, 0.05), 6) for c in (-23.55, -46.63, -23.55, -46.63))
+                order = (INSERT_ORDER_AT if w.coordinates else INSERT_ORDER, args)
                 run("order_created", [order, (INSERT_PAYMENT, (pid, oid, total, rng.choice(METHODS)))])
             elif roll < 0.80:
                 oid = rng.choice(sorted(w.open))
