@@ -109,8 +109,8 @@ class GeneratorConfig:
                 raise GeneratorConfigError(f"{name}={getattr(self, name)} must not be negative")
         if self.allowed_lateness_hours < 0:
             raise GeneratorConfigError("allowed_lateness_hours must not be negative")
-        for name in (f.name for f in fields(self) if f.name.endswith("_rate")):
-            if not 0.0 <= getattr(self, name) <= 1.0:
+        for name in (f.name for f in fields(self) if f.name.endswith(("_rate", "_from"))):  # _from: None or a fraction
+            if not 0.0 <= (getattr(self, name) or 0.0) <= 1.0:
                 raise GeneratorConfigError(f"{name}={getattr(self, name)} must be between 0 and 1")
         parts = dict(DEFAULT_PARTITIONS)
         for table, n in self.partitions.items():
@@ -130,9 +130,6 @@ class GeneratorConfig:
                 f"cancel_rate={self.cancel_rate} leaves no delivered trips to carry {self.pings_per_day} pings a day: "
                 "use cancel_rate < 0.95 or pings_per_day=0"
             )
-        for name in ("tip_amount_from", "coordinates_from"):
-            if getattr(self, name) is not None and not 0.0 <= getattr(self, name) <= 1.0:
-                raise GeneratorConfigError(f"{name} must be a fraction of the period between 0 and 1, or None")
 
     @property
     def malformed_total(self) -> float:

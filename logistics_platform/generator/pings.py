@@ -66,13 +66,12 @@ class Trips:
         if route:  # dispatched from near the pickup (its corridor)
             pick_lat, pick_lon, drop_lat, drop_lon = route[:4]
             start_lat, start_lon = pick_lat + (start_lat - clat) / 10, pick_lon + (start_lon - clon) / 10
-        # by way of a detour point halfway through the transit, if any (else the second half is empty)
         t_via, via = ((t_transit + t_end) // 2, route[4:]) if len(route) > 4 else (t_end, (drop_lat, drop_lon))
         # segments: (from, until, from lat/lon, to lat/lon, order id, moving)
         segs: list[tuple[Any, ...]] = [
             (t0, t_pick, start_lat, start_lon, pick_lat, pick_lon, oid, True),
             (t_pick, t_transit, pick_lat, pick_lon, pick_lat, pick_lon, oid, False),
-            (t_transit, t_via, pick_lat, pick_lon, *via, oid, True),
+            (t_transit, t_via, pick_lat, pick_lon, *via, oid, True),  # by way of a detour point, if any
             (t_via, t_end, *via, drop_lat, drop_lon, oid, True),
         ]
         if done:

@@ -15,9 +15,6 @@ from logistics_platform.lib import contract
 from logistics_platform.lib.capture.schema import TABLES, create_schema
 
 REGIONS = ("north", "south", "east", "west", "central")
-TIERS = contract.TIERS
-VEHICLES = contract.VEHICLES
-METHODS = contract.PAYMENT_METHODS
 NEXT_STATUS = {"created": "assigned", "assigned": "picked_up", "picked_up": "in_transit", "in_transit": "delivered"}
 INITIAL_TENANTS = 8
 INITIAL_COURIERS = 20
@@ -56,8 +53,6 @@ class _World:
         self.next_order, self.next_payment = (int(x) + 1 for x in cur.fetchone())
         cur.execute("select coalesce(max(courier_id), 0) from couriers")
         self.next_courier = int(cur.fetchone()[0]) + 1
-        cur.execute("select * from orders limit 0")  # has the table its coordinates? new orders then carry them
-        self.coordinates = "pickup_lat" in {d.name for d in cur.description}
         self.refundable: list[int] = []  # second charges waiting for their refund
         self.tier_changed: dict[str, float] = {}
 
@@ -71,7 +66,7 @@ INSERT_ORDER = (
     f" {_NOW})"
 )
 # The orders' coordinates, added part way (by name: the table may have gained other columns before them).
-ADD_COORDINATES = "alter table orders " + ", ".join(f"add {c} double precision" for c in contract.ORDER_COORDINATES)
+ADD_COORDINATES = "alter table orders " + ", ".join(f"add if not exists {c} float8" for c in contract.ORDER_COORDINATES)
 _AT = ", ".join((*TABLES["orders"], *contract.ORDER_COORDINATES))
 INSERT_ORDER_AT = INSERT_ORDER.replace("orders values", f"orders ({_AT}) values")[:-1] + ", %s, %s, %s, %s)"
 INSERT_PAYMENT = f"insert into payments values (%s, %s, %s, %s, 'authorized', {_NOW}, {_NOW})"
@@ -92,15 +87,13 @@ Statement = tuple[str, tuple[Any, ...]]
 
 
 def simulate(conn: Any, changes: int, seed: int = 7, coordinates_after: int | None = None) -> SimulationResult:
-    """Create the schema when missing, then apply about ``changes`` row changes in transactions (the orders gain
-    coordinates after ``coordinates_after`` of them)."""
+    """Create the schema when missing, then apply about ``changes`` row changes (see ``--coordinates-after``)."""
     create_schema(conn)
     rng = random.Random(seed)
-    places = random.Random(f"{seed}:coordinates")  # the other draws stay those of a run without coordinates
     result = SimulationResult()
     with conn.cursor() as cur:
         cur.execute("set synchronous_commit = off")  # a simulator: losing its last commits on a crash is fine
-        w = _World(cur)
+        w, xy = _World(cur), False  # xy: new orders carry coordinates (from --coordinates-after on)
 
         def run(kind: str, statements: list[Statement]) -> None:
             for sql, params in statements:
@@ -113,7 +106,7 @@ def simulate(conn: Any, changes: int, seed: int = 7, coordinates_after: int | No
         if not w.tenants:
             stmts: list[Statement] = []
             for i in range(1, INITIAL_TENANTS + 1):
-                tid, tier = f"t{i:03d}", rng.choice(TIERS)
+                tid, tier = f"t{i:03d}", rng.choice(contract.TIERS)
                 w.tenants[tid] = tier
                 stmts.append((INSERT_TENANT, (tid, f"Tenant {i}", tier, rng.choice(REGIONS))))
             run("tenant_insert", stmts)
@@ -121,10 +114,10 @@ def simulate(conn: Any, changes: int, seed: int = 7, coordinates_after: int | No
             run("courier_insert", [_new_courier(w, rng) for _ in range(INITIAL_COURIERS)])
 
         while result.changes < changes:
-            if coordinates_after is not None and result.changes >= coordinates_after and not w.coordinates:
-                cur.execute(ADD_COORDINATES)
+            if not xy and coordinates_after is not None and result.changes >= coordinates_after:
+                cur.execute(ADD_COORDINATES)  # idempotent: a database that has them keeps them
                 conn.commit()
-                w.coordinates = True
+                xy = True
             roll = rng.random()
             if roll < 0.30 or not w.open:
                 oid, pid = w.next_order, w.next_payment
@@ -133,10 +126,10 @@ def simulate(conn: Any, changes: int, seed: int = 7, coordinates_after: int | No
                 tid = rng.choice(sorted(w.tenants))
                 w.open[oid] = ("created", total, pid)
                 args: tuple[Any, ...] = (oid, tid, rng.choice(REGIONS), total, rng.randrange(300, 1500) / 100)
-                if w.coordinates:  # around São Paulo's centre, six decimals as a phone reports them
-                    args += tuple(round(c + places.uniform(-0.05, 0.05), 6) for c in (-23.55, -46.63, -23.55, -46.63))
-                order = (INSERT_ORDER_AT if w.coordinates else INSERT_ORDER, args)
-                run("order_created", [order, (INSERT_PAYMENT, (pid, oid, total, rng.choice(METHODS)))])
+                if xy:  # around São Paulo's centre, six decimals as a phone reports them
+                    args += tuple(round(c + rng.uniform(-0.05, 0.05), 6) for c in (-23.55, -46.63, -23.55, -46.63))
+                order = (INSERT_ORDER_AT if xy else INSERT_ORDER, args)
+                run("order_created", [order, (INSERT_PAYMENT, (pid, oid, total, rng.choice(contract.PAYMENT_METHODS)))])
             elif roll < 0.80:
                 oid = rng.choice(sorted(w.open))
                 status, total, live_pid = w.open[oid]
@@ -175,7 +168,7 @@ def simulate(conn: Any, changes: int, seed: int = 7, coordinates_after: int | No
                 run("payment_refunded", [(SET_PAYMENT_STATUS, ("refunded", w.refundable.pop(0)))])
             elif roll < 0.91:
                 tid = rng.choice(sorted(w.tenants))
-                tier = rng.choice([t for t in TIERS if t != w.tenants[tid]])
+                tier = rng.choice([t for t in contract.TIERS if t != w.tenants[tid]])
                 w.tenants[tid] = tier
                 # Event time has millisecond precision: two versions of a tenant within one would tie.
                 wait = 0.002 - (time.monotonic() - w.tier_changed.get(tid, -1.0))
@@ -187,7 +180,7 @@ def simulate(conn: Any, changes: int, seed: int = 7, coordinates_after: int | No
                 run("courier_insert", [_new_courier(w, rng)])
             elif roll < 0.95 and w.couriers:
                 cid = rng.choice(w.couriers)
-                run("courier_update", [(UPDATE_COURIER, (rng.choice(VEHICLES), cid))])
+                run("courier_update", [(UPDATE_COURIER, (rng.choice(contract.VEHICLES), cid))])
             elif roll < 0.97 and len(w.couriers) > 5:
                 cid = w.couriers.pop(rng.randrange(len(w.couriers)))
                 run("courier_delete", [("delete from couriers where courier_id = %s", (cid,))])
@@ -203,4 +196,4 @@ def _new_courier(w: _World, rng: random.Random) -> Statement:
     cid = w.next_courier
     w.couriers.append(cid)
     w.next_courier += 1
-    return (INSERT_COURIER, (cid, f"Courier {cid}", rng.choice(REGIONS), rng.choice(VEHICLES)))
+    return (INSERT_COURIER, (cid, f"Courier {cid}", rng.choice(REGIONS), rng.choice(contract.VEHICLES)))
