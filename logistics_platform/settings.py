@@ -185,6 +185,10 @@ class Settings(BaseSettings):
     """An SLA window breaches when its late share exceeds this."""
     gps_jump_kmh: Annotated[Amount, FOR_DBT] = 150.0
     """marts.fct_courier_gps_jumps: consecutive pings implying a higher speed are jumps."""
+    off_route_km: Annotated[Amount, FOR_DBT] = 1.0
+    """marts.fct_courier_off_route: a ping farther than this from its active order's pickup -> drop-off is off route."""
+    off_route_minutes: Annotated[Amount, FOR_DBT] = 5.0
+    """marts.fct_courier_off_route: off-route pings spanning at least this many minutes make an episode."""
     ingest_max_hours_per_run: AtLeastOne = 24
     """Most arrival hours one ingest run takes (backfills, `run`, `rebuild`): one Iceberg commit per table for them."""
     live_commit_interval_seconds: Amount = 30.0

@@ -227,6 +227,7 @@ def test_the_generator_schema_blocks_type_every_contract_column(generated: Path)
     connect = {
         contract.TEXT_NAME: "string",
         contract.BIGINT_NAME: "int64",
+        contract.DOUBLE_NAME: "double",
         contract.BOOLEAN_NAME: "boolean",
         contract.NUMERIC_NAME: "string",  # decimal.handling.mode=string
         contract.TIMESTAMPTZ_NAME: "string",  # io.debezium.time.ZonedTimestamp

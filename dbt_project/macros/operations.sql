@@ -13,3 +13,5 @@
 {% macro sla_window(ts) -%}
     {{ minute_bucket(sla_window_minutes(), ts) }}
 {%- endmacro %}
+{% macro off_route_km() -%}{{ return(env_var('OFF_ROUTE_KM')) }}{%- endmacro %}
+{% macro off_route_minutes() -%}{{ return(env_var('OFF_ROUTE_MINUTES')) }}{%- endmacro %}

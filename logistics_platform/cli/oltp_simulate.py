@@ -14,6 +14,7 @@ ARGS = {
     "--changes": {"type": int, "default": 1000, "help": "row changes to apply (default 1000)"},
     "--seed": {"type": int, "default": 7, "help": "random seed (default 7)"},
     "--dsn": {"help": "OLTP database DSN (default: the OLTP_DSN setting)"},
+    "--coordinates-after": {"type": int, "help": "add the orders' coordinates after N changes (ALTER TABLE)"},
 }
 
 
@@ -31,8 +32,8 @@ def run(args: argparse.Namespace) -> int:
     if not dsn:
         print("oltp-simulate: OLTP_DSN is not set; set it (or pass --dsn) to the OLTP database", file=sys.stderr)
         return 1
-    if args.changes < 0:
-        print("oltp-simulate: --changes must be 0 or more", file=sys.stderr)
+    if args.changes < 0 or (args.coordinates_after or 0) < 0:
+        print("oltp-simulate: --changes and --coordinates-after must be 0 or more", file=sys.stderr)
         return 2
     try:
         conn = psycopg2.connect(dsn)
@@ -41,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"oltp-simulate: cannot connect to the OLTP database ({first}); check OLTP_DSN", file=sys.stderr)
         return 1
     try:
-        print(simulate(conn, args.changes, seed=args.seed).render())
+        print(simulate(conn, args.changes, seed=args.seed, coordinates_after=args.coordinates_after).render())
     finally:
         conn.close()
     return 0

@@ -126,7 +126,7 @@ class ChangeStream:
                     f'"lsn":{lsn},"xmin":null}},"op":"{op}","ts_ms":{connector // 1000},"transaction":null}}'
                 )
                 wrapped = ((bits >> 20) & 0xFFFFF) * INV20 < schema_rate
-                line = wrap(schemas[table][(flags >> 2) & 3], env) if wrapped else env  # (flags >> 2) & 3: its schema
+                line = wrap(schemas[table][(flags >> 2) & 7], env) if wrapped else env  # (flags >> 2) & 7: its schema
                 nlines = 1
                 if op == "d":
                     line += "\nnull"

@@ -86,6 +86,7 @@ class GeneratorConfig:
     delayed_files: int = 1  # files dropped into an already past hour folder
     delayed_file_hours: int = 3  # how long after their hour such a file shows up (mtime)
     tip_amount_from: float | None = 0.5  # fraction of the period after which orders carry tip_amount
+    coordinates_from: float | None = 0.25  # fraction of the period after which new orders carry coordinates
     cancel_rate: float = 0.05
     refund_rate: float = 0.02
     payment_mismatch_rate: float = 0.01
@@ -108,8 +109,8 @@ class GeneratorConfig:
                 raise GeneratorConfigError(f"{name}={getattr(self, name)} must not be negative")
         if self.allowed_lateness_hours < 0:
             raise GeneratorConfigError("allowed_lateness_hours must not be negative")
-        for name in (f.name for f in fields(self) if f.name.endswith("_rate")):
-            if not 0.0 <= getattr(self, name) <= 1.0:
+        for name in (f.name for f in fields(self) if f.name.endswith(("_rate", "_from"))):  # _from: None or a fraction
+            if not 0.0 <= (getattr(self, name) or 0.0) <= 1.0:
                 raise GeneratorConfigError(f"{name}={getattr(self, name)} must be between 0 and 1")
         parts = dict(DEFAULT_PARTITIONS)
         for table, n in self.partitions.items():
@@ -129,8 +130,6 @@ class GeneratorConfig:
                 f"cancel_rate={self.cancel_rate} leaves no delivered trips to carry {self.pings_per_day} pings a day: "
                 "use cancel_rate < 0.95 or pings_per_day=0"
             )
-        if self.tip_amount_from is not None and not 0.0 <= self.tip_amount_from <= 1.0:
-            raise GeneratorConfigError("tip_amount_from must be a fraction of the period between 0 and 1, or None")
 
     @property
     def malformed_total(self) -> float:

@@ -98,6 +98,7 @@ _ENCODERS: dict[str, Callable[[Any], str]] = {
     contract.TEXT_NAME: lambda v: "null" if v is None else f'"{v}"',
     contract.BIGINT_NAME: jint,
     contract.BOOLEAN_NAME: lambda v: "null" if v is None else ("true" if v else "false"),
+    contract.DOUBLE_NAME: lambda v: "null" if v is None else repr(float(v)),
 }
 # Per CDC table, from the contract: (the field's JSON prefix, its type name, whether it is an added column), in order.
 _ROWS: dict[str, tuple[tuple[str, str, bool], ...]] = {

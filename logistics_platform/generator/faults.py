@@ -98,12 +98,13 @@ class Faults:
         self._malformed_kinds = [(name.removesuffix("_rate"), getattr(cfg, name)) for name in INVALID_LINE_RATES]
         self.bad_total = cfg.malformed_total
         self._ping_malformed = [(k, r) for k, r in self._malformed_kinds if k in E.PLAIN_REASONS]
-        # JsonConverter schemas per CDC table, indexed by (flags >> 2) & 3: with the added columns (tip_amount) or
-        # not, precise decimals or not
+        # JsonConverter schemas per CDC table, indexed by (flags >> 2) & 7: with tip_amount or not, precise decimals
+        # or not, with the coordinates or not
         self.schemas: dict[str, list[str]] = {}
         for t in TABLES[:T_PINGS]:
             added = tuple(c.name for c in contract.SOURCES[t].added_columns)
-            self.schemas[t] = [E.connect_schema(t, added if v & 1 else (), precise=bool(v & 2)) for v in range(4)]
+            extra = [tuple(c for c in added if v & (4 if c in contract.ORDER_COORDINATES else 1)) for v in range(8)]
+            self.schemas[t] = [E.connect_schema(t, extra[v], precise=bool(v & 2)) for v in range(8)]
 
     def encoding_flags(self, decimals: bool = False) -> int:
         """Encoding flags of one change: EPOCH_MICROS at ``epoch_micros_rate``, DECIMAL_NUMBERS at its rate, and for
@@ -207,7 +208,7 @@ class Faults:
         rng = self.rng
         schema = None
         if ti != T_PINGS and rng.random() < self.schema_rate:
-            schema = self.schemas[TABLES[ti]][(flags >> 2) & 3]
+            schema = self.schemas[TABLES[ti]][(flags >> 2) & 7]
         bad, reason = E.corrupt(line, TABLES[ti], KEYS[ti], kind, rng, schema)
         return bad, reason, min(arrival + rng.randrange(1000, SECOND), self.period.end_us - 1)
 

@@ -25,9 +25,9 @@ KEYS = tuple(source.key for source in contract.SOURCES.values())
 Change = list[Any]
 NEXT_COMMIT = 5
 # Encoding flags of a change: timestamps as epoch microseconds, decimals as JSON numbers, orders row with tip_amount,
-# decimals as Connect Decimal base64 (Debezium's default decimal.handling.mode=precise).
-# (flags >> 2) & 3, bit 0 with tip_amount, bit 1 precise decimals, indexes the JsonConverter schema a change needs.
-EPOCH_MICROS, DECIMAL_NUMBERS, WITH_TIP, PRECISE = 1, 2, 4, 8
+# decimals as Connect Decimal base64 (Debezium's default decimal.handling.mode=precise), orders row with coordinates.
+# (flags >> 2) & 7 (bits: tip_amount, precise decimals, coordinates) indexes the JsonConverter schema a change needs.
+EPOCH_MICROS, DECIMAL_NUMBERS, WITH_TIP, PRECISE, WITH_COORDINATES = 1, 2, 4, 8, 16
 
 
 # A CDC line as the layout files it: (arrival time, text, row key or None, LSN, lines: 2 for a delete + tombstone).
@@ -47,14 +47,16 @@ class Period:
     hours: int
     late_us: int
     tip_from_us: int | None
+    coordinates_from_us: int | None
 
     @classmethod
     def of(cls, cfg: GeneratorConfig) -> Period:
         """The period of a config."""
-        start_us, tip = epoch_micros(cfg.start), cfg.tip_amount_from
+        start_us, tip, xy = epoch_micros(cfg.start), cfg.tip_amount_from, cfg.coordinates_from
         tip_from_us = None if tip is None or tip >= 1.0 else start_us + int(tip * cfg.hours * 3600) * SECOND
+        xy_from_us = None if xy is None or xy >= 1.0 else start_us + int(xy * cfg.hours * 3600) * SECOND
         late_us = round(cfg.allowed_lateness_hours * 3600) * SECOND
-        return cls(start_us, start_us + cfg.hours * HOUR_US, cfg.hours, late_us, tip_from_us)
+        return cls(start_us, start_us + cfg.hours * HOUR_US, cfg.hours, late_us, tip_from_us, xy_from_us)
 
     def hour_of(self, us: int) -> int:
         """Index (from 0) of the hour of the period that ``us`` falls in."""

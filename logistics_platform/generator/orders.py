@@ -4,6 +4,7 @@ their commit hours and its courier's trip handed to the pings."""
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_right
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ from logistics_platform.generator.model import (
     SECOND,
     T_ORDERS,
     T_PAYMENTS,
+    WITH_COORDINATES,
     WITH_TIP,
     Change,
     Period,
@@ -46,6 +48,7 @@ class _Order:
     row: list[Any]
     tip: int
     tip_from: int | None
+    coordinates: tuple[float | None, ...]  # pickup and drop-off (lat, lon); None: the order has none
     method: str
     faults: Faults
     payment_ids: Iterator[int]
@@ -63,9 +66,9 @@ class _Order:
         flags = self.faults.encoding_flags(decimals=True)
         with_tip = self.tip_from is not None and t >= self.tip_from
         ts, dec = encoders(flags)
-        after = E.row("orders", [*o, self.tip if with_tip else None], ts=ts, dec=dec)
-        if with_tip:
-            flags |= WITH_TIP
+        values = [*o, self.tip if with_tip else None, *self.coordinates]
+        after = E.row("orders", values, ts=ts, dec=dec)
+        flags |= (WITH_TIP if with_tip else 0) | (WITH_COORDINATES if self.coordinates[0] is not None else 0)
         before = self.prev_after if op != "c" and op != "r" else "null"
         if (flags ^ self.prev_flags) & PRECISE and before != "null":
             # one decimal encoding per line (its schema block says which): the before image in this change's
@@ -74,7 +77,7 @@ class _Order:
             before = E.row("orders", self.prev_values, ts=ts, dec=dec)
         if self.faults.precise_on:
             self.prev_flags = flags
-            self.prev_values = [*o, self.tip if with_tip else None]
+            self.prev_values = values
         self.prev_after = after
         ch = [T_ORDERS, op, o[0], before, after, None, flags]
         if self.latest is not None:
@@ -217,7 +220,8 @@ class OrderBook:
             t_cancel = t_cancel if t_cancel is not None and t_cancel < t_assign else max(t_assign, base + MINUTE)
         method = W.PAYMENT_METHODS[bisect_right(METHOD_CUM, rng.random() * METHOD_CUM[-1])]
         row: list[Any] = [oid, tid, None, region, "created", total, fee, created_us, promised, None, created_us]
-        order = _Order(row, tip, tip_from, method, self.faults, self.payment_ids)
+        route = self._route(region, created_us)
+        order = _Order(row, tip, tip_from, route[:4] or (None,) * 4, method, self.faults, self.payment_ids)
         txs: list[Transaction] = []
         # creation (or the snapshot read of an order that already existed)
         failed_first = rng.random() < cfg.failed_payment_rate
@@ -254,7 +258,20 @@ class OrderBook:
         self.final[oid] = (_status_at_end(txs, snap_status, self.period.end_us), total, deleted)
         if courier is not None and self.trips.interval_us and (t_cancel is None or t_cancel > t_assign):
             t_end = t_deliv if t_cancel is None else t_cancel
-            self.trips.plan(courier, oid, region, t_assign, t_pick, t_transit, t_end, t_cancel is None)
+            self.trips.plan(courier, oid, region, (t_assign, t_pick, t_transit, t_end), t_cancel is None, route)
+
+    def _route(self, region: str, created_us: int) -> tuple[float, ...]:
+        """Pickup, drop-off (lat, lon) and maybe a detour point 3.3 km off their segment, from a stream per order."""
+        if self.period.coordinates_from_us is None or created_us < self.period.coordinates_from_us:
+            return ()
+        _, clat, clon = W.REGIONS[W.REGION_NAMES.index(region)]
+        u = Random(f"{self.cfg.seed}:{self.order_id}").random
+        a, b, c, d = (round(x + (u() - 0.5) * s, 6) for x, s in ((clat, 0.06), (clon, 0.06), (clat, 0.1), (clon, 0.1)))
+        if u() >= 0.12:  # the others (12 %) ride a detour: the off-route monitor's episodes
+            return a, b, c, d
+        k = math.cos(math.radians(clat))  # degrees of longitude to those of latitude
+        n = math.hypot((d - b) * k, c - a) or 1.0
+        return a, b, c, d, (a + c) / 2 + 0.03 * (d - b) * k / n, (b + d) / 2 - 0.03 * (c - a) / n / k
 
     def _deliver(self, order: _Order, txs: list[Transaction], courier: int, times: tuple[int, int, int, int]) -> None:
         """Assigned, picked up, in transit, delivered and paid (or paid wrongly), maybe charged twice and refunded."""

@@ -52,23 +52,29 @@ class Trips:
         self.runs: list[tuple[Any, ...]] = []  # planned pings not yet expanded to rows
 
     def plan(
-        self, cid: int, oid: int, region: str, t0: int, t_pick: int, t_transit: int, t_end: int, delivered: bool
+        self, cid: int, oid: int, region: str, times: tuple[int, ...], done: bool, route: tuple[float, ...]
     ) -> None:
-        """Pings of one courier's trip for order ``oid``: assigned at t0, picked up, in transit, done at t_end."""
+        """Pings of one courier's trip for order ``oid`` (assigned, picked up, in transit, done), along ``route``."""
         rng, period = self.rng, self.period
+        t0, t_pick, t_transit, t_end = times
         _, clat, clon = W.REGIONS[W.REGION_NAMES.index(region)]
         u = rng.random
         start_lat, start_lon = clat + (u() - 0.5) * 0.06, clon + (u() - 0.5) * 0.06
         pick_lat, pick_lon = clat + (u() - 0.5) * 0.06, clon + (u() - 0.5) * 0.06
         drop_lat, drop_lon = clat + (u() - 0.5) * 0.1, clon + (u() - 0.5) * 0.1
-        t_back = t_end + rng.randrange(3 * MINUTE, 10 * MINUTE) if delivered else t_end
+        t_back = t_end + rng.randrange(3 * MINUTE, 10 * MINUTE) if done else t_end
+        if route:  # dispatched from near the pickup (its corridor)
+            pick_lat, pick_lon, drop_lat, drop_lon = route[:4]
+            start_lat, start_lon = pick_lat + (start_lat - clat) / 10, pick_lon + (start_lon - clon) / 10
+        t_via, via = ((t_transit + t_end) // 2, route[4:]) if len(route) > 4 else (t_end, (drop_lat, drop_lon))
         # segments: (from, until, from lat/lon, to lat/lon, order id, moving)
         segs: list[tuple[Any, ...]] = [
             (t0, t_pick, start_lat, start_lon, pick_lat, pick_lon, oid, True),
             (t_pick, t_transit, pick_lat, pick_lon, pick_lat, pick_lon, oid, False),
-            (t_transit, t_end, pick_lat, pick_lon, drop_lat, drop_lon, oid, True),
+            (t_transit, t_via, pick_lat, pick_lon, *via, oid, True),  # by way of a detour point, if any
+            (t_via, t_end, *via, drop_lat, drop_lon, oid, True),
         ]
-        if delivered:
+        if done:
             segs.append((t_end, t_back, drop_lat, drop_lon, clat, clon, None, True))
         t_stop = min(t_back, period.end_us)
         t0 = max(t0, period.start_us)  # a snapshot order's courier may have left before the period starts

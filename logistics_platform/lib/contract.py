@@ -93,6 +93,7 @@ VEHICLES = ("bike", "motorbike", "car", "van")
 ORDER_STATUSES = ("created", "assigned", "picked_up", "in_transit", "delivered", "cancelled")
 PAYMENT_METHODS = ("card", "pix", "boleto", "cash")
 PAYMENT_STATUSES = ("authorized", "captured", "refunded", "failed")
+ORDER_COORDINATES = ("pickup_lat", "pickup_lon", "dropoff_lat", "dropoff_lon")  # orders gain them part way
 
 # In sources.md's order: the generator, the capture and the bronze assets list the topics in this order.
 SOURCES: dict[str, SourceTopic] = {
@@ -157,6 +158,10 @@ SOURCES: dict[str, SourceTopic] = {
                     "Tip for the courier: a column the orders table gained part way (sources.md §6).",
                     nullable=True,
                 ),
+                SourceColumn("pickup_lat", DOUBLE, "Pickup latitude (WGS84), added part way.", nullable=True),
+                SourceColumn("pickup_lon", DOUBLE, "Pickup longitude (WGS84), added part way.", nullable=True),
+                SourceColumn("dropoff_lat", DOUBLE, "Drop-off latitude (WGS84), added part way.", nullable=True),
+                SourceColumn("dropoff_lon", DOUBLE, "Drop-off longitude (WGS84), added part way.", nullable=True),
             ),
         ),
         SourceTopic(

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 from pyiceberg.io.pyarrow import schema_to_pyarrow
-from pyiceberg.types import StringType
+from pyiceberg.types import DoubleType, StringType
 
 from logistics_platform.generator import GeneratorConfig, generate
 from logistics_platform.lib.bronze import schema as bs
@@ -25,6 +25,7 @@ from logistics_platform.lib.bronze.ingest import ingest_hour
 from logistics_platform.lib.bronze.landing import list_arrival_hours, list_hour_files
 from logistics_platform.lib.bronze.pool import run_block
 from logistics_platform.lib.connections import load_catalog
+from logistics_platform.lib.contract import ORDER_COORDINATES
 from logistics_platform.settings import local_settings
 
 START = datetime(2026, 11, 1)
@@ -86,12 +87,14 @@ def test_clean_landing_gives_identical_bronze_with_and_without_the_fast_path(lan
 def _runs(landing: Path, table: str, size: int) -> list[tuple[LineParser, list[bytes], pa.Schema]]:
     spec = bs.TOPICS[table]
     schema = schema_to_pyarrow(bs.table_schema(spec), include_field_ids=True)
-    if table == "orders":
-        schema = schema.append(pa.field("tip_amount", pa.string()))
+    # As after the first ingest: orders gained tip_amount (a string column) halfway through the period, and the
+    # coordinates (doubles) from a quarter of it.
+    added = {"tip_amount": StringType(), **dict.fromkeys(ORDER_COORDINATES, DoubleType())} if table == "orders" else {}
+    for name, kind in added.items():
+        schema = schema.append(pa.field(name, pa.string() if kind == StringType() else pa.float64()))
     out = []
     for hour in list_arrival_hours(landing):
-        # As after the first ingest: orders gained tip_amount (a string column) halfway through the period.
-        parser = LineParser(spec, hour, 7200, {"tip_amount": StringType()} if table == "orders" else None)
+        parser = LineParser(spec, hour, 7200, added or None)
         for f in list_hour_files(landing, spec.topic, hour):
             with f.open() as stream:
                 lines = stream.read().split(b"\n")[:-1]

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from logistics_platform.lib.bronze.landing import list_arrival_hours, list_hour_files
+from logistics_platform.lib.contract import ORDER_COORDINATES
 from logistics_platform.settings import Settings
 
 
@@ -90,3 +91,26 @@ def fct_orders_equals_oltp(settings: Settings, conn: Any) -> int:
     got = [tuple(naive_utc(Decimal(str(v)) if isinstance(v, float) else v) for v in r) for r in got]
     assert got == expected
     return len(got)
+
+
+def coordinates_equal_oltp(settings: Settings, conn: Any) -> tuple[int, int]:
+    """intermediate.int_orders_current has the OLTP orders' coordinates (null where the row has none, or where the
+    table had no such columns yet); returns how many orders have them and how many do not."""
+    from logistics_platform.lib.connections import connect
+
+    cols = "order_id, " + ", ".join(ORDER_COORDINATES)
+    with conn.cursor() as cur:
+        cur.execute("select * from orders limit 0")
+        has = "pickup_lat" in {d.name for d in cur.description}
+        cur.execute(f"select {cols if has else 'order_id, null, null, null, null'} from orders order by order_id")
+        expected = cur.fetchall()
+    conn.commit()
+    duck = connect(settings.duckdb_path, read_only=True)
+    try:
+        sql = f"select {cols} from intermediate.int_orders_current where not is_deleted order by order_id"
+        got = duck.execute(sql).fetchall()
+    finally:
+        duck.close()
+    assert got == expected
+    with_xy = sum(1 for r in got if r[1] is not None)
+    return with_xy, len(got) - with_xy

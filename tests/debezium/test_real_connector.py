@@ -23,6 +23,7 @@ from logistics_platform.cli.render import render_summary
 from logistics_platform.defs.partitions import arrival_hour_partitions
 from logistics_platform.lib.capture.schema import KEYS, TABLES
 from logistics_platform.lib.connections import connect
+from logistics_platform.lib.contract import ORDER_COORDINATES
 from logistics_platform.lib.timekeys import parse_hour_key
 from logistics_platform.pipeline import Summary, run_pipeline
 from logistics_platform.settings import Settings, local_settings
@@ -61,6 +62,7 @@ def world() -> World:
         conn = db.connect()
         try:
             tables = {t: table_rows(conn, t, cols, KEYS[t]) for t, cols in TABLES.items()}
+            tables["coordinates"] = table_rows(conn, "orders", ("order_id", *ORDER_COORDINATES), "order_id")
         finally:
             conn.close()
     return World(captured, tables)
@@ -187,6 +189,27 @@ def test_fct_orders_equals_the_oltp_orders(
     finally:
         duck.close()
     assert got == world.tables["orders"]
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda c: c.name)
+def test_the_coordinates_added_part_way_reach_the_current_orders(
+    world: World, platform: Callable[[ConverterConfig], PlatformRun], config: ConverterConfig
+) -> None:
+    """The orders table gained its coordinates by ALTER TABLE half way through the workload: bronze gains the columns
+    from the records (Avro: the registry's next writer schema), and int_orders_current holds the OLTP values, null
+    for the orders made before and for those inserted without them."""
+    run = platform(config)
+    duck = connect(run.settings.duckdb_path, read_only=True)
+    try:
+        cols = ", ".join(("order_id", *ORDER_COORDINATES))
+        got = duck.execute(
+            f"select {cols} from intermediate.int_orders_current where not is_deleted order by order_id"
+        ).fetchall()
+    finally:
+        duck.close()
+    assert got == world.tables["coordinates"]
+    with_xy = sum(1 for r in got if r[1] is not None)
+    assert 10 < with_xy < len(got) - 10, with_xy
 
 
 def test_an_unchanged_toasted_column_keeps_its_value(

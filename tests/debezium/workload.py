@@ -50,8 +50,9 @@ def oltp_database() -> Iterator[Database]:
 
 
 def workload(conn: Any) -> None:
-    """Inserts, updates and deletes of all four tables, edge amounts, unchanged TOASTed columns."""
-    simulate(conn, CHANGES, seed=2)
+    """Inserts, updates and deletes of all four tables, edge amounts, unchanged TOASTed columns, and the orders'
+    coordinates added half way by ALTER TABLE (the connector sees the new columns in the middle of its stream)."""
+    simulate(conn, CHANGES, seed=2, coordinates_after=CHANGES // 2)
     rng = random.Random(3)
     # Random letters compress too little to stay inline: the name is TOASTed, and a tier update leaves it as is.
     toast_name = "".join(rng.choice(string.ascii_letters) for _ in range(3_000))

@@ -170,10 +170,11 @@ def _same_event(rec: dict[str, Any], want: dict[str, Any]) -> bool:
     if rec["ts_ms"] != want.get("ts_ms") or rec["source"] != want.get("source"):
         return False
     after, want_after = _normal(rec["after"]), _normal(want.get("after"))
-    # a change from before tip_amount, written under the newer schema: projected, the column null
-    projected = after is not None and want_after is not None and "tip_amount" not in want_after
-    if projected and after.pop("tip_amount", None) is not None:  # type: ignore[union-attr]
-        return False
+    # a change from before tip_amount (or the coordinates), written under the newer schema: projected, the column null
+    for column in ("tip_amount", *contract.ORDER_COORDINATES):
+        projected = after is not None and want_after is not None and column not in want_after
+        if projected and after.pop(column, None) is not None:  # type: ignore[union-attr]
+            return False
     if after != want_after:
         return False
     got_before, want_before = _normal(rec["before"]), _normal(want.get("before"))
@@ -253,13 +254,19 @@ def test_avro_writer_schema_is_the_real_connectors_modulo_field_lists(mixed: Pat
         real = json.loads(_container_meta(FIXTURES / "precise-avro" / f"oltp.public.{table}.avro")["avro.schema"])
         assert _common(ours, real) == _common(real, ours), table
         value_fields = ours["fields"][0]["type"][1]["fields"]
-        if value_fields[-1]["name"] == "tip_amount":  # the added column: optional, a decimal like total_amount
+        added = {f["name"]: f for f in value_fields[len(contract.SOURCES[table].columns) :]}
+        if "tip_amount" in added:  # the added column: optional, a decimal like total_amount
             decimal = real["fields"][0]["type"][1]["fields"][5]["type"]
-            assert value_fields[-1] == {"name": "tip_amount", "type": ["null", decimal], "default": None}
+            assert added["tip_amount"] == {"name": "tip_amount", "type": ["null", decimal], "default": None}
             seen.add("orders+tip")
+        if "pickup_lat" in added:  # the coordinates: optional doubles, the last fields
+            assert list(added)[-4:] == list(contract.ORDER_COORDINATES)
+            for c in contract.ORDER_COORDINATES:
+                assert added[c] == {"name": c, "type": ["null", "double"], "default": None}
+            seen.add("orders+coordinates")
         seen.add(table)
         seen.add(meta["avro.codec"].decode())
-    assert seen >= {*CDC_TABLES, "orders+tip", "null", "deflate"}, seen
+    assert seen >= {*CDC_TABLES, "orders+tip", "orders+coordinates", "null", "deflate"}, seen
     # the generator's fields are a subset of the real connector's (the envelope and source of Debezium 2.7)
     real_orders = json.loads(_container_meta(FIXTURES / "precise-avro" / "oltp.public.orders.avro")["avro.schema"])
     assert [f["name"] for f in A.writer_schema("orders")["fields"]] == [

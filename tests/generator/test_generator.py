@@ -30,6 +30,7 @@ from logistics_platform.generator import encode as E
 from logistics_platform.generator.writer import cdc_file
 from logistics_platform.lib import contract
 from logistics_platform.lib.timekeys import epoch_micros, from_epoch_micros
+from tests.support.off_route import corridor_km
 
 START = datetime(2026, 11, 1)
 HOURS = 12
@@ -499,6 +500,35 @@ def test_tip_amount_appears_only_after_its_start(landing: Landing) -> None:
     assert "0.00" in tips and len(tips) > 2
 
 
+def test_coordinates_appear_in_the_orders_created_after_their_start_and_the_pings_follow_them(landing: Landing) -> None:
+    """Orders created from ``coordinates_from`` on carry all four coordinates in every change, older ones none; their
+    couriers' pings stay near the pickup -> drop-off segment, except a share that rides a detour 3.3 km off it."""
+    xy_from = epoch_micros(START) + int(landing.summary["config"]["coordinates_from"] * HOURS * 3600) * 1_000_000
+    routes: dict[int, tuple[float, float, float, float]] = {}
+    without = 0
+    for x in landing.events("oltp.public.orders").values():
+        a = x.value["after"]
+        if a is None:
+            continue
+        has = [c in a for c in contract.ORDER_COORDINATES]
+        assert has in ([True] * 4, [False] * 4), x.raw[:300]
+        assert has[0] == (ts_us(a["created_at"]) >= xy_from), x.raw[:300]
+        if has[0]:
+            routes[a["order_id"]] = tuple(a[c] for c in contract.ORDER_COORDINATES)  # type: ignore[assignment]
+        else:
+            without += 1
+    assert routes and without
+    farthest: dict[int, float] = {}
+    for x in landing.events("logistics.tracking_pings").values():
+        p = x.value
+        if p["order_id"] in routes:
+            d = corridor_km(p["lat"], p["lon"], routes[p["order_id"]])
+            farthest[p["order_id"]] = max(d, farthest.get(p["order_id"], 0.0))
+    detoured = sum(1 for d in farthest.values() if d > 1.5)
+    assert 0.05 < detoured / len(farthest) < 0.25, (detoured, len(farthest))
+    assert max(farthest.values()) < 3.5 and sum(1 for d in farthest.values() if d < 0.8) > 0.7 * len(farthest)
+
+
 # ----------------------------------------------------------------------------------------------- believable data
 def test_lsns_increase_with_commit_time(landing: Landing) -> None:
     events = [x for t in CDC for x in landing.events(t).values()]
@@ -818,13 +848,13 @@ def test_row_images_are_the_contracts_columns_rendered_by_type(landing: Landing)
             assert list(a) == [c.name for c in cols], table
             values = [
                 None
-                if a[c.name] is None
+                if a.get(c.name) is None
                 else round(Decimal(a[c.name]) * 100)
                 if c.type.is_decimal
                 else ts_us(a[c.name])
                 if c.type == contract.TIMESTAMPTZ
                 else a[c.name]
-                for c in cols
+                for c in (*source.columns, *source.added_columns)  # an added column it lacks: None, left out
             ]
             expected = E.row(table, values)
             assert json.dumps(a, separators=(",", ":"), ensure_ascii=False) == expected

@@ -50,6 +50,11 @@ MART_ROWS = {
             timestamp '2026-11-01 08:00:00' + to_seconds(i), 5.0, 1800.0
         from range(4) r(i)
     """,
+    "fct_courier_off_route": """
+        select 1, 100 + i, timestamp '2026-11-01 08:00:00' + to_minutes(20 * i),
+            case when i < 2 then timestamp '2026-11-01 08:07:00' + to_minutes(20 * i) end, 7.0, 4, 2.5, 'r-a'
+        from range(3) r(i)
+    """,
     "late_events": """
         select 'logistics.tracking_pings', 'e-1', 'p-1', null, 'c', timestamp '2026-11-01 07:00:00',
             timestamp '2026-11-01 10:00:00', 10800, timestamp '2026-11-01 07:00:00', 'fct_courier_hourly_activity',

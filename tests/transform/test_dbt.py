@@ -74,6 +74,10 @@ CONTRACT: dict[str, list[tuple[str, str]]] = {
         ("recorded_at", "TIMESTAMP"), ("previous_recorded_at", "TIMESTAMP"), ("distance_km", "DOUBLE"),
         ("implied_kmh", "DOUBLE"),
     ],
+    "fct_courier_off_route": [
+        ("courier_id", "BIGINT"), ("order_id", "BIGINT"), ("started_at", "TIMESTAMP"), ("ended_at", "TIMESTAMP"),
+        ("minutes", "DOUBLE"), ("pings", "BIGINT"), ("max_distance_km", "DOUBLE"), ("region", "VARCHAR"),
+    ],
 }  # fmt: skip
 
 

@@ -9,9 +9,12 @@
 {%- set contract_columns = [
     'order_id', 'tenant_id', 'courier_id', 'region', 'status', 'total_amount', 'delivery_fee',
     'created_at', 'promised_at', 'delivered_at', 'updated_at'] -%}
+{#- The coordinates, added part way too, are staged from the start (null until bronze has them): models read them. -#}
+{%- set coordinates = ['pickup_lat', 'pickup_lon', 'dropoff_lat', 'dropoff_lon'] -%}
+{%- set bronze_columns = relation_column_names(source('bronze', 'orders')) -%}
 {%- set added_columns = [] -%}
-{%- for column in relation_column_names(source('bronze', 'orders')) -%}
-    {%- if column not in contract_columns and not column.startswith('_') -%}
+{%- for column in bronze_columns -%}
+    {%- if column not in contract_columns + coordinates and not column.startswith('_') -%}
         {%- do added_columns.append(column) -%}
     {%- endif -%}
 {%- endfor %}
@@ -47,6 +50,9 @@ renamed as (
         cast(promised_at as timestamp) as promised_at,
         cast(delivered_at as timestamp) as delivered_at,
         cast(updated_at as timestamp) as updated_at,
+        {%- for column in coordinates %}
+        cast({{ column if column in bronze_columns else 'null' }} as double) as {{ column }},
+        {%- endfor %}
         {%- for column in added_columns %}
         {{ column }},
         {%- endfor %}

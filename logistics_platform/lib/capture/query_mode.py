@@ -57,19 +57,18 @@ def capture_query(
             lines: dict[str, list[str]] = {}
             conn.set_session(isolation_level="REPEATABLE READ", readonly=True)
             with conn.cursor() as cur:
-                for table, columns in TABLES.items():
+                for table in TABLES:  # every column: also those added part way (orders' coordinates)
                     st = tables_state.get(table)
                     wm = st.get("watermark_us") if st else None
-                    cols = ", ".join(columns)
                     if wm is None:
-                        cur.execute(f"select {cols} from public.{table} order by updated_at, {KEYS[table]}")
+                        cur.execute(f"select * from public.{table} order by updated_at, {KEYS[table]}")
                     else:
                         # An aware bound: a naive one would be read in the session's time zone.
                         cur.execute(
-                            f"select {cols} from public.{table} where updated_at >= %s"
-                            f" order by updated_at, {KEYS[table]}",
+                            f"select * from public.{table} where updated_at >= %s order by updated_at, {KEYS[table]}",
                             (from_epoch_micros(wm - overlap_us).replace(tzinfo=UTC),),
                         )
+                    columns = [d.name for d in cur.description]
                     rows = [dict(zip(columns, r, strict=True)) for r in cur.fetchall()]
                     planned, tables_state[table] = plan_table(table, rows, st, overlap_us)
                     event = partial(change_event, table, before=None, tx_id=None, processed_us=now_us(), db=db)

@@ -124,9 +124,9 @@ def _create_slot(conn: Any, dsn: str, slot: str, writer: LandingWriter, result: 
                 # The connector's table order (by name) and rows, so that its snapshot flags fall on the same rows.
                 tables = sorted(TABLES)
                 rows_of: dict[str, list[dict[str, Any]]] = {}
-                for table in tables:
-                    columns = TABLES[table]
-                    cur.execute(f"select {', '.join(columns)} from public.{table} order by {KEYS[table]}")
+                for table in tables:  # every column, as the stream sends them: also those added part way
+                    cur.execute(f"select * from public.{table} order by {KEYS[table]}")
+                    columns = [d.name for d in cur.description]
                     rows_of[table] = [dict(zip(columns, values, strict=True)) for values in cur.fetchall()]
                 cur.execute("commit")
             conn.autocommit = False

@@ -12,12 +12,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from logistics_platform.lib import contract
-from logistics_platform.lib.capture.schema import create_schema
+from logistics_platform.lib.capture.schema import TABLES, create_schema
 
 REGIONS = ("north", "south", "east", "west", "central")
-TIERS = contract.TIERS
-VEHICLES = contract.VEHICLES
-METHODS = contract.PAYMENT_METHODS
 NEXT_STATUS = {"created": "assigned", "assigned": "picked_up", "picked_up": "in_transit", "in_transit": "delivered"}
 INITIAL_TENANTS = 8
 INITIAL_COURIERS = 20
@@ -68,6 +65,10 @@ INSERT_ORDER = (
     f"insert into orders values (%s, %s, null, %s, 'created', %s, %s, {_NOW}, {_NOW} + interval '45 minutes', null,"
     f" {_NOW})"
 )
+# The orders' coordinates, added part way (by name: the table may have gained other columns before them).
+ADD_COORDINATES = "alter table orders " + ", ".join(f"add if not exists {c} float8" for c in contract.ORDER_COORDINATES)
+_AT = ", ".join((*TABLES["orders"], *contract.ORDER_COORDINATES))
+INSERT_ORDER_AT = INSERT_ORDER.replace("orders values", f"orders ({_AT}) values")[:-1] + ", %s, %s, %s, %s)"
 INSERT_PAYMENT = f"insert into payments values (%s, %s, %s, %s, 'authorized', {_NOW}, {_NOW})"
 SET_ORDER_STATUS = f"update orders set status = %s, updated_at = {_NOW} where order_id = %s"
 ASSIGN_ORDER = f"update orders set status = 'assigned', courier_id = %s, updated_at = {_NOW} where order_id = %s"
@@ -85,14 +86,14 @@ UPDATE_COURIER = f"update couriers set active = not active, vehicle = %s, update
 Statement = tuple[str, tuple[Any, ...]]
 
 
-def simulate(conn: Any, changes: int, seed: int = 7) -> SimulationResult:
-    """Create the schema when missing, then apply about ``changes`` row changes in transactions."""
+def simulate(conn: Any, changes: int, seed: int = 7, coordinates_after: int | None = None) -> SimulationResult:
+    """Create the schema when missing, then apply about ``changes`` row changes (see ``--coordinates-after``)."""
     create_schema(conn)
     rng = random.Random(seed)
     result = SimulationResult()
     with conn.cursor() as cur:
         cur.execute("set synchronous_commit = off")  # a simulator: losing its last commits on a crash is fine
-        w = _World(cur)
+        w, xy = _World(cur), False  # xy: new orders carry coordinates (from --coordinates-after on)
 
         def run(kind: str, statements: list[Statement]) -> None:
             for sql, params in statements:
@@ -105,7 +106,7 @@ def simulate(conn: Any, changes: int, seed: int = 7) -> SimulationResult:
         if not w.tenants:
             stmts: list[Statement] = []
             for i in range(1, INITIAL_TENANTS + 1):
-                tid, tier = f"t{i:03d}", rng.choice(TIERS)
+                tid, tier = f"t{i:03d}", rng.choice(contract.TIERS)
                 w.tenants[tid] = tier
                 stmts.append((INSERT_TENANT, (tid, f"Tenant {i}", tier, rng.choice(REGIONS))))
             run("tenant_insert", stmts)
@@ -113,6 +114,10 @@ def simulate(conn: Any, changes: int, seed: int = 7) -> SimulationResult:
             run("courier_insert", [_new_courier(w, rng) for _ in range(INITIAL_COURIERS)])
 
         while result.changes < changes:
+            if not xy and coordinates_after is not None and result.changes >= coordinates_after:
+                cur.execute(ADD_COORDINATES)  # idempotent: a database that has them keeps them
+                conn.commit()
+                xy = True
             roll = rng.random()
             if roll < 0.30 or not w.open:
                 oid, pid = w.next_order, w.next_payment
@@ -120,8 +125,11 @@ def simulate(conn: Any, changes: int, seed: int = 7) -> SimulationResult:
                 total = rng.randrange(1000, 40000) / 100
                 tid = rng.choice(sorted(w.tenants))
                 w.open[oid] = ("created", total, pid)
-                order = (INSERT_ORDER, (oid, tid, rng.choice(REGIONS), total, rng.randrange(300, 1500) / 100))
-                run("order_created", [order, (INSERT_PAYMENT, (pid, oid, total, rng.choice(METHODS)))])
+                args: tuple[Any, ...] = (oid, tid, rng.choice(REGIONS), total, rng.randrange(300, 1500) / 100)
+                if xy:  # around São Paulo's centre, six decimals as a phone reports them
+                    args += tuple(round(c + rng.uniform(-0.05, 0.05), 6) for c in (-23.55, -46.63, -23.55, -46.63))
+                order = (INSERT_ORDER_AT if xy else INSERT_ORDER, args)
+                run("order_created", [order, (INSERT_PAYMENT, (pid, oid, total, rng.choice(contract.PAYMENT_METHODS)))])
             elif roll < 0.80:
                 oid = rng.choice(sorted(w.open))
                 status, total, live_pid = w.open[oid]
@@ -160,7 +168,7 @@ def simulate(conn: Any, changes: int, seed: int = 7) -> SimulationResult:
                 run("payment_refunded", [(SET_PAYMENT_STATUS, ("refunded", w.refundable.pop(0)))])
             elif roll < 0.91:
                 tid = rng.choice(sorted(w.tenants))
-                tier = rng.choice([t for t in TIERS if t != w.tenants[tid]])
+                tier = rng.choice([t for t in contract.TIERS if t != w.tenants[tid]])
                 w.tenants[tid] = tier
                 # Event time has millisecond precision: two versions of a tenant within one would tie.
                 wait = 0.002 - (time.monotonic() - w.tier_changed.get(tid, -1.0))
@@ -172,7 +180,7 @@ def simulate(conn: Any, changes: int, seed: int = 7) -> SimulationResult:
                 run("courier_insert", [_new_courier(w, rng)])
             elif roll < 0.95 and w.couriers:
                 cid = rng.choice(w.couriers)
-                run("courier_update", [(UPDATE_COURIER, (rng.choice(VEHICLES), cid))])
+                run("courier_update", [(UPDATE_COURIER, (rng.choice(contract.VEHICLES), cid))])
             elif roll < 0.97 and len(w.couriers) > 5:
                 cid = w.couriers.pop(rng.randrange(len(w.couriers)))
                 run("courier_delete", [("delete from couriers where courier_id = %s", (cid,))])
@@ -188,4 +196,4 @@ def _new_courier(w: _World, rng: random.Random) -> Statement:
     cid = w.next_courier
     w.couriers.append(cid)
     w.next_courier += 1
-    return (INSERT_COURIER, (cid, f"Courier {cid}", rng.choice(REGIONS), rng.choice(VEHICLES)))
+    return (INSERT_COURIER, (cid, f"Courier {cid}", rng.choice(REGIONS), rng.choice(contract.VEHICLES)))

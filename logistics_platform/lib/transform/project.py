@@ -36,6 +36,7 @@ MART_MODELS = (
     "fct_region_sla",
     "fct_region_delivery_daily",
     "fct_courier_gps_jumps",
+    "fct_courier_off_route",
 )
 
 

@@ -40,6 +40,7 @@ PARTITION_COLUMNS = {
     "fct_region_sla": "window_start",
     "fct_region_delivery_daily": "delivery_date",
     "fct_courier_gps_jumps": "recorded_at",
+    "fct_courier_off_route": "started_at",
     "late_events": "arrival_hour",
 }
 FINGERPRINT_PROPERTY = "logistics.partition-fingerprints"
