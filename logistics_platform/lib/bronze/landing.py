@@ -361,8 +361,25 @@ class FileCount(NamedTuple):
     corrupt: str | None = None  # why the file cannot be read to its end
 
 
+# Lines that may be tombstones (confirmed one by one with is_tombstone_line): the count goes block by block.
+_BARE_NULL = re.compile(rb"^[ \t\r]*null[ \t\r]*$", re.MULTILINE)
+_NULL_PAYLOAD = re.compile(rb'"payload"[ \t\r]*:[ \t\r]*null')
+
+
+def _tombstones(block: bytes) -> int:
+    """Tombstone lines among the complete lines of ``block`` (the text between newlines, a final line included)."""
+    n, seen = len(_BARE_NULL.findall(block)), -1
+    for m in _NULL_PAYLOAD.finditer(block):
+        start = block.rfind(b"\n", 0, m.start()) + 1
+        if start != seen:  # a line is looked at once, however many matches it holds
+            seen, end = start, block.find(b"\n", m.end())
+            n += is_tombstone_line(block[start : end if end >= 0 else len(block)])
+    return n
+
+
 def scan_file(f: LandingFile) -> FileCount:
-    """One file's lines and tombstones from its bytes (an Avro container's records, from its blocks' framing)."""
+    """One file's lines and tombstones from its bytes, a block at a time (an Avro container's records, from its
+    blocks' framing)."""
     if f.avro:
         try:
             records, error = count_records(f.path)
@@ -370,13 +387,23 @@ def scan_file(f: LandingFile) -> FileCount:
             return FileCount(0, 0, _unreadable(f, e).error)
         return FileCount(records, 0, error)
     lines = tombstones = 0
+    pending: list[bytes] = []  # the line in progress (pieces of it, when longer than a block)
     try:
-        for raw in iter_lines(f):
-            lines += 1
-            if is_tombstone_line(raw):
-                tombstones += 1
+        for chunk in iter_content(f):
+            if b"\n" not in chunk:
+                pending.append(chunk)
+                continue
+            block = b"".join([*pending, chunk])
+            cut = block.rfind(b"\n")
+            lines += block.count(b"\n")
+            tombstones += _tombstones(block[:cut])
+            pending = [block[cut + 1 :]]
     except CorruptFileError as e:
         return FileCount(lines, tombstones, e.error)
+    tail = b"".join(pending)
+    if tail:
+        lines += 1
+        tombstones += _tombstones(tail)
     return FileCount(lines, tombstones)
 
 
