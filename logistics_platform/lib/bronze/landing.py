@@ -362,13 +362,13 @@ class FileCount(NamedTuple):
 
 
 # Lines that may be tombstones (confirmed one by one with is_tombstone_line): the count goes block by block.
-_BARE_NULL = re.compile(rb"^[ \t\r]*null[ \t\r]*$", re.MULTILINE)
+_BARE_NULL = re.compile(rb"\n[ \t\r]*null[ \t\r]*(?=\n)")  # on the block between newlines: faster than ^...$
 _NULL_PAYLOAD = re.compile(rb'"payload"[ \t\r]*:[ \t\r]*null')
 
 
 def _tombstones(block: bytes) -> int:
     """Tombstone lines among the complete lines of ``block`` (the text between newlines, a final line included)."""
-    n, seen = len(_BARE_NULL.findall(block)), -1
+    n, seen = len(_BARE_NULL.findall(b"\n%b\n" % block)), -1
     for m in _NULL_PAYLOAD.finditer(block):
         start = block.rfind(b"\n", 0, m.start()) + 1
         if start != seen:  # a line is looked at once, however many matches it holds
