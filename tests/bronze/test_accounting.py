@@ -17,14 +17,13 @@ from logistics_platform.lib.bronze.ingest import ingest_hours
 from logistics_platform.lib.bronze.landing import (
     CorruptFileError,
     is_tombstone_line,
-    iter_lines,
     landing_file,
     scan_file,
 )
 from logistics_platform.lib.connections import load_catalog
 from logistics_platform.lib.maintenance.compaction import compact_table
 from logistics_platform.settings import Settings, local_settings
-from tests.support.bronze import HOUR, contract_hour
+from tests.support.bronze import HOUR, contract_hour, iter_lines
 
 HOURS = [HOUR, HOUR + timedelta(hours=1)]
 

@@ -321,23 +321,6 @@ class ContentReader:
         return out
 
 
-def iter_lines(f: LandingFile) -> Iterator[bytes]:
-    """The file's lines as bytes, without the line terminator; a final line without newline counts."""
-    pending: list[bytes] = []  # pieces of a line longer than a chunk, joined once its end arrives
-    for chunk in iter_content(f):
-        if b"\n" not in chunk:
-            pending.append(chunk)
-            continue
-        lines = chunk.split(b"\n")
-        if pending:
-            lines[0] = b"".join([*pending, lines[0]])
-        pending = [lines.pop()]
-        yield from lines
-    tail = b"".join(pending)
-    if tail:
-        yield tail
-
-
 def is_tombstone_line(raw: bytes) -> bool:
     """Whether a line is a Kafka tombstone: ``null``, or a schema/payload envelope whose payload is null (a check
     independent of the envelope parser: the accounting counts tombstones with it)."""
