@@ -25,7 +25,6 @@ from logistics_platform.lib.bronze.errors import is_transient
 from logistics_platform.lib.bronze.ingest import ingest_hour
 from logistics_platform.lib.bronze.landing import (
     CorruptFileError,
-    iter_lines,
     list_hour_files,
     scan_file,
 )
@@ -35,7 +34,7 @@ from logistics_platform.lib.operate.progress import compare, read_corrupt_files,
 from logistics_platform.lib.timekeys import hour_key
 from logistics_platform.resources import build_resources
 from logistics_platform.settings import Settings, local_settings
-from tests.support.bronze import HOUR, cdc, contract_hour, dump, order, ping, write_file
+from tests.support.bronze import HOUR, cdc, contract_hour, dump, iter_lines, order, ping, write_file
 
 KEY = hour_key(HOUR)
 ORDERS = "oltp.public.orders"

@@ -29,12 +29,13 @@ from logistics_platform.lib.bronze.landing import (
     CorruptFileError,
     LandingFile,
     is_tombstone_line,
-    iter_lines,
     landing_file,
     list_hour_files,
+    scan_file,
 )
 from logistics_platform.lib.connections import load_catalog
 from logistics_platform.settings import Settings, local_settings
+from tests.support.bronze import iter_lines
 
 SEED = 20261201
 HOUR = datetime(2026, 11, 1, 0)
@@ -243,6 +244,8 @@ def test_the_readers_agree_on_every_damaged_file(landing: Path, tmp_path: Path) 
         block_lines, cut = blocks_view(f, rng.choice([1, 7, 64, 4096, 1 << 20]))
         assert block_lines == lines, case
         assert (cut is None) == (damage is None), case
+        counted = scan_file(f)  # the accounting counts a block at a time: the same lines, tombstones and damage
+        assert counted == (len(lines), sum(map(is_tombstone_line, lines)), damage), case
         if cut is not None:
             corrupt += 1
             assert cut.offset == f.start_offset + len(lines) and cut.error.error == damage, case

@@ -11,13 +11,12 @@ from logistics_platform.lib.bronze.landing import (
     count_lines,
     fingerprint,
     is_tombstone_line,
-    iter_lines,
     list_arrival_hours,
     list_hour_files,
     parse_landing_path,
     unexpected_files,
 )
-from tests.support.bronze import write_file
+from tests.support.bronze import iter_lines, write_file
 
 H = datetime(2026, 11, 2, 10)
 

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import gzip
 import json
+from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from logistics_platform.lib.bronze.landing import hour_dir
+from logistics_platform.lib.bronze.landing import LandingFile, hour_dir, iter_content
 
 HOUR = datetime(2026, 11, 2, 10)
 EPOCH = datetime(1970, 1, 1)
@@ -257,3 +258,20 @@ def bulk_hour(landing: Path, hour: datetime, pings: int, orders: int, lines_per_
             write_file(landing, topic, hour, 0, start, [make(start + j) for j in range(count)])
             written += count
     return written
+
+
+def iter_lines(f: LandingFile) -> Iterator[bytes]:
+    """A file's lines as bytes, one by one (the reference the block-wise counts and readers are checked against)."""
+    pending: list[bytes] = []  # pieces of a line longer than a chunk, joined once its end arrives
+    for chunk in iter_content(f):
+        if b"\n" not in chunk:
+            pending.append(chunk)
+            continue
+        lines = chunk.split(b"\n")
+        if pending:
+            lines[0] = b"".join([*pending, lines[0]])
+        pending = [lines.pop()]
+        yield from lines
+    tail = b"".join(pending)
+    if tail:
+        yield tail

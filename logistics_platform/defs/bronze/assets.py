@@ -147,11 +147,13 @@ def materializations(catalog: Catalog, reports: "Sequence[IngestReport]") -> Ite
 
     def totals(table: str) -> dict[str, Any]:
         t = catalog.load_table(f"{bs.NAMESPACE}.{table}")
-        snap = t.current_snapshot()
+        snap, live = t.current_snapshot(), t.schema()
+        # Only an evolved schema is recorded: Dagster writes this metadata once per hour of the run.
+        evolved = [f.name for f in live.fields] != [f.name for f in bronze_tables()[table].fields]
         return {
             "dagster/row_count": int(snap.summary.additional_properties.get("total-records", 0)) if snap else 0,
             "snapshot_id": str(snap.snapshot_id) if snap else None,
-            "dagster/column_schema": column_schema(t.schema()),  # the live schema, evolved columns included
+            **({"dagster/column_schema": column_schema(live)} if evolved else {}),  # evolved columns included
         }
 
     def tsum(name: str, attr: str) -> int:
@@ -179,10 +181,8 @@ def materializations(catalog: Catalog, reports: "Sequence[IngestReport]") -> Ite
                 **{k: tsum(t, k) for k in _COUNTS},  # the hours as they stand after the run
                 "quarantined_by_reason": reason_counts(r.topics[t].quarantined_by_reason for r in reports),
                 **read([t]),
-                # a range: hour key -> fingerprint, as in the commit's snapshot summary
-                "input_fingerprint": first.topics[t].fingerprint
-                if single
-                else dg.MetadataValue.json({r.partition_key: r.topics[t].fingerprint for r in reports}),
+                # a range's are in bronze.ingest_log and the commit's snapshot summary (not copied to every hour)
+                **({"input_fingerprint": first.topics[t].fingerprint} if single else {}),
                 "data_files_written": tsum(t, "data_files"),
                 "commit_attempts": first.topics[t].commit_attempts,
                 "commit_seconds": first.commit_seconds.get(t, 0.0),

@@ -39,7 +39,7 @@ def bronze_check_specs() -> list[dg.AssetCheckSpec]:
     for t, key in TOPIC_KEYS.items():
         accounting = (
             f"Landed lines of {bs.TOPICS[t].topic} in the hour = bronze rows + quarantine rows + "
-            "tombstones (files recounted, tables re-read with DuckDB); a run that appended to the hour accounts "
+            "tombstones (files recounted, rows from the tables' manifests); a run that appended to the hour accounts "
             "for the files it added (metadata: scope). Warns naming the files of the hour it does not read."
         )
         checks += [

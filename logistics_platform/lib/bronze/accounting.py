@@ -1,14 +1,21 @@
-"""Per hour and topic: landed lines = bronze rows + quarantine rows + tombstones, recounted from the files and
-re-read with DuckDB, independently of the ingest (docs/internals/ingest.md, "Accounting")."""
+"""Per hour and topic: landed lines = bronze rows + quarantine rows + tombstones, recounted from the files and from
+what the tables hold (record counts in their manifests), independently of the ingest (docs/internals/ingest.md,
+"Accounting")."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime
+from typing import Any
 
+import pyarrow.parquet as pq
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import NoSuchTableError
+from pyiceberg.expressions import In
+from pyiceberg.manifest import DataFile
+from pyiceberg.table import Table
 
 from logistics_platform.lib.bronze import schema as bs
 from logistics_platform.lib.bronze.commit import hour_files
@@ -17,14 +24,14 @@ from logistics_platform.lib.bronze.landing import LandingFile, list_hour_files, 
 from logistics_platform.lib.bronze.reports import IngestReport
 from logistics_platform.lib.bronze.tables import hour_column
 from logistics_platform.lib.bronze.unread import unread_in_hour
-from logistics_platform.lib.connections import catalog_of, connect
+from logistics_platform.lib.connections import catalog_of
 from logistics_platform.lib.timekeys import hour_start
 from logistics_platform.settings import Settings
 
 SCOPE_HOUR = "hour"
 SCOPE_INCREMENT = "increment"
 SCOPE_UNCHANGED = "unchanged"
-_IN_HOURS = "where _arrival_hour in (select unnest(?::timestamp[])) group by all"
+_QUARANTINE_COLUMNS = ("_arrival_hour", "_topic", "reason")
 
 
 @dataclass(frozen=True)
@@ -77,12 +84,41 @@ def _account(
     return TopicAccount(table, topic, *found, unread_files=unread)
 
 
-def _location(catalog: Catalog, table: str) -> str | None:
+def _table(catalog: Catalog, table: str) -> Table | None:
+    """The bronze table, or None before its first commit."""
     try:
         t = catalog.load_table(f"{bs.NAMESPACE}.{table}")
     except NoSuchTableError:
         return None
-    return t.metadata_location if t.current_snapshot() is not None else None
+    return t if t.current_snapshot() is not None else None
+
+
+def _hour_rows(t: Table | None, table: str, hours: Sequence[datetime]) -> dict[datetime, int]:
+    """Hour -> rows the table holds for it: the record counts of its own data files (manifests, no data read); an
+    hour in files shared with other hours (compacted) or with delete files is counted by a scan of its column."""
+    if t is None or not hours:
+        return {}
+    column = hour_column(table)
+    found = hour_files(t, column, hours)
+    out = {h: hf.records for h, hf in found.items()}
+    mixed = [h for h, hf in found.items() if hf.mixed]
+    if mixed:
+        scan = t.scan(row_filter=In(column, [h.isoformat() for h in mixed]), selected_fields=(column,))
+        out.update({h: 0 for h in mixed} | Counter(scan.to_arrow().column(column).to_pylist()))
+    return out
+
+
+def _quarantined(t: Table | None, hours: Sequence[datetime]) -> Counter[tuple[datetime, str, bool]]:
+    """(hour, topic, reason is corrupt_file) -> quarantine rows of ``hours`` (a small table: its rows are read)."""
+    if t is None or not hours:
+        return Counter()
+    scan = t.scan(row_filter=In("_arrival_hour", [h.isoformat() for h in hours]), selected_fields=_QUARANTINE_COLUMNS)
+    return _quarantine_counts(scan.to_arrow().to_pydict())
+
+
+def _quarantine_counts(rows: dict[str, list[Any]]) -> Counter[tuple[datetime, str, bool]]:
+    hour, topic, reason = (rows[c] for c in _QUARANTINE_COLUMNS)
+    return Counter((h, t, r == bs.REASON_CORRUPT_FILE) for h, t, r in zip(hour, topic, reason, strict=True))
 
 
 def account_hour(settings: Settings, arrival_hour: datetime) -> dict[str, TopicAccount]:
@@ -98,19 +134,13 @@ def account_hours(
     hours = sorted({hour_start(h) for h in arrival_hours})
     catalog = catalog_of(settings, catalog)
     out: dict[datetime, dict[str, TopicAccount]] = {h: {} for h in hours}
-    with connect(settings=settings) as con:
-        q_loc = _location(catalog, bs.QUARANTINE_TABLE)
-        sql = f"select _arrival_hour, _topic, reason = ?, count(*) from iceberg_scan(?) {_IN_HOURS}"
-        q_rows = con.execute(sql, [bs.REASON_CORRUPT_FILE, q_loc, hours]).fetchall() if q_loc and hours else []
-        quarantined = {(hour, topic, bool(is_file)): int(n) for hour, topic, is_file, n in q_rows}
-        for table, spec in bs.TOPICS.items():
-            loc = _location(catalog, table)
-            sql = f"select _arrival_hour, count(*) from iceberg_scan(?) {_IN_HOURS}"
-            rows: dict[datetime, int] = dict(con.execute(sql, [loc, hours]).fetchall()) if loc and hours else {}
-            for hour in hours:
-                files = list_hour_files(settings.landing_dir, spec.topic, hour)
-                q, c = quarantined.get((hour, spec.topic, False), 0), quarantined.get((hour, spec.topic, True), 0)
-                out[hour][table] = _account(settings, hour, table, files, (int(rows.get(hour, 0)), q, c))
+    quarantined = _quarantined(_table(catalog, bs.QUARANTINE_TABLE), hours)
+    for table, spec in bs.TOPICS.items():
+        rows = _hour_rows(_table(catalog, table), table, hours)
+        for hour in hours:
+            files = list_hour_files(settings.landing_dir, spec.topic, hour)
+            q, c = quarantined[hour, spec.topic, False], quarantined[hour, spec.topic, True]
+            out[hour][table] = _account(settings, hour, table, files, (rows.get(hour, 0), q, c))
     return out
 
 
@@ -131,29 +161,29 @@ def account_ingest(
     return out
 
 
-def _live(catalog: Catalog, table: str, hour: datetime, written: Sequence[str]) -> list[str]:
-    """The files of ``written`` that the table's current snapshot lists for ``hour`` (from its manifests)."""
-    if not written:
-        return []
-    live = hour_files(catalog.load_table(f"{bs.NAMESPACE}.{table}"), hour_column(table), [hour])[hour].paths
-    return [p for p in written if p in live]
+def _live(catalog: Catalog, table: str, hour: datetime, written: Sequence[str]) -> tuple[Table | None, list[DataFile]]:
+    """The table, and the data files of ``written`` that its current snapshot lists for ``hour`` (manifests)."""
+    t = _table(catalog, table) if written else None
+    if t is None:
+        return t, []
+    found = hour_files(t, hour_column(table), [hour])[hour]
+    wanted = set(written)
+    return t, [f for f in [*found.files, *found.mixed] if f.file_path in wanted]
 
 
 def _account_increment(settings: Settings, catalog: Catalog, report: IngestReport) -> dict[str, TopicAccount]:
-    """Table -> the new files' lines against the rows of the data files the append added (DuckDB reads them)."""
+    """Table -> the new files' lines against the rows of the data files the append added (their record counts)."""
     hour = report.arrival_hour
     out: dict[str, TopicAccount] = {}
-    with connect(settings=settings) as con:
-        q_files = _live(catalog, bs.QUARANTINE_TABLE, hour, report.quarantine_written)
-        sql = "select _topic, reason = ?, count(*) from read_parquet(?) group by all"
-        q_rows = con.execute(sql, [bs.REASON_CORRUPT_FILE, q_files]).fetchall() if q_files else []
-        quarantined = {(topic, bool(is_file)): int(n) for topic, is_file, n in q_rows}
-        for table, tr in report.topics.items():
-            new = {rel for rel, _ in tr.read_files}
-            files = [f for f in list_hour_files(settings.landing_dir, tr.topic, hour) if f.relpath in new]
-            data = _live(catalog, table, hour, tr.written)
-            found = con.execute("select count(*) from read_parquet(?)", [data]).fetchone() if data else None
-            q, c = quarantined.get((tr.topic, False), 0), quarantined.get((tr.topic, True), 0)
-            account = _account(settings, hour, table, files, (int(found[0]) if found else 0, q, c))
-            out[table] = replace(account, scope=SCOPE_INCREMENT)
+    q_table, q_files = _live(catalog, bs.QUARANTINE_TABLE, hour, report.quarantine_written)
+    quarantined: Counter[tuple[datetime, str, bool]] = Counter()
+    for f in q_files:  # few and small
+        with q_table.io.new_input(f.file_path).open() as stream:  # type: ignore[union-attr]
+            quarantined += _quarantine_counts(pq.read_table(stream, columns=list(_QUARANTINE_COLUMNS)).to_pydict())
+    for table, tr in report.topics.items():
+        new = {rel for rel, _ in tr.read_files}
+        files = [f for f in list_hour_files(settings.landing_dir, tr.topic, hour) if f.relpath in new]
+        rows = sum(f.record_count for f in _live(catalog, table, hour, tr.written)[1])
+        q, c = quarantined[hour, tr.topic, False], quarantined[hour, tr.topic, True]
+        out[table] = replace(_account(settings, hour, table, files, (rows, q, c)), scope=SCOPE_INCREMENT)
     return out

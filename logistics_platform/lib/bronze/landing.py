@@ -321,23 +321,6 @@ class ContentReader:
         return out
 
 
-def iter_lines(f: LandingFile) -> Iterator[bytes]:
-    """The file's lines as bytes, without the line terminator; a final line without newline counts."""
-    pending: list[bytes] = []  # pieces of a line longer than a chunk, joined once its end arrives
-    for chunk in iter_content(f):
-        if b"\n" not in chunk:
-            pending.append(chunk)
-            continue
-        lines = chunk.split(b"\n")
-        if pending:
-            lines[0] = b"".join([*pending, lines[0]])
-        pending = [lines.pop()]
-        yield from lines
-    tail = b"".join(pending)
-    if tail:
-        yield tail
-
-
 def is_tombstone_line(raw: bytes) -> bool:
     """Whether a line is a Kafka tombstone: ``null``, or a schema/payload envelope whose payload is null (a check
     independent of the envelope parser: the accounting counts tombstones with it)."""
@@ -361,8 +344,25 @@ class FileCount(NamedTuple):
     corrupt: str | None = None  # why the file cannot be read to its end
 
 
+# Lines that may be tombstones (confirmed one by one with is_tombstone_line): the count goes block by block.
+_BARE_NULL = re.compile(rb"\n[ \t\r]*null[ \t\r]*(?=\n)")  # on the block between newlines: faster than ^...$
+_NULL_PAYLOAD = re.compile(rb'"payload"[ \t\r]*:[ \t\r]*null')
+
+
+def _tombstones(block: bytes) -> int:
+    """Tombstone lines among the complete lines of ``block`` (the text between newlines, a final line included)."""
+    n, seen = len(_BARE_NULL.findall(b"\n%b\n" % block)), -1
+    for m in _NULL_PAYLOAD.finditer(block):
+        start = block.rfind(b"\n", 0, m.start()) + 1
+        if start != seen:  # a line is looked at once, however many matches it holds
+            seen, end = start, block.find(b"\n", m.end())
+            n += is_tombstone_line(block[start : end if end >= 0 else len(block)])
+    return n
+
+
 def scan_file(f: LandingFile) -> FileCount:
-    """One file's lines and tombstones from its bytes (an Avro container's records, from its blocks' framing)."""
+    """One file's lines and tombstones from its bytes, a block at a time (an Avro container's records, from its
+    blocks' framing)."""
     if f.avro:
         try:
             records, error = count_records(f.path)
@@ -370,13 +370,23 @@ def scan_file(f: LandingFile) -> FileCount:
             return FileCount(0, 0, _unreadable(f, e).error)
         return FileCount(records, 0, error)
     lines = tombstones = 0
+    pending: list[bytes] = []  # the line in progress (pieces of it, when longer than a block)
     try:
-        for raw in iter_lines(f):
-            lines += 1
-            if is_tombstone_line(raw):
-                tombstones += 1
+        for chunk in iter_content(f):
+            if b"\n" not in chunk:
+                pending.append(chunk)
+                continue
+            block = b"".join([*pending, chunk])
+            cut = block.rfind(b"\n")
+            lines += block.count(b"\n")
+            tombstones += _tombstones(block[:cut])
+            pending = [block[cut + 1 :]]
     except CorruptFileError as e:
         return FileCount(lines, tombstones, e.error)
+    tail = b"".join(pending)
+    if tail:
+        lines += 1
+        tombstones += _tombstones(tail)
     return FileCount(lines, tombstones)
 
 
