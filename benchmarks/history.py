@@ -78,7 +78,8 @@ def dbt_model_seconds(settings: Settings, since: float) -> dict[str, float]:
     if not found:
         return {}
     results = json.loads(max(found, key=lambda p: p.stat().st_mtime).read_text())["results"]
-    return {r["unique_id"].split(".")[-1]: float(r["execution_time"]) for r in results if r["unique_id"].startswith("model.")}
+    models = [r for r in results if r["unique_id"].startswith("model.")]
+    return {r["unique_id"].split(".")[-1]: float(r["execution_time"]) for r in models}
 
 
 def publish_seconds(settings: Settings, run_ids: list[str]) -> dict[str, float]:
@@ -168,6 +169,7 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(root / rel, ignore_errors=True)
     home = root / "dagster_home"
     home.mkdir()
+    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
     os.environ["DAGSTER_HOME"] = str(home)
     settings = local_settings(root, dagster_home=home, partitions_start=hour_key(start))
     settings.duckdb_path.parent.mkdir(parents=True, exist_ok=True)
@@ -209,7 +211,8 @@ def main(argv: list[str] | None = None) -> int:
         ingest = med(lambda r: sum(x.seconds for x in r.summary.runs if x.job.startswith("ingest")))
         transform = med(lambda r: sum(x.seconds for x in r.summary.runs if not x.job.startswith("ingest")))
         say(
-            f"{d:>4} days {hour:%Y-%m-%d %H:00}{cpu:>8.2f}{med(lambda r: r.wall):>8.2f}{ingest:>10.2f}{transform:>13.2f}"
+            f"{d:>4} days {hour:%Y-%m-%d %H:00}{cpu:>8.2f}{med(lambda r: r.wall):>8.2f}{ingest:>10.2f}"
+            f"{transform:>13.2f}"
             f"{med(lambda r: r.publish.get('publish_seconds', 0.0)):>11.2f}"
             f"{med(lambda r: r.publish.get('audit_seconds', 0.0)):>9.2f}{med(lambda r: sum(r.models.values())):>14.2f}"
         )
