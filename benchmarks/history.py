@@ -5,7 +5,7 @@ every hour is an arrival-hour partition), kept aside; then in ONE warehouse and 
 in turn:
 
   1. lands the hours up to ``days`` days and 12 hours into the landing zone and runs the main job on them (one
-     catch-up `run`: range ingest, one transform run, publish and audit; untimed);
+     catch-up `run`: range ingest in runs of 31 days, one transform run, publish and audit; untimed);
   2. lands the next hour (12:00) and times ``logistics-platform run`` (``run_pipeline``: it finds the one changed
      hour against bronze.ingest_log, ingests it, runs dbt over its window, publishes and audits the marts),
      ``--repeat`` times from the same state (catalog, DuckDB file and Dagster home restored each time).
@@ -172,6 +172,10 @@ def main(argv: list[str] | None = None) -> int:
     (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
     os.environ["DAGSTER_HOME"] = str(home)
     settings = local_settings(root, dagster_home=home, partitions_start=hour_key(start))
+    # The catch-up in runs of a month (fewer Dagster runs to set up the history; the new hour is one hour either way).
+    catch_up_settings = local_settings(
+        root, dagster_home=home, partitions_start=hour_key(start), ingest_max_hours_per_run=24 * 31
+    )
     settings.duckdb_path.parent.mkdir(parents=True, exist_ok=True)
     hours = list_arrival_hours(source)
     results: list[tuple[int, datetime, list[Measured]]] = []
@@ -182,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
         say(f"history of {d} days: landing and running up to {hours[new - 1]:%Y-%m-%d %H:00} ...")
         land(source, settings.landing_dir, hours[landed:new])
         began = time.perf_counter()
-        catch_up = run_pipeline(settings)
+        catch_up = run_pipeline(catch_up_settings)
         if not catch_up.ok:
             raise SystemExit(f"the catch-up run failed: {catch_up.runs}")
         say(f"  catch-up of {len(catch_up.partitions)} hours in {time.perf_counter() - began:.0f}s")
