@@ -179,6 +179,10 @@ def run_pipeline(
     from logistics_platform.lib.operate import progress as plan
     from logistics_platform.lib.operate.landing_watch import scan_landing
 
+    if partitions is not None:  # validation comes before anything is created
+        keys = resolve_partitions(settings, partitions)
+    elif not settings.landing_dir.exists():
+        landed_partitions(settings, datetime.now(UTC))  # raises: no landing zone
     # A misconfigured catalog or warehouse fails here in one line, not as failed (or retried) runs of every hour.
     preflight(settings)
     catalog = IcebergCatalog(settings=settings).get_catalog()  # tables and namespaces exist before parallel runs
@@ -191,8 +195,6 @@ def run_pipeline(
         if not full:  # the hours new or changed since their ingest, and the up-to-date ones
             scan = scan_landing(settings.landing_dir, lookback_days=None, hours=keys)
             keys, up_to_date = plan.changed_hours(keys, scan, plan.read_ingest_log(catalog, keys), settings.landing_dir)
-    else:
-        keys = resolve_partitions(settings, partitions)
     defs, has_partitioned, has_unpartitioned = _jobs(build_definitions(settings))
     # Without DAGSTER_HOME (e.g. a test) the runs execute in a throwaway instance (see docs/internals/core.md).
     instance = dg.DagsterInstance.ephemeral() if settings.dagster_home is None else dg.DagsterInstance.get()
@@ -224,8 +226,7 @@ def run_pipeline(
         if not result.success:
             log(f"ingest {label}: FAILED")
         report(Progress(done, len(keys), lines, time.monotonic() - started))
-    # Hours an earlier ingest of the last KEEP_DAYS brought in that no transform run built since (a failed transform,
-    # a stopped sensor); older ones are rebuilt by naming their partitions.
+    # Hours ingested in the last KEEP_DAYS that no transform run built since (a failed transform, a stopped sensor).
     waiting = list(pending_transform_hours(instance, None, within_days=KEEP_DAYS)[0])
     if has_partitioned and (keys or waiting):
         ordered = sorted({*keys, *waiting})
@@ -283,10 +284,12 @@ def table_counts(settings: Settings) -> tuple[dict[str, int], dict[str, int], st
 
 
 def _iceberg_counts(settings: Settings, namespace: str, counts: dict[str, int]) -> None:
-    """Row count of every table of an Iceberg namespace (opening the catalog creates it) into ``counts``."""
+    """Row count of every table of an Iceberg namespace (opening the catalog creates it) into ``counts``, from its
+    snapshot summary (no manifest read: it does not grow with the history)."""
     catalog = IcebergCatalog(settings=settings).get_catalog()
     for _ns, name in sorted(catalog.list_tables(namespace)):
-        counts[name] = catalog.load_table(f"{namespace}.{name}").scan().count()
+        snapshot = catalog.load_table(f"{namespace}.{name}").current_snapshot()
+        counts[name] = int((snapshot.summary or {}).get("total-records", 0)) if snapshot else 0
 
 
 def _duckdb_mart_counts(settings: Settings, counts: dict[str, int]) -> None:

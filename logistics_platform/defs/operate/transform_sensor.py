@@ -29,12 +29,11 @@ def ingested_hours(instance: dg.DagsterInstance) -> dict[str, int]:
 def pending_transform_hours(
     instance: dg.DagsterInstance, cursor: str | None, within_days: float | None = None
 ) -> tuple[dict[str, int], str]:
-    """Hour -> latest ingest id of the hours no successful transform run built since; the next cursor. With
-    ``within_days``: of the hours last ingested in those days only, from the runs since the oldest of those ingests
-    (a run that built an ingest finished after it), so the runs read do not grow with the history."""
+    """Hour -> latest ingest id of the hours no successful transform run built since; the next cursor. ``within_days``
+    (no cursor): of the hours last ingested in those days, from the runs since the oldest of those ingests only."""
     state = BuiltState.load(cursor) or BuiltState()  # no cursor: rebuilt from every successful run
-    floor = 0  # the oldest ingest (storage id) looked at
-    if within_days is not None:  # without a cursor: the runs since that ingest
+    floor = 0  # the oldest ingest (storage id) looked at; a run that built an ingest finished after it
+    if within_days is not None:
         recent = dg.AssetRecordsFilter(INGEST_LOG_KEY, after_timestamp=time.time() - within_days * 86_400)
         if not (records := instance.fetch_materializations(recent, limit=1, ascending=True).records):
             return {}, state.dump()  # nothing ingested in those days: no hour waits (not "every hour")

@@ -290,8 +290,7 @@ def _stage(
 
 
 def _audit(con: duckdb.DuckDBPyConnection, staged: _Staged, max_row_drop: float) -> None:
-    """Run the per-mart checks on the branch snapshot: the files it added, and its record count from the manifest
-    list (no other data file or manifest read, so the audit does not grow with the history)."""
+    """Run the per-mart checks on the branch snapshot: the files it added, its record count from the manifest list."""
     assert staged.table is not None and staged.report.audited_snapshot_id is not None
     table, snapshot_id = staged.table, staged.report.audited_snapshot_id
     snapshot, schema = table.snapshot_by_id(snapshot_id), table.scan(snapshot_id=snapshot_id).projection()
@@ -304,7 +303,7 @@ def _audit(con: duckdb.DuckDBPyConnection, staged: _Staged, max_row_drop: float)
         for manifest in manifests
         if manifest.added_snapshot_id == snapshot_id
         for entry in manifest.fetch_manifest_entry(table.io)
-        if entry.status == ManifestEntryStatus.ADDED and entry.snapshot_id == snapshot_id
+        if entry.status == ManifestEntryStatus.ADDED
     ]
     rows = ArrowScan(table.metadata, table.io, schema, AlwaysTrue()).to_table(added)
     if not failures:
