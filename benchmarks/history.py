@@ -10,10 +10,10 @@ in turn:
      hour against bronze.ingest_log, ingests it, runs dbt over its window, publishes and audits the marts),
      ``--repeat`` times from the same state (catalog, DuckDB file and Dagster home restored each time).
 
-It prints, per history, the median CPU seconds of the new hour (this process and its waited-for children, the dbt
-process: ``getrusage``), the wall clock of the whole run and of its Dagster runs, the publish and audit seconds the
-publish reports, the dbt models that took longest, and the ratio of the longest history to the shortest (target: at
-most 1.15x, on CPU seconds, which the machine's other load barely moves).
+After each history it prints, per history so far, the median CPU seconds of the new hour (this process and its
+waited-for children, the dbt process: ``getrusage``), the wall clock of the whole run and of its Dagster runs, the
+publish and audit seconds the publish reports, the dbt models that took longest, and each history's CPU ratio to the
+first (target: at most 1.15x; on CPU seconds, which the machine's other load moves far less than the wall clock).
 
     .venv/bin/python benchmarks/history.py --orders-per-day 100                # 7, 90, 365 days (small world)
     .venv/bin/python benchmarks/history.py --days 7,90 --orders-per-day 100    # quicker
@@ -124,9 +124,53 @@ def measure(settings: Settings, root: Path, repeat: int) -> list[Measured]:
         m.publish = publish_seconds(settings, [r.run_id for r in summary.runs])
         m.models = dbt_model_seconds(settings, stamp)
         jobs = ", ".join(f"{r.job} {r.seconds:.2f}s" for r in summary.runs)
-        say(f"  {summary.partitions[0]} run {i + 1}/{repeat}: CPU {m.cpu:.2f}s, wall {m.wall:.2f}s ({jobs})")
+        parts = ", ".join(f"{k} {v:.2f}s" for k, v in m.publish.items())
+        say(
+            f"  {summary.partitions[0]} run {i + 1}/{repeat}: CPU {m.cpu:.2f}s, wall {m.wall:.2f}s ({jobs}; {parts}; "
+            f"dbt models {sum(m.models.values()):.2f}s)"
+        )
         runs.append(m)
     return runs
+
+
+def report(results: list[tuple[int, datetime, list[Measured]]], orders_per_day: int, pings: int, repeat: int) -> None:
+    """The table of the histories measured so far, and each one's CPU ratio to the first (printed after each)."""
+    say("")
+    load = os.getloadavg()
+    say(
+        f"the main job (`logistics-platform run`) for one new hour at {', '.join(str(r[0]) for r in results)} days of "
+        f"history ({orders_per_day:,} orders/day, {pings:,} pings/day; median of {repeat}; load {load[0]:.1f})"
+    )
+    say(
+        f"{'history':<10}{'hour':>18}{'CPU s':>8}{'wall s':>8}{'ingest s':>10}{'transform s':>13}"
+        f"{'publish s':>11}{'audit s':>9}{'dbt models s':>14}"
+    )
+    cpus = []
+    for d, hour, runs in results:
+        cpu = statistics.median(r.cpu for r in runs)
+        cpus.append(cpu)
+
+        def med(pick: object, runs: list[Measured] = runs) -> float:
+            return statistics.median(pick(r) for r in runs)  # type: ignore[operator]
+
+        ingest = med(lambda r: sum(x.seconds for x in r.summary.runs if x.job.startswith("ingest")))
+        transform = med(lambda r: sum(x.seconds for x in r.summary.runs if not x.job.startswith("ingest")))
+        say(
+            f"{d:>4} days {hour:%Y-%m-%d %H:00}{cpu:>8.2f}{med(lambda r: r.wall):>8.2f}{ingest:>10.2f}"
+            f"{transform:>13.2f}"
+            f"{med(lambda r: r.publish.get('publish_seconds', 0.0)):>11.2f}"
+            f"{med(lambda r: r.publish.get('audit_seconds', 0.0)):>9.2f}{med(lambda r: sum(r.models.values())):>14.2f}"
+        )
+    for d, _, runs in (results[0], results[-1]):
+        slowest = sorted(runs[-1].models.items(), key=lambda kv: -kv[1])[:6]
+        say(f"  slowest models at {d} days: " + ", ".join(f"{m} {s:.2f}s" for m, s in slowest))
+    for i in range(1, len(results)):
+        growth = cpus[i] / cpus[0]
+        verdict = "meets" if growth <= TARGET else "misses"
+        say(
+            f"new hour at {results[i][0]} days / at {results[0][0]} days: {growth:.2f}x CPU "
+            f"(target <= {TARGET}x: {verdict})"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -193,43 +237,8 @@ def main(argv: list[str] | None = None) -> int:
         land(source, settings.landing_dir, [hours[new]])
         landed = new + 1
         results.append((d, hours[new], measure(settings, root, args.repeat)))
+        report(results, args.orders_per_day, pings, args.repeat)
 
-    say("")
-    load = os.getloadavg()
-    say(
-        f"the main job (`logistics-platform run`) for one new hour at {', '.join(map(str, days))} days of history "
-        f"({args.orders_per_day:,} orders/day, {pings:,} pings/day; median of {args.repeat}; load {load[0]:.1f})"
-    )
-    say(
-        f"{'history':<10}{'hour':>18}{'CPU s':>8}{'wall s':>8}{'ingest s':>10}{'transform s':>13}"
-        f"{'publish s':>11}{'audit s':>9}{'dbt models s':>14}"
-    )
-    cpus = []
-    for d, hour, runs in results:
-        cpu = statistics.median(r.cpu for r in runs)
-        cpus.append(cpu)
-
-        def med(pick: object, runs: list[Measured] = runs) -> float:
-            return statistics.median(pick(r) for r in runs)  # type: ignore[operator]
-
-        ingest = med(lambda r: sum(x.seconds for x in r.summary.runs if x.job.startswith("ingest")))
-        transform = med(lambda r: sum(x.seconds for x in r.summary.runs if not x.job.startswith("ingest")))
-        say(
-            f"{d:>4} days {hour:%Y-%m-%d %H:00}{cpu:>8.2f}{med(lambda r: r.wall):>8.2f}{ingest:>10.2f}"
-            f"{transform:>13.2f}"
-            f"{med(lambda r: r.publish.get('publish_seconds', 0.0)):>11.2f}"
-            f"{med(lambda r: r.publish.get('audit_seconds', 0.0)):>9.2f}{med(lambda r: sum(r.models.values())):>14.2f}"
-        )
-    for d, _, runs in (results[0], results[-1]):
-        slowest = sorted(runs[-1].models.items(), key=lambda kv: -kv[1])[:6]
-        say(f"  slowest models at {d} days: " + ", ".join(f"{m} {s:.2f}s" for m, s in slowest))
-    for i in range(1, len(results)):
-        growth = cpus[i] / cpus[0]
-        verdict = "meets" if growth <= TARGET else "misses"
-        say(
-            f"new hour at {results[i][0]} days / at {results[0][0]} days: {growth:.2f}x CPU "
-            f"(target <= {TARGET}x: {verdict})"
-        )
     return 0
 
 
