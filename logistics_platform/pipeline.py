@@ -88,8 +88,7 @@ def batched_events(instance: dg.DagsterInstance, settings: Settings) -> contextl
 def landed_partitions(
     settings: Settings, now: datetime, folders: Sequence[tuple[str, datetime]] | None = None
 ) -> tuple[list[str], dict[str, str]]:
-    """Every landed arrival hour (of the (topic, hour) ``folders``, default all) that is a partition at ``now``, the
-    open one included; what was left out, and why."""
+    """Every landed arrival hour (of ``folders``, default all) that is a partition at ``now``; what was left out."""
     from logistics_platform.lib.bronze.landing import list_arrival_hours, list_hour_files
     from logistics_platform.lib.bronze.unread import unread_files, unread_in_hour
     from logistics_platform.lib.operate.landing_watch import malformed_folders, partition_hours

@@ -48,8 +48,7 @@ def read_corrupt_files(catalog: Catalog, hours: Iterable[str] | None = None) -> 
 
 
 def folders_to_look_at(catalog: Catalog, landing_dir: Path) -> list[tuple[str, datetime]] | None:
-    """:func:`folders_to_check` of the landing zone against ``bronze.ingest_log``'s (topic, hour) column pair (no file
-    list parsed); None (every folder) before the first ingest."""
+    """:func:`folders_to_check` against ``bronze.ingest_log``'s (topic, hour) pairs; None (all) before any ingest."""
     from pyiceberg.exceptions import NoSuchTableError
 
     from logistics_platform.lib.bronze.ingest_log import INGEST_LOG_IDENTIFIER
