@@ -25,6 +25,7 @@ from logistics_platform.defs.operate.transform_sensor import pending_transform_h
 from logistics_platform.defs.partitions import arrival_hour_partitions
 from logistics_platform.lib.connections import connect, preflight
 from logistics_platform.lib.operate.landing_watch import RANGE_END_TAG, RANGE_START_TAG
+from logistics_platform.lib.operate.transform_pending import KEEP_DAYS
 from logistics_platform.lib.timekeys import hour_key, parse_hour_key
 from logistics_platform.lib.transform.arrival_window import ArrivalWindow
 from logistics_platform.lib.transform.spark import is_spark
@@ -84,23 +85,29 @@ def batched_events(instance: dg.DagsterInstance, settings: Settings) -> contextl
     return environment({EVENT_BATCH_VARIABLE: str(settings.dagster_event_batch_size)})
 
 
-def landed_partitions(settings: Settings, now: datetime) -> tuple[list[str], dict[str, str]]:
-    """Every landed arrival hour that is a partition at ``now``, the open one included; what was left out, and why."""
-    from logistics_platform.lib.bronze.landing import list_arrival_hours
-    from logistics_platform.lib.bronze.unread import unread_files
+def landed_partitions(
+    settings: Settings, now: datetime, folders: Sequence[tuple[str, datetime]] | None = None
+) -> tuple[list[str], dict[str, str]]:
+    """Every landed arrival hour (of ``folders``, default all) that is a partition at ``now``; what was left out."""
+    from logistics_platform.lib.bronze.landing import list_arrival_hours, list_hour_files
+    from logistics_platform.lib.bronze.unread import unread_files, unread_in_hour
     from logistics_platform.lib.operate.landing_watch import malformed_folders, partition_hours
 
     if not settings.landing_dir.exists():
         raise PipelineError(
             f"landing zone {settings.landing_dir} does not exist: run `logistics-platform generate` or set LANDING_DIR"
         )
-    landed = [hour_key(h) for h in list_arrival_hours(settings.landing_dir)]
+    if folders is None:
+        landed = [hour_key(h) for h in list_arrival_hours(settings.landing_dir)]
+        unread = unread_files(settings.landing_dir)
+    else:
+        landed = sorted({hour_key(h) for t, h in folders if list_hour_files(settings.landing_dir, t, h)})
+        unread = {p: why for t, h in folders for p, why in unread_in_hour(settings.landing_dir, t, h).items()}
     keys, skipped = partition_hours(landed, settings.partitions_start, now)
-    folders = malformed_folders(settings.landing_dir)
-    skipped.update(folders)
+    folders_out = malformed_folders(settings.landing_dir)
+    skipped.update(folders_out)
     # Files the ingest does not read; those inside a folder left out above go with the folder.
-    unread = unread_files(settings.landing_dir)
-    skipped.update({p: why for p, why in unread.items() if not any(p.startswith(f"{f}/") for f in folders)})
+    skipped.update({p: why for p, why in unread.items() if not any(p.startswith(f"{f}/") for f in folders_out)})
     if not keys:
         reasons = "; ".join(f"{what}: {why}" for what, why in list(skipped.items())[:SKIPPED_SHOWN])
         left_out = f" (left out: {reasons})" if reasons else ""
@@ -168,21 +175,25 @@ def run_pipeline(
     """Ingest ``partitions`` (default: the landed hours new or changed since their ingest, all with ``full``) in runs
     of consecutive hours, then build downstream once; ``verbose`` lets Dagster's step logs reach the console."""
     from logistics_platform.definitions import build_definitions
+    from logistics_platform.lib.operate import progress as plan
     from logistics_platform.lib.operate.landing_watch import scan_landing
-    from logistics_platform.lib.operate.progress import changed_hours, read_ingest_log
 
-    skipped: dict[str, str] = {}
-    if partitions is None:
-        keys, skipped = landed_partitions(settings, datetime.now(UTC))
-    else:
+    if partitions is not None:  # validation comes before anything is created
         keys = resolve_partitions(settings, partitions)
+    elif not settings.landing_dir.exists():
+        landed_partitions(settings, datetime.now(UTC))  # raises: no landing zone
     # A misconfigured catalog or warehouse fails here in one line, not as failed (or retried) runs of every hour.
     preflight(settings)
     catalog = IcebergCatalog(settings=settings).get_catalog()  # tables and namespaces exist before parallel runs
+    skipped: dict[str, str] = {}
     up_to_date: list[str] = []
-    if partitions is None and not full:  # the hours new or changed since their ingest, and the up-to-date ones
-        scan = scan_landing(settings.landing_dir, lookback_days=None)
-        keys, up_to_date = changed_hours(keys, scan, read_ingest_log(catalog), settings.landing_dir)
+    if partitions is None:
+        # Not `full`: the recent hours and the never-logged ones, so that the look does not grow with the history.
+        folders = None if full else plan.folders_to_look_at(catalog, settings.landing_dir)
+        keys, skipped = landed_partitions(settings, datetime.now(UTC), folders)
+        if not full:  # the hours new or changed since their ingest, and the up-to-date ones
+            scan = scan_landing(settings.landing_dir, lookback_days=None, hours=keys)
+            keys, up_to_date = plan.changed_hours(keys, scan, plan.read_ingest_log(catalog, keys), settings.landing_dir)
     defs, has_partitioned, has_unpartitioned = _jobs(build_definitions(settings))
     # Without DAGSTER_HOME (e.g. a test) the runs execute in a throwaway instance (see docs/internals/core.md).
     instance = dg.DagsterInstance.ephemeral() if settings.dagster_home is None else dg.DagsterInstance.get()
@@ -214,8 +225,8 @@ def run_pipeline(
         if not result.success:
             log(f"ingest {label}: FAILED")
         report(Progress(done, len(keys), lines, time.monotonic() - started))
-    # Hours an earlier ingest brought in that no transform run built since (a failed transform, a stopped sensor).
-    waiting = list(pending_transform_hours(instance, None)[0])
+    # Hours ingested in the last KEEP_DAYS that no transform run built since (a failed transform, a stopped sensor).
+    waiting = list(pending_transform_hours(instance, None, within_days=KEEP_DAYS)[0])
     if has_partitioned and (keys or waiting):
         ordered = sorted({*keys, *waiting})
         # One run over the days of these hours, building exactly their window (the days' other hours left as they are).
@@ -272,10 +283,12 @@ def table_counts(settings: Settings) -> tuple[dict[str, int], dict[str, int], st
 
 
 def _iceberg_counts(settings: Settings, namespace: str, counts: dict[str, int]) -> None:
-    """Row count of every table of an Iceberg namespace (opening the catalog creates it) into ``counts``."""
+    """Row count of every table of an Iceberg namespace (opening the catalog creates it) into ``counts``, from its
+    snapshot summary (no manifest read: it does not grow with the history)."""
     catalog = IcebergCatalog(settings=settings).get_catalog()
     for _ns, name in sorted(catalog.list_tables(namespace)):
-        counts[name] = catalog.load_table(f"{namespace}.{name}").scan().count()
+        snapshot = catalog.load_table(f"{namespace}.{name}").current_snapshot()
+        counts[name] = int((snapshot.summary or {}).get("total-records", 0)) if snapshot else 0
 
 
 def _duckdb_mart_counts(settings: Settings, counts: dict[str, int]) -> None:

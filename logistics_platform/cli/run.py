@@ -24,8 +24,8 @@ ARGS = {
     "--landing": {"type": Path, "help": "landing zone root (default: the LANDING_DIR setting)"},
     "--partitions": {
         "help": "comma-separated arrival-hour keys (YYYY-MM-DD-HH:00); consecutive ones are ingested together, in "
-        "runs of up to INGEST_MAX_HOURS_PER_RUN hours; default: the landed hours whose files bronze.ingest_log "
-        "does not record as they are (new, grown, changed)"
+        "runs of up to INGEST_MAX_HOURS_PER_RUN hours; default: the landed hours (of the last 7 days, and older "
+        "never-ingested ones) whose files bronze.ingest_log does not record as they are (new, grown, changed)"
     },
     "--full": {
         "action": "store_true",

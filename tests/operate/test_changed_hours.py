@@ -11,7 +11,7 @@ from logistics_platform.lib.bronze.ingest import ingest_hours
 from logistics_platform.lib.bronze.landing import hour_dir
 from logistics_platform.lib.connections import load_catalog
 from logistics_platform.lib.operate.landing_watch import scan_landing
-from logistics_platform.lib.operate.progress import changed_hours, read_ingest_log
+from logistics_platform.lib.operate.progress import changed_hours, folders_to_check, read_ingest_log
 from logistics_platform.lib.timekeys import hour_key
 from logistics_platform.settings import Settings, local_settings
 from tests.support.bronze import HOUR, dump, order, ping, write_file
@@ -50,3 +50,16 @@ def test_the_hours_planned_up_to_date_are_exactly_those_the_ingest_leaves_unchan
     reports = ingest_hours(settings, HOURS)
     assert [r.partition_key for r in reports if r.mode == UNCHANGED] == current
     assert _plan(settings) == ([], KEYS)
+
+
+def test_run_looks_at_the_recent_folders_and_the_never_logged_older_ones_only() -> None:
+    folders = [(topic, HOUR + timedelta(hours=h)) for h in range(0, 20 * 24, 6) for topic in (ORDERS, PINGS)]
+    logged = {(t, hour_key(h)) for t, h in folders} - {(PINGS, hour_key(HOUR + timedelta(hours=6)))}
+    checked = folders_to_check(folders, logged, lookback_days=7)
+    newest_day = (HOUR + timedelta(hours=19 * 24 + 18)).replace(hour=0)
+    recent = [(t, h) for t, h in folders if h >= newest_day - timedelta(days=8)]
+    assert checked == [(PINGS, HOUR + timedelta(hours=6)), *recent]
+    assert len(recent) < len(folders) / 2
+    assert folders_to_check([], logged, lookback_days=7) == []
+    # Before the first ingest every folder is looked at.
+    assert folders_to_check(folders, set(), lookback_days=7) == folders

@@ -13,14 +13,14 @@ import dagster as dg
 from logistics_platform.defs import operate
 from logistics_platform.defs.constants import TRANSFORM_JOB
 from logistics_platform.defs.operate.alert_sensors import CHECK_HISTORY_LIMIT, deliver_check_alerts
-from logistics_platform.defs.operate.transform_sensor import BATCH_TAG, TRANSFORM_ATTEMPTS
+from logistics_platform.defs.operate.transform_sensor import BATCH_TAG, TRANSFORM_ATTEMPTS, pending_transform_hours
 from logistics_platform.defs.partitions import arrival_day_partitions, arrival_hour_partitions
 from logistics_platform.defs.transform.assets import ingest_watermark
 from logistics_platform.lib.bronze.landing import hour_dir
 from logistics_platform.lib.operate.alerts import read_log
 from logistics_platform.lib.operate.transform_pending import WATERMARK_TAG
 from logistics_platform.lib.timekeys import hour_key, hour_start
-from logistics_platform.lib.transform.arrival_window import WINDOW_END_TAG, WINDOW_START_TAG
+from logistics_platform.lib.transform.arrival_window import WINDOW_END_TAG, WINDOW_START_TAG, ArrivalWindow
 from logistics_platform.settings import Settings, local_settings
 
 ORDERS = "oltp.public.orders"
@@ -297,3 +297,21 @@ def test_automation_can_start_stopped(tmp_path: Path) -> None:
     assert _sensor(stopped, "landing_sensor").default_status == dg.DefaultSensorStatus.STOPPED
     schedule = stopped.get_repository_def().get_schedule_def("hourly_ingest")
     assert schedule.default_status == dg.DefaultScheduleStatus.STOPPED
+
+
+def test_run_takes_the_pending_hours_of_recent_ingests_only_and_none_when_nothing_was_ingested_lately(
+    instance: dg.DagsterInstance,
+) -> None:
+    assert pending_transform_hours(instance, None, within_days=7)[0] == {}  # no ingest: none waits (not "all")
+    for hour in ("2026-11-01-21:00", "2026-11-01-22:00"):
+        instance.report_runless_asset_event(dg.AssetMaterialization(["bronze", "ingest_log"], partition=hour))
+    built = {**ArrivalWindow.of_hours("2026-11-01-21:00", "2026-11-01-21:00").run_tags()}
+    built[WATERMARK_TAG] = str(ingest_watermark(instance))
+    instance.add_run(
+        dg.DagsterRun(job_name=TRANSFORM_JOB, run_id=str(uuid.uuid4()), status=dg.DagsterRunStatus.SUCCESS, tags=built)
+    )
+    pending = pending_transform_hours(instance, None, within_days=7)[0]
+    assert list(pending) == ["2026-11-01-22:00"] and pending == pending_transform_hours(instance, None)[0]
+    # An hour ingested before the days looked at is left out, and with it the runs before them.
+    time.sleep(0.05)
+    assert pending_transform_hours(instance, None, within_days=0.01 / 86_400)[0] == {}

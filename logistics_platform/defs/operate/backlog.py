@@ -8,6 +8,7 @@ import dagster as dg
 from logistics_platform.defs.constants import OWNERS, TRANSFORM_JOB
 from logistics_platform.defs.operate.common import schedule_status
 from logistics_platform.lib.operate.landing_watch import scan_landing
+from logistics_platform.lib.timekeys import hour_key
 from logistics_platform.lib.transform.arrival_window import run_window
 from logistics_platform.settings import Settings
 
@@ -49,12 +50,15 @@ def build_backlog(settings: Settings) -> dg.Definitions:
     )
     def pipeline_backlog(context: dg.AssetExecutionContext) -> Iterator[Any]:
         from logistics_platform.lib.connections import catalog_of
-        from logistics_platform.lib.operate.progress import backlog, hours_between, read_ingest_log
+        from logistics_platform.lib.operate import progress as plan
 
-        scan = scan_landing(settings.landing_dir, lookback_days=None)
-        state = backlog(scan, read_ingest_log(catalog_of(settings)), settings.landing_dir)
+        catalog = catalog_of(settings)  # the recent hours and the never-logged ones: not growing with the history
+        folders = plan.folders_to_look_at(catalog, settings.landing_dir)
+        hours = None if folders is None else sorted({hour_key(h) for _, h in folders})
+        scan = scan_landing(settings.landing_dir, lookback_days=None, hours=hours)
+        state = plan.backlog(scan, plan.read_ingest_log(catalog, hours), settings.landing_dir)
         marts_hour = _latest_built_hour(context.instance)
-        marts_lag = hours_between(marts_hour, state.latest_ingested)
+        marts_lag = plan.hours_between(marts_hour, state.latest_ingested)
         metadata: dict[str, Any] = {
             **state.as_metadata(),
             "marts_latest_hour": marts_hour or "-",

@@ -1,5 +1,6 @@
 """The dbt layer's triggers, the full batch and the live SLA path (over ``lib.operate.transform_pending``)."""
 
+import time
 from datetime import UTC, datetime
 
 import dagster as dg
@@ -25,15 +26,24 @@ def ingested_hours(instance: dg.DagsterInstance) -> dict[str, int]:
     return dict(instance.event_log_storage.get_latest_storage_id_by_partition(INGEST_LOG_KEY, event))
 
 
-def pending_transform_hours(instance: dg.DagsterInstance, cursor: str | None) -> tuple[dict[str, int], str]:
-    """Hour -> latest ingest id of the hours no successful transform run built since; the next cursor."""
+def pending_transform_hours(
+    instance: dg.DagsterInstance, cursor: str | None, within_days: float | None = None
+) -> tuple[dict[str, int], str]:
+    """Hour -> latest ingest id of the hours no successful transform run built since; the next cursor. ``within_days``
+    (no cursor): of the hours last ingested in those days, from the runs since the oldest of those ingests only."""
     state = BuiltState.load(cursor) or BuiltState()  # no cursor: rebuilt from every successful run
+    floor = 0  # the oldest ingest (storage id) looked at; a run that built an ingest finished after it
+    if within_days is not None:
+        recent = dg.AssetRecordsFilter(INGEST_LOG_KEY, after_timestamp=time.time() - within_days * 86_400)
+        if not (records := instance.fetch_materializations(recent, limit=1, ascending=True).records):
+            return {}, state.dump()  # nothing ingested in those days: no hour waits (not "every hour")
+        floor, state.seen_until = records[0].storage_id, records[0].timestamp
     after = state.fold_after()
     since = datetime.fromtimestamp(after, UTC) if after is not None else None
     done = dg.RunsFilter(job_name=TRANSFORM_JOB, statuses=[dg.DagsterRunStatus.SUCCESS], updated_after=since)
     for record in instance.get_run_records(done):
         state.fold_run(record.dagster_run.tags, record.update_timestamp.timestamp())
-    ingested = ingested_hours(instance)
+    ingested = {hour: sid for hour, sid in ingested_hours(instance).items() if sid >= floor}
     return state.pending(ingested), state.prune(ingested).dump()
 
 

@@ -81,6 +81,8 @@ def build_publish_assets() -> dg.AssetsDefinition:
                 "dagster/row_count": report.rows,
                 "snapshot_id": str(report.snapshot_id),
                 "duration_seconds": round(report.seconds, 3),
+                "publish_seconds": round(report.seconds - report.audit_seconds, 3),
+                "audit_seconds": round(report.audit_seconds, 3),
                 "audit": report.audit,
                 "audited_snapshot_id": str(report.audited_snapshot_id),
                 "partitions_rewritten": dg.MetadataValue.json(report.partitions_rewritten),

@@ -10,7 +10,7 @@ from datetime import datetime
 
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import NoSuchTableError
-from pyiceberg.expressions import In
+from pyiceberg.expressions import GreaterThanOrEqual, In
 
 from logistics_platform.lib.bronze import schema as bs
 from logistics_platform.lib.bronze.reports import TopicReport
@@ -56,6 +56,8 @@ def read_log_entries(
     scan = table.scan()
     if wanted is not None and len(wanted) <= _FILTER_MAX_HOURS:
         scan = table.scan(row_filter=In("arrival_hour", [parse_hour_key(k).isoformat() for k in sorted(wanted)]))
+    elif wanted is not None:  # many hours: from the first on (the recent ones, as `run` asks for)
+        scan = table.scan(row_filter=GreaterThanOrEqual("arrival_hour", parse_hour_key(min(wanted)).isoformat()))
     out: dict[tuple[str, str], IngestLogEntry] = {}
     for row in scan.to_arrow().to_pylist():
         hk = hour_key(row["arrival_hour"])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -120,8 +121,9 @@ def hour_folders(landing_dir: Path) -> tuple[list[tuple[str, datetime]], dict[st
     hours: list[tuple[str, datetime]] = []
     malformed: dict[str, str] = {}
 
-    def folders(parent: Path) -> list[Path]:
-        return sorted(p for p in parent.iterdir() if p.is_dir() and not p.name.startswith((".", "_", "+")))
+    def folders(parent: Path) -> list[Path]:  # scandir: each entry's type without a stat (a year is 100k folders)
+        with os.scandir(parent) as entries:
+            return sorted(Path(e.path) for e in entries if e.is_dir() and not e.name.startswith((".", "_", "+")))
 
     for topic in TOPIC_BY_NAME:
         if not (root / topic).is_dir():

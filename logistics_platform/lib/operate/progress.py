@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -45,6 +45,33 @@ def read_corrupt_files(catalog: Catalog, hours: Iterable[str] | None = None) -> 
         if wanted is None or hk in wanted:
             out.setdefault((row["_topic"], hk), {})[row["_source_file"]] = row["error_detail"] or ""
     return out
+
+
+def folders_to_look_at(catalog: Catalog, landing_dir: Path) -> list[tuple[str, datetime]] | None:
+    """:func:`folders_to_check` against ``bronze.ingest_log``'s (topic, hour) pairs; None (all) before any ingest."""
+    from pyiceberg.exceptions import NoSuchTableError
+
+    from logistics_platform.lib.bronze.ingest_log import INGEST_LOG_IDENTIFIER
+    from logistics_platform.lib.operate.landing_watch import LOOKBACK_DAYS, hour_folders
+
+    try:
+        rows = catalog.load_table(INGEST_LOG_IDENTIFIER).scan(selected_fields=("topic", "arrival_hour")).to_arrow()
+    except NoSuchTableError:
+        return None
+    hours = map(hour_key, rows.column("arrival_hour").to_pylist())
+    logged = set(zip(rows.column("topic").to_pylist(), hours, strict=True))
+    return folders_to_check(hour_folders(landing_dir)[0], logged, LOOKBACK_DAYS) if logged else None
+
+
+def folders_to_check(
+    folders: Sequence[tuple[str, datetime]], logged: set[tuple[str, str]], lookback_days: int
+) -> list[tuple[str, datetime]]:
+    """The (topic, hour) folders ``run`` compares with the ingest log: those within ``lookback_days`` of the newest
+    day (where delayed files land) and older ones the log has no row of; the rest are left to ``verify``."""
+    if not folders:
+        return []
+    cutoff = max(h for _, h in folders).replace(hour=0) - timedelta(days=lookback_days + 1)
+    return [(t, h) for t, h in folders if h >= cutoff or (t, hour_key(h)) not in logged]
 
 
 @dataclass
