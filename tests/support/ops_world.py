@@ -3,7 +3,8 @@
 Besides the transform world's hard cases (out-of-order and late arrivals, redelivered copies) it holds on purpose what
 the operations marts look for: a burst of late deliveries in one SLA window (a breach), orders left open past their
 promise (overdue), one deleted and one cancelled while overdue, an order delivered exactly at its promise, a region
-whose deliveries take three times longer on the last day (an anomaly), GPS jumps and pings sharing a timestamp.
+whose deliveries take three times longer on the last day (an anomaly), GPS jumps, pings sharing a timestamp, and one
+trip a day ridden off its pickup -> drop-off corridor (an off-route episode).
 """
 
 from __future__ import annotations
@@ -26,8 +27,11 @@ BREACH_DAY, BREACH_WINDOW = 2, timedelta(hours=10, minutes=30)
 ANOMALY_DAY, ANOMALY_REGION = DAYS - 1, "south"
 
 
-def _order(oid: int, created: datetime, region: str, courier: int, promised: datetime) -> dict[str, Any]:
+def _order(
+    oid: int, created: datetime, region: str, courier: int, promised: datetime, **coordinates: float
+) -> dict[str, Any]:
     return {
+        **coordinates,
         "order_id": oid,
         "tenant_id": f"t-{oid % 3 + 1:03d}",
         "courier_id": courier,
@@ -85,7 +89,11 @@ def build_ops_world(seed: int = 11, start: datetime = START) -> World:
                 minutes = rng.uniform(90, 110) if slow else rng.uniform(25, 35)
                 delivered = created + timedelta(minutes=minutes)
                 promised = delivered if n == 0 else created + timedelta(minutes=45)  # n == 0: exactly on promise
-                row = _order(oid, created, region, courier, promised)
+                # The corridor of the courier's pings (pings_along), one trip a day ridden 0.05 degrees east of it
+                # (about 5 km): an off-route episode. Later orders (the SLA burst, the open ones) have no coordinates.
+                lat, lon = -23.5 + courier * 0.01, -46.6 + (0.05 if n == 2 and region == REGIONS[0] else 0.0)
+                corridor = {"pickup_lat": lat, "pickup_lon": lon, "dropoff_lat": lat + 0.02, "dropoff_lon": lon}
+                row = _order(oid, created, region, courier, promised, **corridor)
                 change(row, created, op="c")
                 change(row, created + timedelta(minutes=3), status="assigned")
                 change(row, created + timedelta(minutes=10), status="in_transit")

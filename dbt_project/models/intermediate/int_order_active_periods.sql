@@ -40,7 +40,9 @@ select
     cast(status as string) as status,
     cast(region as string) as region,
     cast(_event_time as timestamp) as valid_from,
-    cast(next_event_time as timestamp) as valid_to,
+    -- The next change by log position can carry an earlier event time (clocks, late commits): the period is then
+    -- empty, not negative.
+    cast(case when next_event_time < _event_time then _event_time else next_event_time end as timestamp) as valid_to,
     cast(pickup_lat as double) as pickup_lat,
     cast(pickup_lon as double) as pickup_lon,
     cast(dropoff_lat as double) as dropoff_lat,
