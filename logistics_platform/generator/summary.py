@@ -58,17 +58,18 @@ def order_truth(final: dict[int, tuple[str, int, bool]]) -> dict[str, Any]:
     }
 
 
+def _file_counts(files: list[dict[str, Any]]) -> dict[str, int]:
+    gzip, avro = sum(1 for f in files if f["gz"]), sum(1 for f in files if f.get("avro"))
+    return {"files": len(files), "gzip_files": gzip, "avro_files": avro, "bytes": sum(f["bytes"] for f in files)}
+
+
 def _topic_summary(st: TopicStats, ti: int, files: list[dict[str, Any]], partitions: int) -> dict[str, Any]:
-    mine = [f for f in files if f["topic"] == ti]
     lines, quarantined, tombstones, late, _ = (sum(slot) for slot in zip([0] * 5, *st.per_hour.values(), strict=True))
     return {
         "table": TABLES[ti],
         "lines": lines,
         "rows": lines - quarantined - tombstones,
-        "files": len(mine),
-        "gzip_files": sum(1 for f in mine if f["gz"]),
-        "avro_files": sum(1 for f in mine if f.get("avro")),
-        "bytes": sum(f["bytes"] for f in mine),
+        **_file_counts([f for f in files if f["topic"] == ti]),
         "partitions": partitions,
         "events": st.events,
         "ops": dict(st.ops) if ti != T_PINGS else {},
@@ -101,6 +102,10 @@ def _hours_summary(st: TopicStats, period: Period) -> dict[str, Any]:
         }
         for a, v in sorted(st.per_hour.items())
     }
+
+
+# the per-topic counts whose totals are their sums, in the summary's order
+_SUMMED = ("tombstones", "quarantined", "duplicates", "late_lines", "out_of_order_lines", "schema_envelopes")
 
 
 def build_summary(
@@ -136,16 +141,8 @@ def build_summary(
         "tip_amount_from": None if period.tip_from_us is None else from_epoch_micros(period.tip_from_us).isoformat(),
         "totals": {
             "lines": sum(t["lines"] for t in topics.values()),
-            "files": len(files),
-            "gzip_files": sum(1 for f in files if f["gz"]),
-            "avro_files": sum(1 for f in files if f.get("avro")),
-            "bytes": sum(f["bytes"] for f in files),
-            "tombstones": sum(t["tombstones"] for t in topics.values()),
-            "quarantined": sum(t["quarantined"] for t in topics.values()),
-            "duplicates": sum(t["duplicates"] for t in topics.values()),
-            "late_lines": sum(t["late_lines"] for t in topics.values()),
-            "out_of_order_lines": sum(t["out_of_order_lines"] for t in topics.values()),
-            "schema_envelopes": sum(t["schema_envelopes"] for t in topics.values()),
+            **_file_counts(files),
+            **{k: sum(t[k] for t in topics.values()) for k in _SUMMED},
             "quarantine": dict(sorted(quarantine_total.items())),
         },
         "delayed_files": delayed_files,
