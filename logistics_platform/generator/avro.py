@@ -1,8 +1,5 @@
-"""Avro landing files as Confluent's AvroConverter and a Kafka Connect sink's AvroFormat write them: the writer schema
-of a table's Debezium envelope, derived from the contract (the real connector's shape: docs/contract/sources.md
-section 7), the record of an envelope, and the object container file, written by fastavro (one block, and a sync
-marker derived from the file name, so the bytes are reproducible).
-"""
+"""Avro landing files as an AvroConverter and a sink's AvroFormat write them: the envelope's writer schema (the real
+connector's shape: docs/contract/sources.md section 7), records, container files (docs/internals/generator.md)."""
 
 from __future__ import annotations
 
@@ -22,12 +19,6 @@ from logistics_platform.lib import contract
 CODECS = ("null", "deflate")
 _TS = {"type": "string", "connect.version": 1, "connect.name": "io.debezium.time.ZonedTimestamp"}
 _EPOCH_DEFAULT = "1970-01-01T00:00:00.000000Z"
-_AVRO_TYPES = {
-    contract.TEXT_NAME: "string",
-    contract.BIGINT_NAME: "long",
-    contract.BOOLEAN_NAME: "boolean",
-    contract.DOUBLE_NAME: "double",
-}
 # what a column missing from a key-only before image is filled with (Debezium's placeholder of its type)
 _PLACEHOLDER: dict[str, Any] = {
     contract.TEXT_NAME: "",
@@ -47,7 +38,7 @@ _SNAPSHOT = {
     "connect.default": "false",
     "connect.name": "io.debezium.data.Enum",
 }
-_AVRO_OF_CONNECT = {"string": "string", "int64": "long"}
+_AVRO_OF_CONNECT = {"string": "string", "int64": "long", "boolean": "boolean", "double": "double"}
 
 
 def _source_field(name: str, connect_type: str, optional: bool) -> dict[str, Any]:
@@ -65,7 +56,7 @@ def columns(table: str, extra: tuple[str, ...] = ()) -> list[contract.SourceColu
 
 def _field(c: contract.SourceColumn) -> dict[str, Any]:
     t = c.type
-    typ: Any = _AVRO_TYPES.get(t.name)
+    typ: Any = _AVRO_OF_CONNECT.get(E.CONNECT_TYPES.get(t.name, ""))  # decimals and timestamps: below
     if t.is_decimal:
         typ = {
             "type": "bytes",
@@ -168,9 +159,8 @@ def _schema(table: str, extra: tuple[str, ...]) -> tuple[dict[str, Any], list[co
 
 
 def avro_pieces(table: str, records: list[Record], current: tuple[str, ...]) -> tuple[list[Piece], tuple[str, ...]]:
-    """The envelopes of one CDC file's lines as Avro files, cut where the writer schema changes (an added column
-    appears), and the partition's added columns after them; ``current``: the added columns so far (the sink's state),
-    to which an older record is projected (schema.compatibility=BACKWARD). Tombstones are not written."""
+    """One CDC file's envelopes as Avro files cut where the writer schema changes, and the added columns after them
+    (``current``: the sink's so far; older records projected, tombstones dropped: docs/internals/generator.md)."""
     added = [c.name for c in contract.SOURCES[table].added_columns]
     pieces: list[Piece] = []
     recs: list[dict[str, Any]] = []

@@ -1,6 +1,5 @@
-"""The change stream: transactions wait for their commit hour, then commit in order (LSN and txId assigned, as in a
-PostgreSQL WAL), become Debezium envelopes and are routed to their arrival hours (the connector and sink lag, or the
-faults' late, out-of-order, redelivered and corrupted copies) in the layout."""
+"""The change stream: queued transactions commit in order, become envelopes and are routed to their arrival hours
+(docs/internals/generator.md, Flow)."""
 
 from __future__ import annotations
 
@@ -75,8 +74,7 @@ class ChangeStream:
     wal: tuple[int, int]  # the LSN and txId the database is at
 
     def commit_hour(self, h: int) -> None:
-        """Commit hour h's transactions in commit order (LSNs and txIds assigned) and route each change: its arrival,
-        envelope and file, then maybe a redelivered or a corrupted copy (the CDC hot loop)."""
+        """Commit hour h's transactions, route every change and its copies (hot loop: docs/internals/generator.md)."""
         txs = self.queue.pop(h)
         rnd, getbits = self.rng.random, self.rng.getrandbits
         faults, layout, stats = self.faults, self.layout, self.stats
@@ -109,13 +107,9 @@ class ChangeStream:
                 sink_lag = 100_000 + ((bits >> 52) & 0xFFF) * 7_300  # 0.1 .. 30 s from processing to file
                 if arrival is None:
                     connector = commit_us + 50_000 + ((bits >> 40) & 0xFFF) * 475  # 0.05 .. 2 s after commit
-                    arrival = connector + sink_lag
-                    if arrival >= end_us:
-                        arrival = end_us - 1
+                    arrival = min(connector + sink_lag, end_us - 1)
                 else:
-                    connector = arrival - sink_lag
-                    if connector < commit_us + 50_000:
-                        connector = commit_us + 50_000
+                    connector = max(arrival - sink_lag, commit_us + 50_000)
                 table = TABLES[ti]
                 # E.envelope(table, op, before, after, commit_ms, lsn, prev, tx_id, connector // 1000, flag),
                 # inlined: a call with ten arguments per change was a tenth of this loop

@@ -1,7 +1,5 @@
-"""Pure encoders for the landing contract (docs/contract/sources.md): timestamps, decimals, row images, Debezium
-envelopes, the JsonConverter schema wrapper, landing file names, and the deliberate corruptions of the quarantine table.
-Hot paths build JSON text with f-strings: every generated value is JSON-safe text (docs/internals/generator.md).
-"""
+"""Pure encoders for the landing contract: values, row images, envelopes, file names, corruptions (f-strings on hot
+paths: docs/internals/generator.md)."""
 
 from __future__ import annotations
 
@@ -24,8 +22,7 @@ _hour_prefix: dict[int, str] = {}
 
 def hour_prefix(hour: int) -> str:
     """``YYYY-MM-DDTHH:`` of an epoch hour number (cached by ``iso``: timestamps are formatted by the million)."""
-    prefix = _hour_prefix[hour] = from_epoch_micros(hour * HOUR_US).strftime("%Y-%m-%dT%H:")
-    return prefix
+    return _hour_prefix.setdefault(hour, from_epoch_micros(hour * HOUR_US).strftime("%Y-%m-%dT%H:"))
 
 
 # ``MM:SS.`` of every second of an hour: one lookup instead of two divmods and two formats per timestamp.
@@ -141,8 +138,7 @@ _UUID_OFFSETS = array("i", [0])
 
 
 def uuid4_column(random_bytes: bytes) -> Any:
-    """Version-4 UUID strings (Arrow array), one per 16 bytes of ``random_bytes``, as :func:`uuid4_text` makes them:
-    hex-encoded in one C call, the digits moved into the 8-4-4-4-12 layout by strided slice copies."""
+    """Arrow array of :func:`uuid4_text`'s UUIDs, one per 16 random bytes (how: docs/internals/generator.md)."""
     import pyarrow as pa
 
     global _UUID_OFFSETS
@@ -211,7 +207,7 @@ _DECIMAL_SCHEMA = {
     "parameters": {"scale": str(contract.MONEY_SCALE), "connect.decimal.precision": str(contract.MONEY_PRECISION)},
 }
 # Connect schema type of the other contract types (decimal.handling.mode=string: numeric as string).
-_CONNECT_TYPES = {
+CONNECT_TYPES = {
     contract.TEXT_NAME: "string",
     contract.BIGINT_NAME: "int64",
     contract.BOOLEAN_NAME: "boolean",
@@ -224,7 +220,7 @@ def _connect_field(c: contract.SourceColumn, key: str, precise: bool) -> dict[st
     if c.type.name == contract.TIMESTAMPTZ_NAME or (precise and c.type.is_decimal):
         typ: dict[str, Any] = _DECIMAL_SCHEMA if c.type.is_decimal else _TS_SCHEMA
     else:
-        typ = {"type": _CONNECT_TYPES[c.type.name], "optional": True}
+        typ = {"type": CONNECT_TYPES[c.type.name], "optional": True}
     return {**typ, "optional": c.name != key, "field": c.name}
 
 

@@ -26,8 +26,7 @@ ProgressFn = Callable[[int, int, int], None]  # (hours done, hours total, lines 
 
 
 def run(out: Path, cfg: GeneratorConfig, progress: ProgressFn | None) -> dict[str, Any]:
-    """Generate the landing zone of ``cfg`` into ``out/topics``, the world hour by hour from its snapshot on, and
-    return the summary (the order of the random draws is part of the output)."""
+    """Generate the landing zone of ``cfg`` into ``out/topics`` and return the summary (docs/internals/generator.md)."""
     rng = FastRandom(cfg.seed)
     period = Period.of(cfg)
     stats = [summary.TopicStats() for _ in TABLES]
@@ -82,8 +81,7 @@ def stderr_progress(width: int = 30) -> ProgressFn:
 
 
 def generate(out_dir: Path | str, config: GeneratorConfig, progress: bool | ProgressFn = False) -> dict[str, Any]:
-    """Write the landing zone for ``config`` under ``out_dir`` (refused where ``topics/`` already has files: record
-    addresses would repeat) and return the ``_generation.json`` content."""
+    """Write the landing zone for ``config`` under ``out_dir`` (docs/internals/generator.md); its summary."""
     out = Path(out_dir)
     topics_dir = out / "topics"
     if topics_dir.exists() and any(topics_dir.iterdir()):
@@ -106,9 +104,7 @@ def generate(out_dir: Path | str, config: GeneratorConfig, progress: bool | Prog
         if gc_was_enabled:
             gc.enable()
     if (staging / "topics").exists():
-        if topics_dir.exists():
-            topics_dir.rmdir()  # empty (checked above)
-        (staging / "topics").rename(topics_dir)
+        (staging / "topics").rename(topics_dir)  # rename(2) replaces an empty directory (checked above)
     shutil.rmtree(staging)
     (out / GENERATION_FILE).write_text(json.dumps(result, indent=2, sort_keys=False) + "\n", encoding="utf-8")
     return result

@@ -1,6 +1,5 @@
-"""The anomalies injected into valid data, each at its configured rate: late events (within and beyond the allowed
-lateness L, offline phones), out-of-order changes, redelivered copies, corrupted copies (one per quarantine reason),
-the non-canonical encodings and envelope form, and the files uploaded hours late."""
+"""The anomalies injected into valid data, each at its configured rate (docs/internals/generator.md, Files and
+anomalies)."""
 
 from __future__ import annotations
 
@@ -52,8 +51,7 @@ def plan_delayed_files(cfg: GeneratorConfig, rng: Random) -> set[tuple[int, int]
 
 
 def late_boost(cfg: GeneratorConfig, k_min: int) -> float:
-    """1 / share of the events that can still arrive k_min hours later inside the period (weighted by the daily
-    order curve): the odds for the others, so the realised rate stays near the configured one."""
+    """1 / share of the events that can still arrive k_min hours later in the period (docs/internals/generator.md)."""
     weights = [W.HOURLY_SHARE[(cfg.start.hour + h) % 24] for h in range(cfg.hours)]
     eligible = sum(weights[: max(0, cfg.hours - k_min)])
     return sum(weights) / eligible if eligible > 0 else 0.0
@@ -68,8 +66,7 @@ def encoders(flags: int) -> tuple[E.TsFn, E.DecFn]:
 
 
 class Faults:
-    """Decides, from the shared random source, which events go wrong and how; places the extra copies it makes.
-    ``schema_rate``, ``dup_rate``, ``bad_total`` and ``schemas`` are public: the CDC hot loop rolls the dice inline."""
+    """Decides which events go wrong and how, places their copies (public rates: the CDC hot loop rolls them inline)."""
 
     def __init__(
         self, cfg: GeneratorConfig, period: Period, rng: Random, stats: list[TopicStats], layout: Layout
@@ -151,8 +148,8 @@ class Faults:
         return period.hour_start(a) + rng.randrange(50 * MINUTE), kind
 
     def arrival(self, st: TopicStats, commit_us: int, next_commit: int | None, r: float) -> int | None:
-        """A CDC change's arrival when it is late (``r``: its lateness dice) or overtaken by its row's next change
-        (the share owed by changes without a next one is carried over); None: the usual lag."""
+        """A CDC change's arrival when late (``r``: its dice) or out of order (docs/internals/generator.md); None: the
+        usual lag."""
         arrival = self._late_arrival(st, commit_us, r) if r < self._p_late else None
         self._ooo_owed += self._p_ooo
         if (
@@ -168,24 +165,20 @@ class Faults:
                 self._ooo_owed -= 1.0
         return arrival
 
-    def _redelivery_delay(self, arrival: int) -> int | None:
-        """How much later a redelivered copy lands: half within minutes, half hours later, inside the period."""
-        rng, room = self.rng, self.period.end_us - 1 - arrival
-        if room <= SECOND:
-            return None
-        if rng.random() < 0.5 or room <= 10 * MINUTE:
-            return rng.randrange(SECOND, min(10 * MINUTE, room))
-        return rng.randrange(10 * MINUTE, min(DUP_MAX_DELAY_US, room))
-
     def redeliver(
         self, ti: int, arrival: int, line: str, key: Any, lsn: int, nlines: int, event_us: int, wrapped: bool
     ) -> None:
-        """A redelivered copy of a CDC line, landing seconds to hours after the original."""
-        delay = self._redelivery_delay(arrival)
-        if delay is not None:
-            avro = self.layout.add(ti, arrival + delay, line, key, lsn, nlines, event_us)
-            self.stats[ti].duplicates += 1
-            self.stats[ti].schema_envelopes += wrapped and not avro
+        """A redelivered copy of a CDC line: half land within minutes, half hours later, inside the period."""
+        rng, room = self.rng, self.period.end_us - 1 - arrival
+        if room <= SECOND:
+            return
+        if rng.random() < 0.5 or room <= 10 * MINUTE:
+            delay = rng.randrange(SECOND, min(10 * MINUTE, room))
+        else:
+            delay = rng.randrange(10 * MINUTE, min(DUP_MAX_DELAY_US, room))
+        avro = self.layout.add(ti, arrival + delay, line, key, lsn, nlines, event_us)
+        self.stats[ti].duplicates += 1
+        self.stats[ti].schema_envelopes += wrapped and not avro
 
     def corrupt(self, ti: int, envelope: str, arrival: int, key: Any, x: float, flags: int) -> None:
         """File a corrupted copy of a CDC change of row ``key`` (not in an Avro file); ``x`` in [0, bad_total) picks

@@ -1,6 +1,5 @@
-"""The layout of the landing zone: lines waiting per arrival hour and Kafka partition, then, hour by hour, files of at
-most ``flush_size`` lines with continuous offsets, Kafka Connect's names and the upload time as mtime; a share of the
-CDC topic-partition-hours as Avro container files (a sink with AvroFormat)."""
+"""The layout of the landing zone: lines waiting per arrival hour and partition, written hour by hour as Kafka Connect
+names its files (some CDC topic-partition-hours as Avro: docs/internals/generator.md)."""
 
 from __future__ import annotations
 
@@ -31,8 +30,7 @@ Render = Callable[[int, int, int], list[Piece]]  # (partition, first line, end l
 
 @dataclass
 class Layout:
-    """Where every line lands: arrival hour, partition, file and offset; writes each arrival hour once complete.
-    ``delayed_plan``: the (topic, arrival hour) pairs whose last file of a partition uploads hours late."""
+    """Where every line lands: arrival hour, partition, file and offset; writes each arrival hour once complete."""
 
     out: Path
     cfg: GeneratorConfig
@@ -197,9 +195,8 @@ class Layout:
         self._write_files(T_PINGS, a, counts, render)
 
     def _write_files(self, ti: int, a: int, counts: list[int], render: Render) -> None:
-        """Split each partition's lines into chunks of at most ``flush_size`` and write them (gzip, delayed upload,
-        offsets, mtimes); ``render`` gives a chunk's files: one, or Avro files cut where the writer schema changes
-        (deflate where a JSON file would be gzipped; offsets count records)."""
+        """Write each partition's lines in chunks of at most ``flush_size``; ``render`` gives a chunk's files (one, or
+        Avro files cut where the writer schema changes: docs/internals/generator.md)."""
         cfg, rng = self.cfg, self.rng
         hour_us = self.period.hour_start(a)
         topic = TOPICS[TABLES[ti]]
@@ -227,13 +224,11 @@ class Layout:
                     written_at = last_arrival // SECOND
                     rel = E.landing_relpath(topic, hour_us, p, start_offset, gz and schema is None)
                     record: dict[str, Any] = {"topic": ti, "gz": gz, "bytes": 0}
-                    content, compress = raw, gz
-                    if schema is not None:
+                    content = raw
+                    if schema is not None:  # not gzipped: an Avro file compresses its block (codec deflate)
                         rel = rel.removesuffix(".json") + ".avro"
-                        codec = "deflate" if gz else "null"
-                        record = {"topic": ti, "gz": False, "avro": codec, "bytes": 0}
-                        content = partial(A.container, schema, raw, codec, A.sync_marker(f"{cfg.seed}:{rel}"))
-                        compress = False
+                        record = {"topic": ti, "gz": False, "avro": "deflate" if gz else "null", "bytes": 0}
+                        content = partial(A.container, schema, raw, record["avro"], A.sync_marker(f"{cfg.seed}:{rel}"))
                     if ci == delayed_at and k == len(pieces) - 1:
                         written_at = (hour_us + cfg.delayed_file_hours * HOUR_US) // SECOND + rng.randrange(3000)
                         self.delayed.append(
@@ -245,7 +240,7 @@ class Layout:
                                 "lines": nlines,
                             }
                         )
-                    self.writer.put(self.out / rel, content, compress, written_at, record)
+                    self.writer.put(self.out / rel, content, record["gz"], written_at, record)
                     ph[LINES] += nlines
                     ph[FILES] += 1
                     self.lines_written += nlines

@@ -1,6 +1,5 @@
-"""Orders and their payments: each order's whole lifecycle planned when it is created (assigned, picked up, in
-transit, delivered or cancelled; failed, double and partly refunded payments; deletes), its transactions queued for
-their commit hours and its courier's trip handed to the pings."""
+"""Orders and their payments: each order's whole lifecycle planned when it is created (docs/internals/generator.md),
+its transactions queued for their commit hours and its courier's trip handed to the pings."""
 
 from __future__ import annotations
 

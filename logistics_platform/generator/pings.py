@@ -1,5 +1,4 @@
-"""Courier GPS pings: each trip planned as runs of pings (one per segment: to the pick-up, waiting, to the customer,
-riding back), then expanded column-wise by Arrow kernels into rows with their network delay or offline upload."""
+"""Courier GPS pings: trips planned as runs of pings, expanded by Arrow kernels (docs/internals/generator.md, Speed)."""
 
 from __future__ import annotations
 

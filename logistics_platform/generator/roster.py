@@ -1,5 +1,4 @@
-"""Tenants and couriers: their rows read by the snapshot, their changes over the period (tier changes, renames,
-no-op updates, a trial tenant; new, re-equipped, deactivated and deleted couriers), and who can take an order when."""
+"""Tenants and couriers: their rows read by the snapshot, their changes over the period, who can take an order when."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""Reference data of the simulated OLTP world: regions, tenants, courier names, business constants (the allowed
-values of the contract's columns come from lib/contract.py)."""
+"""Reference data of the simulated OLTP world: regions, tenants, courier names, business constants."""
 
 from logistics_platform.lib import contract
 

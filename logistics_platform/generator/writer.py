@@ -1,5 +1,4 @@
-"""The writer: a landed file's text from its lines (CDC records, or ping rows by Arrow kernels), and the background
-thread that compresses and writes the files."""
+"""The writer: a landed file's text, and the thread that compresses and writes it (docs/internals/generator.md)."""
 
 from __future__ import annotations
 
@@ -18,8 +17,7 @@ from logistics_platform.generator.model import SECOND, Record
 
 
 class FileWriter:
-    """Compresses and writes landed files on a background thread (zlib and writes release the GIL), in submission
-    order; the bounded queue bounds the memory held by files not yet written."""
+    """Compresses and writes landed files on a thread (docs/internals/generator.md), in order, from a bounded queue."""
 
     def __init__(self, depth: int = 16) -> None:
         self._queue: queue.Queue[tuple[Path, Any, bool, int, dict[str, Any]] | None] = queue.Queue(depth)
@@ -71,8 +69,7 @@ def cdc_file(records: list[Record]) -> tuple[bytes, int, int]:
 
 
 class PingText:
-    """JSON Lines text of one arrival hour's pings, a file (a slice of ``order``) at a time, by Arrow kernels; a row
-    with a ``line`` is a corrupted line (binary, newline-terminated), kept as it is."""
+    """JSON Lines text of one arrival hour's pings, a file (a slice of ``order``) at a time; a ``line`` kept as is."""
 
     def __init__(self, rows: pa.Table, order: pa.Array) -> None:
         self.rows, self.order = rows, order
