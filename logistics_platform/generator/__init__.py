@@ -1,7 +1,5 @@
-"""Deterministic generator of the landing contract (docs/contract/sources.md): Debezium CDC + tracking pings as
-Kafka Connect would land them, every anomaly at a configurable rate. ``generate(out_dir, GeneratorConfig(start=...))``
-writes them and returns the summary it also writes to ``<out_dir>/_generation.json`` (tests read it, the pipeline not).
-"""
+"""Deterministic generator of the landing contract (docs/contract/sources.md, docs/internals/generator.md):
+``generate(out_dir, GeneratorConfig(start=...))`` also writes its summary to ``<out_dir>/_generation.json``."""
 
 from logistics_platform.generator.config import DEFAULT_PARTITIONS, GeneratorConfig, GeneratorConfigError
 from logistics_platform.generator.engine import GENERATION_FILE, generate, stderr_progress

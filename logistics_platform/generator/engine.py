@@ -1,5 +1,4 @@
-"""The generator: simulates the OLTP world hour by hour and writes what a Kafka Connect sink would land
-(docs/internals/generator.md: flow, determinism, speed)."""
+"""The generator: the OLTP world hour by hour, landed as a Kafka Connect sink would (docs/internals/generator.md)."""
 
 from __future__ import annotations
 

@@ -88,8 +88,7 @@ class Faults:
         self.dup_rate = cfg.duplicate_rate
         self._epoch_rate = cfg.epoch_micros_rate
         self._number_rate = cfg.decimal_number_rate
-        self._precise_rate = cfg.precise_decimal_rate
-        self.precise_on = cfg.precise_decimal_rate > 0
+        self.precise_rate = cfg.precise_decimal_rate
         # a stream of its own: the shared stream's draws stay those of a config without precise decimals
         self._precise_rng = Random(f"{cfg.seed}:precise-decimals")
         self._malformed_kinds = [(name.removesuffix("_rate"), getattr(cfg, name)) for name in INVALID_LINE_RATES]
@@ -111,7 +110,7 @@ class Faults:
             DECIMAL_NUMBERS if (bits >> 20) * INV20 < self._number_rate else 0
         )
         # the precise dice is rolled also for decimals as numbers: its stream does not depend on the shared one
-        precise = decimals and self._precise_rate and self._precise_rng.random() < self._precise_rate
+        precise = decimals and self.precise_rate and self._precise_rng.random() < self.precise_rate
         return flags | PRECISE if precise and not flags & DECIMAL_NUMBERS else flags
 
     def _late_arrival(self, st: TopicStats, commit_us: int, r: float) -> int | None:

@@ -74,7 +74,7 @@ class _Order:
             # (the previous change rendered it in its own; only with precise decimals on, so other bytes stay)
             ts, dec = encoders((self.prev_flags & ~PRECISE) | (flags & PRECISE))
             before = E.row("orders", self.prev_values, ts=ts, dec=dec)
-        if self.faults.precise_on:
+        if self.faults.precise_rate:
             self.prev_flags = flags
             self.prev_values = values
         self.prev_after = after

@@ -1,5 +1,4 @@
-"""The ground truth of a generated landing zone: per-topic counters, filled in as lines are made, and the
-``_generation.json`` summary built from them (what tests compare the platform's results with)."""
+"""The ground truth: per-topic counters filled in as lines are made, and the ``_generation.json`` built from them."""
 
 from __future__ import annotations
 
