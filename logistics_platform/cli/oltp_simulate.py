@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from contextlib import closing
 
 HELP = "create the OLTP schema when missing and apply inserts, updates and deletes in transactions"
 DESCRIPTION = (
@@ -41,8 +42,6 @@ def run(args: argparse.Namespace) -> int:
         first = (str(exc).strip().splitlines() or ["connection failed"])[0]
         print(f"oltp-simulate: cannot connect to the OLTP database ({first}); check OLTP_DSN", file=sys.stderr)
         return 1
-    try:
+    with closing(conn):
         print(simulate(conn, args.changes, seed=args.seed, coordinates_after=args.coordinates_after).render())
-    finally:
-        conn.close()
     return 0

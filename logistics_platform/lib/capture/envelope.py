@@ -63,10 +63,6 @@ def to_json_value(value: Any) -> Any:
     return str(value) if isinstance(value, Decimal) else value
 
 
-def encode_row(row: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    return None if row is None else {k: to_json_value(v) for k, v in row.items()}
-
-
 SEP = (",", ":")
 
 
@@ -86,8 +82,8 @@ def change_event(
 ) -> str:
     """One Debezium envelope (``schemas.enable=false``) as a compact JSON line, its fields in the connector's order."""
     event = {
-        "before": encode_row(before),
-        "after": encode_row(after),
+        "before": before,
+        "after": after,
         "source": {
             "version": CONNECTOR_VERSION,
             "connector": "postgresql",
@@ -112,7 +108,8 @@ def change_event(
         "ts_us": processed_us,
         "ts_ns": processed_us * 1000,
     }
-    return json.dumps(event, separators=SEP, ensure_ascii=False)
+    # json calls to_json_value for what it cannot encode itself: the rows' datetimes and Decimals
+    return json.dumps(event, separators=SEP, ensure_ascii=False, default=to_json_value)
 
 
 TOMBSTONE = "null"

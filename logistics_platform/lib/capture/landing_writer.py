@@ -101,7 +101,7 @@ class LandingWriter:
     def open(self) -> LandingWriter:
         """Lock the stream, load its manifest and finish the renames a crash left half done."""
         self.tmp_dir.mkdir(parents=True, exist_ok=True)
-        lock = open(self.dir / f"{self.name}.lock", "ab")  # noqa: SIM115  # held until close()
+        lock = open(self.dir / f"{self.name}.lock", "ab")  # noqa: SIM115  # held until __exit__
         try:
             fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -121,16 +121,13 @@ class LandingWriter:
                 orphan.unlink()
         return self
 
-    def close(self) -> None:
-        if self._lock is not None:
-            self._lock.close()
-            self._lock = None
-
     def __enter__(self) -> LandingWriter:
         return self.open()
 
     def __exit__(self, *exc: object) -> None:
-        self.close()
+        if self._lock is not None:  # closing the lock file releases the lock
+            self._lock.close()
+            self._lock = None
 
     def _roll_forward(self, pending: list[tuple[str, str]]) -> None:
         folders = set()

@@ -116,13 +116,9 @@ class _Reader:
         return s
 
     def tuple_data(self) -> tuple[Value, ...]:
-        # The hot loop of a capture (one call per row): bytes are indexed directly instead of via take.
-        buf, pos = self.buf, self.pos
-        end = len(buf)
-        if pos + 2 > end:
-            raise DecodeError(f"message ends at byte {end}, needed {pos + 2}")
-        (n,) = _I16.unpack_from(buf, pos)
-        pos += 2
+        (n,) = self.take("h")
+        # The hot loop of a capture (one call per row): the columns index the bytes directly instead of via take.
+        buf, pos, end = self.buf, self.pos, len(self.buf)
         out: list[Value] = []
         append = out.append
         for _ in range(n):
@@ -151,7 +147,6 @@ class _Reader:
         return tuple(out)
 
 
-_I16 = struct.Struct("!h")
 _I32 = struct.Struct("!i")
 
 

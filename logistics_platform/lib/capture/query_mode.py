@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from datetime import UTC
+from contextlib import closing
+from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from logistics_platform.lib.capture.envelope import change_event, topic_of
 from logistics_platform.lib.capture.landing_writer import LandingWriter
-from logistics_platform.lib.capture.replication import CaptureResult, Clock, database, now_us, utc_now
+from logistics_platform.lib.capture.replication import CaptureResult, database, now_us
 from logistics_platform.lib.capture.schema import KEYS, TABLES
 from logistics_platform.lib.capture.slot import connect
 from logistics_platform.lib.timekeys import epoch_micros, from_epoch_micros
@@ -42,14 +43,11 @@ def plan_table(
     return out, {"watermark_us": watermark, "seen": sorted([k, v] for k, v in versions if v >= floor)}
 
 
-def capture_query(
-    dsn: str, landing_dir: Path, slot: str, overlap_seconds: float, clock: Clock = utc_now
-) -> CaptureResult:
+def capture_query(dsn: str, landing_dir: Path, slot: str, overlap_seconds: float) -> CaptureResult:
     """One poll of every table; lands what changed since the last poll (as far as a query can tell)."""
     result = CaptureResult(mode="query")
     overlap_us = int(overlap_seconds * 1_000_000)
-    conn = connect(dsn)
-    try:
+    with closing(connect(dsn)) as conn:
         db = database(conn)
         # Query mode keeps its own manifest: its positions are timestamps, not LSNs.
         with LandingWriter(landing_dir, f"{slot}_query") as writer:
@@ -78,7 +76,5 @@ def capture_query(
                         topic_lines.append(event(op, after=row, lsn=v, sequence_lsn=seq, commit_us=v, snapshot=snap))
                     result.changes += len(planned)
             conn.rollback()
-            result.files = writer.commit(lines, clock(), state={"tables": tables_state})
-    finally:
-        conn.close()
+            result.files = writer.commit(lines, datetime.now(UTC), state={"tables": tables_state})
     return result

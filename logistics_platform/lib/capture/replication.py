@@ -6,6 +6,7 @@ import select
 import time
 from collections import defaultdict
 from collections.abc import Callable
+from contextlib import closing
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
@@ -30,12 +31,8 @@ from logistics_platform.lib.capture.slot import (
 # Stages passed to the hook: after the batch is durable in the landing zone, before the slot is confirmed.
 STAGE_DURABLE = "durable"
 Hook = Callable[[str, int], None]
-# When the sink "writes" a file: its arrival hour folder. Tests move it to a completed hour (a partition).
-Clock = Callable[[], datetime]
-
-
-def utc_now() -> datetime:
-    return datetime.now(UTC)
+MAX_BATCH_CHANGES = 50_000  # changes per landed batch at most (whole transactions)
+IDLE_SECONDS = 2.0  # a capture not yet caught up stops after five times this without a message
 
 
 @dataclass
@@ -97,10 +94,9 @@ def snapshot_flags(table_rows: list[int]) -> list[list[str]]:
     return out
 
 
-def _create_slot(conn: Any, dsn: str, slot: str, writer: LandingWriter, result: CaptureResult, clock: Clock) -> None:
+def _create_slot(conn: Any, dsn: str, slot: str, writer: LandingWriter, result: CaptureResult) -> None:
     """Create the slot with an exported snapshot and land that snapshot as op r in one batch (docs/capture.md)."""
-    repl = connect(dsn, replication=True)
-    try:
+    with closing(connect(dsn, replication=True)) as repl:
         with repl.cursor() as rcur:
             try:
                 rcur.execute(f'CREATE_REPLICATION_SLOT "{slot}" LOGICAL pgoutput EXPORT_SNAPSHOT')
@@ -139,28 +135,18 @@ def _create_slot(conn: Any, dsn: str, slot: str, writer: LandingWriter, result: 
             rows = zip(rows_of[table], table_flags, strict=True)
             batch[topic_of(table)] = [event(table, after=row, processed_us=now_us(), snapshot=f) for row, f in rows]
             result.snapshot_rows += len(rows_of[table])
-        result.files += writer.commit(batch, clock(), lsn=point, commit_ms=ts_us // 1000, state={"snapshot": "done"})
-    finally:
-        repl.close()
+        result.files += writer.commit(
+            batch, datetime.now(UTC), lsn=point, commit_ms=ts_us // 1000, state={"snapshot": "done"}
+        )
     result.created_slot = True
 
 
 def capture_logical(
-    dsn: str,
-    landing_dir: Path,
-    slot: str,
-    publication: str,
-    *,
-    resnapshot: bool = False,
-    max_batch_changes: int = 50_000,
-    idle_seconds: float = 2.0,
-    hook: Hook | None = None,
-    clock: Clock = utc_now,
+    dsn: str, landing_dir: Path, slot: str, publication: str, *, resnapshot: bool = False, hook: Hook | None = None
 ) -> CaptureResult:
     """Land every change committed so far (a snapshot first when the slot is new), confirm it, and return."""
     result = CaptureResult(mode="logical")
-    conn = connect(dsn)
-    try:
+    with closing(connect(dsn)) as conn:
         check_server(conn)
         with LandingWriter(landing_dir, slot) as writer:
             info = released_slot_info(conn, slot)
@@ -170,7 +156,7 @@ def capture_logical(
                         cur.execute("select pg_drop_replication_slot(%s)", (slot,))
                     conn.commit()
                     info = None
-                writer.commit({}, clock(), lsn=0, state={})
+                writer.commit({}, datetime.now(UTC), lsn=0, state={})
             landed = writer.manifest.lsn if writer.manifest.state.get("snapshot") == "done" else 0
             check_slot(info, slot, landed)
             try:
@@ -181,25 +167,14 @@ def capture_logical(
                     f"capture: cannot create publication {publication}: {str(exc).strip().splitlines()[0]}"
                 ) from None
             if info is None:
-                _create_slot(conn, dsn, slot, writer, result, clock)
-            _stream(conn, dsn, slot, publication, writer, result, max_batch_changes, idle_seconds, hook, clock)
+                _create_slot(conn, dsn, slot, writer, result)
+            _stream(conn, dsn, slot, publication, writer, result, hook)
             result.lsn = writer.manifest.lsn
-    finally:
-        conn.close()
     return result
 
 
 def _stream(
-    conn: Any,
-    dsn: str,
-    slot: str,
-    publication: str,
-    writer: LandingWriter,
-    result: CaptureResult,
-    max_batch_changes: int,
-    idle_seconds: float,
-    hook: Hook | None,
-    clock: Clock,
+    conn: Any, dsn: str, slot: str, publication: str, writer: LandingWriter, result: CaptureResult, hook: Hook | None
 ) -> None:
     with conn.cursor() as cur:
         # The insert position, not the write or flush one: asynchronous commits are visible before their WAL is
@@ -209,8 +184,7 @@ def _stream(
     conn.commit()
     db = database(conn)
     landed = writer.manifest.lsn
-    repl = connect(dsn, replication=True)
-    try:
+    with closing(connect(dsn, replication=True)) as repl:
         rcur = repl.cursor()
         rcur.start_replication(
             slot_name=slot,
@@ -232,7 +206,7 @@ def _stream(
             nonlocal batch
             if not batch.transactions:
                 return
-            files = writer.commit(batch.lines, clock(), lsn=batch.end_lsn, commit_ms=batch.commit_ms)
+            files = writer.commit(batch.lines, datetime.now(UTC), lsn=batch.end_lsn, commit_ms=batch.commit_ms)
             result.files += files
             result.transactions += batch.transactions
             result.changes += batch.changes
@@ -246,10 +220,10 @@ def _stream(
             if msg is None:
                 idle = time.monotonic() - last_message
                 caught_up = (rcur.wal_end or 0) >= target
-                if txn is None and (caught_up or idle > idle_seconds * 5) and idle > min(idle_seconds, 0.2):
+                if txn is None and (caught_up or idle > IDLE_SECONDS * 5) and idle > min(IDLE_SECONDS, 0.2):
                     break
                 rcur.send_feedback(reply=True)
-                select.select([rcur], [], [], min(idle_seconds, 0.2))
+                select.select([rcur], [], [], min(IDLE_SECONDS, 0.2))
                 continue
             last_message = time.monotonic()
             m = pg.decode(msg.payload)
@@ -291,7 +265,7 @@ def _stream(
                     batch.transactions += 1
                     batch.end_lsn = m.end_lsn
                     batch.commit_ms = m.commit_us // 1000
-                    if batch.changes >= max_batch_changes:
+                    if batch.changes >= MAX_BATCH_CHANGES:
                         flush()
                 last_commit_end = m.end_lsn
                 txn, begin = None, None
@@ -300,5 +274,3 @@ def _stream(
         flush()
         # Confirm the manifest's position even when nothing new arrived (what a crash left unconfirmed).
         rcur.send_feedback(flush_lsn=writer.manifest.lsn, force=True)
-    finally:
-        repl.close()

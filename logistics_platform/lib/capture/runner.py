@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from logistics_platform.lib.capture.replication import CaptureResult, Clock, Hook, capture_logical, utc_now
+from logistics_platform.lib.capture.replication import CaptureResult, Hook, capture_logical
 from logistics_platform.lib.capture.slot import CaptureError
 from logistics_platform.settings import Settings
 
@@ -13,36 +13,23 @@ MODES = ("logical", "query")
 _NAME = re.compile(r"[a-z0-9_]{1,63}")
 
 
-def check_names(settings: Settings) -> None:
-    """Fail with one line when CAPTURE_SLOT or CAPTURE_PUBLICATION is not a valid slot/publication name."""
+def run_capture(
+    settings: Settings, mode: str = "logical", resnapshot: bool = False, hook: Hook | None = None
+) -> CaptureResult:
+    """Drain the OLTP changes available now into ``settings.landing_dir``."""
+    if not settings.oltp_dsn:
+        raise CaptureError("capture: OLTP_DSN is not set; set it to the libpq DSN of the OLTP database")
     for variable, value in (
         ("CAPTURE_SLOT", settings.capture_slot),
         ("CAPTURE_PUBLICATION", settings.capture_publication),
     ):
         if not _NAME.fullmatch(value):
             raise CaptureError(f"capture: {variable}={value!r}: use 1-63 lower-case letters, digits and underscores")
-
-
-def run_capture(
-    settings: Settings,
-    mode: str = "logical",
-    resnapshot: bool = False,
-    hook: Hook | None = None,
-    clock: Clock = utc_now,
-) -> CaptureResult:
-    """Drain the OLTP changes available now into ``settings.landing_dir``."""
-    if not settings.oltp_dsn:
-        raise CaptureError("capture: OLTP_DSN is not set; set it to the libpq DSN of the OLTP database")
-    check_names(settings)
     if mode == "query":
         from logistics_platform.lib.capture.query_mode import capture_query
 
         return capture_query(
-            settings.oltp_dsn,
-            settings.landing_dir,
-            settings.capture_slot,
-            settings.capture_query_overlap_seconds,
-            clock,
+            settings.oltp_dsn, settings.landing_dir, settings.capture_slot, settings.capture_query_overlap_seconds
         )
     if mode != "logical":
         raise CaptureError(f"capture: mode {mode!r} is not one of {', '.join(MODES)}")
@@ -53,5 +40,4 @@ def run_capture(
         settings.capture_publication,
         resnapshot=resnapshot,
         hook=hook,
-        clock=clock,
     )

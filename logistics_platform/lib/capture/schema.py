@@ -41,8 +41,9 @@ def table_ddl(table: str) -> str:
     return f"create table if not exists {table} (\n{columns}\n);\n"
 
 
-def schema_ddl() -> str:
-    """The contract's tables, the query mode's ``updated_at`` indexes, and REPLICA IDENTITY DEFAULT (the key)."""
+def create_schema(conn: Any) -> None:
+    """Create the contract's tables, the query mode's ``updated_at`` indexes and REPLICA IDENTITY DEFAULT (the key)
+    in the OLTP database when they are missing (idempotent), and commit."""
     tables = "".join(table_ddl(t) for t in TABLES)
     # The query-based capture polls by updated_at: without these it scans every table on every poll.
     indexes = "".join(
@@ -51,16 +52,8 @@ def schema_ddl() -> str:
         if UPDATED_AT in cols
     )
     identity = "".join(f"alter table {t} replica identity default;\n" for t in TABLES)
-    return tables + indexes + identity
-
-
-DDL = schema_ddl()
-
-
-def create_schema(conn: Any) -> None:
-    """Create the contract's tables in the OLTP database when they are missing (idempotent), and commit."""
     with conn.cursor() as cur:
-        cur.execute(DDL)
+        cur.execute(tables + indexes + identity)
     conn.commit()
 
 

@@ -133,27 +133,20 @@ def simulate(conn: Any, changes: int, seed: int = 7, coordinates_after: int | No
             elif roll < 0.80:
                 oid = rng.choice(sorted(w.open))
                 status, total, live_pid = w.open[oid]
-                if status in ("created", "assigned") and rng.random() < 0.08:
+                cancel = status in ("created", "assigned") and rng.random() < 0.08
+                new = "cancelled" if cancel else NEXT_STATUS[status]
+                if new in ("cancelled", "delivered"):  # the order closes, and its payment with it
                     del w.open[oid]
-                    w.cancelled.append(oid)
-                    stmts = [(SET_ORDER_STATUS, ("cancelled", oid))]
+                    (w.cancelled if cancel else w.delivered).append(oid)
+                    stmts = [(SET_ORDER_STATUS, (new, oid)) if cancel else (DELIVER_ORDER, (oid,))]
                     if live_pid is not None:
-                        stmts.append((SET_PAYMENT_STATUS, ("failed", live_pid)))
-                    run("order_cancelled", stmts)
-                    continue
-                new = NEXT_STATUS[status]
-                if new == "assigned":
+                        stmts.append((SET_PAYMENT_STATUS, ("failed" if cancel else "captured", live_pid)))
+                    run(f"order_{new}", stmts)
+                elif new == "assigned":
                     if not w.couriers:
                         run("courier_insert", [_new_courier(w, rng)])
                     run("order_status", [(ASSIGN_ORDER, (rng.choice(w.couriers), oid))])
                     w.open[oid] = (new, total, live_pid)
-                elif new == "delivered":
-                    del w.open[oid]
-                    w.delivered.append(oid)
-                    stmts = [(DELIVER_ORDER, (oid,))]
-                    if live_pid is not None:
-                        stmts.append((SET_PAYMENT_STATUS, ("captured", live_pid)))
-                    run("order_delivered", stmts)
                 else:
                     run("order_status", [(SET_ORDER_STATUS, (new, oid))])
                     w.open[oid] = (new, total, live_pid)

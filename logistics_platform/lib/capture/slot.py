@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -58,18 +59,16 @@ def check_server(conn: Any) -> None:
     """Fail with one line unless the server decodes logical WAL and the user may replicate."""
     with conn.cursor() as cur:
         cur.execute("show wal_level")
-        row = cur.fetchone()
-        level = row[0] if row else "?"
+        (level,) = cur.fetchone()
         cur.execute("select rolsuper or rolreplication, current_user from pg_roles where rolname = current_user")
-        priv = cur.fetchone()
+        may_replicate, user = cur.fetchone()
     conn.commit()
     if level != "logical":
         raise CaptureError(
             f"capture: the OLTP server has wal_level={level}; set wal_level = logical in postgresql.conf and restart "
             "it, or use `logistics-platform capture --mode query`"
         )
-    if not priv or not priv[0]:
-        user = priv[1] if priv else "?"
+    if not may_replicate:
         raise CaptureError(
             f"capture: role {user} lacks the REPLICATION privilege; run `ALTER ROLE {user} REPLICATION` as a "
             "superuser, or use `logistics-platform capture --mode query`"
@@ -191,10 +190,7 @@ def retention_alert(lag: Lag, limit_bytes: int) -> str | None:
 
 def measure(dsn: str, landing_dir: Path, slot: str) -> Lag:
     """Query the slot's state now."""
-    conn = connect(dsn)
-    try:
+    with closing(connect(dsn)) as conn:
         info = slot_info(conn, slot)
-    finally:
-        conn.close()
     manifest = read_manifest(landing_dir, slot)
     return lag_from(info, slot, manifest.commit_ms if manifest else None, int(time.time() * 1000))
