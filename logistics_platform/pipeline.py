@@ -11,6 +11,7 @@ from typing import Any
 
 import dagster as dg
 
+from logistics_platform.defs.bronze.assets import INGEST_MODE_TAG
 from logistics_platform.defs.constants import (
     BRONZE_GROUP,
     CAPTURE_GROUP,
@@ -171,9 +172,11 @@ def run_pipeline(
     progress: Callable[[Progress], None] | None = None,
     verbose: bool = False,
     full: bool = False,
+    replace: bool = False,
 ) -> Summary:
     """Ingest ``partitions`` (default: the landed hours new or changed since their ingest, all with ``full``) in runs
-    of consecutive hours, then build downstream once; ``verbose`` lets Dagster's step logs reach the console."""
+    of consecutive hours (``replace``: re-read whole), then build downstream once; ``verbose`` lets Dagster's step
+    logs reach the console."""
     from logistics_platform.definitions import build_definitions
     from logistics_platform.lib.operate import progress as plan
     from logistics_platform.lib.operate.landing_watch import scan_landing
@@ -216,10 +219,11 @@ def run_pipeline(
     report(Progress(0, len(keys), 0, 0.0))
     for chunk in hour_ranges(keys, settings.ingest_max_hours_per_run):
         label = chunk[0] if len(chunk) == 1 else f"{chunk[0]}..{chunk[-1]}"
+        mode = {INGEST_MODE_TAG: "replace"} if replace else {}
         if len(chunk) == 1:
-            result = execute(INGEST_JOB, label, partition_key=chunk[0])
+            result = execute(INGEST_JOB, label, partition_key=chunk[0], tags=mode)
         else:
-            result = execute(INGEST_JOB, label, tags={RANGE_START_TAG: chunk[0], RANGE_END_TAG: chunk[-1]})
+            result = execute(INGEST_JOB, label, tags={RANGE_START_TAG: chunk[0], RANGE_END_TAG: chunk[-1], **mode})
         done += len(chunk)
         lines += _ingested_lines(result)
         if not result.success:

@@ -21,6 +21,7 @@ COMMAND_MODULES = (
     "time_travel",
     "verify",
     "rebuild",
+    "accept_type",
     "late",
     "dbt",
     "capture",

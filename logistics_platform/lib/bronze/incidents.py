@@ -1,0 +1,132 @@
+"""Schema incidents: lines whose declared type (or, in a column outside the contract, whose value's type) is one the
+bronze column cannot take, and the way out: accept the new type as text, then replay the hours it touched
+(docs/operations.md, "Schema incidents"; reason ``incompatible_type``: docs/contract/sources.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from pyiceberg.catalog import Catalog
+from pyiceberg.expressions import And, EqualTo, NotNull
+from pyiceberg.types import DecimalType, IcebergType, StringType
+
+from logistics_platform.lib.bronze import schema as bs
+from logistics_platform.lib.bronze import values as bv
+
+ACCEPTED = "logistics.accepted-type."  # table property + column: the type an operator accepted (read by the ingest)
+REPLAY = "logistics.replay-hours."  # table property + column: the hours an acceptance still has to re-ingest
+_DECLARED = {**dict.fromkeys(("int8", "int16", "int32", "int"), "int"), "int64": "long", "float32": "float"}
+_DECLARED |= {t: t for t in ("long", "float", "double", "boolean", "string")} | {"float64": "double", "bytes": "binary"}
+_OF_VALUE = {str: "string", bool: "boolean", int: "long", float: "double", dict: "string", list: "string"}
+# The declared types each column kind reads (Debezium's encodings of it): a value of these is bad, not a new type.
+_READS = {bv.K_LONG: {"int", "long"}, bv.K_BOOL: {"boolean"}, bv.K_STRING: {"string"}}
+_READS |= {bv.K_DOUBLE: {"int", "long", "float", "double"}, bv.K_TIMESTAMP: {"string", "int", "long"}}
+_READS[bv.K_DECIMAL] = {"string", "double", "binary"}
+
+
+def declared_type(schema: Any, column: str) -> str | None:
+    """``column``'s type in a line's JsonConverter schema block (CDC: its ``after`` struct) in Iceberg's words
+    (``decimal(P, S)`` for a Connect Decimal); None without a block or a known type."""
+    try:
+        after = next((f for f in schema["fields"] if f.get("field") == "after"), schema)
+        field = next(f for f in after["fields"] if f.get("field") == column)
+        params = field.get("parameters") or {}
+        if field.get("name") == bv.CONNECT_DECIMAL:
+            return f"decimal({params.get('connect.decimal.precision', '?')}, {params['scale']})"
+        return _DECLARED.get(field.get("type"))
+    except (KeyError, TypeError, AttributeError, StopIteration):
+        return None
+
+
+def type_change(column: IcebergType, value: Any, declared: str | None, evolved: bool) -> str | None:
+    """``old -> new`` when a value the column rejected comes from a type change the column cannot take: the line's
+    declared type, else (a column outside the contract, typed from its first value) the value's; None: a bad value."""
+    new = declared or (_OF_VALUE.get(type(value)) if evolved else None)
+    if new is None or (isinstance(column, DecimalType) and new.endswith(f", {column.scale})")):
+        return None  # a bad value; a decimal of the same scale (a wider precision is a promotion, not an incident)
+    return None if new in _READS.get(bv.kind_of(column), {new}) else f"{column} -> {new}"
+
+
+def note_incident(incidents: dict[str, dict[str, Any]], row: tuple[Any, ...], starts: Mapping[str, int]) -> None:
+    """Count a quarantine row of an incompatible type and keep its column's first position (file, line); its detail
+    is ``<column>: <old> -> <new>; <why>``, as the line parser writes it."""
+    reason, offset, path = row[5], row[2], row[3]
+    if reason.startswith(bs.REASON_INCOMPATIBLE_TYPE):
+        seen = incidents.setdefault(reason[len(bs.REASON_INCOMPATIBLE_TYPE) + 1 :], {"lines": 0})
+        seen["lines"] += 1
+        if "file" not in seen or (path, offset) < (seen["file"], seen["offset"]):
+            old, new = row[6].split(": ", 1)[1].split("; ", 1)[0].split(" -> ", 1)
+            seen.update(
+                old_type=old, new_type=new, file=path, line=offset - starts.get(path, offset) + 1, offset=offset
+            )
+
+
+def describe(table: str, column: str, incident: Mapping[str, Any]) -> str:
+    """The schema incident check's words for one column: what changed, where first, what to do."""
+    i, fix = incident, f"accept it as text and replay with `logistics-platform accept-type {table} {column}`"
+    if column in {c.name for c in bs.TOPICS[table].columns}:
+        fix = "a contract column, changed only with the contract (docs/operations.md, Schema incidents)"
+    return (
+        f"schema incident: bronze.{table}.{column} changed type {i['old_type']} -> {i['new_type']}, which Iceberg "
+        f"cannot promote; {i['lines']} lines quarantined ({bs.REASON_INCOMPATIBLE_TYPE}:{column}), the first at "
+        f"{i['file']} line {i['line']} (offset {i['offset']}): {fix}"
+    )
+
+
+def accept_as_text(catalog: Catalog, table: str, column: str) -> list[datetime]:
+    """Make ``column`` of bronze ``table`` text (dropped and added again: Iceberg promotes nothing to text), with the
+    acceptance and the hours to replay as table properties, in one commit; returns those hours: those quarantining
+    the new type, and those holding old values (bronze stays what a rebuild from the landing zone gives)."""
+    spec = bs.TOPICS.get(table)
+    if spec is None:
+        raise ValueError(f"no bronze table {table!r}: expected one of {', '.join(bs.TOPICS)}")
+    fixed = {c.name for c in (*spec.columns, *bs.metadata_columns(spec))}
+    if column in fixed:
+        raise ValueError(
+            f"bronze.{table}.{column} is a contract column: its type changes only with the contract (lib/contract.py, "
+            "docs/contract/sources.md); have the source change reverted (docs/operations.md, Schema incidents)"
+        )
+    live = catalog.load_table(spec.identifier)
+    if REPLAY + column in live.properties:  # an acceptance whose replay did not finish: the same hours
+        return [datetime.fromisoformat(h) for h in live.properties[REPLAY + column].split(",") if h]
+    fields = {f.name: f.field_type for f in live.schema().fields if f.name not in fixed}
+    if not isinstance(fields.get(column), IcebergType) or isinstance(fields[column], StringType):
+        raise ValueError(
+            f"bronze.{table} has no column {column!r} of another type than text to accept (its added columns: "
+            f"{', '.join(fields) or 'none'}); name the column the schema_incident check names"
+        )
+    reason = And(EqualTo("_topic", spec.topic), EqualTo("reason", f"{bs.REASON_INCOMPATIBLE_TYPE}:{column}"))
+    quarantine = catalog.load_table(f"{bs.NAMESPACE}.{bs.QUARANTINE_TABLE}")
+    hours = set(quarantine.scan(reason, ("_arrival_hour",)).to_arrow()[0].to_pylist())
+    hours |= set(live.scan(NotNull(column), ("_arrival_hour",)).to_arrow()[0].to_pylist())
+    with live.transaction() as tx:
+        with tx.update_schema() as update:
+            update.delete_column(column)
+            update.add_column(column, StringType(), doc=f"Accepted as text (was {fields[column]}).")
+        tx.set_properties(
+            {ACCEPTED + column: "string", REPLAY + column: ",".join(h.isoformat() for h in sorted(hours))}
+        )
+    return sorted(hours)
+
+
+def replayed(catalog: Catalog, table: str, column: str) -> None:
+    """Record that the acceptance's hours were re-ingested."""
+    with catalog.load_table(bs.TOPICS[table].identifier).transaction() as tx:
+        tx.remove_properties(REPLAY + column)
+
+
+def carry_accepted(live: Catalog, staged: Catalog) -> list[str]:
+    """Copy the accepted types of the live bronze tables onto the staged ones of a rebuild (operator decisions)."""
+    from logistics_platform.lib.bronze.tables import ensure_bronze_tables
+
+    carried: list[str] = []
+    for name, table in ensure_bronze_tables(staged).items():
+        ident = f"{bs.NAMESPACE}.{name}"
+        props = live.load_table(ident).properties if live.table_exists(ident) else {}
+        if accepted := {k: v for k, v in props.items() if k.startswith(ACCEPTED)}:
+            with table.transaction() as tx:
+                tx.set_properties(accepted)
+            carried += [f"{name}.{k[len(ACCEPTED) :]}" for k in accepted]
+    return carried
