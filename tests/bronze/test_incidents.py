@@ -100,19 +100,20 @@ def test_the_line_parser_quarantines_a_type_change_as_incompatible_type_with_the
 
 def test_the_lines_and_first_position_of_each_column_are_kept_and_described() -> None:
     incidents: dict[str, dict[str, Any]] = {}
-    row = (ORDERS, 0, 412, "b.json", 0, "incompatible_type:priority", "priority: long -> string; x", "{}", "utf-8")
-    starts = {"b.json": 400, "a.json": 100}
-    note_incident(incidents, row, starts)
-    note_incident(incidents, (*row[:2], 105, "a.json", *row[4:]), starts)
-    note_incident(incidents, (*row[:2], 420, "b.json", *row[4:]), starts)
-    note_incident(incidents, (*row[:5], "invalid_value:status", "status: x", *row[7:]), starts)
-    first = {"old_type": "long", "new_type": "string", "file": "a.json", "line": 6, "offset": 105}
+    b = "topics/oltp.public.orders/dt=2026-11-02/hr=10/oltp.public.orders+0+0000000400.json"
+    a = "topics/oltp.public.orders/dt=2026-11-02/hr=10/oltp.public.orders+0+0000000100.json"
+    row = (ORDERS, 0, 412, b, 0, "incompatible_type:priority", "priority: long -> string; x", "{}", "utf-8")
+    note_incident(incidents, row)
+    note_incident(incidents, (*row[:2], 105, a, *row[4:]))
+    note_incident(incidents, (*row[:2], 420, b, *row[4:]))
+    note_incident(incidents, (*row[:5], "invalid_value:status", "status: x", *row[7:]))
+    first = {"old_type": "long", "new_type": "string", "file": a, "line": 6, "offset": 105}
     assert incidents == {"priority": {"lines": 3, **first}}
     words = describe("orders", "priority", incidents["priority"])
     for needle in (
         "bronze.orders.priority",
         "long -> string",
-        "a.json line 6",
+        "100.json line 6",
         "3 lines",
         "accept-type orders priority",
     ):

@@ -14,6 +14,7 @@ from pyiceberg.types import DecimalType, IcebergType, StringType
 
 from logistics_platform.lib.bronze import schema as bs
 from logistics_platform.lib.bronze import values as bv
+from logistics_platform.lib.bronze.landing import parse_landing_path
 
 ACCEPTED = "logistics.accepted-type."  # table property + column: the type an operator accepted (read by the ingest)
 REPLAY = "logistics.replay-hours."  # table property + column: the hours an acceptance still has to re-ingest
@@ -49,7 +50,7 @@ def type_change(column: IcebergType, value: Any, declared: str | None, evolved: 
     return None if new in _READS.get(bv.kind_of(column), {new}) else f"{column} -> {new}"
 
 
-def note_incident(incidents: dict[str, dict[str, Any]], row: tuple[Any, ...], starts: Mapping[str, int]) -> None:
+def note_incident(incidents: dict[str, dict[str, Any]], row: tuple[Any, ...]) -> None:
     """Count a quarantine row of an incompatible type and keep its column's first position (file, line); its detail
     is ``<column>: <old> -> <new>; <why>``, as the line parser writes it."""
     reason, offset, path = row[5], row[2], row[3]
@@ -58,9 +59,8 @@ def note_incident(incidents: dict[str, dict[str, Any]], row: tuple[Any, ...], st
         seen["lines"] += 1
         if "file" not in seen or (path, offset) < (seen["file"], seen["offset"]):
             old, new = row[6].split(": ", 1)[1].split("; ", 1)[0].split(" -> ", 1)
-            seen.update(
-                old_type=old, new_type=new, file=path, line=offset - starts.get(path, offset) + 1, offset=offset
-            )
+            line = offset - parse_landing_path(path)[3] + 1  # the file's first line has its start offset
+            seen.update(old_type=old, new_type=new, file=path, line=line, offset=offset)
 
 
 def describe(table: str, column: str, incident: Mapping[str, Any]) -> str:
@@ -105,9 +105,8 @@ def accept_as_text(catalog: Catalog, table: str, column: str) -> list[datetime]:
         with tx.update_schema() as update:
             update.delete_column(column)
             update.add_column(column, StringType(), doc=f"Accepted as text (was {fields[column]}).")
-        tx.set_properties(
-            {ACCEPTED + column: "string", REPLAY + column: ",".join(h.isoformat() for h in sorted(hours))}
-        )
+        pending = ",".join(h.isoformat() for h in sorted(hours))
+        tx.set_properties({ACCEPTED + column: "string", REPLAY + column: pending})
     return sorted(hours)
 
 
@@ -117,16 +116,13 @@ def replayed(catalog: Catalog, table: str, column: str) -> None:
         tx.remove_properties(REPLAY + column)
 
 
-def carry_accepted(live: Catalog, staged: Catalog) -> list[str]:
+def carry_accepted(live: Catalog, staged: Catalog) -> None:
     """Copy the accepted types of the live bronze tables onto the staged ones of a rebuild (operator decisions)."""
     from logistics_platform.lib.bronze.tables import ensure_bronze_tables
 
-    carried: list[str] = []
     for name, table in ensure_bronze_tables(staged).items():
         ident = f"{bs.NAMESPACE}.{name}"
         props = live.load_table(ident).properties if live.table_exists(ident) else {}
         if accepted := {k: v for k, v in props.items() if k.startswith(ACCEPTED)}:
             with table.transaction() as tx:
                 tx.set_properties(accepted)
-            carried += [f"{name}.{k[len(ACCEPTED) :]}" for k in accepted]
-    return carried

@@ -89,7 +89,6 @@ def write_topic_hour(
         return read_avro(f)[0]
 
     reasons: Counter[str] = Counter()
-    starts = {f.relpath: f.start_offset for f in files}
 
     def take(result: BlockResult, again: Callable[[], BlockResult]) -> None:
         nonlocal table
@@ -108,7 +107,7 @@ def write_topic_hour(
         writer.add_table(res.rows)
         for q in res.quarantine:
             quarantine.add(q)
-            note_incident(report.incidents, q, starts)
+            note_incident(report.incidents, q)
         report.lines += res.lines
         report.rows += res.rows.num_rows if res.rows is not None else 0
         report.tombstones += res.tombstones

@@ -220,8 +220,7 @@ def rebuild(
     log(f"rebuilding into {root} (warehouse {staged.warehouse})")
     if copied := copy_ops_state(settings.duckdb_path, staged.duckdb_path):
         log(f"copied operator state: ops.{', ops.'.join(copied)}")
-    if carried := carry_accepted(catalog_of(settings), catalog_of(staged)):
-        log(f"carried the accepted column types: {', '.join(carried)}")
+    carry_accepted(catalog_of(settings), catalog_of(staged))  # operator decisions too, which the ingest reads
     build(staged, result, models, log)
     result.problems = validate(staged, expected_marts)
     if result.problems:
