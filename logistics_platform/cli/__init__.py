@@ -21,7 +21,6 @@ COMMAND_MODULES = (
     "time_travel",
     "verify",
     "rebuild",
-    "accept_type",
     "late",
     "dbt",
     "capture",

@@ -115,7 +115,7 @@ def test_the_lines_and_first_position_of_each_column_are_kept_and_described() ->
         "long -> string",
         "100.json line 6",
         "3 lines",
-        "accept-type orders priority",
+        "run --accept-type orders.priority",
     ):
         assert needle in words, words
     assert "contract column" in describe("orders", "total_amount", incidents["priority"])

@@ -1,8 +1,8 @@
 """A schema incident through the real Debezium 3.6 PostgreSQL connector (issue #36): ``orders.priority integer`` is
 dropped and added again as ``text``, landed in the open hour. The lines of the new type are quarantined whole, the
 ``schema_incident`` check fails at ERROR and the alert names table, column, types and the first position; after
-`logistics-platform accept-type orders priority` (docs/operations.md, "Schema incidents") the marts equal PostgreSQL
-with every landed record accounted for once. One engine run for both converter configs."""
+`logistics-platform run --accept-type orders.priority` (docs/operations.md, "Schema incidents") the marts equal
+PostgreSQL with every landed record accounted for once. One engine run for both converter configs."""
 
 from __future__ import annotations
 
@@ -92,7 +92,7 @@ def fct_orders(settings: Settings) -> dict[int, tuple[Any, ...]]:
 
 
 @pytest.mark.parametrize("config", [STRING_JSON, PRECISE_AVRO], ids=lambda c: c.name)
-def test_an_incompatible_type_is_an_incident_and_accept_type_brings_the_marts_back(
+def test_an_incompatible_type_is_an_incident_and_the_way_out_brings_the_marts_back(
     world: Any, config: ConverterConfig, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     captured, tables = world
@@ -128,11 +128,11 @@ def test_an_incompatible_type_is_an_incident_and_accept_type_brings_the_marts_ba
     alerts = [a for a in read_log(settings.alerts_log) if a.get("check_name") == CHECK_SCHEMA_INCIDENT]
     assert sent >= 1 and len(alerts) == 1, read_log(settings.alerts_log)
     text = alerts[0]["error"]
-    for needle in ("bronze.orders.priority", "long -> string", "topics/oltp.public.orders/", " line ", "accept-type"):
+    for needle in ("bronze.orders.priority", "long -> string", "topics/oltp.public.orders/", " line ", "--accept-type"):
         assert needle in text, text
 
     # The way out: the column accepted as text, the hour re-ingested whole, the marts built again.
-    assert main(["accept-type", "orders", "priority"]) == 0
+    assert main(["run", "--accept-type", "orders.priority"]) == 0
     assert fct_orders(settings) == expected
     landed = Counter(r.topic.rsplit(".", 1)[1] for r in captured[config].records if r.value is not None)
     duck = connect(settings.duckdb_path, read_only=True)

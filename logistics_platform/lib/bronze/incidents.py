@@ -65,7 +65,7 @@ def note_incident(incidents: dict[str, dict[str, Any]], row: tuple[Any, ...]) ->
 
 def describe(table: str, column: str, incident: Mapping[str, Any]) -> str:
     """The schema incident check's words for one column: what changed, where first, what to do."""
-    i, fix = incident, f"accept it as text and replay with `logistics-platform accept-type {table} {column}`"
+    i, fix = incident, f"accept it as text and replay: `logistics-platform run --accept-type {table}.{column}`"
     if column in {c.name for c in bs.TOPICS[table].columns}:
         fix = "a contract column, changed only with the contract (docs/operations.md, Schema incidents)"
     return (
