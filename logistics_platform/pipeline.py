@@ -92,7 +92,7 @@ def landed_partitions(
     """Every landed arrival hour (of ``folders``, default all) that is a partition at ``now``; what was left out."""
     from logistics_platform.lib.bronze.landing import list_arrival_hours, list_hour_files
     from logistics_platform.lib.bronze.unread import unread_files, unread_in_hour
-    from logistics_platform.lib.operate.landing_watch import malformed_folders, partition_hours
+    from logistics_platform.lib.operate.landing_watch import hour_folders, partition_hours
 
     if not settings.landing_dir.exists():
         raise PipelineError(
@@ -105,7 +105,7 @@ def landed_partitions(
         landed = sorted({hour_key(h) for t, h in folders if list_hour_files(settings.landing_dir, t, h)})
         unread = {p: why for t, h in folders for p, why in unread_in_hour(settings.landing_dir, t, h).items()}
     keys, skipped = partition_hours(landed, settings.partitions_start, now)
-    folders_out = malformed_folders(settings.landing_dir)
+    folders_out = hour_folders(settings.landing_dir)[1]
     skipped.update(folders_out)
     # Files the ingest does not read; those inside a folder left out above go with the folder.
     skipped.update({p: why for p, why in unread.items() if not any(p.startswith(f"{f}/") for f in folders_out)})
@@ -175,8 +175,7 @@ def run_pipeline(
     replace: bool = False,
 ) -> Summary:
     """Ingest ``partitions`` (default: the landed hours new or changed since their ingest, all with ``full``) in runs
-    of consecutive hours (``replace``: re-read whole), then build downstream once; ``verbose`` lets Dagster's step
-    logs reach the console."""
+    of consecutive hours (``replace``: read whole), then build downstream once; ``verbose``: show Dagster's logs."""
     from logistics_platform.definitions import build_definitions
     from logistics_platform.lib.operate import progress as plan
     from logistics_platform.lib.operate.landing_watch import scan_landing

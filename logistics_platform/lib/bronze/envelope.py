@@ -131,7 +131,6 @@ class LineParser:
         # The contract's scale per decimal column: that of a Connect Decimal when the line has no schema block.
         self.scales = {c.name: c.type.scale for c in spec.columns if isinstance(c.type, DecimalType)}
         self._line_schema: dict[str, tuple[str, int | None]] | None = None  # the current line's schema_encodings
-        self._schema: Any = None  # the current line's schema block
         self.spec = spec
         self.topic = spec.topic
         self.arrival_us = epoch_micros(arrival_hour)
@@ -171,7 +170,7 @@ class LineParser:
         if (b"\\ud" in raw or b"\\uD" in raw) and not _encodable(value):
             # "\ud800" alone is accepted by the json module but is no text: it could not be stored.
             return Rejected(REASON_MALFORMED_JSON, "not JSON text: unpaired UTF-16 surrogate escape")
-        self._line_schema = self._schema = None
+        self._line_schema = self._schema = None  # the current line's schema_encodings and schema block
         if type(value) is dict and "payload" in value and len(value) == 2 and "schema" in value:
             self._schema = value["schema"]
             self._line_schema = schema_encodings(self._schema)

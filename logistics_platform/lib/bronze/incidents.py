@@ -1,6 +1,5 @@
-"""Schema incidents: lines whose declared type (or, in a column outside the contract, whose value's type) is one the
-bronze column cannot take, and the way out: accept the new type as text, then replay the hours it touched
-(docs/operations.md, "Schema incidents"; reason ``incompatible_type``: docs/contract/sources.md)."""
+"""Schema incidents: lines of a type their bronze column cannot take (reason ``incompatible_type``), and the way out:
+the column accepted as text, then the hours it touched replayed (docs/operations.md, "Schema incidents")."""
 
 from __future__ import annotations
 
@@ -20,7 +19,6 @@ ACCEPTED = "logistics.accepted-type."  # table property + column: the type an op
 REPLAY = "logistics.replay-hours."  # table property + column: the hours an acceptance still has to re-ingest
 _DECLARED = {**dict.fromkeys(("int8", "int16", "int32", "int"), "int"), "int64": "long", "float32": "float"}
 _DECLARED |= {t: t for t in ("long", "float", "double", "boolean", "string")} | {"float64": "double", "bytes": "binary"}
-_OF_VALUE = {str: "string", bool: "boolean", int: "long", float: "double", dict: "string", list: "string"}
 # The declared types each column kind reads (Debezium's encodings of it): a value of these is bad, not a new type.
 _READS = {bv.K_LONG: {"int", "long"}, bv.K_BOOL: {"boolean"}, bv.K_STRING: {"string"}}
 _READS |= {bv.K_DOUBLE: {"int", "long", "float", "double"}, bv.K_TIMESTAMP: {"string", "int", "long"}}
@@ -28,8 +26,7 @@ _READS[bv.K_DECIMAL] = {"string", "double", "binary"}
 
 
 def declared_type(schema: Any, column: str) -> str | None:
-    """``column``'s type in a line's JsonConverter schema block (CDC: its ``after`` struct) in Iceberg's words
-    (``decimal(P, S)`` for a Connect Decimal); None without a block or a known type."""
+    """``column``'s type in Iceberg's words in a line's JsonConverter schema block (CDC: its ``after``); else None."""
     try:
         after = next((f for f in schema["fields"] if f.get("field") == "after"), schema)
         field = next(f for f in after["fields"] if f.get("field") == column)
@@ -44,21 +41,20 @@ def declared_type(schema: Any, column: str) -> str | None:
 def type_change(column: IcebergType, value: Any, declared: str | None, evolved: bool) -> str | None:
     """``old -> new`` when a value the column rejected comes from a type change the column cannot take: the line's
     declared type, else (a column outside the contract, typed from its first value) the value's; None: a bad value."""
-    new = declared or (_OF_VALUE.get(type(value)) if evolved else None)
+    new = declared or (str(bv.infer_iceberg_type([value])) if evolved else None)  # as the column was typed
     if new is None or (isinstance(column, DecimalType) and new.endswith(f", {column.scale})")):
         return None  # a bad value; a decimal of the same scale (a wider precision is a promotion, not an incident)
     return None if new in _READS.get(bv.kind_of(column), {new}) else f"{column} -> {new}"
 
 
 def note_incident(incidents: dict[str, dict[str, Any]], row: tuple[Any, ...]) -> None:
-    """Count a quarantine row of an incompatible type and keep its column's first position (file, line); its detail
-    is ``<column>: <old> -> <new>; <why>``, as the line parser writes it."""
+    """Count a quarantine row of an incompatible type, keep its column's first position and ``old -> new`` types."""
     reason, offset, path = row[5], row[2], row[3]
     if reason.startswith(bs.REASON_INCOMPATIBLE_TYPE):
         seen = incidents.setdefault(reason[len(bs.REASON_INCOMPATIBLE_TYPE) + 1 :], {"lines": 0})
         seen["lines"] += 1
         if "file" not in seen or (path, offset) < (seen["file"], seen["offset"]):
-            old, new = row[6].split(": ", 1)[1].split("; ", 1)[0].split(" -> ", 1)
+            old, new = row[6].split(": ", 1)[1].split("; ", 1)[0].split(" -> ", 1)  # the line parser's detail
             line = offset - parse_landing_path(path)[3] + 1  # the file's first line has its start offset
             seen.update(old_type=old, new_type=new, file=path, line=line, offset=offset)
 

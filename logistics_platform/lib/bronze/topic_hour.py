@@ -94,8 +94,7 @@ def write_topic_hour(
         nonlocal table
         res = result
         while res.unknown is not None:
-            # Columns the table does not have: add them (types from this first line, text for one an operator
-            # accepted as text: lib/bronze/incidents.py), then parse the block again.
+            # Columns the table does not have: add them (types from this first line, or accepted), parse again.
             writer.flush()
             text = {k[len(ACCEPTED) :] for k in table.properties if k.startswith(ACCEPTED)}
             types = {n: StringType() if n in text else infer_iceberg_type([v]) for n, v in res.unknown.items()}
