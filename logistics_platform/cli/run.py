@@ -118,7 +118,6 @@ def run(args: argparse.Namespace) -> int:
         if args.accept_type:  # the column made text first (lib/bronze/incidents.py); its hours are re-read whole
             table, _, column = args.accept_type.partition(".")
             keys = [hour_key(h) for h in accept_as_text(catalog_of(settings), table, column)]
-            print(f"bronze.{table}.{column} is text now: re-ingesting {len(keys)} arrival hours whole", flush=True)
         options = {"full": args.full, "replace": bool(args.accept_type)}
         log_path = settings.duckdb_path.parent / LOG_FILE
         started = time.monotonic()

@@ -104,35 +104,17 @@ def bronze_check_results(
             }
             if unread:
                 metadata["unread_files"] = dg.MetadataValue.json(unread)
-        yield dg.AssetCheckResult(
-            asset_key=TOPIC_KEYS[t],
-            check_name=CHECK_ACCOUNTING,
-            passed=description is None,
-            severity=dg.AssetCheckSeverity.ERROR if unbalanced else dg.AssetCheckSeverity.WARN,
-            description=description,
-            metadata=metadata,
-        )
+        yield _result(TOPIC_KEYS[t], CHECK_ACCOUNTING, description, metadata, error=bool(unbalanced))
         added = {k: v for r in reports for k, v in r.topics[t].added_columns.items()}
-        yield dg.AssetCheckResult(
-            asset_key=TOPIC_KEYS[t],
-            check_name=CHECK_SCHEMA_STABLE,
-            passed=not added,
-            severity=dg.AssetCheckSeverity.WARN,
-            description=(f"columns added from the landing data: {added}" if added else None),
-            metadata={"added_columns": dg.MetadataValue.json(added)},
-        )
+        stable = f"columns added from the landing data: {added}" if added else None
+        yield _result(TOPIC_KEYS[t], CHECK_SCHEMA_STABLE, stable, {"added_columns": dg.MetadataValue.json(added)})
         incidents: dict[str, dict[str, Any]] = {}  # column -> its first position, in the run's first hour holding it
         for r in reports:
             for column, i in r.topics[t].incidents.items():
                 incidents.setdefault(column, {**i, "arrival_hour": r.partition_key, "lines": 0})["lines"] += i["lines"]
-        yield dg.AssetCheckResult(
-            asset_key=TOPIC_KEYS[t],
-            check_name=CHECK_SCHEMA_INCIDENT,
-            passed=not incidents,
-            severity=dg.AssetCheckSeverity.ERROR,
-            description="; ".join(describe(t, c, i) for c, i in incidents.items()) or None,
-            metadata={"table": bs.TOPICS[t].identifier, "incidents": dg.MetadataValue.json(incidents)},
-        )
+        words = "; ".join(describe(t, c, i) for c, i in incidents.items()) or None
+        found = {"table": bs.TOPICS[t].identifier, "incidents": dg.MetadataValue.json(incidents)}
+        yield _result(TOPIC_KEYS[t], CHECK_SCHEMA_INCIDENT, words, found, error=True)
     rates = {r.partition_key: (r.quarantined / r.lines if r.lines else 0.0) for r in reports}
     high = {k: v for k, v in rates.items() if v > QUARANTINE_RATE_WARN}
     lines, quarantined = sum(r.lines for r in reports), sum(r.quarantined for r in reports)
@@ -154,11 +136,19 @@ def bronze_check_results(
             f"{len(high)} hours had more than {QUARANTINE_RATE_WARN:.0%} of their lines quarantined "
             f"(worst {worst}: {high[worst]:.2%})"
         )
-    yield dg.AssetCheckResult(
-        asset_key=QUARANTINE_KEY,
-        check_name=CHECK_QUARANTINE_RATE,
-        passed=not high,
-        severity=dg.AssetCheckSeverity.WARN,
-        description=rate_description,
-        metadata=rate_meta,
+    yield _result(QUARANTINE_KEY, CHECK_QUARANTINE_RATE, rate_description, rate_meta)
+
+
+def _result(
+    key: dg.AssetKey, name: str, description: str | None, metadata: dict[str, Any], error: bool = False
+) -> dg.AssetCheckResult:
+    """A check result that fails with a ``description`` (what is wrong, for a person), at WARN unless ``error``."""
+    severity = dg.AssetCheckSeverity.ERROR if error else dg.AssetCheckSeverity.WARN
+    return dg.AssetCheckResult(
+        asset_key=key,
+        check_name=name,
+        passed=description is None,
+        severity=severity,
+        description=description,
+        metadata=metadata,
     )

@@ -294,13 +294,9 @@ class LineParser:
             return Rejected(REASON_INVALID_ENVELOPE, f"source.lsn {lsn} or source.ts_ms {ts_ms} out of range")
         out: list[Any] = []
         extras = None
-        if op == "t":  # a TRUNCATE of the whole table: no key, no row image
-            key = None
-            out.append(None)
-            out += [None] * len(self.value_columns)
-        elif op == "d":
+        if op in ("t", "d"):  # a delete carries only its key; a TRUNCATE of the whole table no key, no row image
             try:
-                key = self._key(env.get("before"))
+                key = None if op == "t" else self._key(env.get("before"))
             except BadValue as e:
                 return Rejected(REASON_MISSING_KEY, f"delete: {e.detail}")
             out.append(key)

@@ -61,13 +61,12 @@ def note_incident(incidents: dict[str, dict[str, Any]], row: tuple[Any, ...]) ->
 
 def describe(table: str, column: str, incident: Mapping[str, Any]) -> str:
     """The schema incident check's words for one column: what changed, where first, what to do."""
-    i, fix = incident, f"accept it as text and replay: `logistics-platform run --accept-type {table}.{column}`"
-    if column in {c.name for c in bs.TOPICS[table].columns}:
-        fix = "a contract column, changed only with the contract (docs/operations.md, Schema incidents)"
+    i = incident
     return (
         f"schema incident: bronze.{table}.{column} changed type {i['old_type']} -> {i['new_type']}, which Iceberg "
         f"cannot promote; {i['lines']} lines quarantined ({bs.REASON_INCOMPATIBLE_TYPE}:{column}), the first at "
-        f"{i['file']} line {i['line']} (offset {i['offset']}): {fix}"
+        f"{i['file']} line {i['line']} (offset {i['offset']}); the way out (a column added by schema evolution: "
+        f"`logistics-platform run --accept-type {table}.{column}`): docs/operations.md, Schema incidents"
     )
 
 
