@@ -17,6 +17,7 @@ from logistics_platform.lib.bronze.incidents import (
     ACCEPTED,
     REPLAY,
     accept_as_text,
+    carry_accepted,
     declared_type,
     describe,
     note_incident,
@@ -24,6 +25,7 @@ from logistics_platform.lib.bronze.incidents import (
     type_change,
 )
 from logistics_platform.lib.bronze.ingest import ingest_hours
+from logistics_platform.lib.bronze.tables import ensure_bronze_tables
 from logistics_platform.lib.bronze.values import CONNECT_DECIMAL
 from logistics_platform.lib.connections import load_catalog
 from logistics_platform.settings import local_settings
@@ -178,3 +180,23 @@ def test_accept_as_text_then_replay_brings_every_line_into_bronze_exactly_once(t
     assert [accounts[h]["orders"].bronze_rows for h in (h1, h2, h3)] == [1, 3, 1]
     with pytest.raises(ValueError, match="no column 'priority' of another type than text"):
         accept_as_text(catalog, "orders", "priority")
+
+
+def test_a_rebuild_carries_the_accepted_types_and_its_ingest_adds_the_column_as_text(tmp_path: Any) -> None:
+    """The decision outlives the live tables: the staged ones get it, and a fresh orders table then adds priority as
+    text from its first (integer) value, so the later text values are rows, not an incident."""
+    live = local_settings(tmp_path / "live")
+    ensure_bronze_tables(load_catalog(live))
+    with load_catalog(live).load_table("bronze.orders").transaction() as tx:
+        tx.set_properties({ACCEPTED + "priority": "string"})
+    staged = local_settings(tmp_path / "staged", landing_dir=live.landing_dir)
+    carry_accepted(load_catalog(live), load_catalog(staged))
+    assert load_catalog(staged).load_table("bronze.orders").properties[ACCEPTED + "priority"] == "string"
+    assert ACCEPTED + "priority" not in load_catalog(staged).load_table("bronze.payments").properties
+    events = [order(1, HOUR, priority=2), order(1, HOUR, priority="high")]
+    lines = [dump(cdc("u", "orders", e, lsn=10 * (i + 1), ts=HOUR)) for i, e in enumerate(events)]
+    write_file(live.landing_dir, ORDERS, HOUR, 0, 0, lines)
+    (report,) = ingest_hours(staged, [HOUR])
+    assert report.topics["orders"].quarantined == 0 and report.topics["orders"].added_columns == {"priority": "string"}
+    rows = load_catalog(staged).load_table("bronze.orders").scan(selected_fields=("priority",)).to_arrow()
+    assert sorted(rows.column(0).to_pylist()) == ["2", "high"]
