@@ -11,6 +11,7 @@ from typing import Any
 
 import dagster as dg
 
+from logistics_platform.defs.bronze.assets import INGEST_MODE_TAG
 from logistics_platform.defs.constants import (
     BRONZE_GROUP,
     CAPTURE_GROUP,
@@ -91,7 +92,7 @@ def landed_partitions(
     """Every landed arrival hour (of ``folders``, default all) that is a partition at ``now``; what was left out."""
     from logistics_platform.lib.bronze.landing import list_arrival_hours, list_hour_files
     from logistics_platform.lib.bronze.unread import unread_files, unread_in_hour
-    from logistics_platform.lib.operate.landing_watch import malformed_folders, partition_hours
+    from logistics_platform.lib.operate.landing_watch import hour_folders, partition_hours
 
     if not settings.landing_dir.exists():
         raise PipelineError(
@@ -104,7 +105,7 @@ def landed_partitions(
         landed = sorted({hour_key(h) for t, h in folders if list_hour_files(settings.landing_dir, t, h)})
         unread = {p: why for t, h in folders for p, why in unread_in_hour(settings.landing_dir, t, h).items()}
     keys, skipped = partition_hours(landed, settings.partitions_start, now)
-    folders_out = malformed_folders(settings.landing_dir)
+    folders_out = hour_folders(settings.landing_dir)[1]
     skipped.update(folders_out)
     # Files the ingest does not read; those inside a folder left out above go with the folder.
     skipped.update({p: why for p, why in unread.items() if not any(p.startswith(f"{f}/") for f in folders_out)})
@@ -171,9 +172,10 @@ def run_pipeline(
     progress: Callable[[Progress], None] | None = None,
     verbose: bool = False,
     full: bool = False,
+    replace: bool = False,
 ) -> Summary:
     """Ingest ``partitions`` (default: the landed hours new or changed since their ingest, all with ``full``) in runs
-    of consecutive hours, then build downstream once; ``verbose`` lets Dagster's step logs reach the console."""
+    of consecutive hours (``replace``: read whole), then build downstream once; ``verbose``: show Dagster's logs."""
     from logistics_platform.definitions import build_definitions
     from logistics_platform.lib.operate import progress as plan
     from logistics_platform.lib.operate.landing_watch import scan_landing
@@ -216,10 +218,11 @@ def run_pipeline(
     report(Progress(0, len(keys), 0, 0.0))
     for chunk in hour_ranges(keys, settings.ingest_max_hours_per_run):
         label = chunk[0] if len(chunk) == 1 else f"{chunk[0]}..{chunk[-1]}"
+        mode = {INGEST_MODE_TAG: "replace"} if replace else {}
         if len(chunk) == 1:
-            result = execute(INGEST_JOB, label, partition_key=chunk[0])
+            result = execute(INGEST_JOB, label, partition_key=chunk[0], tags=mode)
         else:
-            result = execute(INGEST_JOB, label, tags={RANGE_START_TAG: chunk[0], RANGE_END_TAG: chunk[-1]})
+            result = execute(INGEST_JOB, label, tags={RANGE_START_TAG: chunk[0], RANGE_END_TAG: chunk[-1], **mode})
         done += len(chunk)
         lines += _ingested_lines(result)
         if not result.success:

@@ -100,6 +100,20 @@ def test_time_travel_query_errors_are_one_line(settings: Settings, capsys: pytes
     one_line(capsys, "no Iceberg table bronze.nosuch")
 
 
+def test_accept_type_errors_are_one_line(settings: Settings, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "--accept-type", "orders.priority"]) == 1  # nothing ingested yet
+    one_line(capsys, "bronze.orders", "run `logistics-platform run` first")
+    contract_hour(settings.landing_dir)
+    ingest_hour(settings, HOUR)  # orders gains tip_amount (double) and note (text)
+    assert main(["run", "--accept-type", "returns.priority"]) == 2
+    one_line(capsys, "no bronze table 'returns'", "orders")
+    assert main(["run", "--accept-type", "orders.total_amount"]) == 2
+    one_line(capsys, "bronze.orders.total_amount is a contract column", "have the source change reverted")
+    for wrong in ("orders.priority", "orders", "orders.note"):  # no such column, none named, already text
+        assert main(["run", "--accept-type", wrong]) == 2
+        one_line(capsys, "bronze.orders has no column", "tip_amount", "the schema_incident check names")
+
+
 def test_a_duckdb_file_locked_by_another_process_names_it(
     settings: Settings, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -32,3 +32,13 @@
         'new_target_types': new_target_types,
     }) }}
 {% endmacro %}
+
+{#- A column type changed under an incremental model with on_schema_change sync_all_columns (stg_orders, after
+    `run --accept-type`). dbt's version adds a column, copies, drops and renames: DuckDB then refuses the merge into the
+    table in the same transaction ("another transaction has altered this table"). One ALTER ... TYPE, whose cast DuckDB
+    makes itself, leaves the table writable. -#}
+{% macro duckdb__alter_column_type(relation, column_name, new_column_type) %}
+    {% call statement('alter_column_type') %}
+        alter table {{ relation.render() }} alter column {{ adapter.quote(column_name) }} type {{ new_column_type }}
+    {% endcall %}
+{% endmacro %}

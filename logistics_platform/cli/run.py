@@ -31,6 +31,11 @@ ARGS = {
         "action": "store_true",
         "help": "run the ingest over every landed hour, also those bronze.ingest_log records as up to date",
     },
+    "--accept-type": {
+        "metavar": "TABLE.COLUMN",
+        "help": "the way out of a schema incident: make the column text, then re-ingest whole the hours it touched "
+        "(they replace --partitions) and build downstream (docs/operations.md, Schema incidents)",
+    },
     "--verbose": {
         "action": "store_true",
         "help": f"show dbt's and Dagster's step logs in the terminal (default: the run's event log and {LOG_FILE})",
@@ -99,6 +104,9 @@ class ProgressTicker:
 
 def run(args: argparse.Namespace) -> int:
     from logistics_platform.cli.render import render_progress, render_summary
+    from logistics_platform.lib.bronze.incidents import accept_as_text, replayed
+    from logistics_platform.lib.connections import catalog_of
+    from logistics_platform.lib.timekeys import hour_key
     from logistics_platform.pipeline import PipelineError, run_pipeline
     from logistics_platform.settings import SettingsError, load_settings
 
@@ -107,10 +115,14 @@ def run(args: argparse.Namespace) -> int:
         if args.landing is not None:
             settings = settings.with_overrides(landing_dir=args.landing.resolve())
         keys = [k.strip() for k in args.partitions.split(",") if k.strip()] if args.partitions else None
+        if args.accept_type:  # the column made text first (lib/bronze/incidents.py); its hours are re-read whole
+            table, _, column = args.accept_type.partition(".")
+            keys = [hour_key(h) for h in accept_as_text(catalog_of(settings), table, column)]
+        options = {"full": args.full, "replace": bool(args.accept_type)}
         log_path = settings.duckdb_path.parent / LOG_FILE
         started = time.monotonic()
         if args.verbose:
-            summary = run_pipeline(settings, keys, log=lambda msg: print(msg, flush=True), verbose=True, full=args.full)
+            summary = run_pipeline(settings, keys, log=lambda msg: print(msg, flush=True), verbose=True, **options)
         else:
             with _quiet_into(log_path) as terminal:
                 interactive = terminal.isatty()
@@ -128,12 +140,14 @@ def run(args: argparse.Namespace) -> int:
                         if "FAILED" in msg:
                             ticker.write(lambda: terminal.write(f"\n{msg}\n"))
 
-                    summary = run_pipeline(settings, keys, log=say, progress=ticker.update, full=args.full)
+                    summary = run_pipeline(settings, keys, log=say, progress=ticker.update, **options)
                 if interactive:
                     terminal.write("\n")
     except (PipelineError, SettingsError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    if args.accept_type and summary.ok:
+        replayed(catalog_of(settings), table, column)
     print(f"\n{render_summary(summary)}")
     where = "" if args.verbose else f" (dbt and Dagster logs: {log_path})"
     print(f"\nfinished in {time.monotonic() - started:.1f}s{where}")

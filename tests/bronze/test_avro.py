@@ -380,10 +380,14 @@ def test_one_value_gives_one_result_on_every_path(tmp_path: Path) -> None:
     amount["type"] = ["null", {**amount["type"][1], "scale": 3, "connect.parameters": {"scale": "3"}}]
     path = write_avro(tmp_path, ORDERS, hour, 0, 0, envelopes, schema=avro_schema, block_records=None)
     f = next(x for x in list_hour_files(tmp_path, ORDERS, hour) if x.path == path)
+    # The writer schema declares the amounts' scale 3: an amount DECIMAL(12,2) cannot take is a schema incident there.
+    declared = {
+        k: "incompatible_type:total_amount" if v == "invalid_value:total_amount" else v for k, v in per_line.items()
+    }
     for vectorised in (True, False):
         result, corrupt = read_file(parser, f, schema, vectorised=vectorised)
         assert corrupt is None
-        assert outcomes(result.rows, result.quarantine) == per_line, vectorised
+        assert outcomes(result.rows, result.quarantine) == declared, vectorised
     reasons = [per_line[i] for i in range(40, len(lines))]
     assert "invalid_value:created_at" in reasons and "invalid_value:total_amount" in reasons
     assert sum(isinstance(r, dict) for r in reasons) >= 10  # both outcomes are exercised

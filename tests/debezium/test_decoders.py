@@ -127,7 +127,9 @@ def test_what_does_not_decode_says_why(value: str, mode: str, scale: int | None,
             field["parameters"]["scale"] = str(scale)
         line = json.dumps({"schema": schema_line["schema"], "payload": envelope})
     res = parser.parse(line.encode(), 0, 0, "f.json")
-    assert isinstance(res, Rejected) and res.reason == "invalid_value:total_amount", res
+    # A declared scale other than the column's is a type change: a schema incident (docs/operations.md).
+    expected = "incompatible_type" if scale not in (2, None) else "invalid_value"
+    assert isinstance(res, Rejected) and res.reason == f"{expected}:total_amount", res
     assert detail in res.detail, res.detail
 
 

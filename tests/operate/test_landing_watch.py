@@ -10,10 +10,10 @@ from logistics_platform.lib.operate.landing_watch import (
     combine_fingerprints,
     dump_cursor,
     held_hour,
+    hour_folders,
     hours_to_reconcile,
     last_open_request,
     load_cursor,
-    malformed_folders,
     partition_hours,
     plan_ingest_requests,
     run_covers_hour,
@@ -152,10 +152,10 @@ def test_folders_that_are_not_arrival_hours_are_named(tmp_path: Path) -> None:
     ):
         (topic / folder).mkdir(parents=True)
     (tmp_path / "topics" / "not.a.topic" / "junk").mkdir(parents=True)
-    assert malformed_folders(tmp_path) == {
+    assert hour_folders(tmp_path)[1] == {
         "topics/oltp.public.orders/date=2026-11-02": "not a dt=YYYY-MM-DD folder",
         "topics/oltp.public.orders/dt=2026-02-30": "2026-02-30 is not a date",
         "topics/oltp.public.orders/dt=2026-11-02/hour=06": "not an hr=00..23 folder",
         "topics/oltp.public.orders/dt=2026-11-02/hr=24": "not an hr=00..23 folder",
     }
-    assert malformed_folders(tmp_path / "nothing landed") == {}
+    assert hour_folders(tmp_path / "nothing landed")[1] == {}

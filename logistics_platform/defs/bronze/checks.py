@@ -1,5 +1,5 @@
 """The bronze checks, evaluated in the ingest step per arrival hour: accounting of every landed line (blocking,
-:mod:`logistics_platform.lib.bronze.accounting`), quarantine rate and schema drift (warnings)."""
+:mod:`logistics_platform.lib.bronze.accounting`), schema incidents (ERROR), quarantine rate, schema drift (WARN)."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # the ingest step imports them; loading the definitions does 
 CHECK_ACCOUNTING = "accounting"
 CHECK_QUARANTINE_RATE = "quarantine_rate"
 CHECK_SCHEMA_STABLE = "schema_stable"
+CHECK_SCHEMA_INCIDENT = "schema_incident"
 # Above this share of an hour's lines in quarantine, a producer is likely broken: warn (do not block).
 QUARANTINE_RATE_WARN = 0.01
 
@@ -33,8 +34,9 @@ def reason_counts(counts: Iterable[Mapping[str, int]]) -> dg.JsonMetadataValue:
 
 
 def bronze_check_specs() -> list[dg.AssetCheckSpec]:
-    """Accounting and schema stability per topic table, quarantine rate on the quarantine table."""
+    """Accounting, schema stability and incidents per topic table, quarantine rate on the quarantine table."""
     stable = "Warns when this hour added columns to the table (additive schema evolution)."
+    incident = "Fails (ERROR, alerts) on lines of a type their column cannot take: docs/operations.md#schema-incidents"
     checks = []
     for t, key in TOPIC_KEYS.items():
         accounting = (
@@ -45,6 +47,7 @@ def bronze_check_specs() -> list[dg.AssetCheckSpec]:
         checks += [
             dg.AssetCheckSpec(CHECK_ACCOUNTING, asset=key, blocking=True, description=accounting),
             dg.AssetCheckSpec(CHECK_SCHEMA_STABLE, asset=key, description=stable),
+            dg.AssetCheckSpec(CHECK_SCHEMA_INCIDENT, asset=key, description=incident),
         ]
     rate = f"Warns when more than {QUARANTINE_RATE_WARN:.0%} of an hour's lines are quarantined."
     return [*checks, dg.AssetCheckSpec(CHECK_QUARANTINE_RATE, asset=QUARANTINE_KEY, description=rate)]
@@ -54,6 +57,8 @@ def bronze_check_results(
     reports: Sequence[IngestReport], accounts: Mapping[datetime, Mapping[str, TopicAccount]]
 ) -> Iterator[dg.AssetCheckResult]:
     """The check results of one ingest run: each fails when any hour fails; a range's metadata has every hour's."""
+    from logistics_platform.lib.bronze.incidents import describe
+
     single = len(reports) == 1
     for t in reports[0].topics:
         per_hour = {r.partition_key: accounts[r.arrival_hour][t] for r in reports}
@@ -97,23 +102,17 @@ def bronze_check_results(
             }
             if unread:
                 metadata["unread_files"] = dg.MetadataValue.json(unread)
-        yield dg.AssetCheckResult(
-            asset_key=TOPIC_KEYS[t],
-            check_name=CHECK_ACCOUNTING,
-            passed=description is None,
-            severity=dg.AssetCheckSeverity.ERROR if unbalanced else dg.AssetCheckSeverity.WARN,
-            description=description,
-            metadata=metadata,
-        )
+        yield _result(TOPIC_KEYS[t], CHECK_ACCOUNTING, description, metadata, error=bool(unbalanced))
         added = {k: v for r in reports for k, v in r.topics[t].added_columns.items()}
-        yield dg.AssetCheckResult(
-            asset_key=TOPIC_KEYS[t],
-            check_name=CHECK_SCHEMA_STABLE,
-            passed=not added,
-            severity=dg.AssetCheckSeverity.WARN,
-            description=(f"columns added from the landing data: {added}" if added else None),
-            metadata={"added_columns": dg.MetadataValue.json(added)},
-        )
+        stable = f"columns added from the landing data: {added}" if added else None
+        yield _result(TOPIC_KEYS[t], CHECK_SCHEMA_STABLE, stable, {"added_columns": dg.MetadataValue.json(added)})
+        incidents: dict[str, dict[str, Any]] = {}  # column -> its first position, in the run's first hour holding it
+        for r in reports:
+            for column, i in r.topics[t].incidents.items():
+                incidents.setdefault(column, {**i, "arrival_hour": r.partition_key, "lines": 0})["lines"] += i["lines"]
+        words = "; ".join(describe(t, c, i) for c, i in incidents.items()) or None
+        found = {"table": bs.TOPICS[t].identifier, "incidents": dg.MetadataValue.json(incidents)}
+        yield _result(TOPIC_KEYS[t], CHECK_SCHEMA_INCIDENT, words, found, error=True)
     rates = {r.partition_key: (r.quarantined / r.lines if r.lines else 0.0) for r in reports}
     high = {k: v for k, v in rates.items() if v > QUARANTINE_RATE_WARN}
     lines, quarantined = sum(r.lines for r in reports), sum(r.quarantined for r in reports)
@@ -135,11 +134,19 @@ def bronze_check_results(
             f"{len(high)} hours had more than {QUARANTINE_RATE_WARN:.0%} of their lines quarantined "
             f"(worst {worst}: {high[worst]:.2%})"
         )
-    yield dg.AssetCheckResult(
-        asset_key=QUARANTINE_KEY,
-        check_name=CHECK_QUARANTINE_RATE,
-        passed=not high,
-        severity=dg.AssetCheckSeverity.WARN,
-        description=rate_description,
-        metadata=rate_meta,
+    yield _result(QUARANTINE_KEY, CHECK_QUARANTINE_RATE, rate_description, rate_meta)
+
+
+def _result(
+    key: dg.AssetKey, name: str, description: str | None, metadata: dict[str, Any], error: bool = False
+) -> dg.AssetCheckResult:
+    """A check result that fails with a ``description`` (what is wrong, for a person), at WARN unless ``error``."""
+    severity = dg.AssetCheckSeverity.ERROR if error else dg.AssetCheckSeverity.WARN
+    return dg.AssetCheckResult(
+        asset_key=key,
+        check_name=name,
+        passed=description is None,
+        severity=severity,
+        description=description,
+        metadata=metadata,
     )

@@ -17,7 +17,9 @@ from typing import Any
 
 from pyiceberg.types import DecimalType, IcebergType
 
+from logistics_platform.lib.bronze.incidents import declared_type, type_change
 from logistics_platform.lib.bronze.schema import (
+    REASON_INCOMPATIBLE_TYPE,
     REASON_INVALID_ENVELOPE,
     REASON_INVALID_OP,
     REASON_INVALID_VALUE,
@@ -134,6 +136,7 @@ class LineParser:
         self.arrival_us = epoch_micros(arrival_hour)
         self.late_before_us = self.arrival_us - allowed_lateness_seconds * 1_000_000
         self.evolved = dict(evolved or {})
+        self.types = {**{c.name: c.type for c in spec.columns}, **self.evolved}
         contract = [(c.name, kind_of(c.type)) for c in spec.columns]
         self.evolved_kinds = [(n, kind_of(t, evolved=True)) for n, t in self.evolved.items()]
         self.columns: list[tuple[str, str]] = contract + self.evolved_kinds
@@ -167,9 +170,10 @@ class LineParser:
         if (b"\\ud" in raw or b"\\uD" in raw) and not _encodable(value):
             # "\ud800" alone is accepted by the json module but is no text: it could not be stored.
             return Rejected(REASON_MALFORMED_JSON, "not JSON text: unpaired UTF-16 surrogate escape")
-        self._line_schema = None
+        self._line_schema = self._schema = None  # the current line's schema_encodings and schema block
         if type(value) is dict and "payload" in value and len(value) == 2 and "schema" in value:
-            self._line_schema = schema_encodings(value["schema"])
+            self._schema = value["schema"]
+            self._line_schema = schema_encodings(self._schema)
             value = value["payload"]
         if value is None:
             return TOMBSTONE
@@ -222,8 +226,11 @@ class LineParser:
                     append(self._int_timestamp(v, self._line_schema[name]))
                 else:
                     append(convert(kind, v))
-            except BadValue as e:
-                return Rejected(f"{REASON_INVALID_VALUE}:{name}", f"{name}: {e.detail}")
+            except BadValue as e:  # a bad value, or one of a type the column cannot take (a schema incident)
+                change = type_change(self.types[name], v, declared_type(self._schema, name), name in self.evolved)
+                if change is None:
+                    return Rejected(f"{REASON_INVALID_VALUE}:{name}", f"{name}: {e.detail}")
+                return Rejected(f"{REASON_INCOMPATIBLE_TYPE}:{name}", f"{name}: {change}; {e.detail}")
         return None
 
     def _decimal(self, name: str, value: Any) -> Decimal:
@@ -287,13 +294,9 @@ class LineParser:
             return Rejected(REASON_INVALID_ENVELOPE, f"source.lsn {lsn} or source.ts_ms {ts_ms} out of range")
         out: list[Any] = []
         extras = None
-        if op == "t":  # a TRUNCATE of the whole table: no key, no row image
-            key = None
-            out.append(None)
-            out += [None] * len(self.value_columns)
-        elif op == "d":
+        if op in ("t", "d"):  # a delete carries only its key; a TRUNCATE of the whole table no key, no row image
             try:
-                key = self._key(env.get("before"))
+                key = None if op == "t" else self._key(env.get("before"))
             except BadValue as e:
                 return Rejected(REASON_MISSING_KEY, f"delete: {e.detail}")
             out.append(key)

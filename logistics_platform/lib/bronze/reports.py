@@ -54,6 +54,7 @@ class TopicReport:
     data_files: int = 0
     written: list[str] = field(default_factory=list)  # paths of the data files written
     added_columns: dict[str, str] = field(default_factory=dict)
+    incidents: dict[str, dict[str, Any]] = field(default_factory=dict)  # column -> its first incompatible type
     # files that cannot be read to their end -> why (one quarantine row each, besides the ``quarantined`` lines)
     corrupt_files: dict[str, str] = field(default_factory=dict)
     snapshot_id: int | None = None

@@ -28,11 +28,12 @@ NAMESPACE = "bronze"
 QUARANTINE_TABLE = "quarantine"
 INGEST_LOG_TABLE = "ingest_log"
 
-# Quarantine reasons (docs/contract/sources.md); invalid_value is suffixed with ":<column>".
+# Quarantine reasons (docs/contract/sources.md); invalid_value and incompatible_type are suffixed with ":<column>".
 REASON_MALFORMED_JSON = "malformed_json"
 REASON_INVALID_OP = "invalid_op"
 REASON_MISSING_KEY = "missing_key"
 REASON_INVALID_VALUE = "invalid_value"
+REASON_INCOMPATIBLE_TYPE = "incompatible_type"  # a type change the column cannot take: a schema incident
 REASON_INVALID_ENVELOPE = "invalid_envelope"
 # A file that cannot be read to its end: one row for the file, not for a line (its readable lines are ingested).
 REASON_CORRUPT_FILE = "corrupt_file"

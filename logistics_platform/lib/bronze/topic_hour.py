@@ -13,7 +13,7 @@ from typing import Any
 
 from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
-from pyiceberg.types import IcebergType
+from pyiceberg.types import IcebergType, StringType
 
 from logistics_platform.lib.bronze import schema as bs
 from logistics_platform.lib.bronze.avro import read_file as read_avro_file
@@ -27,6 +27,7 @@ from logistics_platform.lib.bronze.blocks import (
     iter_counted_blocks,
 )
 from logistics_platform.lib.bronze.envelope import LineParser, raw_line_text
+from logistics_platform.lib.bronze.incidents import ACCEPTED, note_incident
 from logistics_platform.lib.bronze.landing import LandingFile
 from logistics_platform.lib.bronze.pool import BlockPool, run_block
 from logistics_platform.lib.bronze.reports import TopicReport
@@ -93,9 +94,10 @@ def write_topic_hour(
         nonlocal table
         res = result
         while res.unknown is not None:
-            # Columns the table does not have: add them (types from this first line), then parse the block again.
+            # Columns the table does not have: add them (types from this first line, or accepted), parse again.
             writer.flush()
-            types = {n: infer_iceberg_type([v]) for n, v in res.unknown.items()}
+            text = {k[len(ACCEPTED) :] for k in table.properties if k.startswith(ACCEPTED)}
+            types = {n: StringType() if n in text else infer_iceberg_type([v]) for n, v in res.unknown.items()}
             report.added_columns.update(add_columns(catalog, spec.identifier, types, res.unknown_at))
             table = catalog.load_table(spec.identifier)
             writer.reset(table)
@@ -104,6 +106,7 @@ def write_topic_hour(
         writer.add_table(res.rows)
         for q in res.quarantine:
             quarantine.add(q)
+            note_incident(report.incidents, q)
         report.lines += res.lines
         report.rows += res.rows.num_rows if res.rows is not None else 0
         report.tombstones += res.tombstones

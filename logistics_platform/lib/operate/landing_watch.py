@@ -185,11 +185,6 @@ def partition_hours(hours: Iterable[str], first: str, now: datetime) -> tuple[li
     return taken, skipped
 
 
-def malformed_folders(landing_dir: Path) -> dict[str, str]:
-    """Folder (relative to ``landing_dir``) -> why it is not an arrival hour, under the known topics' folders."""
-    return hour_folders(landing_dir)[1]
-
-
 # Dagster's tags on a run of a partition range (a backfill or `run` taking several hours in one run).
 RANGE_START_TAG = "dagster/asset_partition_range_start"
 RANGE_END_TAG = "dagster/asset_partition_range_end"

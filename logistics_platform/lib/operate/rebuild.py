@@ -208,6 +208,9 @@ def rebuild(
     stamp: str | None = None,
 ) -> RebuildResult:
     """Build aside, validate, and (when ``swap_in``) swap in. Raises :class:`RebuildError` before any swap."""
+    from logistics_platform.lib.bronze.incidents import carry_accepted
+    from logistics_platform.lib.connections import catalog_of
+
     stamp = stamp or datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     staged, root = staging_settings(settings, stamp)
     if root.exists():
@@ -217,6 +220,7 @@ def rebuild(
     log(f"rebuilding into {root} (warehouse {staged.warehouse})")
     if copied := copy_ops_state(settings.duckdb_path, staged.duckdb_path):
         log(f"copied operator state: ops.{', ops.'.join(copied)}")
+    carry_accepted(catalog_of(settings), catalog_of(staged))  # operator decisions too, which the ingest reads
     build(staged, result, models, log)
     result.problems = validate(staged, expected_marts)
     if result.problems:

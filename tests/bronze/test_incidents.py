@@ -1,0 +1,202 @@
+"""Schema incidents (#36): which rejected values are a type change the column cannot take, the check's words, and the
+way out (the column accepted as text, the hours it touched re-ingested) on real Iceberg tables."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from pyiceberg.types import BooleanType, DecimalType, DoubleType, LongType, StringType, TimestampType
+
+from logistics_platform.defs.bronze.checks import CHECK_SCHEMA_INCIDENT, bronze_check_results
+from logistics_platform.lib.bronze import schema as bs
+from logistics_platform.lib.bronze.accounting import account_hours, account_ingest
+from logistics_platform.lib.bronze.envelope import LineParser, Rejected
+from logistics_platform.lib.bronze.incidents import (
+    ACCEPTED,
+    REPLAY,
+    accept_as_text,
+    carry_accepted,
+    declared_type,
+    describe,
+    note_incident,
+    replayed,
+    type_change,
+)
+from logistics_platform.lib.bronze.ingest import ingest_hours
+from logistics_platform.lib.bronze.tables import ensure_bronze_tables
+from logistics_platform.lib.bronze.values import CONNECT_DECIMAL
+from logistics_platform.lib.connections import load_catalog
+from logistics_platform.settings import local_settings
+from tests.support.bronze import HOUR, cdc, dump, order, write_file
+
+ORDERS = "oltp.public.orders"
+
+
+def decimal_field(scale: int, precision: int = 12) -> dict[str, Any]:
+    params = {"scale": str(scale), "connect.decimal.precision": str(precision)}
+    return {"field": "total_amount", "type": "bytes", "name": CONNECT_DECIMAL, "parameters": params}
+
+
+@pytest.mark.parametrize(
+    ("column", "value", "declared", "evolved", "change"),
+    [
+        # A column added by schema evolution is typed by its first value: another JSON type is a new type.
+        (LongType(), "high", None, True, "long -> string"),
+        (LongType(), 2.5, None, True, "long -> double"),
+        (BooleanType(), 1, None, True, "boolean -> long"),
+        (LongType(), 2**70, None, True, None),  # a long that does not fit: a bad value
+        (DoubleType(), "x", None, True, "double -> string"),
+        # A contract column without a declared type: one wrong value and a changed type look the same.
+        (LongType(), "7", None, False, None),
+        (DecimalType(12, 2), "1.234", None, False, None),
+        # The line declares its types (a JsonConverter schema block, an Avro writer schema).
+        (LongType(), "7", {"type": "string"}, False, "long -> string"),
+        (StringType(), 5, {"type": "int32"}, False, "string -> int"),
+        (DecimalType(12, 2), "AQ==", decimal_field(3), False, "decimal(12, 2) -> decimal(12, 3)"),
+        (DecimalType(12, 2), "AQ==", decimal_field(0, 10), False, "decimal(12, 2) -> decimal(10, 0)"),
+        (DecimalType(12, 2), "AQ==", decimal_field(2, 14), False, None),  # precision up: a promotion, not ours
+        (DecimalType(12, 2), "abc", {"type": "string"}, False, None),  # decimal.handling.mode=string
+        (DecimalType(12, 2), 1e300, {"type": "double"}, False, None),  # decimal.handling.mode=double
+        (TimestampType(), "soon", {"type": "string", "name": "io.debezium.time.ZonedTimestamp"}, False, None),
+        (TimestampType(), True, {"type": "boolean"}, False, "timestamp -> boolean"),
+        (DoubleType(), 2**70, {"type": "int64"}, False, None),
+    ],
+)
+def test_a_rejected_value_is_a_type_change_only_when_its_type_is_not_one_the_column_reads(
+    column: Any, value: Any, declared: Any, evolved: bool, change: str | None
+) -> None:
+    block = None if declared is None else {"fields": [{"field": "after", "fields": [{**declared, "field": "c"}]}]}
+    assert type_change(column, value, declared_type(block, "c"), evolved) == change
+
+
+def test_the_declared_type_is_read_from_a_cdc_or_a_plain_schema_block() -> None:
+    plain = {"type": "struct", "fields": [{"field": "lat", "type": "float64"}, {"field": "n", "type": "struct"}]}
+    assert declared_type(plain, "lat") == "double"
+    assert declared_type(plain, "n") is None and declared_type(plain, "other") is None
+    assert declared_type({"fields": [{"field": "after", "fields": [decimal_field(3)]}]}, "total_amount") == (
+        "decimal(12, 3)"
+    )
+    assert declared_type(None, "lat") is None and declared_type({"fields": "x"}, "lat") is None
+
+
+def parser(evolved: dict[str, Any] | None = None) -> LineParser:
+    return LineParser(bs.TOPICS["orders"], HOUR, 7200, evolved)
+
+
+def test_the_line_parser_quarantines_a_type_change_as_incompatible_type_with_the_change_in_its_detail() -> None:
+    line = dump(cdc("u", "orders", order(1, HOUR, priority="high"), lsn=10, ts=HOUR))
+    res = parser({"priority": LongType()}).parse(line, 0, 5, "f.json")
+    assert isinstance(res, Rejected) and res.reason == "incompatible_type:priority", res
+    assert res.detail.startswith("priority: long -> string; ") and "'high'" in res.detail
+    # a contract column with a declared type: the schema block says courier_id is text now
+    wrapped = {"schema": {"fields": [{"field": "after", "fields": [{"field": "courier_id", "type": "string"}]}]}}
+    wrapped["payload"] = cdc("u", "orders", order(1, HOUR, courier_id="c-7"), lsn=10, ts=HOUR)
+    res = parser().parse(dump(wrapped), 0, 5, "f.json")
+    assert isinstance(res, Rejected) and res.reason == "incompatible_type:courier_id", res
+    # without a declared type, the same value in the contract column stays a bad value
+    res = parser().parse(dump(wrapped["payload"]), 0, 5, "f.json")
+    assert isinstance(res, Rejected) and res.reason == "invalid_value:courier_id", res
+
+
+def test_the_lines_and_first_position_of_each_column_are_kept_and_described() -> None:
+    incidents: dict[str, dict[str, Any]] = {}
+    b = "topics/oltp.public.orders/dt=2026-11-02/hr=10/oltp.public.orders+0+0000000400.json"
+    a = "topics/oltp.public.orders/dt=2026-11-02/hr=10/oltp.public.orders+0+0000000100.json"
+    row = (ORDERS, 0, 412, b, 0, "incompatible_type:priority", "priority: long -> string; x", "{}", "utf-8")
+    note_incident(incidents, row)
+    note_incident(incidents, (*row[:2], 105, a, *row[4:]))
+    note_incident(incidents, (*row[:2], 420, b, *row[4:]))
+    note_incident(incidents, (*row[:5], "invalid_value:status", "status: x", *row[7:]))
+    first = {"old_type": "long", "new_type": "string", "file": a, "line": 6, "offset": 105}
+    assert incidents == {"priority": {"lines": 3, **first}}
+    words = describe("orders", "priority", incidents["priority"])
+    for needle in (
+        "bronze.orders.priority",
+        "long -> string",
+        "100.json line 6",
+        "3 lines",
+        "run --accept-type orders.priority",
+    ):
+        assert needle in words, words
+
+
+def test_accept_as_text_then_replay_brings_every_line_into_bronze_exactly_once(tmp_path: Any) -> None:
+    """Hour 1 holds old (integer) values, hour 2 the type change, hour 3 neither: hours 1 and 2 are replayed."""
+    settings = local_settings(tmp_path)
+    h1, h2, h3 = HOUR, HOUR + timedelta(hours=1), HOUR + timedelta(hours=2)
+    write_file(
+        settings.landing_dir, ORDERS, h1, 0, 0, [dump(cdc("c", "orders", order(1, h1, priority=2), lsn=10, ts=h1))]
+    )
+    changed = [
+        cdc("u", "orders", order(1, h2, priority=3), lsn=20, ts=h2),
+        cdc("u", "orders", order(1, h2, priority="high"), lsn=30, ts=h2),
+        cdc("c", "orders", order(2, h2, priority="low"), lsn=40, ts=h2),
+    ]
+    write_file(settings.landing_dir, ORDERS, h2, 0, 1, [dump(e) for e in changed])
+    write_file(settings.landing_dir, ORDERS, h3, 0, 4, [dump(cdc("c", "orders", order(3, h3), lsn=50, ts=h3))])
+    reports = ingest_hours(settings, [h1, h2, h3])
+    assert reports[1].topics["orders"].quarantined_by_reason == {"incompatible_type:priority": 2}
+    results = {
+        (r.asset_key.path[-1], r.check_name): r
+        for r in bronze_check_results(reports, account_ingest(settings, reports))
+    }
+    check = results["orders", CHECK_SCHEMA_INCIDENT]
+    assert not check.passed and check.severity.value == "ERROR"
+    assert check.description is not None and "long -> string" in check.description
+    assert f"{ORDERS}+0+0000000001.json line 2 (offset 2)" in check.description, check.description
+    assert results["payments", CHECK_SCHEMA_INCIDENT].passed
+
+    catalog = load_catalog(settings)
+    with pytest.raises(ValueError, match="contract column"):
+        accept_as_text(catalog, "orders", "total_amount")
+    hours = accept_as_text(catalog, "orders", "priority")
+    assert hours == [h1, h2]
+    table = catalog.load_table("bronze.orders")
+    assert isinstance(table.schema().find_field("priority").field_type, StringType)
+    assert table.properties[ACCEPTED + "priority"] == "string"
+    assert table.properties[REPLAY + "priority"] == f"{h1.isoformat()},{h2.isoformat()}"
+    assert accept_as_text(catalog, "orders", "priority") == hours  # an unfinished replay: the same hours again
+
+    replay = ingest_hours(settings, hours, replace=True)
+    replayed(catalog, "orders", "priority")
+    assert REPLAY + "priority" not in catalog.load_table("bronze.orders").properties
+    results = {
+        (r.asset_key.path[-1], r.check_name): r for r in bronze_check_results(replay, account_ingest(settings, replay))
+    }
+    assert results["orders", CHECK_SCHEMA_INCIDENT].passed
+    bronze = catalog.load_table("bronze.orders").scan(selected_fields=("order_id", "_lsn", "priority")).to_arrow()
+    assert sorted(bronze.to_pylist(), key=lambda r: r["_lsn"]) == [
+        {"order_id": 1, "_lsn": 10, "priority": "2"},
+        {"order_id": 1, "_lsn": 20, "priority": "3"},
+        {"order_id": 1, "_lsn": 30, "priority": "high"},
+        {"order_id": 2, "_lsn": 40, "priority": "low"},
+        {"order_id": 3, "_lsn": 50, "priority": None},
+    ]
+    assert catalog.load_table("bronze.quarantine").scan().to_arrow().num_rows == 0
+    accounts = account_hours(settings, [h1, h2, h3], catalog)
+    assert all(a.balanced for hour in accounts.values() for a in hour.values())
+    assert [accounts[h]["orders"].bronze_rows for h in (h1, h2, h3)] == [1, 3, 1]
+    with pytest.raises(ValueError, match="no column 'priority' of another type than text"):
+        accept_as_text(catalog, "orders", "priority")
+
+
+def test_a_rebuild_carries_the_accepted_types_and_its_ingest_adds_the_column_as_text(tmp_path: Any) -> None:
+    """The decision outlives the live tables: the staged ones get it, and a fresh orders table then adds priority as
+    text from its first (integer) value, so the later text values are rows, not an incident."""
+    live = local_settings(tmp_path / "live")
+    ensure_bronze_tables(load_catalog(live))
+    with load_catalog(live).load_table("bronze.orders").transaction() as tx:
+        tx.set_properties({ACCEPTED + "priority": "string"})
+    staged = local_settings(tmp_path / "staged", landing_dir=live.landing_dir)
+    carry_accepted(load_catalog(live), load_catalog(staged))
+    assert load_catalog(staged).load_table("bronze.orders").properties[ACCEPTED + "priority"] == "string"
+    assert ACCEPTED + "priority" not in load_catalog(staged).load_table("bronze.payments").properties
+    events = [order(1, HOUR, priority=2), order(1, HOUR, priority="high")]
+    lines = [dump(cdc("u", "orders", e, lsn=10 * (i + 1), ts=HOUR)) for i, e in enumerate(events)]
+    write_file(live.landing_dir, ORDERS, HOUR, 0, 0, lines)
+    (report,) = ingest_hours(staged, [HOUR])
+    assert report.topics["orders"].quarantined == 0 and report.topics["orders"].added_columns == {"priority": "string"}
+    rows = load_catalog(staged).load_table("bronze.orders").scan(selected_fields=("priority",)).to_arrow()
+    assert sorted(rows.column(0).to_pylist()) == ["2", "high"]
