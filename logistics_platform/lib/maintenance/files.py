@@ -12,7 +12,6 @@ from pyarrow import fs as pafs
 from pyiceberg.io.pyarrow import PyArrowFileIO
 from pyiceberg.manifest import ManifestFile
 from pyiceberg.table import Table
-from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.snapshots import Snapshot
 
 log = logging.getLogger(__name__)
@@ -59,20 +58,14 @@ class ReferencedFiles:
         return self.manifest_lists | self.manifests | self.content_files
 
 
-def referenced_files(
-    table: Table,
-    metadata: TableMetadata | None = None,
-    snapshots: Iterable[Snapshot] | None = None,
-    metadata_location: str | None = None,
-) -> ReferencedFiles:
+def referenced_files(table: Table, snapshots: Iterable[Snapshot] | None = None) -> ReferencedFiles:
     """Files referenced by ``snapshots`` (default: all), the metadata file, its metadata log and statistics files."""
     io = pyarrow_io(table)
-    md = metadata or table.metadata
+    md = table.metadata
     snaps = list(md.snapshots if snapshots is None else snapshots)
     out = ReferencedFiles()
-    location = metadata_location or table.metadata_location
-    if location:
-        out.metadata_files.add(normalize(io, location))
+    if table.metadata_location:
+        out.metadata_files.add(normalize(io, table.metadata_location))
     out.metadata_files.update(normalize(io, entry.metadata_file) for entry in md.metadata_log)
     for stat in [*md.statistics, *md.partition_statistics]:
         out.other_files.add(normalize(io, stat.statistics_path))
