@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import itertools
 import uuid
-from collections import defaultdict
 from collections.abc import Callable
 
 import pyarrow as pa
@@ -119,12 +118,10 @@ class ManifestRewrite(_SnapshotProducer["ManifestRewrite"]):
         manifests = parent.manifests(io=self._io)
         self.manifests_in = len(manifests)
         keep = [m for m in manifests if m.content != ManifestContent.DATA]
-        by_spec: dict[int, list[ManifestFile]] = defaultdict(list)
-        for m in manifests:
-            if m.content == ManifestContent.DATA:
-                by_spec[m.partition_spec_id].append(m)
+        data = sorted((m for m in manifests if m.content == ManifestContent.DATA), key=lambda m: m.partition_spec_id)
         out: list[ManifestFile] = []
-        for spec_id, group in sorted(by_spec.items()):
+        for spec_id, members in itertools.groupby(data, key=lambda m: m.partition_spec_id):
+            group = list(members)
             entries = [e for m in group for e in self.fetch_manifest_entry(m, discard_deleted=True)]
             spec = self.spec(spec_id)
             for planned in self._planner(spec, self.schema(), entries, sum(m.manifest_length for m in group)):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
@@ -75,8 +75,7 @@ class TableReport:
         out: dict[str, float | int | str] = {"duration_s": round(self.duration_s, 3), "dry_run": str(self.dry_run)}
         for label, state in (("before", self.before), ("after", self.after)):
             if state:
-                figures = ("data_files", "data_bytes", "stored_files", "stored_bytes", "snapshots", "manifests")
-                out.update({f"{figure}_{label}": getattr(state, figure) for figure in figures})
+                out.update({f"{figure}_{label}": value for figure, value in asdict(state).items()})
         if self.compaction:
             out["partitions_compacted"] = len(self.compaction.committed)
             out["files_rewritten"] = self.compaction.files_rewritten

@@ -138,10 +138,8 @@ def expire_table(
         return result
 
     existing = [p for p in sorted(doomed) if p in sizes]
-    deleted, failed = delete_files(io, table.location(), existing)
-    result.files_deleted = deleted
-    md_deleted, md_failed = delete_files(io, table.location(), stale_metadata)
-    result.metadata_files_deleted = md_deleted
+    result.files_deleted, failed = delete_files(io, table.location(), existing)
+    result.metadata_files_deleted, md_failed = delete_files(io, table.location(), stale_metadata)
     failed_set = set(failed) | set(md_failed)
     result.bytes_reclaimed = sum(sizes.get(p, 0) for p in [*existing, *stale_metadata] if p not in failed_set)
     return result

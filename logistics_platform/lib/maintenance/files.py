@@ -106,21 +106,20 @@ def list_files(io: PyArrowFileIO, location: str) -> list[ListedFile]:
     return [ListedFile(path=i.path, size=i.size or 0, mtime=(i.mtime or epoch).astimezone(UTC)) for i in files]
 
 
-def delete_files(io: PyArrowFileIO, location_root: str, paths: Iterable[str]) -> tuple[int, list[str]]:
+def delete_files(io: PyArrowFileIO, location_root: str, paths: list[str]) -> tuple[int, list[str]]:
     """Delete files given in normal form; returns (deleted count, failures). A missing file counts as deleted."""
     fs, _ = filesystem(io, location_root)
-    deleted, failed = 0, []
+    failed = []
     for path in paths:
         try:
             fs.delete_file(path)
-            deleted += 1
         except FileNotFoundError:
-            deleted += 1
+            pass
         except OSError as exc:
             # A failed delete leaves an unreferenced file that the next orphan sweep removes; keep going.
             log.warning("could not delete %s: %s", path, exc)
             failed.append(path)
-    return deleted, failed
+    return len(paths) - len(failed), failed
 
 
 # Files a catalog or engine may keep beside the metadata without referencing them from it.
@@ -147,12 +146,10 @@ def find_orphans(table: Table, *, safety_window: timedelta, now: datetime) -> Or
     referenced = referenced_files(table).all()
     cutoff = now - safety_window
     result = OrphanResult(table=".".join(table.name()))
-    for f in list_files(io, table.location()):
+    for f in sorted(list_files(io, table.location()), key=lambda f: f.path):
         if f.path in referenced or f.path.rsplit("/", 1)[-1] in _NEVER_ORPHANS:
             continue
         (result.orphans if f.mtime < cutoff else result.young_unreferenced).append(f)
-    result.orphans.sort(key=lambda f: f.path)
-    result.young_unreferenced.sort(key=lambda f: f.path)
     return result
 
 
