@@ -147,12 +147,8 @@ def maintain_table(
 
 def list_iceberg_tables(catalog: Catalog, namespaces: tuple[str, ...] = MAINTAINED_NAMESPACES) -> list[str]:
     """``namespace.table`` of every table in the maintained namespaces (missing namespaces are skipped)."""
-    out: list[str] = []
     existing = {ns[0] if isinstance(ns, tuple) else str(ns) for ns in catalog.list_namespaces()}
-    for ns in namespaces:
-        if ns in existing:
-            out.extend(".".join(ident) for ident in catalog.list_tables(ns))
-    return sorted(out)
+    return sorted(".".join(ident) for ns in namespaces if ns in existing for ident in catalog.list_tables(ns))
 
 
 def maintain_catalog(

@@ -40,15 +40,12 @@ def row_checksum(rows: pa.Table) -> str:
     """``<row count>:<sum of row hashes mod 2^64 in hex>``: order-independent, duplicate rows count (a sum, not xor)."""
     if rows.num_columns == 0:
         return f"{rows.num_rows}:0"
-    con = duckdb.connect()
-    try:
+    with duckdb.connect() as con:
         con.register("rows_in", rows)
         args = ", ".join('"' + n.replace('"', '""') + '"' for n in rows.column_names)
         count, total = con.execute(
             f"select count(*), coalesce(sum(hash({args})::hugeint), 0) % {2**64} from rows_in"
         ).fetchone()  # type: ignore[misc]
-    finally:
-        con.close()
     return f"{count}:{int(total):016x}"
 
 
