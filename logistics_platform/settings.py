@@ -15,9 +15,10 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, AliasGenerator, BeforeValidator, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from logistics_platform.lib.timekeys import parse_hour_key
+
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 DBT_PROJECT_DIR = PROJECT_ROOT / "dbt_project"
-HOUR_KEY_FORMAT = "%Y-%m-%d-%H:%M"  # a Dagster hourly partition key
 _DBT_SHOWN = {"dbt": True, "shown": "local (prod when LOGISTICS_ENV=prod)"}
 IDENTIFIER = "expected a plain identifier (letters, digits, underscores), as JDBC catalogs are named"
 ALIGNED = "SLA windows are aligned to the hour, use a divisor of 60 (1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30, 60)"
@@ -49,14 +50,6 @@ def _check(ok: Callable[[Any], object], message: str) -> AfterValidator:
         return value
 
     return AfterValidator(check)
-
-
-def _hour_key(key: str) -> str:
-    try:
-        datetime.strptime(key, HOUR_KEY_FORMAT)
-    except ValueError:
-        raise ValueError("expected YYYY-MM-DD-HH:MM, e.g. 2026-11-01-00:00") from None
-    return key
 
 
 FromCwd = Annotated[Path, AfterValidator(_from_cwd)]
@@ -107,7 +100,7 @@ class Settings(BaseSettings):
     """Slack-compatible webhook that receives alerts; unset = local log only."""
     alerts_log: FromCwd = PROJECT_ROOT / ".dagster_home" / "alerts.jsonl"
     """JSON Lines file every alert is appended to."""
-    partitions_start: Annotated[str, AfterValidator(_hour_key)] = "2026-11-01-00:00"
+    partitions_start: Annotated[str, AfterValidator(lambda key: parse_hour_key(key) and key)] = "2026-11-01-00:00"
     """First arrival-hour partition (Dagster hourly key)."""
     dbt_target: Annotated[str, Field(validate_default=True, json_schema_extra=_DBT_SHOWN)] = ""
     """dbt target in dbt_project/profiles.yml."""
@@ -265,7 +258,7 @@ class Settings(BaseSettings):
 
     @property
     def partitions_start_datetime(self) -> datetime:
-        return datetime.strptime(self.partitions_start, HOUR_KEY_FORMAT)
+        return parse_hour_key(self.partitions_start)
 
     def with_overrides(self, **changes: object) -> Settings:
         """A copy with some fields replaced (tests and CLI flags), validated like the variables."""

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import socket
 import sys
 
@@ -17,10 +16,26 @@ DESCRIPTION = (
 ARGS = {"--port": {"type": int, "help": "port to serve on (default: DASHBOARD_PORT, 8501)"}}
 
 
-def streamlit_command(port: int) -> list[str]:
-    """`streamlit run` of the app on ``port``: local address only, no browser opened, no usage statistics sent."""
-    from logistics_platform.dashboard import APP
+def run(args: argparse.Namespace) -> int:
+    import os
 
+    from logistics_platform.cli.errors import USAGE, CommandError
+    from logistics_platform.dashboard import APP
+    from logistics_platform.settings import load_settings, subprocess_env
+
+    settings = load_settings()
+    port = args.port if args.port is not None else settings.dashboard_port
+    if not 0 < port < 65536:
+        raise CommandError(f"--port {port}: a TCP port is between 1 and 65535", USAGE)
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((HOST, port))
+        except OSError:
+            raise CommandError(
+                f"port {port} on {HOST} is already in use: stop what serves it, or pick another with DASHBOARD_PORT "
+                "(or --port)"
+            ) from None
+    # Local address only, no browser opened, no usage statistics sent.
     options = {
         "server.address": HOST,
         "server.port": port,
@@ -30,32 +45,7 @@ def streamlit_command(port: int) -> list[str]:
         "client.toolbarMode": "viewer",
     }
     flags = [a for k, v in options.items() for a in (f"--{k}", str(v))]
-    return [sys.executable, "-m", "streamlit", "run", str(APP), *flags]
-
-
-def port_in_use(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s, contextlib.suppress(OSError):
-        s.bind((HOST, port))
-        return False
-    return True
-
-
-def run(args: argparse.Namespace) -> int:
-    import os
-
-    from logistics_platform.cli.errors import USAGE, CommandError
-    from logistics_platform.settings import load_settings, subprocess_env
-
-    settings = load_settings()
-    port = args.port if args.port is not None else settings.dashboard_port
-    if not 0 < port < 65536:
-        raise CommandError(f"--port {port}: a TCP port is between 1 and 65535", USAGE)
-    if port_in_use(port):
-        raise CommandError(
-            f"port {port} on {HOST} is already in use: stop what serves it, or pick another with DASHBOARD_PORT "
-            "(or --port)"
-        )
-    command = streamlit_command(port)
+    command = [sys.executable, "-m", "streamlit", "run", str(APP), *flags]
     print(f"dashboard: http://{HOST}:{port} (Ctrl-C stops it)", flush=True)
     # Replaced, not wrapped: the served process is this one, so a signal to it stops the server.
     os.execve(command[0], command, subprocess_env(settings))

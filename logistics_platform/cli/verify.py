@@ -1,12 +1,9 @@
 """`verify`: compare the landing zone with what bronze recorded in ``bronze.ingest_log``, hour by hour.
 
-Reports hours never ingested, hours whose files changed since their ingest (a delayed upload), hours with a
-file that cannot be read to its end (corrupt), and each ingested hour's accounting (landed lines = rows +
-quarantined + tombstones, per topic), and every file under the landing root that is not read (an unknown
-extension, a sink's key or header file, a name or folder not the sink's), with its path and why: a warning, it does
-not change the exit code. The current hour is open (files still arriving): it is shown with how many
-of its files are ingested and how many are new, and fails only when a logged file changed. Exit code 0 when
-everything is ingested and balanced, 1 otherwise (usable from scripts and cron).
+Reports hours never ingested, changed since their ingest (a delayed upload), with a corrupt file, or unbalanced (landed
+lines = rows + quarantined + tombstones, per topic), and files under the landing root that are not read (a warning).
+The current hour is open: it fails only when a logged file changed. Exit code 0 when everything is ingested and
+balanced, 1 otherwise (docs/operations.md).
 """
 
 from __future__ import annotations

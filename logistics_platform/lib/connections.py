@@ -140,9 +140,11 @@ def s3_filesystem(settings: Settings) -> Any:
     return pafs.S3FileSystem(**options)
 
 
-def _check_warehouse(settings: Settings) -> None:
+def preflight(settings: Settings) -> None:
+    """One catalog query and one S3 HEAD of the bucket (short timeouts); :class:`MisconfiguredError` if unusable."""
     from pyarrow import fs as pafs
 
+    _check_catalog(settings)
     if not on_s3(settings):
         return
     bucket = urlsplit(settings.warehouse).netloc
@@ -166,12 +168,6 @@ def _check_warehouse(settings: Settings) -> None:
             "create it, or fix the bucket in ICEBERG_WAREHOUSE",
             "ICEBERG_WAREHOUSE",
         )
-
-
-def preflight(settings: Settings) -> None:
-    """One catalog query and one S3 HEAD of the bucket (short timeouts); :class:`MisconfiguredError` if unusable."""
-    _check_catalog(settings)
-    _check_warehouse(settings)
 
 
 def load_catalog(settings: Settings) -> SqlCatalog:

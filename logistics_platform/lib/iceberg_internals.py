@@ -1,17 +1,14 @@
 """The one module that uses pyiceberg internals (underscore names), each behind a public function or class.
 
-pyiceberg 0.12's public API writes data files only inside its own commits, and has neither a REPLACE (rewrite)
-commit of given files nor a manifest rewrite; the ingest, the publish step and the maintenance need all three.
-Each use below says why the public API is not enough and what would replace it. ``tests/test_iceberg_internals.py``
-pins what the platform relies on (so a pyiceberg upgrade that changes it fails there first), and
-``tests/test_architecture.py`` fails on a private pyiceberg import anywhere else.
+pyiceberg 0.12's public API has no "write data files, commit later", no REPLACE commit of given files and no manifest
+rewrite; each use below says why and what would replace it. ``tests/test_iceberg_internals.py`` pins what the platform
+relies on, and ``tests/test_architecture.py`` fails on a private pyiceberg import anywhere else.
 """
 
 from __future__ import annotations
 
 import itertools
 import uuid
-from collections import defaultdict
 from collections.abc import Callable
 
 import pyarrow as pa
@@ -63,7 +60,6 @@ def split_by_partition(spec: PartitionSpec, schema: Schema, rows: pa.Table) -> l
 class RewriteFiles(_OverwriteFiles):
     """Deletes and adds data files holding the same rows in one REPLACE snapshot; concurrent appends are no conflict.
 
-    ``delete_data_file``/``append_data_file``, then ``commit()`` and the transaction's ``commit_transaction()``.
     A replaced file that is no longer live fails the commit with ``ValidationException``.
     """
 
@@ -94,7 +90,6 @@ class ManifestRewrite(_SnapshotProducer["ManifestRewrite"]):
     """Replaces the parent snapshot's data manifests by new ones laid out by ``planner``; REPLACE, no row changes.
 
     Entries keep their status EXISTING and their sequence numbers; delete manifests are carried over as they are.
-    Recomputed from the new head if the commit is retried. ``commit()``, then ``tx.commit_transaction()``.
     """
 
     # Why private: pyiceberg 0.12 has no manifest rewrite (apache/iceberg-python#270, #3629); a snapshot producer
@@ -123,12 +118,10 @@ class ManifestRewrite(_SnapshotProducer["ManifestRewrite"]):
         manifests = parent.manifests(io=self._io)
         self.manifests_in = len(manifests)
         keep = [m for m in manifests if m.content != ManifestContent.DATA]
-        by_spec: dict[int, list[ManifestFile]] = defaultdict(list)
-        for m in manifests:
-            if m.content == ManifestContent.DATA:
-                by_spec[m.partition_spec_id].append(m)
+        data = sorted((m for m in manifests if m.content == ManifestContent.DATA), key=lambda m: m.partition_spec_id)
         out: list[ManifestFile] = []
-        for spec_id, group in sorted(by_spec.items()):
+        for spec_id, members in itertools.groupby(data, key=lambda m: m.partition_spec_id):
+            group = list(members)
             entries = [e for m in group for e in self.fetch_manifest_entry(m, discard_deleted=True)]
             spec = self.spec(spec_id)
             for planned in self._planner(spec, self.schema(), entries, sum(m.manifest_length for m in group)):

@@ -1,11 +1,9 @@
-"""The nightly maintenance asset (every Iceberg table compacted, tagged, expired, cleaned) and the table-health check.
+"""The nightly maintenance asset (every Iceberg table compacted, tagged, expired, cleaned) and the health check."""
 
-(No ``from __future__ import annotations`` here: Dagster resolves config and resource annotations at runtime.)
-"""
+# No ``from __future__ import annotations`` here: Dagster resolves config and resource annotations at runtime.
 
 from collections import Counter
-from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Iterator
 
 import dagster as dg
 
@@ -20,39 +18,10 @@ from logistics_platform.defs.preflight import require_usable_lakehouse
 from logistics_platform.resources import IcebergCatalog
 from logistics_platform.settings import Settings
 
-if TYPE_CHECKING:
-    from logistics_platform.lib.maintenance import TableReport
-
 MAINTENANCE_KEY = dg.AssetKey(["maintenance", "iceberg_tables"])
-
-
-def fmt_bytes(n: int) -> str:
-    """``n`` bytes in B, KiB, MiB or GiB, for people."""
-    size = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(size) < 1024 or unit == "GiB":
-            return f"{size:,.1f} {unit}" if unit != "B" else f"{int(size):,} B"
-        size /= 1024
-    return f"{n} B"
-
-
-def report_markdown(reports: Sequence["TableReport"]) -> str:
-    """A Markdown table of what maintenance did to each table."""
-    lines = [
-        "| table | data files before → after | stored bytes before → after | snapshots expired | "
-        "bytes reclaimed | orphans removed | tags +/- | seconds | status |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
-    for r in reports:
-        m = r.metadata()
-        lines.append(
-            f"| {r.table} | {m.get('data_files_before', '-')} → {m.get('data_files_after', '-')} | "
-            f"{fmt_bytes(int(m.get('stored_bytes_before', 0)))} → {fmt_bytes(int(m.get('stored_bytes_after', 0)))} | "
-            f"{m.get('snapshots_expired', 0)} | {fmt_bytes(int(m.get('bytes_reclaimed', 0)))} | "
-            f"{m.get('orphan_files_removed', 0)} | {m.get('tags_created', 0)}/{m.get('tags_removed', 0)} | "
-            f"{m.get('duration_s', 0)} | {r.error or 'ok'} |"
-        )
-    return "\n".join(lines)
+PARTITION_COLUMNS = ["partition", "files", "small files", "small ratio", "bytes"]
+# Figures of the tables' reports that the asset's metadata sums under their own names.
+SUMMED = ("snapshots_expired", "bytes_reclaimed", "orphan_files_removed", "files_rewritten", "tags_created")
 
 
 class MaintenanceConfig(dg.Config):
@@ -79,7 +48,7 @@ def iceberg_tables(
     """Nightly Iceberg maintenance: daily tags, compaction, manifest consolidation, snapshot expiry, orphans."""
     import time
 
-    from logistics_platform.lib.maintenance import MaintenanceOptions, maintain_catalog
+    from logistics_platform.lib.maintenance import MaintenanceOptions, maintain_catalog, markdown_table, report_rows
 
     require_usable_lakehouse(settings)
     started = time.monotonic()
@@ -91,17 +60,13 @@ def iceberg_tables(
     metadata: dict[str, object] = {
         "tables": len(reports),
         "dry_run": config.dry_run,
-        "files_before": totals.get("data_files_before", 0),
-        "files_after": totals.get("data_files_after", 0),
-        "bytes_before": totals.get("stored_bytes_before", 0),
-        "bytes_after": totals.get("stored_bytes_after", 0),
-        "snapshots_expired": totals.get("snapshots_expired", 0),
-        "bytes_reclaimed": totals.get("bytes_reclaimed", 0),
-        "orphan_files_removed": totals.get("orphan_files_removed", 0),
-        "files_rewritten": totals.get("files_rewritten", 0),
-        "tags_created": totals.get("tags_created", 0),
+        "files_before": totals["data_files_before"],
+        "files_after": totals["data_files_after"],
+        "bytes_before": totals["stored_bytes_before"],
+        "bytes_after": totals["stored_bytes_after"],
+        **{key: totals[key] for key in SUMMED},
         "duration_s": round(time.monotonic() - started, 3),
-        "report": dg.MetadataValue.md(report_markdown(reports)),
+        "report": dg.MetadataValue.md(markdown_table(report_rows(reports))),
         **{f"table/{r.table}": dg.MetadataValue.json(r.metadata()) for r in reports},
     }
     if failed := [r for r in reports if r.error]:
@@ -133,11 +98,9 @@ def iceberg_table_health(
     """Measure each Iceberg table and warn when a health threshold is exceeded."""
     from pyiceberg.exceptions import NoSuchTableError
 
-    from logistics_platform.lib.maintenance import MaintenanceOptions
-    from logistics_platform.lib.maintenance.health import HealthThresholds, table_health
+    from logistics_platform.lib.maintenance import MaintenanceOptions, fmt_bytes, health, markdown_table
 
     options = MaintenanceOptions.from_settings(settings)
-    limits = HealthThresholds()
     catalog = iceberg.get_catalog()
     identifiers = {key: ident for ident, key in CHECKED_TABLES.items()}
     for check_key in sorted(context.selected_asset_check_keys, key=lambda k: k.asset_key.to_user_string()):
@@ -153,29 +116,26 @@ def iceberg_table_health(
                 description=f"{identifier} is not in the Iceberg catalog yet; nothing to measure",
             )
             continue
-        h = table_health(table, small_file_bytes=options.small_file_bytes, now=options.current_time())
+        h = health.table_health(table, small_file_bytes=options.small_file_bytes, now=options.current_time())
         worst = h.worst_partition()
         problems = []
-        if worst and worst.small_files > limits.max_small_files_per_partition:
+        if worst and worst.small_files > health.MAX_SMALL_FILES_PER_PARTITION:
             problems.append(
                 f"partition {worst.partition} has {worst.small_files} small files "
-                f"(> {limits.max_small_files_per_partition}): is nightly compaction running?"
+                f"(> {health.MAX_SMALL_FILES_PER_PARTITION}): is nightly compaction running?"
             )
-        if h.snapshots > limits.max_snapshots:
-            problems.append(f"{h.snapshots} snapshots (> {limits.max_snapshots}): is snapshot expiry running?")
-        if h.manifests_current > limits.max_manifests_per_snapshot:
+        if h.snapshots > health.MAX_SNAPSHOTS:
+            problems.append(f"{h.snapshots} snapshots (> {health.MAX_SNAPSHOTS}): is snapshot expiry running?")
+        if h.manifests_current > health.MAX_MANIFESTS_PER_SNAPSHOT:
             problems.append(
-                f"{h.manifests_current} manifests in the current snapshot (> {limits.max_manifests_per_snapshot})"
+                f"{h.manifests_current} manifests in the current snapshot (> {health.MAX_MANIFESTS_PER_SNAPSHOT})"
             )
-        if h.orphan_bytes > limits.max_orphan_bytes:
+        if h.orphan_bytes > health.MAX_ORPHAN_BYTES:
             problems.append(f"{fmt_bytes(h.orphan_bytes)} unreferenced files under the table location")
-        partitions_md = "\n".join(
-            ["| partition | files | small files | small ratio | bytes |", "|---|---|---|---|---|"]
-            + [
-                f"| {p.partition} | {p.files} | {p.small_files} | {p.small_file_ratio:.0%} | {fmt_bytes(p.bytes)} |"
-                for p in h.partitions[-60:]
-            ]
-        )
+        partitions = [
+            [p.partition, str(p.files), str(p.small_files), f"{p.small_file_ratio:.0%}", fmt_bytes(p.bytes)]
+            for p in h.partitions[-60:]
+        ]
         yield dg.AssetCheckResult(
             asset_key=check_key.asset_key,
             check_name=HEALTH_CHECK,
@@ -194,6 +154,6 @@ def iceberg_table_health(
                 "manifests_max_per_snapshot": h.manifests_max,
                 "orphan_files": h.orphan_files,
                 "orphan_bytes": h.orphan_bytes,
-                "partitions": dg.MetadataValue.md(partitions_md),
+                "partitions": dg.MetadataValue.md(markdown_table([PARTITION_COLUMNS, *partitions])),
             },
         )

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
 
 from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
@@ -75,8 +75,7 @@ class TableReport:
         out: dict[str, float | int | str] = {"duration_s": round(self.duration_s, 3), "dry_run": str(self.dry_run)}
         for label, state in (("before", self.before), ("after", self.after)):
             if state:
-                figures = ("data_files", "data_bytes", "stored_files", "stored_bytes", "snapshots", "manifests")
-                out.update({f"{figure}_{label}": getattr(state, figure) for figure in figures})
+                out.update({f"{figure}_{label}": value for figure, value in asdict(state).items()})
         if self.compaction:
             out["partitions_compacted"] = len(self.compaction.committed)
             out["files_rewritten"] = self.compaction.files_rewritten
@@ -148,12 +147,8 @@ def maintain_table(
 
 def list_iceberg_tables(catalog: Catalog, namespaces: tuple[str, ...] = MAINTAINED_NAMESPACES) -> list[str]:
     """``namespace.table`` of every table in the maintained namespaces (missing namespaces are skipped)."""
-    out: list[str] = []
     existing = {ns[0] if isinstance(ns, tuple) else str(ns) for ns in catalog.list_namespaces()}
-    for ns in namespaces:
-        if ns in existing:
-            out.extend(".".join(ident) for ident in catalog.list_tables(ns))
-    return sorted(out)
+    return sorted(".".join(ident) for ns in namespaces if ns in existing for ident in catalog.list_tables(ns))
 
 
 def maintain_catalog(
@@ -171,3 +166,48 @@ def maintain_catalog(
             log.exception("maintenance of %s failed", ident)
             reports.append(TableReport(table=ident, dry_run=options.dry_run, error=f"{type(exc).__name__}: {exc}"))
     return reports
+
+
+def fmt_bytes(n: int) -> str:
+    """``n`` bytes in B, KiB, MiB or GiB, for people."""
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(size) < 1024 or unit == "GiB":
+            return f"{size:,.1f} {unit}" if unit != "B" else f"{int(size):,} B"
+        size /= 1024
+    return f"{n} B"
+
+
+# The report's columns: the CLI prints them, the asset shows them as Markdown.
+REPORT_COLUMNS = "table|data files|stored bytes|compacted|snapshots expired|files deleted|orphans (size)|reclaimed"
+REPORT_COLUMNS += "|tags +/-|seconds|status"
+
+
+def report_rows(reports: Sequence[TableReport]) -> list[list[str]]:
+    """What maintenance did (or, in a dry run, would do) to each table: a header, then a row per table."""
+    rows = [REPORT_COLUMNS.split("|")]
+    for r in reports:
+        b, a, comp, exp, orph = r.before, r.after, r.compaction, r.expiry, r.orphans
+        compacted = (comp.partitions if r.dry_run else comp.committed) if comp else []
+        rows.append(
+            [
+                r.table,
+                f"{b.data_files} -> {a.data_files}" if b and a else "-",
+                f"{fmt_bytes(b.stored_bytes)} -> {fmt_bytes(a.stored_bytes)}" if b and a else "-",
+                f"{sum(p.files_before for p in compacted)} -> {sum(p.files_after for p in compacted)}" if comp else "-",
+                str(len(exp.snapshots_expired)) if exp else "-",
+                str(exp.files_deleted + exp.metadata_files_deleted) if exp else "-",
+                f"{len(orph.orphans)} ({fmt_bytes(orph.orphan_bytes)})" if orph else "-",
+                fmt_bytes(r.bytes_reclaimed),
+                f"{len(r.tags.created)}/{len(r.tags.removed)}" if r.tags else "-",
+                f"{r.duration_s:.1f}",
+                r.error or "ok",
+            ]
+        )
+    return rows
+
+
+def markdown_table(rows: list[list[str]]) -> str:
+    """``rows`` (the first one the header) as a Markdown table."""
+    header, *body = rows
+    return "\n".join(f"| {' | '.join(row)} |" for row in [header, ["---"] * len(header), *body])

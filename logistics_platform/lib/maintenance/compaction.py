@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import json
 import logging
 import random
@@ -23,7 +22,7 @@ from pyiceberg.table.sorting import NullOrder, SortDirection
 from pyiceberg.transforms import IdentityTransform
 
 from logistics_platform.lib.iceberg_internals import RewriteFiles, split_by_partition
-from logistics_platform.lib.maintenance.files import pyarrow_io
+from logistics_platform.lib.maintenance.files import delete_files, normalize, pyarrow_io
 
 log = logging.getLogger(__name__)
 
@@ -41,15 +40,12 @@ def row_checksum(rows: pa.Table) -> str:
     """``<row count>:<sum of row hashes mod 2^64 in hex>``: order-independent, duplicate rows count (a sum, not xor)."""
     if rows.num_columns == 0:
         return f"{rows.num_rows}:0"
-    con = duckdb.connect()
-    try:
+    with duckdb.connect() as con:
         con.register("rows_in", rows)
         args = ", ".join('"' + n.replace('"', '""') + '"' for n in rows.column_names)
         count, total = con.execute(
             f"select count(*), coalesce(sum(hash({args})::hugeint), 0) % {2**64} from rows_in"
         ).fetchone()  # type: ignore[misc]
-    finally:
-        con.close()
     return f"{count}:{int(total):016x}"
 
 
@@ -69,6 +65,8 @@ class PartitionCompaction:
     checksum_after: str = ""
     status: str = "planned"  # committed | dry-run | skipped: <reason>
     attempts: int = 0
+    old_files: list[DataFile] = field(default_factory=list, repr=False)  # the files it rewrites
+    new_files: list[DataFile] = field(default_factory=list, repr=False)  # written; live only once committed
 
 
 @dataclass
@@ -124,48 +122,28 @@ def _read(table: Table, files: list[DataFile]) -> pa.Table:
 
 
 def _write(table: Table, rows: pa.Table, rows_per_file: int) -> list[DataFile]:
-    io = pyarrow_io(table)
     md = table.metadata
-    task_schema = pyarrow_to_schema(
-        rows.schema, name_mapping=md.schema().name_mapping, format_version=md.format_version
-    )
-    write_uuid = uuid.uuid4()
-    counter = itertools.count(0)
-    spec = md.spec()
-    parts: list[tuple[PartitionKey | None, pa.Table]]
-    if spec.is_unpartitioned():
-        parts = [(None, rows)]
-    else:
-        parts = list(split_by_partition(spec, md.schema(), rows))
+    schema = pyarrow_to_schema(rows.schema, name_mapping=md.schema().name_mapping, format_version=md.format_version)
+    key: PartitionKey | None = None
+    if not md.spec().is_unpartitioned():
+        parts = split_by_partition(md.spec(), md.schema(), rows)
         if len(parts) != 1:
             raise CompactionError(f"a compaction bin spans {len(parts)} partitions; expected exactly one")
-    tasks = []
-    for key, part in parts:
-        for start in range(0, part.num_rows, rows_per_file):
-            chunk = part.slice(start, rows_per_file)
-            tasks.append(
-                WriteTask(
-                    write_uuid=write_uuid,
-                    task_id=next(counter),
-                    schema=task_schema,
-                    record_batches=chunk.to_batches(),
-                    partition_key=key,
-                    sort_order_id=table.sort_order().order_id,
-                )
-            )
-    written = list(write_file(io=io, table_metadata=md, tasks=iter(tasks)))
+        key, rows = parts[0]
+    write_uuid, order_id = uuid.uuid4(), table.sort_order().order_id
+    tasks = (
+        WriteTask(write_uuid, i, schema, rows.slice(start, rows_per_file).to_batches(), order_id, key)
+        for i, start in enumerate(range(0, rows.num_rows, rows_per_file))
+    )
+    written = list(write_file(io=pyarrow_io(table), table_metadata=md, tasks=tasks))
     for f in written:
         f.spec_id = md.default_spec_id  # not part of the file's struct; readers and the commit need it
     return written
 
 
 def _delete_written(table: Table, files: list[DataFile]) -> None:
-    io = pyarrow_io(table)
-    for f in files:
-        try:
-            io.delete(f.file_path)
-        except OSError as exc:  # left for the orphan sweep
-            log.warning("could not delete uncommitted compaction file %s: %s", f.file_path, exc)
+    io = pyarrow_io(table)  # a file that cannot be deleted is left for the orphan sweep
+    delete_files(io, table.location(), [normalize(io, f.file_path) for f in files])
 
 
 def plan_partitions(table: Table, small_file_bytes: int) -> dict[str, tuple[list[DataFile], list[DataFile], bool]]:
@@ -201,14 +179,14 @@ def compact_table(
     """Compact every partition of ``table`` with at least two small files: rewrite all, then commit once."""
     name = ".".join(table.name())
     result = CompactionResult(table=name)
-    pending: list[_Rewrite] = []
+    pending: list[PartitionCompaction] = []
     try:
         for label, (_, small, has_deletes) in sorted(plan_partitions(table, small_file_bytes).items()):
             bins = _bins(small, target_file_bytes)
             if not bins:
                 continue
             chosen = [f for b in bins for f in b]
-            pc = PartitionCompaction(label, len(chosen), sum(f.file_size_in_bytes for f in chosen))
+            pc = PartitionCompaction(label, len(chosen), sum(f.file_size_in_bytes for f in chosen), old_files=chosen)
             result.partitions.append(pc)
             if has_deletes:
                 pc.status = "skipped: partition has delete files (merge-on-read); rewrite them first"
@@ -218,11 +196,12 @@ def compact_table(
                 continue
             if progress:
                 progress(f"{name} {label}: rewriting {len(chosen)} files into ~{len(bins)}")
-            pending.append(_rewrite_partition(table, pc, bins, target_file_bytes))
+            _rewrite_partition(table, pc, bins, target_file_bytes)
+            pending.append(pc)
     except BaseException:
         # Nothing was committed: every file written so far is unreferenced.
-        for rw in pending:
-            _delete_written(table, rw.new_files)
+        for pc in pending:
+            _delete_written(table, pc.new_files)
         raise
     if pending:
         if before_commit:
@@ -231,19 +210,11 @@ def compact_table(
     return result
 
 
-@dataclass
-class _Rewrite:
-    pc: PartitionCompaction
-    old_files: list[DataFile]
-    new_files: list[DataFile]
-
-
 def _rewrite_partition(
     table: Table, pc: PartitionCompaction, bins: list[list[DataFile]], target_file_bytes: int
-) -> _Rewrite:
+) -> None:
     """Write the compacted files of one partition and prove they hold the same rows; commits nothing."""
     name = ".".join(table.name())
-    rw = _Rewrite(pc, [f for b in bins for f in b], [])
     sums_in: list[str] = []
     sums_out: list[str] = []
     keys = _sort_keys(table)
@@ -257,46 +228,45 @@ def _rewrite_partition(
             # Size output files by the on-disk bytes per row of the inputs: the target is an on-disk size.
             rows_per_file = max(1, int(target_file_bytes * rows.num_rows / max(in_bytes, 1)))
             written = _write(table, rows, rows_per_file)
-            rw.new_files.extend(written)
+            pc.new_files.extend(written)
             sums_out.append(row_checksum(_read(table, written)))
     except BaseException:
-        _delete_written(table, rw.new_files)
+        _delete_written(table, pc.new_files)
         raise
     pc.checksum_before = _combine(sums_in)
     pc.checksum_after = _combine(sums_out)
-    pc.files_after = len(rw.new_files)
+    pc.files_after = len(pc.new_files)
     if pc.checksum_before != pc.checksum_after:
-        _delete_written(table, rw.new_files)
+        _delete_written(table, pc.new_files)
         raise CompactionError(
             f"{name} {pc.partition}: rows read back after rewrite differ (checksum {pc.checksum_before} before, "
             f"{pc.checksum_after} after); nothing was committed. Check the table's schema and the pyarrow version."
         )
-    return rw
 
 
-def _commit_rewrites(table: Table, pending: list[_Rewrite]) -> None:
+def _commit_rewrites(table: Table, pending: list[PartitionCompaction]) -> None:
     """One REPLACE commit for all partitions; on conflict, drop the partitions whose files are gone and retry."""
     name = ".".join(table.name())
     remaining = list(pending)
     for attempt in range(1, MAX_OUTER_ATTEMPTS + 1):
-        for rw in remaining:
-            rw.pc.attempts = attempt
+        for pc in remaining:
+            pc.attempts = attempt
         props = {
             SNAPSHOT_PROP_KIND: "compaction",
             "logistics.compaction.partitions": str(len(remaining)),
-            "logistics.compaction.files-replaced": str(sum(len(rw.old_files) for rw in remaining)),
-            "logistics.compaction.rows-checksum": _combine([rw.pc.checksum_after for rw in remaining]),
+            "logistics.compaction.files-replaced": str(sum(len(pc.old_files) for pc in remaining)),
+            "logistics.compaction.rows-checksum": _combine([pc.checksum_after for pc in remaining]),
             "logistics.compaction.partition-checksums": json.dumps(
-                {rw.pc.partition: rw.pc.checksum_after for rw in remaining}, sort_keys=True
+                {pc.partition: pc.checksum_after for pc in remaining}, sort_keys=True
             ),
         }
         tx = table.transaction()
         producer = RewriteFiles(tx, table.io, props)
         try:
-            for rw in remaining:
-                for f in rw.old_files:
+            for pc in remaining:
+                for f in pc.old_files:
                     producer.delete_data_file(f)
-                for f in rw.new_files:
+                for f in pc.new_files:
                     producer.append_data_file(f)
             producer.commit()
             tx.commit_transaction()
@@ -304,26 +274,23 @@ def _commit_rewrites(table: Table, pending: list[_Rewrite]) -> None:
             # Either way the commit did not land. Keep the partitions whose inputs are all still live.
             table.refresh()
             live = {t.file.file_path for t in table.scan().plan_files()}
-            still: list[_Rewrite] = []
-            for rw in remaining:
-                if {f.file_path for f in rw.old_files} <= live:
-                    still.append(rw)
-                else:
-                    _delete_written(table, rw.new_files)
-                    rw.pc.status = "skipped: a file being rewritten was replaced concurrently (re-ingest?)"
-            log.warning("%s: compaction commit conflict (%s); %d partition(s) left to retry", name, exc, len(still))
-            remaining = still
+            for pc in remaining:
+                if not {f.file_path for f in pc.old_files} <= live:
+                    _delete_written(table, pc.new_files)
+                    pc.status = "skipped: a file being rewritten was replaced concurrently (re-ingest?)"
+            remaining = [pc for pc in remaining if pc.status == "planned"]
+            log.warning("%s: compaction commit conflict (%s); %d partition(s) left to retry", name, exc, len(remaining))
             if not remaining:
                 return
             if attempt < MAX_OUTER_ATTEMPTS:
                 backoff(attempt)
-            continue
-        for rw in remaining:
-            rw.pc.status = "committed"
-        return
-    for rw in remaining:
-        _delete_written(table, rw.new_files)
-        rw.pc.status = f"skipped: commit kept conflicting after {MAX_OUTER_ATTEMPTS} attempts"
+        else:
+            for pc in remaining:
+                pc.status = "committed"
+            return
+    for pc in remaining:
+        _delete_written(table, pc.new_files)
+        pc.status = f"skipped: commit kept conflicting after {MAX_OUTER_ATTEMPTS} attempts"
 
 
 def _combine(parts: list[str]) -> str:

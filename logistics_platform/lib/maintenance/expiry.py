@@ -87,17 +87,15 @@ def delete_expired_metadata(table: Table, before: TableMetadata, expired: list[i
     return deleted
 
 
-def ensure_metadata_retention(table: Table, previous_versions: int) -> bool:
+def ensure_metadata_retention(table: Table, previous_versions: int) -> None:
     """Bound the metadata log and have each commit delete the metadata files that fall out of it."""
     wanted = {
         TableProperties.METADATA_DELETE_AFTER_COMMIT_ENABLED: "true",
         TableProperties.METADATA_PREVIOUS_VERSIONS_MAX: str(previous_versions),
     }
-    if all(table.properties.get(k) == v for k, v in wanted.items()):
-        return False
-    with table.transaction() as tx:
-        tx.set_properties(wanted)
-    return True
+    if any(table.properties.get(k) != v for k, v in wanted.items()):
+        with table.transaction() as tx:
+            tx.set_properties(wanted)
 
 
 def expire_table(
@@ -138,10 +136,8 @@ def expire_table(
         return result
 
     existing = [p for p in sorted(doomed) if p in sizes]
-    deleted, failed = delete_files(io, table.location(), existing)
-    result.files_deleted = deleted
-    md_deleted, md_failed = delete_files(io, table.location(), stale_metadata)
-    result.metadata_files_deleted = md_deleted
+    result.files_deleted, failed = delete_files(io, table.location(), existing)
+    result.metadata_files_deleted, md_failed = delete_files(io, table.location(), stale_metadata)
     failed_set = set(failed) | set(md_failed)
     result.bytes_reclaimed = sum(sizes.get(p, 0) for p in [*existing, *stale_metadata] if p not in failed_set)
     return result

@@ -12,7 +12,6 @@ from pyarrow import fs as pafs
 from pyiceberg.io.pyarrow import PyArrowFileIO
 from pyiceberg.manifest import ManifestFile
 from pyiceberg.table import Table
-from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.snapshots import Snapshot
 
 log = logging.getLogger(__name__)
@@ -59,20 +58,14 @@ class ReferencedFiles:
         return self.manifest_lists | self.manifests | self.content_files
 
 
-def referenced_files(
-    table: Table,
-    metadata: TableMetadata | None = None,
-    snapshots: Iterable[Snapshot] | None = None,
-    metadata_location: str | None = None,
-) -> ReferencedFiles:
+def referenced_files(table: Table, snapshots: Iterable[Snapshot] | None = None) -> ReferencedFiles:
     """Files referenced by ``snapshots`` (default: all), the metadata file, its metadata log and statistics files."""
     io = pyarrow_io(table)
-    md = metadata or table.metadata
+    md = table.metadata
     snaps = list(md.snapshots if snapshots is None else snapshots)
     out = ReferencedFiles()
-    location = metadata_location or table.metadata_location
-    if location:
-        out.metadata_files.add(normalize(io, location))
+    if table.metadata_location:
+        out.metadata_files.add(normalize(io, table.metadata_location))
     out.metadata_files.update(normalize(io, entry.metadata_file) for entry in md.metadata_log)
     for stat in [*md.statistics, *md.partition_statistics]:
         out.other_files.add(normalize(io, stat.statistics_path))
@@ -113,21 +106,20 @@ def list_files(io: PyArrowFileIO, location: str) -> list[ListedFile]:
     return [ListedFile(path=i.path, size=i.size or 0, mtime=(i.mtime or epoch).astimezone(UTC)) for i in files]
 
 
-def delete_files(io: PyArrowFileIO, location_root: str, paths: Iterable[str]) -> tuple[int, list[str]]:
+def delete_files(io: PyArrowFileIO, location_root: str, paths: list[str]) -> tuple[int, list[str]]:
     """Delete files given in normal form; returns (deleted count, failures). A missing file counts as deleted."""
     fs, _ = filesystem(io, location_root)
-    deleted, failed = 0, []
+    failed = []
     for path in paths:
         try:
             fs.delete_file(path)
-            deleted += 1
         except FileNotFoundError:
-            deleted += 1
+            pass
         except OSError as exc:
             # A failed delete leaves an unreferenced file that the next orphan sweep removes; keep going.
             log.warning("could not delete %s: %s", path, exc)
             failed.append(path)
-    return deleted, failed
+    return len(paths) - len(failed), failed
 
 
 # Files a catalog or engine may keep beside the metadata without referencing them from it.
@@ -154,12 +146,10 @@ def find_orphans(table: Table, *, safety_window: timedelta, now: datetime) -> Or
     referenced = referenced_files(table).all()
     cutoff = now - safety_window
     result = OrphanResult(table=".".join(table.name()))
-    for f in list_files(io, table.location()):
+    for f in sorted(list_files(io, table.location()), key=lambda f: f.path):
         if f.path in referenced or f.path.rsplit("/", 1)[-1] in _NEVER_ORPHANS:
             continue
         (result.orphans if f.mtime < cutoff else result.young_unreferenced).append(f)
-    result.orphans.sort(key=lambda f: f.path)
-    result.young_unreferenced.sort(key=lambda f: f.path)
     return result
 
 

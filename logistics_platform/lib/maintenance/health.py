@@ -49,15 +49,12 @@ class TableHealth:
         return max(parts, key=lambda p: (p.small_files, p.partition), default=None)
 
 
-@dataclass(frozen=True)
-class HealthThresholds:
-    """Warning thresholds (a nightly compaction keeps a healthy table far below them)."""
-
-    max_small_files_per_partition: int = 48  # two days of hourly files without compaction
-    max_snapshots: int = 2000
-    # Far above the consolidation threshold plus a day of hourly commits: manifest consolidation is not running.
-    max_manifests_per_snapshot: int = 100
-    max_orphan_bytes: int = 1024**3
+# Warning thresholds (a nightly compaction keeps a healthy table far below them).
+MAX_SMALL_FILES_PER_PARTITION = 48  # two days of hourly files without compaction
+MAX_SNAPSHOTS = 2000
+# Far above the consolidation threshold plus a day of hourly commits: manifest consolidation is not running.
+MAX_MANIFESTS_PER_SNAPSHOT = 100
+MAX_ORPHAN_BYTES = 1024**3
 
 
 def table_health(table: Table, *, small_file_bytes: int, now: datetime) -> TableHealth:

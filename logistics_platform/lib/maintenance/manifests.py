@@ -11,7 +11,7 @@ from pyiceberg.schema import Schema
 from pyiceberg.table import Table
 
 from logistics_platform.lib.iceberg_internals import ManifestPlanner, ManifestRewrite
-from logistics_platform.lib.maintenance.compaction import MAX_OUTER_ATTEMPTS, backoff
+from logistics_platform.lib.maintenance.compaction import MAX_OUTER_ATTEMPTS, SNAPSHOT_PROP_KIND, backoff
 from logistics_platform.lib.maintenance.files import manifest_count
 
 
@@ -47,26 +47,22 @@ def rewrite_manifests(
     dry_run: bool = False,
 ) -> ManifestRewriteResult:
     """Consolidate the current snapshot's data manifests when there are more than ``max_manifests``."""
-    name = ".".join(table.name())
-    before = manifest_count(table)
-    if before == 0 or before <= max_manifests or dry_run:
-        return ManifestRewriteResult(name, before, before, rewritten=False)
-    for attempt in range(1, MAX_OUTER_ATTEMPTS + 1):
+    name, attempt = ".".join(table.name()), 1
+    while True:
+        before = manifest_count(table)
+        if before == 0 or before <= max_manifests or dry_run:
+            return ManifestRewriteResult(name, before, before, rewritten=False)
         tx = table.transaction()
-        producer = ManifestRewrite(
-            tx, table.io, {"logistics.maintenance": "rewrite-manifests"}, by_partition(target_manifest_bytes)
-        )
+        planner = by_partition(target_manifest_bytes)
+        producer = ManifestRewrite(tx, table.io, {SNAPSHOT_PROP_KIND: "rewrite-manifests"}, planner)
         try:
             producer.commit()
             tx.commit_transaction()
-            break
+            return ManifestRewriteResult(name, before, manifest_count(table), True, producer.snapshot_id)
         except CommitFailedException:
             # Nothing landed; a concurrent commit moved the head. Re-plan from the new head.
             if attempt == MAX_OUTER_ATTEMPTS:
                 raise
             backoff(attempt)
+            attempt += 1
             table.refresh()
-            before = manifest_count(table)
-            if before == 0 or before <= max_manifests:
-                return ManifestRewriteResult(name, before, before, rewritten=False)
-    return ManifestRewriteResult(name, before, manifest_count(table), rewritten=True, snapshot_id=producer.snapshot_id)

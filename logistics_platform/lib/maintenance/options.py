@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from logistics_platform.settings import Settings
@@ -39,8 +39,8 @@ class MaintenanceOptions:
     hooks: Hooks = field(default_factory=Hooks)
 
     @classmethod
-    def from_settings(cls, settings: Settings, **overrides: object) -> MaintenanceOptions:
-        base = cls(
+    def from_settings(cls, settings: Settings, dry_run: bool = False) -> MaintenanceOptions:
+        return cls(
             small_file_bytes=settings.compaction_small_file_bytes,
             target_file_bytes=settings.compaction_target_file_bytes,
             snapshot_retention=timedelta(days=settings.snapshot_retention_days),
@@ -48,8 +48,8 @@ class MaintenanceOptions:
             orphan_safety_window=timedelta(days=settings.orphan_safety_days),
             max_manifests_per_snapshot=settings.manifest_max_per_snapshot,
             daily_tag_retention_days=settings.daily_tag_retention_days,
+            dry_run=dry_run,
         )
-        return replace(base, **overrides) if overrides else base  # type: ignore[arg-type]
 
     def current_time(self) -> datetime:
         """The run's notion of now (timezone-aware UTC)."""

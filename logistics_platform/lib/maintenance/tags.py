@@ -29,14 +29,12 @@ def snapshot_current_at(table: Table, at: datetime) -> int | None:
     """Id of the snapshot that was the table's current one at ``at`` (from the snapshot log), if it still exists."""
     md = table.metadata
     at_ms = int(at.timestamp() * 1000)
-    best: int | None = None
-    for entry in md.snapshot_log:
-        if entry.timestamp_ms <= at_ms and md.snapshot_by_id(entry.snapshot_id) is not None:
-            best = entry.snapshot_id
+    log = reversed(md.snapshot_log)
+    best = next((e.snapshot_id for e in log if e.timestamp_ms <= at_ms and md.snapshot_by_id(e.snapshot_id)), None)
     if best is None:
         # A table whose snapshot log was trimmed: fall back to the newest snapshot committed by then.
-        candidates = [s for s in md.snapshots if s.timestamp_ms <= at_ms]
-        best = max(candidates, key=lambda s: s.timestamp_ms).snapshot_id if candidates else None
+        newest = max((s for s in md.snapshots if s.timestamp_ms <= at_ms), key=lambda s: s.timestamp_ms, default=None)
+        best = newest.snapshot_id if newest else None
     return best
 
 
