@@ -92,10 +92,11 @@ def write_topic_hour(
     def take(result: BlockResult, again: Callable[[], BlockResult]) -> None:
         nonlocal table
         res = result
-        while res.unknown is not None:
-            # Columns the table does not have: add them (types from this first line), then parse the block again.
+        while res.unknown is not None or res.wider:
+            # Columns the table does not have (types from this first line) or must promote: evolve the table, then
+            # parse the block again.
             writer.flush()
-            types = {n: infer_iceberg_type([v]) for n, v in res.unknown.items()}
+            types = {n: infer_iceberg_type([v]) for n, v in (res.unknown or {}).items()} | res.wider
             report.added_columns.update(add_columns(catalog, spec.identifier, types, res.unknown_at))
             table = catalog.load_table(spec.identifier)
             writer.reset(table)
