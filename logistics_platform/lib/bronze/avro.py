@@ -42,8 +42,7 @@ from logistics_platform.lib.timekeys import epoch_micros
 
 @dataclass(frozen=True)
 class AvroField:
-    """A row field's writer schema: Avro type (null unwrapped), decimal scale, logical type, Kafka Connect name,
-    decimal precision."""
+    """A row field's writer schema: Avro type (null unwrapped), decimal scale, logical type, Connect name, precision."""
 
     name: str
     type: str
@@ -56,7 +55,7 @@ class AvroField:
         """The field as a JsonConverter schema block describes it (what the line parser reads of it)."""
         if self.type == "bytes" and self.logical == "decimal":
             params = {"scale": str(self.scale or 0)}
-            if self.precision is not None:
+            if isinstance(self.precision, int):
                 params["connect.decimal.precision"] = str(self.precision)
             return {"field": self.name, "type": "bytes", "name": CONNECT_DECIMAL, "parameters": params}
         if self.logical in ("timestamp-millis", "timestamp-micros"):
@@ -65,12 +64,7 @@ class AvroField:
         out: dict[str, Any] = {"field": self.name, "type": self.type}
         if self.connect_name:
             out["name"] = self.connect_name
-        elif self.type in _AVRO_CONNECT and not self.logical:
-            out["type"] = _AVRO_CONNECT[self.type]  # the schema block's name of a type it declares
         return out
-
-
-_AVRO_CONNECT = {"int": "int32", "long": "int64", "float": "float32", "double": "float64"}
 
 
 def _resolve(t: Any) -> Any:
@@ -102,14 +96,14 @@ def row_fields(schema: dict[str, Any], cdc: bool) -> dict[str, AvroField] | None
         if isinstance(t, str):
             out[f["name"]] = AvroField(f["name"], t)
         elif isinstance(t, dict) and isinstance(t.get("type"), str):
-            scale, precision = t.get("scale"), t.get("precision")
+            scale = t.get("scale")
             out[f["name"]] = AvroField(
                 f["name"],
                 t["type"],
                 int(scale) if isinstance(scale, int) else None,
                 t.get("logicalType"),
                 t.get("connect.name"),
-                precision if isinstance(precision, int) else None,
+                t.get("precision"),
             )
         else:
             out[f["name"]] = AvroField(f["name"], "union" if isinstance(t, list) else "complex")

@@ -122,8 +122,7 @@ def iter_counted_blocks(f: LandingFile, block_bytes: int = BLOCK_BYTES) -> Itera
 def _parse_lines(
     parser: LineParser, lines: Iterator[tuple[int, bytes]], task: BlockTask, out: BlockResult, rows: list[Any]
 ) -> bool:
-    """Parse (offset, line) pairs into ``rows`` and ``out``; False at a line with columns the table lacks or must
-    promote (``out.unknown`` or ``out.wider`` set)."""
+    """Parse (offset, line) pairs into ``rows`` and ``out``; False at a line with columns to add or to promote."""
     late_index = parser.column_names.index("_is_late")
     parse, part, rel, topic, hour_us = parser.parse, task.kafka_partition, task.relpath, parser.topic, parser.arrival_us
     add = rows.append

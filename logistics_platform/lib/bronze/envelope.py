@@ -40,7 +40,6 @@ from logistics_platform.lib.bronze.values import (
     K_TIMESTAMP,
     MONEY_DECIMAL,
     BadValue,
-    Wider,
     convert,
     decode_decimal,
     event_id,
@@ -243,9 +242,9 @@ class LineParser:
                     append(self._int_timestamp(v, self._line_schema[name]))
                 else:
                     append(convert(kind, v))
-            except Wider as e:
-                return Widen({name: e.to})
             except BadValue as e:
+                if e.to is not None:
+                    return Widen({name: e.to})
                 return Rejected(f"{REASON_INVALID_VALUE}:{name}", f"{name}: {e.detail}")
         return None
 

@@ -1,5 +1,4 @@
-"""The bronze tables' lifecycle: created on first use, properties migrated, columns added or promoted by schema
-evolution."""
+"""The bronze tables' lifecycle: created on first use, properties migrated, columns added or promoted (evolution)."""
 
 from __future__ import annotations
 

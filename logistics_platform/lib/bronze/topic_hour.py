@@ -93,8 +93,7 @@ def write_topic_hour(
         nonlocal table
         res = result
         while res.unknown is not None or res.wider:
-            # Columns the table does not have (types from this first line) or must promote: evolve the table, then
-            # parse the block again.
+            # Columns to add (types from this first line) or to promote: evolve the table, parse the block again.
             writer.flush()
             types = {n: infer_iceberg_type([v]) for n, v in (res.unknown or {}).items()} | res.wider
             report.added_columns.update(add_columns(catalog, spec.identifier, types, res.unknown_at))

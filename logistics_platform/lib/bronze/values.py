@@ -70,18 +70,11 @@ NANO_TIMESTAMP = "io.debezium.time.NanoTimestamp"
 
 
 class BadValue(Exception):
-    """A value that does not parse to its column type; ``detail`` says why."""
+    """A value that does not parse to its column type; ``detail`` says why. With ``to``: the column holds it once
+    promoted to that type (an Iceberg promotion), so the column is promoted rather than the line quarantined."""
 
-    def __init__(self, detail: str) -> None:
-        self.detail = detail
-
-
-class Wider(BadValue):
-    """A value its column holds once promoted to ``to`` (an Iceberg type promotion): the column is promoted."""
-
-    def __init__(self, detail: str, to: IcebergType) -> None:
-        super().__init__(detail)
-        self.to = to
+    def __init__(self, detail: str, to: IcebergType | None = None) -> None:
+        self.detail, self.to = detail, to
 
 
 def promotion(current: IcebergType, wanted: IcebergType) -> IcebergType | None:
@@ -96,8 +89,7 @@ def promotion(current: IcebergType, wanted: IcebergType) -> IcebergType | None:
 
 def promotions(current: dict[str, IcebergType], declared: dict[str, IcebergType]) -> dict[str, IcebergType]:
     """Column -> the type it is promoted to, of the ``current`` columns a record schema ``declares`` wider."""
-    out = {n: promotion(current[n], t) for n, t in declared.items() if n in current}
-    return {n: t for n, t in out.items() if t is not None}
+    return {n: p for n, t in declared.items() if n in current and (p := promotion(current[n], t)) is not None}
 
 
 def kind_of(iceberg_type: IcebergType, *, evolved: bool = False) -> str:
@@ -162,8 +154,8 @@ def connect_decimal_unscaled(text: str) -> int | None:
 
 
 def money(d: Decimal, value: Any, column: DecimalType = MONEY_DECIMAL) -> Decimal:
-    """``d`` as the ``column``'s type, else BadValue naming what does not fit: :class:`Wider` when the same scale at
-    a precision of at most 38 holds it (more decimal places are a scale change: never a promotion)."""
+    """``d`` as the ``column``'s type, else BadValue naming what does not fit (with the wider type when the same scale
+    at a precision of at most 38 holds it; more decimal places are a scale change: never a promotion)."""
     try:
         if not d.is_finite():
             raise BadValue(f"{value!r} is not a finite number")
@@ -176,7 +168,7 @@ def money(d: Decimal, value: Any, column: DecimalType = MONEY_DECIMAL) -> Decima
     if digits > column.precision:
         detail = f"{value!r} does not fit DECIMAL({column.precision},{column.scale})"
         if digits <= MAX_PRECISION:
-            raise Wider(detail, DecimalType(digits, column.scale))
+            raise BadValue(detail, DecimalType(digits, column.scale))
         raise BadValue(detail)
     return q
 
@@ -184,9 +176,8 @@ def money(d: Decimal, value: Any, column: DecimalType = MONEY_DECIMAL) -> Decima
 def decode_decimal(
     value: Any, mode: str = DECIMAL_PRECISE, scale: int | None = MONEY_SCALE, column: DecimalType = MONEY_DECIMAL
 ) -> Decimal:
-    """A decimal as Debezium writes it, as the ``column``'s type: a JSON number, a decimal string, or (``precise``
-    mode, ``scale`` not None, valid base64 without a dot) a Connect ``Decimal`` of ``scale`` (the line's schema
-    block's, else the column's)."""
+    """A decimal as Debezium writes it, as ``column``'s type: a JSON number, a decimal string, or (``precise`` mode,
+    ``scale`` not None, base64 without a dot) a Connect ``Decimal`` of ``scale`` (the schema's, else the column's)."""
     t = type(value)
     if t is str:
         if scale is not None and mode == DECIMAL_PRECISE and "." not in value:
@@ -224,7 +215,7 @@ def convert(kind: str, value: Any) -> Any:
         if t is int and -I64 <= value < I64:
             if kind == K_LONG or -I32 <= value < I32:
                 return value
-            raise Wider(f"{value} does not fit a 32-bit integer", LongType())
+            raise BadValue(f"{value} does not fit a 32-bit integer", LongType())
         raise BadValue(f"expected a 64-bit integer, got {value!r}")
     if kind == K_DOUBLE:
         if t is float:
@@ -239,8 +230,6 @@ def convert(kind: str, value: Any) -> Any:
         raise BadValue(f"expected a number, got {t.__name__}")
     if kind == K_TIMESTAMP:
         return parse_timestamp_micros(value)
-    if kind == K_DECIMAL:
-        return decode_decimal(value, DECIMAL_STRING)
     if kind == K_BOOL:
         if t is bool:
             return value
@@ -251,9 +240,9 @@ def convert(kind: str, value: Any) -> Any:
 
 
 Encodings = dict[str, tuple[str, int | None]]
-# Connect schema types (JsonConverter) -> the Iceberg types a record declares, for promotions.
-_CONNECT_TYPES: dict[str, IcebergType] = {"int32": IntegerType(), "int64": LongType()}
-_CONNECT_TYPES |= {"float": FloatType(), "float32": FloatType(), "float64": DoubleType(), "double": DoubleType()}
+# Connect schema (JsonConverter) and Avro types -> the Iceberg types a record declares, for promotions.
+_CONNECT_TYPES: dict[str, IcebergType] = {"int32": IntegerType(), "int64": LongType(), "float32": FloatType()}
+_CONNECT_TYPES |= {"float64": DoubleType(), "int": IntegerType(), "long": LongType(), "float": FloatType()}  # Avro's
 
 
 def schema_encodings(schema: Any) -> tuple[Encodings, dict[str, IcebergType]] | None:
@@ -440,11 +429,9 @@ def typed(kind: str, values: pa.Array, encoding: Encoding = Encoding()) -> tuple
     if kind == K_TEXT_OR_JSON and is_bytes:  # as the JsonConverter writes bytes: base64 text
         texts = [None if v is None else base64.b64encode(v).decode("ascii") for v in values.to_pylist()]
         return pa.array(texts, pa.string()), None
-    if kind == K_LONG and pa.types.is_integer(t):
-        return values.cast(pa.int64()), None
-    if kind == K_INT and pa.types.is_integer(t):  # beyond 32 bits: the line parser promotes the column
+    if kind in (K_LONG, K_INT) and pa.types.is_integer(t):  # an int column's values beyond 32 bits: promoted
         v = values.cast(pa.int64())
-        good = _good(pc.and_(pc.greater_equal(v, -I32), pc.less(v, I32)))
+        good = None if kind == K_LONG else _good(pc.and_(pc.greater_equal(v, -I32), pc.less(v, I32)))
         return _masked(v, good), good
     if kind == K_BOOL and pa.types.is_boolean(t):
         return values, None
