@@ -19,6 +19,20 @@
     {%- set source_not_in_target = diff_columns(source_columns, target_columns) -%}
     {%- set target_not_in_source = diff_columns(target_columns, source_columns) -%}
     {%- set new_target_types = diff_column_data_types(source_columns, target_columns) -%}
+    {#- A decimal widened at the same scale (a source column bronze promoted: docs/contract/sources.md, "Types that
+        widen") is widened in the target in place, as Iceberg promotes bronze: no schema change to fail on. -#}
+    {%- set widened = [] -%}
+    {%- for change in new_target_types -%}
+        {%- set target = target_columns | selectattr('name', 'equalto', change['column_name']) | first -%}
+        {%- set old, new = (target.data_type | lower | replace(' ', '')), (change['new_type'] | lower | replace(' ', '')) -%}
+        {%- if old.startswith('decimal(') and new.startswith('decimal(') and old.split(',')[1] == new.split(',')[1]
+                and (new[8:].split(',')[0] | int) > (old[8:].split(',')[0] | int) -%}
+            {%- do run_query('alter table ' ~ target_relation ~ ' alter column ' ~ adapter.quote(change['column_name'])
+                ~ ' type ' ~ new) -%}
+            {%- do widened.append(change) -%}
+        {%- endif -%}
+    {%- endfor -%}
+    {%- set new_target_types = new_target_types | reject('in', widened) | list -%}
     {%- set changed = (source_not_in_target + target_not_in_source + new_target_types) | length > 0 -%}
     {%- do log(
         'In ' ~ target_relation ~ ': schema changed: ' ~ changed ~ '; new columns: ' ~ source_not_in_target
