@@ -24,6 +24,7 @@ from logistics_platform.lib.bronze.envelope import LineParser, Rejected, Widen
 from logistics_platform.lib.bronze.ingest import ingest_hour
 from logistics_platform.lib.bronze.landing import list_hour_files
 from logistics_platform.lib.bronze.pool import run_block
+from logistics_platform.lib.bronze.tables import add_columns
 from logistics_platform.lib.bronze.values import (
     CONNECT_DECIMAL,
     K_INT,
@@ -251,34 +252,42 @@ def test_an_ingest_promotes_the_column_in_place_and_keeps_every_line(tmp_path: P
     write_file(land, ORDERS, HOUR, 0, 0, [dump(e) for e in first])
     r1 = ingest_hour(s, HOUR)
     assert r1.topics["orders"].rows == 5
-    # The OLTP team widens total_amount to numeric(14,2), then writes a wider amount: schemaless JSON first.
-    wide = [cdc("u", "orders", order(1, T, total_amount=BIG), lsn=100, ts=T)]
-    wide += [cdc("c", "orders", order(i, T), lsn=10 * i, ts=T) for i in range(6, 30)]
+    # A table holding an int column (one a tool created from a Connect schema's int32, say).
+    add_columns(load_catalog(s), "bronze.orders", {"priority": IntegerType()}, "a test")
+    # The OLTP team widens total_amount to numeric(14,2), then writes a wider amount: schemaless JSON first; and an
+    # integer beyond 32 bits in the int column.
+    wide = [cdc("u", "orders", order(1, T, total_amount=BIG, priority=2**40), lsn=1000, ts=T)]
+    wide += [cdc("c", "orders", order(i, T, priority=i), lsn=10 * i, ts=T) for i in range(6, 30)]
     write_file(land, ORDERS, HOUR, 0, 5, [dump(e) for e in wide])
     r2 = ingest_hour(s, HOUR)
     assert r2.mode == "append", r2.mode_reason  # no rebuild: the new file appended
     orders = r2.topics["orders"]
     assert (orders.read_rows, orders.read_quarantined, orders.rows, orders.quarantined) == (25, 0, 30, 0)
-    assert orders.added_columns == {"total_amount": "decimal(14, 2) (promoted from decimal(12, 2))"}
+    assert orders.added_columns == {
+        "total_amount": "decimal(14, 2) (promoted from decimal(12, 2))",
+        "priority": "long (promoted from int)",
+    }
+    assert bronze(s, "orders", "select priority from {t} where _lsn in (60, 1000) order by _lsn") == [(6,), (2**40,)]
     # Then a JSON file with schemas declaring numeric(16,2) and an Avro file declaring numeric(18,2): each promotes.
-    declared = cdc("u", "orders", order(2, T, total_amount=b64(1234567890123456)), lsn=101, ts=T)
+    declared = cdc("u", "orders", order(2, T, total_amount=b64(1234567890123456)), lsn=1001, ts=T)
     schema = connect_schema(16) | {"type": "struct"}
     write_file(land, ORDERS, HOUR, 1, 0, [dump({"schema": schema, "payload": declared})])
-    write_avro_file(land, [cdc("u", "orders", order(3, T, total_amount="9" * 16 + ".99"), lsn=102, ts=T)], 18, 30)
+    write_avro_file(land, [cdc("u", "orders", order(3, T, total_amount="9" * 16 + ".99"), lsn=1002, ts=T)], 18, 30)
     r3 = ingest_hour(s, HOUR)
     assert r3.mode == "append" and (r3.topics["orders"].read_rows, r3.topics["orders"].quarantined) == (2, 0)
     table = load_catalog(s).load_table("bronze.orders")
     assert table.schema().find_field("total_amount").field_type == DecimalType(18, 2)
-    assert [f.name for f in table.schema().fields] == [f.name for f in bs.table_schema(bs.TOPICS["orders"]).fields]
+    contract_names = [f.name for f in bs.table_schema(bs.TOPICS["orders"]).fields]
+    assert [f.name for f in table.schema().fields] == [*contract_names, "priority"]  # promoted in place
     # DuckDB reads the older files (written as DECIMAL(12,2)) and the newer ones as the promoted type.
     got = bronze(s, "orders", "select _lsn, total_amount, typeof(total_amount) from {t} where order_id <= 3 order by 1")
     assert got == [
         (10, Decimal("129.90"), "DECIMAL(18,2)"),
         (20, Decimal("129.90"), "DECIMAL(18,2)"),
         (30, Decimal("129.90"), "DECIMAL(18,2)"),
-        (100, Decimal(BIG), "DECIMAL(18,2)"),
-        (101, Decimal("12345678901234.56"), "DECIMAL(18,2)"),
-        (102, Decimal("9" * 16 + ".99"), "DECIMAL(18,2)"),
+        (1000, Decimal(BIG), "DECIMAL(18,2)"),
+        (1001, Decimal("12345678901234.56"), "DECIMAL(18,2)"),
+        (1002, Decimal("9" * 16 + ".99"), "DECIMAL(18,2)"),
     ]
     assert all(acc.balanced for acc in account_hour(s, HOUR).values())
     # A full re-ingest of the hour gives the same rows under the promoted type.
@@ -286,3 +295,14 @@ def test_an_ingest_promotes_the_column_in_place_and_keeps_every_line(tmp_path: P
     assert ingest_hour(s, HOUR, replace=True).mode == "replace"
     assert bronze(s, "orders", "select * from {t} order by _source_file, _offset") == before
     assert bronze(s, "quarantine", "select count(*) from {t}") == [(0,)]
+
+
+def test_rows_parsed_before_a_promotion_are_written_as_the_wider_type() -> None:
+    """A worker may have parsed a block with the column's old type while another block promoted it."""
+    from logistics_platform.lib.bronze.writer import conform
+
+    old = schema_to_pyarrow(bs.table_schema(bs.TOPICS["orders"]), include_field_ids=True)
+    new = schema_to_pyarrow(promoted_schema(DecimalType(14, 2)), include_field_ids=True)
+    rows = pa.Table.from_pylist([{"order_id": 1, "total_amount": Decimal("129.90")}], schema=old)
+    out = conform(rows, new)
+    assert out.schema.equals(new) and out.column("total_amount").to_pylist() == [Decimal("129.90")]
