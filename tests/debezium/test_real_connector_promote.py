@@ -16,6 +16,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
@@ -144,8 +145,8 @@ class Phase:
     orders_ingest_mode: str
 
 
-def run_phase(settings: Settings, captured: Captured, landed: Counter[str]) -> Phase:
-    land(captured, settings.landing_dir, newest_hour(settings))  # the open hour, as a live sink does
+def run_phase(settings: Settings, captured: Captured, hour: datetime, landed: Counter[str]) -> Phase:
+    land(captured, settings.landing_dir, hour)
     landed.update(r.topic.rsplit(".", 1)[1] for r in captured.records if r.value is not None)
     summary = run_pipeline(settings)
     assert summary.ok, render_summary(summary)
@@ -197,8 +198,9 @@ def phases(world: World, tmp_path_factory: pytest.TempPathFactory) -> Iterator[d
         for config in CONFIGS:
             settings = local_settings(tmp_path_factory.mktemp(config.name))
             first, second = parts(world, config)
+            hour = newest_hour(settings)  # the open hour, as a live sink does: both parts land in it
             landed: Counter[str] = Counter()
-            out[config] = [run_phase(settings, first, landed), run_phase(settings, second, landed)]
+            out[config] = [run_phase(settings, first, hour, landed), run_phase(settings, second, hour, landed)]
         yield out
 
 

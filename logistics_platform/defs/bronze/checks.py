@@ -111,7 +111,7 @@ def bronze_check_results(
             check_name=CHECK_SCHEMA_STABLE,
             passed=not added,
             severity=dg.AssetCheckSeverity.WARN,
-            description=(f"columns added from the landing data: {added}" if added else None),
+            description=(f"columns added or promoted by the landing data: {added}" if added else None),
             metadata={"added_columns": dg.MetadataValue.json(added)},
         )
     rates = {r.partition_key: (r.quarantined / r.lines if r.lines else 0.0) for r in reports}
