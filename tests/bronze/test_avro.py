@@ -337,7 +337,9 @@ SAME_TIMESTAMPS = [
     "2026-11-01T24:00:00Z",
     "yesterday",
 ]
-SAME_AMOUNTS = ["10.50", "10.5", "10.505", "0.001", "-0.01", "0", "9999999999.99", "1" + "0" * 38 + ".00", "-9999999999.99"]
+# 41 digits: beyond the widest decimal a column is promoted to (a wider amount promotes it: test_promote.py).
+SAME_AMOUNTS = ["10.50", "10.5", "10.505", "0.001", "-0.01", "0", "9999999999.99", "1" + "0" * 38 + ".00"]
+SAME_AMOUNTS += ["-9999999999.99"]
 
 
 def test_one_value_gives_one_result_on_every_path(tmp_path: Path) -> None:
