@@ -79,7 +79,8 @@ def events(hour: datetime) -> dict[str, list[dict[str, Any]]]:
         # to quarantine, as in JSON: op, envelope, value and key failures
         {**cdc("c", "orders", order(5, t), lsn=160, ts=t), "op": "x"},
         cdc("c", "orders", None, lsn=170, ts=t),
-        cdc("c", "orders", order(6, t, total_amount="12345678901.00"), lsn=180, ts=t),
+        # more digits than any promotion holds (an amount that only needs a wider column promotes it)
+        cdc("c", "orders", order(6, t, total_amount="1" + "0" * 38 + ".00"), lsn=180, ts=t),
         cdc("c", "orders", order(7, t, created_at="yesterday"), lsn=190, ts=t),
         cdc("c", "orders", order(8, t, updated_at="2026-02-30T00:00:00Z"), lsn=200, ts=t),
     ]
