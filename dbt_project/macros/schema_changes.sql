@@ -19,6 +19,8 @@
     {%- set source_not_in_target = diff_columns(source_columns, target_columns) -%}
     {%- set target_not_in_source = diff_columns(target_columns, source_columns) -%}
     {%- set new_target_types = diff_column_data_types(source_columns, target_columns) -%}
+    {%- set widened = widen_decimals(target_relation, source_columns, target_columns) -%}
+    {%- set new_target_types = new_target_types | rejectattr('column_name', 'in', widened) | list -%}
     {%- set changed = (source_not_in_target + target_not_in_source + new_target_types) | length > 0 -%}
     {%- do log(
         'In ' ~ target_relation ~ ': schema changed: ' ~ changed ~ '; new columns: ' ~ source_not_in_target
@@ -42,3 +44,32 @@
         alter table {{ relation.render() }} alter column {{ adapter.quote(column_name) }} type {{ new_column_type }}
     {% endcall %}
 {% endmacro %}
+
+{#- A decimal widened at the same scale (a source column bronze promoted: docs/contract/sources.md, "Types that
+    widen") is widened in the target in place, as Iceberg promotes bronze: no schema change to fail on. Returns the
+    names of the columns of `relation` altered: those of `old_columns` that `new_columns` holds at more digits. -#}
+{% macro widen_decimals(relation, new_columns, old_columns) -%}
+    {%- set widened = [] -%}
+    {%- for column in new_columns -%}
+        {%- set match = old_columns | selectattr('name', 'equalto', column.name) | list -%}
+        {%- set new = column.data_type | lower | replace(' ', '') -%}
+        {%- set old = (match[0].data_type | lower | replace(' ', '')) if match else '' -%}
+        {%- if old.startswith('decimal(') and new.startswith('decimal(') and old.split(',')[1] == new.split(',')[1]
+                and (new[8:].split(',')[0] | int) > (old[8:].split(',')[0] | int) -%}
+            {%- do run_query('alter table ' ~ relation ~ ' alter column ' ~ adapter.quote(column.name) ~ ' type ' ~ new) -%}
+            {%- do widened.append(column.name) -%}
+        {%- endif -%}
+    {%- endfor -%}
+    {{ return(widened) }}
+{%- endmacro %}
+
+{#- Pre-hook (outside the transaction) of an incremental model whose other pre-hook deletes from it: the decimal
+    columns `upstream` holds at more digits are widened first (widen_decimals), since DuckDB does not alter a table
+    the same transaction already modified. -#}
+{% macro widen_from(upstream) -%}
+    {%- if execute and is_incremental() and target.type == 'duckdb' -%}
+        {%- set ours = adapter.get_column_schema_from_query('select * from ' ~ this) -%}
+        {%- do widen_decimals(this, adapter.get_column_schema_from_query('select * from ' ~ upstream), ours) -%}
+    {%- endif -%}
+    select 1
+{%- endmacro %}

@@ -79,7 +79,8 @@ def events(hour: datetime) -> dict[str, list[dict[str, Any]]]:
         # to quarantine, as in JSON: op, envelope, value and key failures
         {**cdc("c", "orders", order(5, t), lsn=160, ts=t), "op": "x"},
         cdc("c", "orders", None, lsn=170, ts=t),
-        cdc("c", "orders", order(6, t, total_amount="12345678901.00"), lsn=180, ts=t),
+        # more digits than any promotion holds (an amount that only needs a wider column promotes it)
+        cdc("c", "orders", order(6, t, total_amount="1" + "0" * 38 + ".00"), lsn=180, ts=t),
         cdc("c", "orders", order(7, t, created_at="yesterday"), lsn=190, ts=t),
         cdc("c", "orders", order(8, t, updated_at="2026-02-30T00:00:00Z"), lsn=200, ts=t),
     ]
@@ -337,7 +338,9 @@ SAME_TIMESTAMPS = [
     "2026-11-01T24:00:00Z",
     "yesterday",
 ]
-SAME_AMOUNTS = ["10.50", "10.5", "10.505", "0.001", "-0.01", "0", "9999999999.99", "12345678901.00", "-9999999999.99"]
+# 41 digits: beyond the widest decimal a column is promoted to (a wider amount promotes it: test_promote.py).
+SAME_AMOUNTS = ["10.50", "10.5", "10.505", "0.001", "-0.01", "0", "9999999999.99", "1" + "0" * 38 + ".00"]
+SAME_AMOUNTS += ["-9999999999.99"]
 
 
 def test_one_value_gives_one_result_on_every_path(tmp_path: Path) -> None:

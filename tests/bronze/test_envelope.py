@@ -173,8 +173,8 @@ def test_missing_key():
     [
         ("total_amount", "abc"),
         ("total_amount", "1.234"),  # more than 2 decimal places
-        ("total_amount", "10000000000.00"),  # does not fit DECIMAL(12,2)
-        ("total_amount", "AQAAAAAAAA=="),  # a Connect Decimal that does not fit DECIMAL(12,2)
+        ("total_amount", "1" + "0" * 37 + ".00"),  # does not fit DECIMAL(38,2), the widest promotion
+        ("total_amount", "AvBQ/pOJQ6zEX2VWgAAAAAA="),  # a Connect Decimal of 40 digits: no promotion holds it
         ("total_amount", "NaN"),
         ("total_amount", True),
         ("delivery_fee", [1]),

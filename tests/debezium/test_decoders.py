@@ -102,12 +102,12 @@ def test_connect_decimal_bytes() -> None:
 @pytest.mark.parametrize(
     ("value", "mode", "scale", "detail"),
     [
-        (unscaled_b64(10**12), "precise", 2, "does not fit DECIMAL(12,2)"),
+        (unscaled_b64(10**38), "precise", 2, "does not fit DECIMAL(12,2)"),  # 39 digits: beyond any promotion
         (unscaled_b64(1), "precise", 3, "more than 2 decimal places"),
         ("EmI=", "string", 2, DECIMAL_MODE_SETTING),
         ("EmI=", "double", 2, DECIMAL_MODE_SETTING),
         ("EmI=", "precise", None, DECIMAL_MODE_SETTING),  # the schema says a string column
-        ("1e20", "string", 2, "does not fit DECIMAL(12,2)"),
+        ("1e40", "string", 2, "does not fit DECIMAL(12,2)"),
         ("abc", "precise", 2, DECIMAL_MODE_SETTING),
     ],
 )

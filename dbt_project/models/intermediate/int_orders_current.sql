@@ -1,7 +1,10 @@
 {{ config(
     materialized='incremental',
     incremental_strategy='append',
-    pre_hook="{{ delete_affected('order_id', ref('int_affected_order_ids')) }}",
+    pre_hook=[
+        {"sql": "{{ widen_from(ref('stg_orders')) }}", "transaction": False},
+        "{{ delete_affected('order_id', ref('int_affected_order_ids')) }}",
+    ],
 ) }}
 -- The keys or windows the run's arrival window changed, read in the incremental branch only.
 {%- set affected_order_ids = ref('int_affected_order_ids') %}

@@ -19,6 +19,12 @@
         {%- do added_columns.append(column) -%}
     {%- endif -%}
 {%- endfor %}
+{#- Amounts: the contract's decimal(12, 2), or the wider type bronze promoted the column to (sources.md, "Types that
+    widen"), so that a widened source value never overflows here. -#}
+{%- set amount_types = {} -%}
+{%- for column in ['total_amount', 'delivery_fee'] -%}
+    {%- do amount_types.update({column: bronze_decimal(source('bronze', 'orders'), column, 'decimal(12, 2)')}) -%}
+{%- endfor %}
 {%- if is_incremental() %}
 {#- The event-time range of the window's bronze copies: the staged rows of those events lie inside it. #}
 {%- set staged_bounds = event_time_bounds(source('bronze', 'orders'), in_arrival_window('_arrival_hour', this)) %}
@@ -45,8 +51,8 @@ renamed as (
         coalesce(tenant_id = '__debezium_unavailable_value', false) as tenant_id_unavailable,
         coalesce(region = '__debezium_unavailable_value', false) as region_unavailable,
         coalesce(status = '__debezium_unavailable_value', false) as status_unavailable,
-        cast(total_amount as decimal(12, 2)) as total_amount,
-        cast(delivery_fee as decimal(12, 2)) as delivery_fee,
+        cast(total_amount as {{ amount_types['total_amount'] }}) as total_amount,
+        cast(delivery_fee as {{ amount_types['delivery_fee'] }}) as delivery_fee,
         cast(created_at as timestamp) as created_at,
         cast(promised_at as timestamp) as promised_at,
         cast(delivered_at as timestamp) as delivered_at,

@@ -17,7 +17,8 @@ renamed as (
     select
         cast(payment_id as bigint) as payment_id,
         cast(order_id as bigint) as order_id,
-        cast(amount as decimal(12, 2)) as amount,
+        -- The contract's decimal(12, 2), or the wider type bronze promoted it to (sources.md, "Types that widen").
+        cast(amount as {{ bronze_decimal(source('bronze', 'payments'), 'amount', 'decimal(12, 2)') }}) as amount,
         -- Debezium sends an unchanged TOASTed value as this placeholder: null here, flagged, and the value is
         -- carried forward from the payment's previous event in the intermediate models (docs/contract/sources.md).
         cast(nullif(method, '__debezium_unavailable_value') as string) as method,

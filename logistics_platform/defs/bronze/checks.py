@@ -104,7 +104,7 @@ def bronze_check_results(
                 metadata["unread_files"] = dg.MetadataValue.json(unread)
         yield _result(TOPIC_KEYS[t], CHECK_ACCOUNTING, description, metadata, error=bool(unbalanced))
         added = {k: v for r in reports for k, v in r.topics[t].added_columns.items()}
-        stable = f"columns added from the landing data: {added}" if added else None
+        stable = f"columns added or promoted by the landing data: {added}" if added else None
         yield _result(TOPIC_KEYS[t], CHECK_SCHEMA_STABLE, stable, {"added_columns": dg.MetadataValue.json(added)})
         incidents: dict[str, dict[str, Any]] = {}  # column -> its first position, in the run's first hour holding it
         for r in reports:

@@ -21,7 +21,7 @@ import pyarrow as pa
 
 from logistics_platform.lib.bronze.avro_container import decode
 from logistics_platform.lib.bronze.blocks import BlockResult, CorruptRead
-from logistics_platform.lib.bronze.envelope import LineParser, Rejected
+from logistics_platform.lib.bronze.envelope import LineParser, Rejected, Widen
 from logistics_platform.lib.bronze.fastpath import vector_rows
 from logistics_platform.lib.bronze.landing import CorruptFileError, LandingFile
 from logistics_platform.lib.bronze.values import (
@@ -32,6 +32,8 @@ from logistics_platform.lib.bronze.values import (
     TIMESTAMP_UNITS,
     Decline,
     Encoding,
+    promotions,
+    schema_encodings,
     to_json_text,
 )
 from logistics_platform.lib.bronze.writer import rows_to_arrow
@@ -40,23 +42,22 @@ from logistics_platform.lib.timekeys import epoch_micros
 
 @dataclass(frozen=True)
 class AvroField:
-    """A row field's writer schema: Avro type (null unwrapped), decimal scale, logical type, Kafka Connect name."""
+    """A row field's writer schema: Avro type (null unwrapped), decimal scale, logical type, Connect name, precision."""
 
     name: str
     type: str
     scale: int | None = None
     logical: str | None = None
     connect_name: str | None = None
+    precision: int | None = None
 
     def json_schema(self) -> dict[str, Any]:
         """The field as a JsonConverter schema block describes it (what the line parser reads of it)."""
         if self.type == "bytes" and self.logical == "decimal":
-            return {
-                "field": self.name,
-                "type": "bytes",
-                "name": CONNECT_DECIMAL,
-                "parameters": {"scale": str(self.scale or 0)},
-            }
+            params = {"scale": str(self.scale or 0)}
+            if isinstance(self.precision, int):
+                params["connect.decimal.precision"] = str(self.precision)
+            return {"field": self.name, "type": "bytes", "name": CONNECT_DECIMAL, "parameters": params}
         if self.logical in ("timestamp-millis", "timestamp-micros"):
             name = CONNECT_TIMESTAMP if self.logical == "timestamp-millis" else MICRO_TIMESTAMP
             return {"field": self.name, "type": "int64", "name": name}
@@ -102,6 +103,7 @@ def row_fields(schema: dict[str, Any], cdc: bool) -> dict[str, AvroField] | None
                 int(scale) if isinstance(scale, int) else None,
                 t.get("logicalType"),
                 t.get("connect.name"),
+                t.get("precision"),
             )
         else:
             out[f["name"]] = AvroField(f["name"], "union" if isinstance(t, list) else "complex")
@@ -203,6 +205,11 @@ def read_file(
     if tbl is None or walk.header is None or not tbl.num_rows:
         return BlockResult(lines=0), corrupt
     fields = row_fields(walk.header.schema, parser.cdc) or {}
+    block = {"fields": [{"field": "after", "fields": [fl.json_schema() for fl in fields.values()]}]}
+    declared = schema_encodings(block)
+    wider = promotions(parser.types, declared[1]) if declared else {}
+    if wider:  # the writer schema declares a column wider than the table's: promoted before any record is read
+        return BlockResult(wider=wider, unknown_at=f"{f.relpath}@{f.start_offset}"), corrupt
     n = tbl.num_rows
     tables: list[pa.Table] = []
     late = 0
@@ -221,7 +228,6 @@ def read_file(
     quarantine: list[tuple[Any, ...]] = []
     reasons: Counter[str] = Counter()
     if len(rest):
-        block = {"fields": [{"field": "after", "fields": [fl.json_schema() for fl in fields.values()]}]}
         slow: list[Any] = []
         hour_us = parser.arrival_us
         if decoded.select != "*":  # the records to render in full: read again with every field (few files have any)
@@ -233,6 +239,8 @@ def read_file(
             payload = record_json(record, fields, parser.cdc)
             line = to_json_text({"schema": block, "payload": payload} if parser.cdc else payload)
             res = parser.parse(line.encode("utf-8", "surrogatepass"), f.kafka_partition, offset, f.relpath)
+            if isinstance(res, Widen):
+                return BlockResult(wider=res.types, unknown_at=f"{f.relpath}@{offset}"), corrupt
             if isinstance(res, list):
                 if res[-1] is not None:
                     return BlockResult(unknown=res[-1], unknown_at=f"{f.relpath}@{offset}"), corrupt

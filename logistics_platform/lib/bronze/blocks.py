@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 from pyiceberg.types import IcebergType
 
-from logistics_platform.lib.bronze.envelope import TOMBSTONE, LineParser, Rejected, raw_line_text
+from logistics_platform.lib.bronze.envelope import TOMBSTONE, LineParser, Rejected, Widen, raw_line_text
 from logistics_platform.lib.bronze.fastpath import Isolated, fast_block_isolating, fast_rows, newline_positions
 from logistics_platform.lib.bronze.landing import CorruptFileError, LandingFile
 from logistics_platform.lib.bronze.values import DECIMAL_PRECISE
@@ -37,7 +37,8 @@ class BlockResult:
     late: int = 0
     reasons: dict[str, int] = field(default_factory=dict)
     unknown: dict[str, Any] | None = None  # extras of the first line with columns the table lacks (nothing else set)
-    unknown_at: str = ""
+    wider: dict[str, IcebergType] = field(default_factory=dict)  # or columns to promote first (nothing else set)
+    unknown_at: str = ""  # where the first line of either is
     whole_block: bool | None = None  # the clean path took the block whole (True), declined it (False), not tried
     fast_lines: int = 0  # lines the vectorised clean path took (the others went through LineParser)
 
@@ -121,7 +122,7 @@ def iter_counted_blocks(f: LandingFile, block_bytes: int = BLOCK_BYTES) -> Itera
 def _parse_lines(
     parser: LineParser, lines: Iterator[tuple[int, bytes]], task: BlockTask, out: BlockResult, rows: list[Any]
 ) -> bool:
-    """Parse (offset, line) pairs into ``rows`` and ``out``; False at a line with columns the table lacks."""
+    """Parse (offset, line) pairs into ``rows`` and ``out``; False at a line with columns to add or to promote."""
     late_index = parser.column_names.index("_is_late")
     parse, part, rel, topic, hour_us = parser.parse, task.kafka_partition, task.relpath, parser.topic, parser.arrival_us
     add = rows.append
@@ -136,6 +137,9 @@ def _parse_lines(
             add(res)
         elif res is TOMBSTONE:
             out.tombstones += 1
+        elif type(res) is Widen:
+            out.wider, out.unknown_at = res.types, f"{rel}@{offset}"
+            return False
         else:
             assert isinstance(res, Rejected)
             out.reasons[res.reason] = out.reasons.get(res.reason, 0) + 1
@@ -151,7 +155,7 @@ def _with_isolated(task: BlockTask, parser: LineParser, iso: Isolated, n_lines: 
     rows: list[Any] = []
     first = task.first_offset
     if not _parse_lines(parser, ((first + i, raw) for i, raw in iso.lines), task, out, rows):
-        return BlockResult(unknown=out.unknown, unknown_at=out.unknown_at, whole_block=True)
+        return BlockResult(unknown=out.unknown, wider=out.wider, unknown_at=out.unknown_at, whole_block=True)
     if not rows:
         out.rows = iso.rows
     elif iso.rows is None:
@@ -209,7 +213,7 @@ def parse_block(task: BlockTask, parser: LineParser, whole_first: bool = True) -
             out.fast_lines += len(run)
             continue
         if not _parse_lines(parser, enumerate(run, start=first), task, out, rows):
-            return BlockResult(unknown=out.unknown, unknown_at=out.unknown_at, whole_block=declined)
+            return BlockResult(unknown=out.unknown, wider=out.wider, unknown_at=out.unknown_at, whole_block=declined)
     if rows:
         tables.append(rows_to_arrow(rows, task.arrow_schema))
     out.rows = (tables[0] if len(tables) == 1 else pa.concat_tables(tables)) if tables else None

@@ -40,6 +40,7 @@ from logistics_platform.lib.bronze.values import (
     K_STRING,
     K_TEXT_OR_JSON,
     K_TIMESTAMP,
+    MONEY_DECIMAL,
     BadValue,
     convert,
     decode_decimal,
@@ -47,6 +48,8 @@ from logistics_platform.lib.bronze.values import (
     kind_of,
     money_text_match,
     parse_timestamp_micros,
+    promotion,
+    promotions,
     schema_encodings,
 )
 from logistics_platform.lib.timekeys import epoch_micros
@@ -63,6 +66,13 @@ class Rejected:
     detail: str
 
 
+@dataclass(frozen=True, slots=True)
+class Widen:
+    """A line that holds a column's value (or declares its type) wider than the column: the columns to promote."""
+
+    types: dict[str, IcebergType]
+
+
 class _Tombstone:
     __slots__ = ()
 
@@ -73,7 +83,7 @@ class _Tombstone:
 TOMBSTONE = _Tombstone()
 """Result for a Kafka tombstone line: counted, never stored."""
 
-ParseResult = list[Any] | Rejected | _Tombstone
+ParseResult = list[Any] | Rejected | Widen | _Tombstone
 
 
 def _reject_constant(name: str) -> Any:
@@ -128,16 +138,20 @@ class LineParser:
         if decimal_mode not in DECIMAL_MODES:
             raise ValueError(f"{DECIMAL_MODE_SETTING}={decimal_mode!r}: expected one of {', '.join(DECIMAL_MODES)}")
         self.decimal_mode = decimal_mode
-        # The contract's scale per decimal column: that of a Connect Decimal when the line has no schema block.
-        self.scales = {c.name: c.type.scale for c in spec.columns if isinstance(c.type, DecimalType)}
+        # ``evolved`` also holds the contract columns the table promoted: they keep their place, with their new type.
+        self.evolved = dict(evolved or {})
+        self.types = {c.name: self.evolved.pop(c.name, c.type) for c in spec.columns}
+        contract = [(c.name, kind_of(t)) for c, t in zip(spec.columns, self.types.values(), strict=True)]
+        self.types |= self.evolved
+        # Each decimal column's scale: that of a Connect Decimal when the line has no schema block.
+        self.scales = {n: t.scale for n, t in self.types.items() if isinstance(t, DecimalType)}
+        # Decimal columns that hold every canonical money text as it is: DECIMAL(12,2) or a promotion of it.
+        self._money = {n for n, t in self.types.items() if t == MONEY_DECIMAL or promotion(MONEY_DECIMAL, t)}
         self._line_schema: dict[str, tuple[str, int | None]] | None = None  # the current line's schema_encodings
         self.spec = spec
         self.topic = spec.topic
         self.arrival_us = epoch_micros(arrival_hour)
         self.late_before_us = self.arrival_us - allowed_lateness_seconds * 1_000_000
-        self.evolved = dict(evolved or {})
-        self.types = {**{c.name: c.type for c in spec.columns}, **self.evolved}
-        contract = [(c.name, kind_of(c.type)) for c in spec.columns]
         self.evolved_kinds = [(n, kind_of(t, evolved=True)) for n, t in self.evolved.items()]
         self.columns: list[tuple[str, str]] = contract + self.evolved_kinds
         self.known = frozenset(n for n, _ in self.columns)
@@ -173,7 +187,12 @@ class LineParser:
         self._line_schema = self._schema = None  # the current line's schema_encodings and schema block
         if type(value) is dict and "payload" in value and len(value) == 2 and "schema" in value:
             self._schema = value["schema"]
-            self._line_schema = schema_encodings(self._schema)
+            schema = schema_encodings(self._schema)
+            if schema is not None:
+                self._line_schema = schema[0]
+                wider = promotions(self.types, schema[1])
+                if wider:  # the record declares a type its column is promoted to (connect.decimal.precision...)
+                    return Widen(wider)
             value = value["payload"]
         if value is None:
             return TOMBSTONE
@@ -195,7 +214,7 @@ class LineParser:
         gap = self.arrival_us - event_us
         return event_us < self.late_before_us, (gap // 1_000_000 if gap > 0 else 0)
 
-    def _values(self, data: dict[str, Any], out: list[Any], columns: list[tuple[str, str]]) -> Rejected | None:
+    def _values(self, data: dict[str, Any], out: list[Any], columns: list[tuple[str, str]]) -> Rejected | Widen | None:
         # Inline fast paths for the common encodings; everything else (and every error) goes through convert().
         get = data.get
         append = out.append
@@ -209,7 +228,7 @@ class LineParser:
                 if kind is K_STRING or kind is K_TEXT_OR_JSON:
                     append(v)
                     continue
-                if kind is K_DECIMAL and money_text_match(v) is not None:
+                if kind is K_DECIMAL and money_text_match(v) is not None and name in self._money:
                     append(Decimal(v))  # already exactly 2 decimal places within 10 integer digits
                     continue
             elif t is int:
@@ -226,7 +245,9 @@ class LineParser:
                     append(self._int_timestamp(v, self._line_schema[name]))
                 else:
                     append(convert(kind, v))
-            except BadValue as e:  # a bad value, or one of a type the column cannot take (a schema incident)
+            except BadValue as e:  # a bad value, one of a type the column can be promoted to, or a schema incident
+                if e.to is not None:
+                    return Widen({name: e.to})
                 change = type_change(self.types[name], v, declared_type(self._schema, name), name in self.evolved)
                 if change is None:
                     return Rejected(f"{REASON_INVALID_VALUE}:{name}", f"{name}: {e.detail}")
@@ -234,12 +255,14 @@ class LineParser:
         return None
 
     def _decimal(self, name: str, value: Any) -> Decimal:
+        column = self.types[name]
+        assert isinstance(column, DecimalType)  # the kind of a decimal column only
         encoding = None if self._line_schema is None else self._line_schema.get(name)
         if encoding is None or encoding[0] != "decimal":
-            return decode_decimal(value, self.decimal_mode, self.scales.get(name, 2))
+            return decode_decimal(value, self.decimal_mode, column.scale, column)
         if encoding[1] is None:  # the schema says a string or number: no base64
-            return decode_decimal(value, self.decimal_mode, None)
-        return decode_decimal(value, DECIMAL_PRECISE, encoding[1])
+            return decode_decimal(value, self.decimal_mode, None, column)
+        return decode_decimal(value, DECIMAL_PRECISE, encoding[1], column)
 
     @staticmethod
     def _int_timestamp(value: int, encoding: tuple[str, int | None]) -> int:

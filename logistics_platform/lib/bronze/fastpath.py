@@ -25,6 +25,7 @@ from logistics_platform.lib.bronze.values import (
     K_BOOL,
     K_DECIMAL,
     K_DOUBLE,
+    K_INT,
     K_LONG,
     K_STRING,
     K_TEXT_OR_JSON,
@@ -36,13 +37,8 @@ from logistics_platform.lib.bronze.values import (
 )
 
 # An evolved string column (K_TEXT_OR_JSON) is read strictly as a string here: other JSON values go line by line.
-_JSON_TYPE = {
-    K_STRING: pa.string(),
-    K_TEXT_OR_JSON: pa.string(),
-    K_LONG: pa.int64(),
-    K_DOUBLE: pa.float64(),
-    K_BOOL: pa.bool_(),
-}
+_JSON_TYPE = {K_STRING: pa.string(), K_TEXT_OR_JSON: pa.string(), K_DOUBLE: pa.float64(), K_BOOL: pa.bool_()}
+_JSON_TYPE |= {K_LONG: pa.int64(), K_INT: pa.int64()}  # an int column's values beyond 32 bits promote it
 TEXT_KINDS = (K_DECIMAL, K_TIMESTAMP)  # read as text, then checked against the canonical form before any cast
 # Debezium's source block (3.x adds ts_us, ts_ns, origin, origin_lsn): any value of the declared type is fine.
 _SOURCE_INTS = ("ts_ms", "txId", "lsn", "xmin", "ts_us", "ts_ns", "origin_lsn")

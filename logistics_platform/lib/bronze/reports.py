@@ -104,10 +104,7 @@ class IngestReport:
 
     @property
     def quarantined_by_reason(self) -> dict[str, int]:
-        total: Counter[str] = Counter()
-        for t in self.topics.values():
-            total.update(t.quarantined_by_reason)
-        return dict(sorted(total.items()))
+        return dict(sorted(sum((Counter(t.quarantined_by_reason) for t in self.topics.values()), Counter()).items()))
 
 
 def snapshot_properties(

@@ -1,4 +1,4 @@
-"""The bronze tables' lifecycle: created on first use, properties migrated, columns added by schema evolution."""
+"""The bronze tables' lifecycle: created on first use, properties migrated, columns added or promoted (evolution)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from pyiceberg.types import IcebergType
 
 from logistics_platform.lib.bronze import schema as bs
 from logistics_platform.lib.bronze.commit import retry_on_conflict
+from logistics_platform.lib.bronze.values import promotion
 from logistics_platform.lib.bronze.views import bronze_tables
 from logistics_platform.lib.maintenance.options import DEFAULT_METADATA_PREVIOUS_VERSIONS as METADATA_PREVIOUS_VERSIONS
 
@@ -69,26 +70,31 @@ def ensure_bronze_tables(catalog: Catalog) -> dict[str, Table]:
 
 
 def evolved_columns(table: Table, spec: bs.TopicSpec) -> dict[str, IcebergType]:
-    """Columns the table gained beyond the contract (schema evolution), in table order."""
-    contract = {c.name for c in spec.columns} | {c.name for c in bs.metadata_columns(spec)}
-    return {f.name: f.field_type for f in table.schema().fields if f.name not in contract}
+    """Columns the table gained beyond the contract (schema evolution) or promoted (type promotion), in table order."""
+    contract = {c.name: c.type for c in spec.columns + bs.metadata_columns(spec)}
+    return {f.name: f.field_type for f in table.schema().fields if contract.get(f.name) != f.field_type}
 
 
 def add_columns(catalog: Catalog, identifier: str, columns: dict[str, IcebergType], origin: str) -> dict[str, str]:
-    """Additive schema evolution: add the columns the table does not have yet (types of existing ones win)."""
-    added: dict[str, str] = {}
+    """Schema evolution: add the columns the table does not have yet, promote those whose given type is a promotion
+    of theirs (values.promotion; any other type of an existing column wins). Returns column -> what it became."""
+    changed: dict[str, str] = {}
 
     def attempt(_: int) -> None:
-        added.clear()
+        changed.clear()
         table = catalog.load_table(identifier)
-        existing = {f.name for f in table.schema().fields}
-        missing = {n: t for n, t in columns.items() if n not in existing}
-        if not missing:
+        now = {f.name: f.field_type for f in table.schema().fields}
+        todo = {n: t for n, t in columns.items() if n not in now or promotion(now[n], t)}
+        if not todo:
             return
         with table.update_schema() as update:
-            for name, typ in missing.items():
-                update.add_column((name,), typ, doc=f"Added by schema evolution; first seen in {origin}.")
-                added[name] = str(typ)
+            for name, typ in todo.items():
+                if name in now:  # in place: Iceberg reads the older data files' values as the wider type
+                    update.update_column((name,), field_type=typ)
+                    changed[name] = f"{typ} (promoted from {now[name]})"
+                else:
+                    update.add_column((name,), typ, doc=f"Added by schema evolution; first seen in {origin}.")
+                    changed[name] = str(typ)
 
-    retry_on_conflict(f"{identifier}: add columns {sorted(columns)}", attempt)
-    return dict(added)
+    retry_on_conflict(f"{identifier}: evolve columns {sorted(columns)}", attempt)
+    return dict(changed)

@@ -12,7 +12,7 @@ import json
 import re
 from dataclasses import dataclass
 from datetime import datetime
-from decimal import Decimal, InvalidOperation
+from decimal import Context, Decimal, InvalidOperation
 from math import isfinite
 from typing import Any
 
@@ -23,6 +23,7 @@ from pyiceberg.types import (
     BooleanType,
     DecimalType,
     DoubleType,
+    FloatType,
     IcebergType,
     IntegerType,
     LongType,
@@ -34,6 +35,8 @@ from logistics_platform.lib.contract import MONEY_PRECISION, MONEY_SCALE, MONEY_
 from logistics_platform.lib.timekeys import epoch_micros
 
 I64 = 2**63  # a bigint column, an lsn, a txId
+I32 = 2**31  # an int column
+MAX_PRECISION = 38  # Iceberg's widest decimal: what a decimal column can be promoted to
 I53 = 2**53  # the envelope's ts_ms and source.ts_ms (epoch milliseconds): JSON's exact integers
 TS_UTC = pa.timestamp("us", "UTC")
 # The ISO-8601 form the vectorised paths cast with Arrow (0 to 6 fraction digits, as datetime.fromisoformat reads).
@@ -47,12 +50,11 @@ MONEY_TYPE = pa.decimal128(MONEY_PRECISION, MONEY_SCALE)
 MAX_UNSCALED = 10**MONEY_PRECISION  # DECIMAL(12,2): the unscaled value has at most 12 digits
 IDENTITY_SEPARATOR = "\x1f"  # joins the parts of an event identity before hashing (see event_id)
 _HASHER = hashlib.blake2b(digest_size=16)
-_CENT = Decimal(1).scaleb(-MONEY_SCALE)  # 0.01
-_MAX_MONEY = Decimal(MAX_UNSCALED).scaleb(-MONEY_SCALE)  # DECIMAL(12,2): at most 10 integer digits
-_MONEY_SQL = f"DECIMAL({MONEY_PRECISION},{MONEY_SCALE})"
+MONEY_DECIMAL = DecimalType(MONEY_PRECISION, MONEY_SCALE)
+_WIDE = Context(prec=2 * MAX_PRECISION)  # quantizes any decimal a promoted column holds (the default context: 28)
 
 # Column kinds: how a JSON value becomes a column value.
-K_STRING, K_LONG, K_DOUBLE, K_BOOL = "string", "long", "double", "bool"
+K_STRING, K_LONG, K_INT, K_DOUBLE, K_BOOL = "string", "long", "int", "double", "bool"
 K_DECIMAL, K_TIMESTAMP, K_TEXT_OR_JSON = "decimal", "timestamp", "text_or_json"
 
 # Debezium's decimal.handling.mode of the deployment's connector (setting DEBEZIUM_DECIMAL_HANDLING_MODE).
@@ -68,10 +70,26 @@ NANO_TIMESTAMP = "io.debezium.time.NanoTimestamp"
 
 
 class BadValue(Exception):
-    """A value that does not parse to its column type; ``detail`` says why."""
+    """A value that does not parse to its column type; ``detail`` says why. With ``to``: the column holds it once
+    promoted to that type (an Iceberg promotion), so the column is promoted rather than the line quarantined."""
 
-    def __init__(self, detail: str) -> None:
-        self.detail = detail
+    def __init__(self, detail: str, to: IcebergType | None = None) -> None:
+        self.detail, self.to = detail, to
+
+
+def promotion(current: IcebergType, wanted: IcebergType) -> IcebergType | None:
+    """``wanted`` when it is an Iceberg promotion of ``current`` (int -> long, float -> double, a decimal's precision
+    up to 38 at the same scale), else None (equal, narrower or incompatible: not a promotion)."""
+    if isinstance(current, DecimalType) and isinstance(wanted, DecimalType):
+        ok = current.scale == wanted.scale and current.precision < wanted.precision <= MAX_PRECISION
+        return wanted if ok else None
+    pairs = ((IntegerType, LongType), (FloatType, DoubleType))
+    return wanted if any(isinstance(current, a) and isinstance(wanted, b) for a, b in pairs) else None
+
+
+def promotions(current: dict[str, IcebergType], declared: dict[str, IcebergType]) -> dict[str, IcebergType]:
+    """Column -> the type it is promoted to, of the ``current`` columns a record schema ``declares`` wider."""
+    return {n: p for n, t in declared.items() if n in current and (p := promotion(current[n], t)) is not None}
 
 
 def kind_of(iceberg_type: IcebergType, *, evolved: bool = False) -> str:
@@ -79,7 +97,7 @@ def kind_of(iceberg_type: IcebergType, *, evolved: bool = False) -> str:
     if isinstance(iceberg_type, StringType):
         return K_TEXT_OR_JSON if evolved else K_STRING
     if isinstance(iceberg_type, LongType | IntegerType):
-        return K_LONG
+        return K_LONG if isinstance(iceberg_type, LongType) else K_INT
     if isinstance(iceberg_type, DoubleType):
         return K_DOUBLE
     if isinstance(iceberg_type, BooleanType):
@@ -135,30 +153,37 @@ def connect_decimal_unscaled(text: str) -> int | None:
     return int.from_bytes(raw, "big", signed=True) if raw else None
 
 
-def money(d: Decimal, value: Any) -> Decimal:
-    """``d`` as the contract's money type (DECIMAL(12,2)), or BadValue naming what does not fit."""
+def money(d: Decimal, value: Any, column: DecimalType = MONEY_DECIMAL) -> Decimal:
+    """``d`` as the ``column``'s type, else BadValue naming what does not fit (with the wider type when the same scale
+    at a precision of at most 38 holds it; more decimal places are a scale change: never a promotion)."""
     try:
         if not d.is_finite():
             raise BadValue(f"{value!r} is not a finite number")
-        q = d.quantize(_CENT)
+        q = d.quantize(Decimal(1).scaleb(-column.scale), context=_WIDE)
     except InvalidOperation:
         raise BadValue(f"{value!r} is not a decimal number") from None
     if q != d:
-        raise BadValue(f"{value!r} has more than {MONEY_SCALE} decimal places")
-    if abs(q) >= _MAX_MONEY:
-        raise BadValue(f"{value!r} does not fit {_MONEY_SQL}")
+        raise BadValue(f"{value!r} has more than {column.scale} decimal places")
+    digits = len(q.as_tuple().digits)
+    if digits > column.precision:
+        detail = f"{value!r} does not fit DECIMAL({column.precision},{column.scale})"
+        if digits <= MAX_PRECISION:
+            raise BadValue(detail, DecimalType(digits, column.scale))
+        raise BadValue(detail)
     return q
 
 
-def decode_decimal(value: Any, mode: str = DECIMAL_PRECISE, scale: int | None = MONEY_SCALE) -> Decimal:
-    """A decimal as Debezium writes it: a JSON number, a decimal string, or (``precise`` mode, ``scale`` not None, valid
-    base64 without a dot) a Connect ``Decimal`` of ``scale`` (the line's schema block's, else the contract's)."""
+def decode_decimal(
+    value: Any, mode: str = DECIMAL_PRECISE, scale: int | None = MONEY_SCALE, column: DecimalType = MONEY_DECIMAL
+) -> Decimal:
+    """A decimal as Debezium writes it, as ``column``'s type: a JSON number, a decimal string, or (``precise`` mode,
+    ``scale`` not None, base64 without a dot) a Connect ``Decimal`` of ``scale`` (the schema's, else the column's)."""
     t = type(value)
     if t is str:
         if scale is not None and mode == DECIMAL_PRECISE and "." not in value:
             unscaled = connect_decimal_unscaled(value)
             if unscaled is not None:
-                return money(Decimal(unscaled).scaleb(-scale), value)
+                return money(Decimal(unscaled).scaleb(-scale), value, column)
         try:
             d = Decimal(value)
         except InvalidOperation:
@@ -168,16 +193,14 @@ def decode_decimal(value: Any, mode: str = DECIMAL_PRECISE, scale: int | None = 
                 else f"a decimal string (a Connect Decimal is read with {DECIMAL_MODE_SETTING}=precise)"
             )
             raise BadValue(f"{value!r} is not {hint}; check {DECIMAL_MODE_SETTING} (now {mode})") from None
-        return money(d, value)
-    if t is int:
-        return money(Decimal(value), value)
-    if t is float:
-        return money(Decimal(repr(value)), value)
+        return money(d, value, column)
+    if t is int or t is float:
+        return money(Decimal(value if t is int else repr(value)), value, column)
     if t is dict and type(value.get("scale")) is int and type(value.get("value")) is str:
         # io.debezium.data.VariableScaleDecimal: a numeric column without a declared scale.
         unscaled = connect_decimal_unscaled(value["value"])
         if unscaled is not None:
-            return money(Decimal(unscaled).scaleb(-value["scale"]), value)
+            return money(Decimal(unscaled).scaleb(-value["scale"]), value, column)
     raise BadValue(f"expected a decimal string, a number or a Connect Decimal, got {type(value).__name__}")
 
 
@@ -188,9 +211,11 @@ def convert(kind: str, value: Any) -> Any:
         if t is str:
             return value
         raise BadValue(f"expected a string, got {t.__name__}")
-    if kind == K_LONG:
+    if kind in (K_LONG, K_INT):
         if t is int and -I64 <= value < I64:
-            return value
+            if kind == K_LONG or -I32 <= value < I32:
+                return value
+            raise BadValue(f"{value} does not fit a 32-bit integer", LongType())
         raise BadValue(f"expected a 64-bit integer, got {value!r}")
     if kind == K_DOUBLE:
         if t is float:
@@ -205,8 +230,6 @@ def convert(kind: str, value: Any) -> Any:
         raise BadValue(f"expected a number, got {t.__name__}")
     if kind == K_TIMESTAMP:
         return parse_timestamp_micros(value)
-    if kind == K_DECIMAL:
-        return decode_decimal(value, DECIMAL_STRING)
     if kind == K_BOOL:
         if t is bool:
             return value
@@ -216,23 +239,37 @@ def convert(kind: str, value: Any) -> Any:
     raise ValueError(f"unknown column kind {kind!r}")
 
 
-def schema_encodings(schema: Any) -> dict[str, tuple[str, int | None]] | None:
-    """Per row column, what a JsonConverter schema block says: ``("decimal", scale)`` for a Connect ``Decimal``
-    (None: sent as a string or number), ``("timestamp", micros per unit)`` (0: nanoseconds); None if unusable."""
+Encodings = dict[str, tuple[str, int | None]]
+# Connect schema (JsonConverter) and Avro types -> the Iceberg types a record declares, for promotions.
+_CONNECT_TYPES: dict[str, IcebergType] = {"int32": IntegerType(), "int64": LongType(), "float32": FloatType()}
+_CONNECT_TYPES |= {"float64": DoubleType(), "int": IntegerType(), "long": LongType(), "float": FloatType()}  # Avro's
+
+
+def schema_encodings(schema: Any) -> tuple[Encodings, dict[str, IcebergType]] | None:
+    """(per row column, what a JsonConverter schema block says: ``("decimal", scale)`` for a Connect ``Decimal``
+    (None: sent as a string or number), ``("timestamp", micros per unit)`` (0: nanoseconds); the types it declares:
+    a ``Decimal`` with ``connect.decimal.precision``, an unnamed integer or float); None if unusable."""
     try:
         row = next(f for f in schema["fields"] if f.get("field") == "after")
-        out: dict[str, tuple[str, int | None]] = {}
+        out: Encodings = {}
+        declared: dict[str, IcebergType] = {}
         for f in row["fields"]:
             name = f.get("name")
             if name == CONNECT_DECIMAL:
-                out[f["field"]] = ("decimal", int(f["parameters"]["scale"]))
+                params = f["parameters"]
+                out[f["field"]] = ("decimal", int(params["scale"]))
+                precision = int(params.get("connect.decimal.precision", 0))
+                if 0 < precision <= MAX_PRECISION:  # else none, or wider than Iceberg's decimals: the values decide
+                    declared[f["field"]] = DecimalType(precision, int(params["scale"]))
             elif name in TIMESTAMP_UNITS:
                 out[f["field"]] = ("timestamp", TIMESTAMP_UNITS[name])
             elif name == NANO_TIMESTAMP:
                 out[f["field"]] = ("timestamp", 0)
             elif f.get("type") != "bytes" and name != VARIABLE_SCALE_DECIMAL:
                 out[f["field"]] = ("decimal", None)
-        return out
+                if name is None and f.get("type") in _CONNECT_TYPES:
+                    declared[f["field"]] = _CONNECT_TYPES[f["type"]]
+        return out, declared
     except (KeyError, TypeError, ValueError, AttributeError, StopIteration):
         return None  # a schema block we cannot read: the contract and the setting decide
 
@@ -392,8 +429,10 @@ def typed(kind: str, values: pa.Array, encoding: Encoding = Encoding()) -> tuple
     if kind == K_TEXT_OR_JSON and is_bytes:  # as the JsonConverter writes bytes: base64 text
         texts = [None if v is None else base64.b64encode(v).decode("ascii") for v in values.to_pylist()]
         return pa.array(texts, pa.string()), None
-    if kind == K_LONG and pa.types.is_integer(t):
-        return values.cast(pa.int64()), None
+    if kind in (K_LONG, K_INT) and pa.types.is_integer(t):  # an int column's values beyond 32 bits: promoted
+        v = values.cast(pa.int64())
+        good = None if kind == K_LONG else _good(pc.and_(pc.greater_equal(v, -I32), pc.less(v, I32)))
+        return _masked(v, good), good
     if kind == K_BOOL and pa.types.is_boolean(t):
         return values, None
     if kind == K_DOUBLE and (pa.types.is_floating(t) or pa.types.is_integer(t)):

@@ -16,12 +16,13 @@ from logistics_platform.lib.iceberg_internals import arrow_to_data_files, split_
 
 
 def conform(tbl: pa.Table, schema: pa.Schema) -> pa.Table:
-    """``tbl`` with exactly ``schema``'s columns: columns added to the table since it was built read null."""
+    """``tbl`` with exactly ``schema``'s columns: columns added to the table since it was built read null, columns
+    promoted since (rows parsed before, by another worker) are cast to their wider type."""
     if tbl.schema.equals(schema, check_metadata=True):
         return tbl
     n = tbl.num_rows
     names = set(tbl.column_names)
-    arrays = [tbl.column(f.name) if f.name in names else pa.nulls(n, f.type) for f in schema]
+    arrays = [tbl.column(f.name).cast(f.type) if f.name in names else pa.nulls(n, f.type) for f in schema]
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
