@@ -39,9 +39,11 @@ from logistics_platform.lib.bronze.values import (
     K_TEXT_OR_JSON,
     K_TIMESTAMP,
     BadValue,
+    connect_types,
     convert,
     decode_decimal,
     event_id,
+    infer_iceberg_type,
     kind_of,
     money_text_match,
     parse_timestamp_micros,
@@ -141,7 +143,6 @@ class LineParser:
         # Names an added column must not take, case-insensitively (DuckDB and dbt fold case).
         self.taken = frozenset(n.lower() for n in (*self.known, *(c.name for c in metadata_columns(spec))))
         self.key = spec.key
-        self.key_kind = kind_of(next(c.type for c in spec.columns if c.name == spec.key))
         self.value_columns = [(n, k) for n, k in contract if n != spec.key]
         # Table order: contract columns, metadata columns, then columns added by schema evolution.
         self.column_names: tuple[str, ...] = (
@@ -149,8 +150,10 @@ class LineParser:
         )
         self._n_evolved = len(self.evolved_kinds)
         self.cdc = spec.cdc
-        if spec.columns[0].name != spec.key:
+        if spec.key and spec.columns[0].name != spec.key:
             raise ValueError(f"{spec.table}: the key column must come first in the contract")
+        self.key_kind = kind_of(spec.columns[0].type) if spec.key else K_TEXT_OR_JSON
+        self._schema: Any = None  # the current line's schema block (a topic outside the contract types columns by it)
         self._event_time_index = 0 if spec.cdc else [n for n, _ in self.columns].index(PLAIN_EVENT_TIME_COLUMN)
 
     # -- public ---------------------------------------------------------------------------------------------
@@ -167,9 +170,9 @@ class LineParser:
         if (b"\\ud" in raw or b"\\uD" in raw) and not _encodable(value):
             # "\ud800" alone is accepted by the json module but is no text: it could not be stored.
             return Rejected(REASON_MALFORMED_JSON, "not JSON text: unpaired UTF-16 surrogate escape")
-        self._line_schema = None
+        self._line_schema = self._schema = None
         if type(value) is dict and "payload" in value and len(value) == 2 and "schema" in value:
-            self._line_schema = schema_encodings(value["schema"])
+            self._schema, self._line_schema = value["schema"], schema_encodings(value["schema"])
             value = value["payload"]
         if value is None:
             return TOMBSTONE
@@ -178,6 +181,12 @@ class LineParser:
         if self.cdc:
             return self._cdc(value, kafka_partition, offset, source_file)
         return self._plain(value, kafka_partition, offset, source_file)
+
+    def column_types(self, extras: dict[str, Any]) -> dict[str, IcebergType]:
+        """Types of the columns ``extras`` (of the line parsed last) adds: for a topic outside the contract those its
+        schema block declares, else from the values (ISO-8601 UTC text a timestamp)."""
+        declared = {} if self.key else connect_types(self._schema)
+        return {n: declared.get(n) or infer_iceberg_type([v], timestamps=not self.key) for n, v in extras.items()}
 
     def row_dict(self, row: list[Any]) -> dict[str, Any]:
         """Column name -> value for a row (extras merged in under their own names)."""
@@ -243,7 +252,9 @@ class LineParser:
 
     def _key(self, data: Any) -> Any:
         if type(data) is not dict:
-            raise BadValue(f"no {self.key}: row image is {type(data).__name__}")
+            raise BadValue(f"no {self.key or 'row'}: row image is {type(data).__name__}")
+        if not self.key:  # outside the contract: the row image is the key of the event identity
+            return json.dumps(data, sort_keys=True, separators=(",", ":"))
         k = data.get(self.key)
         if k is None:
             raise BadValue(f"{self.key} is missing or null")
@@ -258,7 +269,9 @@ class LineParser:
     def _extras(self, data: dict[str, Any]) -> dict[str, Any] | Rejected | None:
         if data.keys() <= self.known:
             return None
-        extras = {k: v for k, v in data.items() if k not in self.known and v is not None}
+        # Outside the contract a line's schema block types its columns, null ones too.
+        typed = not self.key and self._schema is not None
+        extras = {k: v for k, v in data.items() if k not in self.known and (v is not None or typed)}
         clash = [k for k in extras if k.lower() in self.taken or not k.strip()]
         if not clash and len({k.lower() for k in extras}) != len(extras):
             clash = sorted(extras)
@@ -287,11 +300,12 @@ class LineParser:
             return Rejected(REASON_INVALID_ENVELOPE, f"source.lsn {lsn} or source.ts_ms {ts_ms} out of range")
         out: list[Any] = []
         extras = None
+        # The row image kept: ``after``, or for a delete outside the contract ``before`` (the key is all it says).
+        after = env.get("before") if op == "d" and not self.key else env.get("after")
         if op == "t":  # a TRUNCATE of the whole table: no key, no row image
             key = None
-            out.append(None)
-            out += [None] * len(self.value_columns)
-        elif op == "d":
+            out += [None] * len(self.spec.columns)
+        elif op == "d" and self.key:
             try:
                 key = self._key(env.get("before"))
             except BadValue as e:
@@ -299,14 +313,15 @@ class LineParser:
             out.append(key)
             out += [None] * len(self.value_columns)
         else:
-            after = env.get("after")
             if type(after) is not dict:
-                return Rejected(REASON_INVALID_ENVELOPE, f"after is missing for op {op!r}")
+                return Rejected(
+                    REASON_INVALID_ENVELOPE, f"{'before' if op == 'd' else 'after'} is missing for op {op!r}"
+                )
             try:
                 key = self._key(after)
             except BadValue as e:
                 return Rejected(REASON_MISSING_KEY, e.detail)
-            out.append(key)  # the key is the first column of every topic
+            out += [key] if self.key else []  # the key is the first column of every contract topic
             bad = self._values(after, out, self.value_columns)
             if bad is not None:
                 return bad
@@ -333,7 +348,7 @@ class LineParser:
             conn_ts * 1000 if type(conn_ts) is int and -I53 <= conn_ts < I53 else None,
         )
         if self._n_evolved:
-            if op in ("d", "t"):
+            if op == "t" or (op == "d" and self.key):
                 out += [None] * self._n_evolved
             else:
                 bad = self._values(after, out, self.evolved_kinds)  # type: ignore[arg-type]  # checked above

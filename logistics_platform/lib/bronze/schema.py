@@ -4,6 +4,7 @@ columns, quarantine reasons and partitioning, for everything that reads or write
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from pyiceberg.partitioning import PartitionField, PartitionSpec
@@ -52,7 +53,7 @@ class TopicSpec:
 
     table: str
     topic: str
-    key: str
+    key: str  # "" for a topic outside the contract: its rows have no declared key
     columns: tuple[Column, ...]
     cdc: bool = True
 
@@ -92,6 +93,14 @@ def topic_spec(source: contract.SourceTopic) -> TopicSpec:
 
 TOPICS: dict[str, TopicSpec] = {table: topic_spec(source) for table, source in contract.SOURCES.items()}
 TOPIC_BY_NAME: dict[str, TopicSpec] = {spec.topic: spec for spec in TOPICS.values()}
+
+
+def spec_of(topic: str) -> TopicSpec:
+    """The contract's topic, or a Debezium topic outside it: ``bronze.extra_<topic>`` (lower case, every run of other
+    characters than a-z and 0-9 one ``_``), with no declared key or columns (they come from the records)."""
+    extra = TopicSpec(contract.EXTRA_PREFIX + re.sub(r"[^a-z0-9]+", "_", topic.lower()).strip("_"), topic, "", ())
+    return TOPIC_BY_NAME.get(topic, extra)
+
 
 # Metadata columns, in table order after the row columns. All are pure functions of the landing files.
 ADDRESS_COLUMNS: tuple[Column, ...] = (

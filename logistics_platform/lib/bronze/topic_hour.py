@@ -31,7 +31,6 @@ from logistics_platform.lib.bronze.landing import LandingFile
 from logistics_platform.lib.bronze.pool import BlockPool, run_block
 from logistics_platform.lib.bronze.reports import TopicReport
 from logistics_platform.lib.bronze.tables import add_columns, evolved_columns
-from logistics_platform.lib.bronze.values import infer_iceberg_type
 from logistics_platform.lib.bronze.writer import BatchWriter
 from logistics_platform.lib.timekeys import epoch_micros
 from logistics_platform.settings import Settings
@@ -59,7 +58,10 @@ def write_topic_hour(
     state: dict[str, Any] = {"evolved": tuple(evolved_columns(table, spec).items()), "schema": writer.arrow_schema}
 
     corrupt: list[CorruptRead] = []
-    new_task, mode = partial(BlockTask, spec.table, hour, lateness), settings.debezium_decimal_handling_mode
+    new_task = partial(BlockTask, spec.table, hour, lateness, topic=spec.topic)
+    mode = settings.debezium_decimal_handling_mode
+    if not spec.key:  # outside the contract: no declared columns for the vectorised paths, every line parsed alone
+        fast_run_lines = 0
 
     def tasks() -> Iterator[BlockTask]:
         for f in files:
@@ -79,7 +81,7 @@ def write_topic_hour(
         return LineParser(spec, hour, lateness, dict(evolved), mode)
 
     def read_avro(f: LandingFile) -> tuple[BlockResult, CorruptRead | None]:
-        return read_avro_file(avro_parser(state["evolved"]), f, state["schema"])
+        return read_avro_file(avro_parser(state["evolved"]), f, state["schema"], vectorised=bool(spec.key))
 
     def rerun_block(task: BlockTask) -> BlockResult:
         return run_block(replace(task, evolved=state["evolved"], arrow_schema=state["schema"]))
@@ -95,8 +97,7 @@ def write_topic_hour(
         while res.unknown is not None:
             # Columns the table does not have: add them (types from this first line), then parse the block again.
             writer.flush()
-            types = {n: infer_iceberg_type([v]) for n, v in res.unknown.items()}
-            report.added_columns.update(add_columns(catalog, spec.identifier, types, res.unknown_at))
+            report.added_columns.update(add_columns(catalog, spec.identifier, res.unknown, res.unknown_at))
             table = catalog.load_table(spec.identifier)
             writer.reset(table)
             state["evolved"], state["schema"] = tuple(evolved_columns(table, spec).items()), writer.arrow_schema

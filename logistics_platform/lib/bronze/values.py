@@ -64,7 +64,13 @@ VARIABLE_SCALE_DECIMAL = "io.debezium.data.VariableScaleDecimal"
 # Integer timestamps of the JsonConverter schema's semantic types, in microseconds per unit (default: micros).
 CONNECT_TIMESTAMP, MICRO_TIMESTAMP = "org.apache.kafka.connect.data.Timestamp", "io.debezium.time.MicroTimestamp"
 TIMESTAMP_UNITS = {"io.debezium.time.Timestamp": 1000, MICRO_TIMESTAMP: 1, CONNECT_TIMESTAMP: 1000}
-NANO_TIMESTAMP = "io.debezium.time.NanoTimestamp"
+NANO_TIMESTAMP, ZONED_TIMESTAMP = "io.debezium.time.NanoTimestamp", "io.debezium.time.ZonedTimestamp"
+# Connect (and Avro) types of a schema block -> bronze's (the other types: text, or JSON text).
+_CONNECT_TYPES: dict[Any, IcebergType] = {
+    **dict.fromkeys(("int8", "int16", "int32", "int64", "int", "long"), LongType()),
+    **dict.fromkeys(("float32", "float64", "float", "double"), DoubleType()),
+    "boolean": BooleanType(),
+}
 
 
 class BadValue(Exception):
@@ -91,8 +97,9 @@ def kind_of(iceberg_type: IcebergType, *, evolved: bool = False) -> str:
     raise TypeError(f"no converter for column type {iceberg_type}")
 
 
-def infer_iceberg_type(values: list[Any]) -> IcebergType:
-    """Type of a newly seen column from its non-null JSON values: bool, long, double, else string."""
+def infer_iceberg_type(values: list[Any], timestamps: bool = False) -> IcebergType:
+    """Type of a newly seen column from its non-null JSON values: bool, long, double, else string (with
+    ``timestamps``, a timestamp when every value is ISO-8601 UTC text)."""
     kinds = {type(v) for v in values if v is not None}
     if not kinds:
         return StringType()
@@ -102,6 +109,8 @@ def infer_iceberg_type(values: list[Any]) -> IcebergType:
         return LongType()
     if kinds <= {int, float}:
         return DoubleType()
+    if timestamps and kinds == {str} and all(re.match(TIMESTAMP_RE, v) for v in values if v is not None):
+        return TimestampType()
     return StringType()
 
 
@@ -235,6 +244,26 @@ def schema_encodings(schema: Any) -> dict[str, tuple[str, int | None]] | None:
         return out
     except (KeyError, TypeError, ValueError, AttributeError, StopIteration):
         return None  # a schema block we cannot read: the contract and the setting decide
+
+
+def connect_types(schema: Any) -> dict[str, IcebergType]:
+    """Per row column, the Iceberg type a JsonConverter schema block (or an Avro one rendered so) declares: integers
+    bigint, a Connect ``Decimal`` of scale 2 DECIMAL(12,2) (any other: text), Debezium's timestamps timestamp."""
+    try:
+        row = next(f for f in schema["fields"] if f.get("field") == "after")["fields"]
+        return {f["field"]: _connect_type(f) for f in row}
+    except (KeyError, TypeError, AttributeError, StopIteration):
+        return {}  # a schema block we cannot read: the values decide
+
+
+def _connect_type(f: dict[str, Any]) -> IcebergType:
+    name = f.get("name")
+    if name == CONNECT_DECIMAL:
+        money = str(f["parameters"]["scale"]) == str(MONEY_SCALE)
+        return DecimalType(MONEY_PRECISION, MONEY_SCALE) if money else StringType()
+    if name in TIMESTAMP_UNITS or name in (NANO_TIMESTAMP, ZONED_TIMESTAMP):
+        return TimestampType()
+    return _CONNECT_TYPES.get(f.get("type"), StringType())
 
 
 # -- event ids ------------------------------------------------------------------------------------------------
