@@ -776,11 +776,13 @@ def test_cli_coordinates_from_sets_when_orders_gain_coordinates(
     assert cli_main([*args, "--out", str(tmp_path / "never"), "--coordinates-from", "1"]) == 0
     assert json.loads((tmp_path / "never" / GENERATION_FILE).read_text())["config"]["coordinates_from"] is None
     capsys.readouterr()
-    for bad in ("1.5", "-0.1", "soon"):
-        with pytest.raises(SystemExit) as exited:
-            cli_main([*args, "--out", str(tmp_path / "bad"), "--coordinates-from", bad])
-        assert exited.value.code == 2
-        one_line(capsys, "--coordinates-from", repr(bad), "from 0 to 1")
+    for bad in ("1.5", "-0.1"):
+        assert cli_main([*args, "--out", str(tmp_path / "bad"), "--coordinates-from", bad]) == 2
+        one_line(capsys, f"coordinates_from={float(bad)} must be between 0 and 1")
+    with pytest.raises(SystemExit) as exited:
+        cli_main([*args, "--out", str(tmp_path / "bad"), "--coordinates-from", "soon"])
+    assert exited.value.code == 2
+    one_line(capsys, "--coordinates-from", "invalid float value: 'soon'")
     assert not (tmp_path / "bad").exists()
 
 

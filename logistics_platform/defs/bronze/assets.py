@@ -175,17 +175,10 @@ def materializations(catalog: Catalog, reports: "Sequence[IngestReport]") -> Ite
     first, single = reports[0], len(reports) == 1
     # append (only the new files read) | replace (the whole hour read) | unchanged (nothing new); a range: counts
     mode = {"ingest_mode": first.mode if single else dg.MetadataValue.json(dict(Counter(r.mode for r in reports)))}
-    extra = [t for t in first.topics if t not in TOPIC_KEYS]
-    yield dg.MaterializeResult(
-        asset_key=EXTRA_KEY,
-        metadata={
-            **hours,
-            **{k: sum(tsum(t, k) for t in extra) for k in _COUNTS},
-            "rows_by_table": dg.MetadataValue.json({f"{bs.NAMESPACE}.{t}": tsum(t, "rows") for t in extra}),
-            **read(extra),
-            **duration,
-        },
-    )
+    extra = [t for t in first.topics if t not in TOPIC_KEYS]  # the topics outside the contract: one asset
+    meta = {**hours, **{k: sum(tsum(t, k) for t in extra) for k in _COUNTS}, **read(extra), **duration}
+    rows = dg.MetadataValue.json({f"{bs.NAMESPACE}.{t}": tsum(t, "rows") for t in extra})
+    yield dg.MaterializeResult(asset_key=EXTRA_KEY, metadata={**meta, "rows_by_table": rows})
     for t in (t for t in first.topics if t not in extra):
         yield dg.MaterializeResult(
             asset_key=TOPIC_KEYS[t],

@@ -1,6 +1,6 @@
 """The bronze checks, evaluated in the ingest step per arrival hour: accounting of every landed line (blocking,
 :mod:`logistics_platform.lib.bronze.accounting`), quarantine rate and schema drift (warnings), topics outside the
-contract (a warning; an error, so an alert, when one is new or its table gained columns)."""
+contract (a warning; an error, so an alert, when one is new, gained columns or is unbalanced)."""
 
 from __future__ import annotations
 
@@ -37,23 +37,24 @@ def reason_counts(counts: Iterable[Mapping[str, int]]) -> dg.JsonMetadataValue:
 def bronze_check_specs() -> list[dg.AssetCheckSpec]:
     """Accounting and schema stability per topic table, quarantine rate on the quarantine table."""
     stable = "Warns when this hour added columns to the table (additive schema evolution)."
-    extra = (
-        "Fails when topics outside the source contract landed in the hour (each ingested into bronze.extra_<topic>, "
-        "docs/contract/sources.md section 8): an error, so an alert, when a topic is new or its table gained columns."
-    )
     checks = []
-    for key, topic in {**{k: bs.TOPICS[t].topic for t, k in TOPIC_KEYS.items()}, EXTRA_KEY: "every topic"}.items():
+    for t, key in TOPIC_KEYS.items():
         accounting = (
-            f"Landed lines of {topic} in the hour = bronze rows + quarantine rows + "
+            f"Landed lines of {bs.TOPICS[t].topic} in the hour = bronze rows + quarantine rows + "
             "tombstones (files recounted, rows from the tables' manifests); a run that appended to the hour accounts "
             "for the files it added (metadata: scope). Warns naming the files of the hour it does not read."
         )
-        check = (CHECK_OUTSIDE_CONTRACT, extra) if key == EXTRA_KEY else (CHECK_SCHEMA_STABLE, stable)
         checks += [
             dg.AssetCheckSpec(CHECK_ACCOUNTING, asset=key, blocking=True, description=accounting),
-            dg.AssetCheckSpec(check[0], asset=key, description=check[1]),
+            dg.AssetCheckSpec(CHECK_SCHEMA_STABLE, asset=key, description=stable),
         ]
     rate = f"Warns when more than {QUARANTINE_RATE_WARN:.0%} of an hour's lines are quarantined."
+    extra = (
+        "Fails naming the topics outside the source contract that landed (each in bronze.extra_<topic>, "
+        "docs/contract/sources.md section 8) with their accounting: an error, so an alert, when a topic is new, "
+        "its table gained columns or its lines are not all accounted for."
+    )
+    checks.append(dg.AssetCheckSpec(CHECK_OUTSIDE_CONTRACT, asset=EXTRA_KEY, description=extra))
     return [*checks, dg.AssetCheckSpec(CHECK_QUARANTINE_RATE, asset=QUARANTINE_KEY, description=rate)]
 
 
@@ -61,12 +62,10 @@ def bronze_check_results(
     reports: Sequence[IngestReport], accounts: Mapping[datetime, Mapping[str, TopicAccount]]
 ) -> Iterator[dg.AssetCheckResult]:
     """The check results of one ingest run: each fails when any hour fails; a range's metadata has every hour's."""
-    from logistics_platform.lib.bronze.accounting import merged
-
-    single, extra = len(reports) == 1, [t for t in reports[0].topics if t not in TOPIC_KEYS]
-    for key, tables in {**{TOPIC_KEYS[t]: [t] for t in reports[0].topics if t not in extra}, EXTRA_KEY: extra}.items():
-        found = {r.partition_key: [accounts[r.arrival_hour][t] for t in tables] for r in reports}
-        per_hour = {k: accs[0] if len(accs) == 1 else merged(EXTRA_KEY.path[-1], accs) for k, accs in found.items()}
+    single = len(reports) == 1
+    yield _outside_contract(reports, accounts)
+    for t in (t for t in reports[0].topics if t in TOPIC_KEYS):
+        per_hour = {r.partition_key: accounts[r.arrival_hour][t] for r in reports}
         unbalanced = [k for k, acc in per_hour.items() if not acc.balanced]
         damaged = {k: acc for k, acc in per_hour.items() if acc.corrupt_files}
         description = None
@@ -108,19 +107,16 @@ def bronze_check_results(
             if unread:
                 metadata["unread_files"] = dg.MetadataValue.json(unread)
         yield dg.AssetCheckResult(
-            asset_key=key,
+            asset_key=TOPIC_KEYS[t],
             check_name=CHECK_ACCOUNTING,
             passed=description is None,
             severity=dg.AssetCheckSeverity.ERROR if unbalanced else dg.AssetCheckSeverity.WARN,
             description=description,
             metadata=metadata,
         )
-        if key == EXTRA_KEY:
-            yield _outside_contract(reports, tables)
-            continue
-        added = {k: v for r in reports for k, v in r.topics[tables[0]].added_columns.items()}
+        added = {k: v for r in reports for k, v in r.topics[t].added_columns.items()}
         yield dg.AssetCheckResult(
-            asset_key=key,
+            asset_key=TOPIC_KEYS[t],
             check_name=CHECK_SCHEMA_STABLE,
             passed=not added,
             severity=dg.AssetCheckSeverity.WARN,
@@ -158,30 +154,31 @@ def bronze_check_results(
     )
 
 
-def _outside_contract(reports: Sequence[IngestReport], tables: Sequence[str]) -> dg.AssetCheckResult:
-    """Fails naming the topics outside the contract that landed (their tables and counts); an ERROR (the alert
-    sensor posts it) when one is new or its table gained columns, else a WARN."""
-    counts = ("lines", "rows", "quarantined", "tombstones")
-    topics: dict[str, dict[str, Any]] = {
-        reports[0].topics[t].topic: {
+def _outside_contract(
+    reports: Sequence[IngestReport], accounts: Mapping[datetime, Mapping[str, TopicAccount]]
+) -> dg.AssetCheckResult:
+    """Fails naming the topics outside the contract that landed, their tables and counts; an ERROR (the alert sensor
+    posts it) when one is new or gained columns, or when its landed lines are not all accounted for."""
+    counts, topics = ("lines", "rows", "quarantined", "tombstones"), {}
+    for t in (t for t in reports[0].topics if t not in TOPIC_KEYS):
+        topics[reports[0].topics[t].topic] = {
             "table": f"{bs.NAMESPACE}.{t}",
             **{c: sum(getattr(r.topics[t], c) for r in reports) for c in counts},
+            "balanced": all(accounts[r.arrival_hour][t].balanced for r in reports),
             "new_columns": sorted({c for r in reports for c in r.topics[t].added_columns}),
         }
-        for t in tables
-    }
     said = "; ".join(
-        f"{topic} -> {v['table']} ({', '.join(f'{v[c]} {c}' for c in counts)}, new columns: "
-        f"{', '.join(v['new_columns']) or 'none'})"
+        f"{topic} -> {v['table']} ({', '.join(f'{v[c]} {c}' for c in counts)}{'' if v['balanced'] else ', UNBALANCED'}"
+        f", new columns: {', '.join(v['new_columns']) or 'none'})"
         for topic, v in topics.items()
     )
     fix = "add each to the contract (docs/contract/sources.md), or leave it out at the connector (table.include.list)"
-    new = any(v["new_columns"] for v in topics.values())
+    error = any(v["new_columns"] or not v["balanced"] for v in topics.values())
     return dg.AssetCheckResult(
         asset_key=EXTRA_KEY,
         check_name=CHECK_OUTSIDE_CONTRACT,
-        passed=not tables,
-        severity=dg.AssetCheckSeverity.ERROR if new else dg.AssetCheckSeverity.WARN,
-        description=f"topics outside the source contract landed: {said}: {fix}" if tables else None,
+        passed=not topics,
+        severity=dg.AssetCheckSeverity.ERROR if error else dg.AssetCheckSeverity.WARN,
+        description=f"topics outside the source contract landed: {said}: {fix}" if topics else None,
         metadata={"topics": dg.MetadataValue.json(topics)},
     )

@@ -1,5 +1,4 @@
-"""The bronze domain's asset keys: one landing (external) and one bronze asset per topic, the topics outside the
-contract, quarantine, ingest log."""
+"""The bronze domain's asset keys: landing (external) and bronze per topic, topics outside the contract, the rest."""
 
 import dagster as dg
 

@@ -66,19 +66,6 @@ class TopicAccount:
         return {**d, "balanced": self.balanced}
 
 
-def merged(table: str, accounts: Sequence[TopicAccount]) -> TopicAccount:
-    """One account of several tables' (the topics outside the contract, checked as one asset)."""
-    counts = ("files", "lines", "tombstones", "bronze_rows", "quarantine_rows")
-    files, lines, tombstones, rows, quarantined = (sum(getattr(a, c) for a in accounts) for c in counts)
-    return TopicAccount(
-        *(table, ", ".join(a.topic for a in accounts), files, lines, tombstones, rows, quarantined),
-        tuple(f for a in accounts for f in a.corrupt_files),
-        sum(a.corrupt_rows for a in accounts),
-        accounts[0].scope if accounts else SCOPE_HOUR,
-        tuple(u for a in accounts for u in a.unread_files),
-    )
-
-
 def _account(
     settings: Settings, hour: datetime, spec: bs.TopicSpec, files: list[LandingFile], n: tuple[int, int, int]
 ) -> TopicAccount:

@@ -36,7 +36,7 @@ class BlockResult:
     tombstones: int = 0
     late: int = 0
     reasons: dict[str, int] = field(default_factory=dict)
-    unknown: dict[str, IcebergType] | None = None  # types of the columns the table lacks, of the first line with any
+    unknown: dict[str, Any] | None = None  # extras of the first line with columns the table lacks (nothing else set)
     unknown_at: str = ""
     whole_block: bool | None = None  # the clean path took the block whole (True), declined it (False), not tried
     fast_lines: int = 0  # lines the vectorised clean path took (the others went through LineParser)
@@ -130,7 +130,7 @@ def _parse_lines(
         res = parse(raw, part, offset, rel)
         if type(res) is list:
             if res[-1] is not None:
-                out.unknown, out.unknown_at = parser.column_types(res[-1]), f"{rel}@{offset}"
+                out.unknown, out.unknown_at = parser.column_types(res[-1]), f"{rel}@{offset}"  # their types
                 return False
             if res[late_index]:
                 out.late += 1

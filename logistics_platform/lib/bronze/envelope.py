@@ -167,12 +167,13 @@ class LineParser:
             return Rejected(REASON_MALFORMED_JSON, f"not JSON: {e}")
         except RecursionError:
             return Rejected(REASON_MALFORMED_JSON, "not JSON: nested too deeply")
+        self._schema = value["schema"] if type(value) is dict and value.keys() == {"schema", "payload"} else None
         if (b"\\ud" in raw or b"\\uD" in raw) and not _encodable(value):
             # "\ud800" alone is accepted by the json module but is no text: it could not be stored.
             return Rejected(REASON_MALFORMED_JSON, "not JSON text: unpaired UTF-16 surrogate escape")
-        self._line_schema = self._schema = None
+        self._line_schema = None
         if type(value) is dict and "payload" in value and len(value) == 2 and "schema" in value:
-            self._schema, self._line_schema = value["schema"], schema_encodings(value["schema"])
+            self._line_schema = schema_encodings(value["schema"])
             value = value["payload"]
         if value is None:
             return TOMBSTONE
@@ -301,7 +302,8 @@ class LineParser:
         out: list[Any] = []
         extras = None
         # The row image kept: ``after``, or for a delete outside the contract ``before`` (the key is all it says).
-        after = env.get("before") if op == "d" and not self.key else env.get("after")
+        image = "before" if op == "d" and not self.key else "after"
+        after = env.get(image)
         if op == "t":  # a TRUNCATE of the whole table: no key, no row image
             key = None
             out += [None] * len(self.spec.columns)
@@ -314,9 +316,7 @@ class LineParser:
             out += [None] * len(self.value_columns)
         else:
             if type(after) is not dict:
-                return Rejected(
-                    REASON_INVALID_ENVELOPE, f"{'before' if op == 'd' else 'after'} is missing for op {op!r}"
-                )
+                return Rejected(REASON_INVALID_ENVELOPE, f"{image} is missing for op {op!r}")
             try:
                 key = self._key(after)
             except BadValue as e:

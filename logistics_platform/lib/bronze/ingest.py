@@ -87,7 +87,6 @@ def ingest_hours(
     landed = [{t: list_hour_files(settings.landing_dir, s.topic, h) for t, s in specs.items()} for h in hours]
     # A topic outside the contract takes part in the hours it landed in (its table is created then).
     specs = {t: s for t, s in specs.items() if t in bs.TOPICS or any(fs[t] for fs in landed)}
-    landed = [{t: fs[t] for t in specs} for fs in landed]
     tables = ensure_bronze_tables(catalog, specs)
     plans = plan_hours(catalog, tables, hours, landed, options.get("replace", False))
     keys = [hour_key(h) for h in hours]

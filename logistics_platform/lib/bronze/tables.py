@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import NoSuchTableError, TableAlreadyExistsError
 from pyiceberg.schema import Schema
@@ -61,9 +59,8 @@ def ensure_table(catalog: Catalog, identifier: str, schema: Schema, hour_column:
         return catalog.load_table(identifier)
 
 
-def ensure_bronze_tables(catalog: Catalog, specs: Mapping[str, bs.TopicSpec] = bs.TOPICS) -> dict[str, Table]:
-    """Every bronze table (topics, quarantine, ingest log; those of ``specs`` outside the contract), created when
-    missing."""
+def ensure_bronze_tables(catalog: Catalog, specs: dict[str, bs.TopicSpec] = bs.TOPICS) -> dict[str, Table]:
+    """Every bronze table (topics, also ``specs``' outside the contract; quarantine, ingest log), created if missing."""
     sort = {bs.QUARANTINE_TABLE: "_offset", bs.INGEST_LOG_TABLE: "arrival_hour"}
     schemas = {**bronze_tables(), **{name: bs.table_schema(spec) for name, spec in specs.items()}}
     return {

@@ -64,13 +64,7 @@ VARIABLE_SCALE_DECIMAL = "io.debezium.data.VariableScaleDecimal"
 # Integer timestamps of the JsonConverter schema's semantic types, in microseconds per unit (default: micros).
 CONNECT_TIMESTAMP, MICRO_TIMESTAMP = "org.apache.kafka.connect.data.Timestamp", "io.debezium.time.MicroTimestamp"
 TIMESTAMP_UNITS = {"io.debezium.time.Timestamp": 1000, MICRO_TIMESTAMP: 1, CONNECT_TIMESTAMP: 1000}
-NANO_TIMESTAMP, ZONED_TIMESTAMP = "io.debezium.time.NanoTimestamp", "io.debezium.time.ZonedTimestamp"
-# Connect (and Avro) types of a schema block -> bronze's (the other types: text, or JSON text).
-_CONNECT_TYPES: dict[Any, IcebergType] = {
-    **dict.fromkeys(("int8", "int16", "int32", "int64", "int", "long"), LongType()),
-    **dict.fromkeys(("float32", "float64", "float", "double"), DoubleType()),
-    "boolean": BooleanType(),
-}
+NANO_TIMESTAMP = "io.debezium.time.NanoTimestamp"
 
 
 class BadValue(Exception):
@@ -246,24 +240,29 @@ def schema_encodings(schema: Any) -> dict[str, tuple[str, int | None]] | None:
         return None  # a schema block we cannot read: the contract and the setting decide
 
 
+ZONED_TIMESTAMP = "io.debezium.time.ZonedTimestamp"
+# Connect (and Avro) types of a schema block -> those of a table outside the contract (the others: text, JSON text).
+_EXTRA_TYPES: dict[str, IcebergType] = {"int": LongType(), "long": LongType(), "float": DoubleType()}
+_EXTRA_TYPES |= {"double": DoubleType(), "boolean": BooleanType()}
+
+
 def connect_types(schema: Any) -> dict[str, IcebergType]:
     """Per row column, the Iceberg type a JsonConverter schema block (or an Avro one rendered so) declares: integers
     bigint, a Connect ``Decimal`` of scale 2 DECIMAL(12,2) (any other: text), Debezium's timestamps timestamp."""
+    out: dict[str, IcebergType] = {}
+    money = DecimalType(MONEY_PRECISION, MONEY_SCALE)
     try:
-        row = next(f for f in schema["fields"] if f.get("field") == "after")["fields"]
-        return {f["field"]: _connect_type(f) for f in row}
+        for f in next(f for f in schema["fields"] if f.get("field") == "after")["fields"]:
+            name, kind = f.get("name"), str(f.get("type")).rstrip("0123456789")  # int8..int64, float32/64: one kind
+            if name == CONNECT_DECIMAL:
+                out[f["field"]] = money if int(f["parameters"]["scale"]) == MONEY_SCALE else StringType()
+            elif name in TIMESTAMP_UNITS or name in (NANO_TIMESTAMP, ZONED_TIMESTAMP):
+                out[f["field"]] = TimestampType()
+            else:
+                out[f["field"]] = _EXTRA_TYPES.get(kind, StringType())
     except (KeyError, TypeError, AttributeError, StopIteration):
         return {}  # a schema block we cannot read: the values decide
-
-
-def _connect_type(f: dict[str, Any]) -> IcebergType:
-    name = f.get("name")
-    if name == CONNECT_DECIMAL:
-        money = str(f["parameters"]["scale"]) == str(MONEY_SCALE)
-        return DecimalType(MONEY_PRECISION, MONEY_SCALE) if money else StringType()
-    if name in TIMESTAMP_UNITS or name in (NANO_TIMESTAMP, ZONED_TIMESTAMP):
-        return TimestampType()
-    return _CONNECT_TYPES.get(f.get("type"), StringType())
+    return out
 
 
 # -- event ids ------------------------------------------------------------------------------------------------
