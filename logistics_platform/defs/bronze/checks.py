@@ -1,6 +1,5 @@
 """The bronze checks, evaluated in the ingest step per arrival hour: accounting of every landed line (blocking,
-:mod:`logistics_platform.lib.bronze.accounting`), quarantine rate and schema drift (warnings), topics outside the
-contract (a warning; an error, so an alert, when one is new, gained columns or is unbalanced)."""
+:mod:`logistics_platform.lib.bronze.accounting`), quarantine rate and schema drift (warnings)."""
 
 from __future__ import annotations
 
@@ -21,9 +20,10 @@ if TYPE_CHECKING:  # the ingest step imports them; loading the definitions does 
 CHECK_ACCOUNTING = "accounting"
 CHECK_QUARANTINE_RATE = "quarantine_rate"
 CHECK_SCHEMA_STABLE = "schema_stable"
-CHECK_OUTSIDE_CONTRACT = "outside_contract"
 # Above this share of an hour's lines in quarantine, a producer is likely broken: warn (do not block).
 QUARANTINE_RATE_WARN = 0.01
+# Topics outside the contract (a WARN; an ERROR, so an alert, when one is new, grew or is unbalanced).
+CHECK_OUTSIDE_CONTRACT = "outside_contract"
 
 
 def reason_counts(counts: Iterable[Mapping[str, int]]) -> dg.JsonMetadataValue:

@@ -235,8 +235,7 @@ def read_file(
             res = parser.parse(line.encode("utf-8", "surrogatepass"), f.kafka_partition, offset, f.relpath)
             if isinstance(res, list):
                 if res[-1] is not None:
-                    unknown = parser.column_types(res[-1])
-                    return BlockResult(unknown=unknown, unknown_at=f"{f.relpath}@{offset}"), corrupt
+                    return BlockResult(unknown=res[-1], unknown_at=f"{f.relpath}@{offset}"), corrupt
                 late += bool(res[parser.column_names.index("_is_late")])
                 slow.append(res)
             else:

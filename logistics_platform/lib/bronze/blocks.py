@@ -130,7 +130,7 @@ def _parse_lines(
         res = parse(raw, part, offset, rel)
         if type(res) is list:
             if res[-1] is not None:
-                out.unknown, out.unknown_at = parser.column_types(res[-1]), f"{rel}@{offset}"  # their types
+                out.unknown, out.unknown_at = res[-1], f"{rel}@{offset}"
                 return False
             if res[late_index]:
                 out.late += 1

@@ -39,6 +39,7 @@ from logistics_platform.lib.bronze.values import (
     K_TEXT_OR_JSON,
     K_TIMESTAMP,
     BadValue,
+    Declared,
     connect_types,
     convert,
     decode_decimal,
@@ -183,12 +184,6 @@ class LineParser:
             return self._cdc(value, kafka_partition, offset, source_file)
         return self._plain(value, kafka_partition, offset, source_file)
 
-    def column_types(self, extras: dict[str, Any]) -> dict[str, IcebergType]:
-        """Types of the columns ``extras`` (of the line parsed last) adds: for a topic outside the contract those its
-        schema block declares, else from the values (ISO-8601 UTC text a timestamp)."""
-        declared = {} if self.key else connect_types(self._schema)
-        return {n: declared.get(n) or infer_iceberg_type([v], timestamps=not self.key) for n, v in extras.items()}
-
     def row_dict(self, row: list[Any]) -> dict[str, Any]:
         """Column name -> value for a row (extras merged in under their own names)."""
         out = dict(zip(self.column_names, row[:-1], strict=True))
@@ -282,6 +277,9 @@ class LineParser:
                 f"row column {clash[0]!r} cannot be added: empty, or equal to a bronze column but for case "
                 "(SQL readers fold case), or reserved for bronze metadata",
             )
+        if extras and not self.key:  # their types: the schema block's, else the values' (timestamps too)
+            declared = connect_types(self._schema)
+            extras = {k: Declared(declared.get(k) or infer_iceberg_type([v], True)) for k, v in extras.items()}
         return extras or None
 
     def _cdc(self, env: dict[str, Any], kafka_partition: int, offset: int, source_file: str) -> ParseResult:

@@ -31,6 +31,7 @@ from logistics_platform.lib.bronze.landing import LandingFile
 from logistics_platform.lib.bronze.pool import BlockPool, run_block
 from logistics_platform.lib.bronze.reports import TopicReport
 from logistics_platform.lib.bronze.tables import add_columns, evolved_columns
+from logistics_platform.lib.bronze.values import infer_iceberg_type
 from logistics_platform.lib.bronze.writer import BatchWriter
 from logistics_platform.lib.timekeys import epoch_micros
 from logistics_platform.settings import Settings
@@ -97,7 +98,8 @@ def write_topic_hour(
         while res.unknown is not None:
             # Columns the table does not have: add them (types from this first line), then parse the block again.
             writer.flush()
-            report.added_columns.update(add_columns(catalog, spec.identifier, res.unknown, res.unknown_at))
+            types = {n: infer_iceberg_type([v]) for n, v in res.unknown.items()}
+            report.added_columns.update(add_columns(catalog, spec.identifier, types, res.unknown_at))
             table = catalog.load_table(spec.identifier)
             writer.reset(table)
             state["evolved"], state["schema"] = tuple(evolved_columns(table, spec).items()), writer.arrow_schema
