@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from logistics_platform.lib.contract import EXTRA_PREFIX
 from logistics_platform.pipeline import SKIPPED_SHOWN
 
 if TYPE_CHECKING:
@@ -45,8 +44,6 @@ def render_summary(summary: Summary) -> str:
         rs = [r for r in summary.runs if r.job == job]
         lines.append(f"  {job}: {len(rs)} run{'s' if len(rs) > 1 else ''}, {sum(r.seconds for r in rs):.1f}s")
     lines += [f"  FAILED {r.job} [{r.partition}] run {r.run_id}{': ' + r.error if r.error else ''}" for r in failed]
-    if extra := [f"bronze.{n}" for n in summary.bronze if n.startswith(EXTRA_PREFIX)]:
-        lines.append(f"outside the contract: {', '.join(extra)} (check bronze/extra_topics outside_contract)")
     if summary.counts_error:
         lines.append(f"row counts unavailable: {summary.counts_error}")
     width = max([len(n) for n in (*summary.bronze, *summary.marts)] + [10])

@@ -33,9 +33,7 @@ ARGS = {
 
 def run(args: argparse.Namespace) -> int:
     from logistics_platform.cli.errors import USAGE, CommandError, require_landing_dir
-    from logistics_platform.lib.bronze.schema import spec_of
     from logistics_platform.lib.bronze.unread import unread_files
-    from logistics_platform.lib.contract import SOURCE_BY_TOPIC
     from logistics_platform.lib.operate.landing_watch import scan_landing
     from logistics_platform.lib.operate.progress import compare, read_corrupt_files, read_ingest_log
     from logistics_platform.resources import IcebergCatalog
@@ -81,7 +79,6 @@ def run(args: argparse.Namespace) -> int:
             print(
                 f"    {e.topic:<28} lines {e.lines:>8} = rows {e.rows:>8} + quarantined {e.quarantined:>6} "
                 f"+ tombstones {e.tombstones:>6}  {mark}"
-                + ("" if e.topic in SOURCE_BY_TOPIC else f" (outside the contract: {spec_of(e.topic).identifier})")
             )
     if unread:
         print(f"files not read: {len(unread)} (not landing files of the contract; nothing counts them)")

@@ -14,8 +14,8 @@ from logistics_platform.lib.bronze.landing import (
     list_arrival_hours,
     list_hour_files,
     parse_landing_path,
+    unexpected_files,
 )
-from logistics_platform.lib.bronze.unread import unread_in_hour
 from tests.support.bronze import iter_lines, write_file
 
 H = datetime(2026, 11, 2, 10)
@@ -57,7 +57,7 @@ def test_listing(tmp_path):
         (1, 10, False),
     ]
     assert all(f.arrival_hour == H and f.topic == "a.b" and f.size > 0 for f in files)
-    assert list(unread_in_hour(tmp_path, "a.b", H)) == ["topics/a.b/dt=2026-11-02/hr=10/a.b+0+0000000099.json.tmp"]
+    assert unexpected_files(tmp_path, "a.b", H) == ["a.b+0+0000000099.json.tmp"]
     assert list_arrival_hours(tmp_path) == [H, datetime(2026, 11, 3, 0)]
     assert list_arrival_hours(tmp_path, ["c"]) == [datetime(2026, 11, 3, 0)]
     assert list_hour_files(tmp_path, "nope", H) == []

@@ -39,7 +39,6 @@ from logistics_platform.lib.bronze.values import (
     K_TEXT_OR_JSON,
     K_TIMESTAMP,
     BadValue,
-    Declared,
     connect_types,
     convert,
     decode_decimal,
@@ -154,7 +153,6 @@ class LineParser:
         if spec.key and spec.columns[0].name != spec.key:
             raise ValueError(f"{spec.table}: the key column must come first in the contract")
         self.key_kind = kind_of(spec.columns[0].type) if spec.key else K_TEXT_OR_JSON
-        self._schema: Any = None  # the current line's schema block (a topic outside the contract types columns by it)
         self._event_time_index = 0 if spec.cdc else [n for n, _ in self.columns].index(PLAIN_EVENT_TIME_COLUMN)
 
     # -- public ---------------------------------------------------------------------------------------------
@@ -168,6 +166,7 @@ class LineParser:
             return Rejected(REASON_MALFORMED_JSON, f"not JSON: {e}")
         except RecursionError:
             return Rejected(REASON_MALFORMED_JSON, "not JSON: nested too deeply")
+        # The line's schema block, if any: a topic outside the contract types its new columns by it.
         self._schema = value["schema"] if type(value) is dict and value.keys() == {"schema", "payload"} else None
         if (b"\\ud" in raw or b"\\uD" in raw) and not _encodable(value):
             # "\ud800" alone is accepted by the json module but is no text: it could not be stored.
@@ -279,7 +278,7 @@ class LineParser:
             )
         if extras and not self.key:  # their types: the schema block's, else the values' (timestamps too)
             declared = connect_types(self._schema)
-            extras = {k: Declared(declared.get(k) or infer_iceberg_type([v], True)) for k, v in extras.items()}
+            extras = {k: declared.get(k) or infer_iceberg_type([v], True) for k, v in extras.items()}
         return extras or None
 
     def _cdc(self, env: dict[str, Any], kafka_partition: int, offset: int, source_file: str) -> ParseResult:

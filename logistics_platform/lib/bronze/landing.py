@@ -127,6 +127,14 @@ def list_hour_files(landing_dir: Path, topic: str, arrival_hour: datetime) -> li
     return sorted(out, key=lambda f: (f.kafka_partition, f.start_offset, f.relpath))
 
 
+def unexpected_files(landing_dir: Path, topic: str, arrival_hour: datetime) -> list[str]:
+    """Names in an hour folder that discovery skips (not ``<topic>+<partition>+<offset>.json[.gz]``)."""
+    folder = Path(landing_dir) / hour_dir(topic, arrival_hour)
+    if not folder.is_dir():
+        return []
+    return sorted(p.name for p in folder.iterdir() if not (p.is_file() and _FILE_RE.match(p.name)))
+
+
 def list_arrival_hours(landing_dir: Path, topics: Iterable[str] | None = None) -> list[datetime]:
     """Sorted arrival hours that hold at least one landing file (of ``topics``, default all)."""
     wanted = set(topics) if topics is not None else None

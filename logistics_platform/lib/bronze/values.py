@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from math import isfinite
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -91,17 +91,12 @@ def kind_of(iceberg_type: IcebergType, *, evolved: bool = False) -> str:
     raise TypeError(f"no converter for column type {iceberg_type}")
 
 
-class Declared(NamedTuple):
-    """A new column's type a record declares (a topic outside the contract), in the place of its value."""
-
-    type: IcebergType
-
-
 def infer_iceberg_type(values: list[Any], timestamps: bool = False) -> IcebergType:
     """Type of a newly seen column from its non-null JSON values: bool, long, double, else string (with
-    ``timestamps``, a timestamp when every value is ISO-8601 UTC text); or the type a :class:`Declared` gives."""
-    if values and type(values[0]) is Declared:
-        return values[0].type
+    ``timestamps``, a timestamp when every value is ISO-8601 UTC text); a type given for the values: that type (a
+    column a record's schema declares, outside the contract)."""
+    if values and isinstance(values[0], IcebergType):
+        return values[0]
     kinds = {type(v) for v in values if v is not None}
     if not kinds:
         return StringType()
