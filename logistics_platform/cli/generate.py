@@ -104,9 +104,7 @@ def run(args: argparse.Namespace) -> int:
     hours = args.hours if args.hours is not None else args.days * 24
     values = {name: getattr(args, name) for name in (*RATE_HELP, *VOLUMES, "delayed_files")}
     values["tip_amount_from"] = None if args.tip_amount_from >= 1 else args.tip_amount_from
-    values["coordinates_from"] = (
-        None if args.coordinates_from == 1 else args.coordinates_from
-    )  # not in 0..1: refused below
+    values["coordinates_from"] = None if args.coordinates_from == 1 else args.coordinates_from
     values["partitions"] = _parse_partitions(args.partitions)
     values["allowed_lateness_hours"] = (
         args.allowed_lateness_hours if args.allowed_lateness_hours is not None else settings.allowed_lateness_hours

@@ -217,6 +217,9 @@ def materializations(catalog: Catalog, reports: "Sequence[IngestReport]") -> Ite
             **duration,
         },
     )
+    snapshot_ids = {t: r.snapshot_id for t, r in first.topics.items()}
+    snapshot_ids[bs.QUARANTINE_TABLE] = first.quarantine_snapshot_id
+    snapshot_ids[bs.INGEST_LOG_TABLE] = first.ingest_log_snapshot_id
     yield dg.MaterializeResult(
         asset_key=INGEST_LOG_KEY,
         metadata={
@@ -226,13 +229,7 @@ def materializations(catalog: Catalog, reports: "Sequence[IngestReport]") -> Ite
             **({"ingest_mode_reason": first.mode_reason} if single else {}),
             **{k: sum(tsum(t, k) for t in first.topics) for k in _COUNTS},
             **read(list(first.topics)),
-            "snapshot_ids": dg.MetadataValue.json(
-                {
-                    **{t: str(r.snapshot_id) for t, r in first.topics.items()},
-                    bs.QUARANTINE_TABLE: str(first.quarantine_snapshot_id),
-                    bs.INGEST_LOG_TABLE: str(first.ingest_log_snapshot_id),
-                }
-            ),
+            "snapshot_ids": dg.MetadataValue.json({t: str(i) for t, i in snapshot_ids.items()}),
             "commit_seconds": first.commit_seconds.get(bs.INGEST_LOG_TABLE, 0.0),
             **duration,
         },

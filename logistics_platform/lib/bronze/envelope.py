@@ -264,8 +264,7 @@ class LineParser:
     def _extras(self, data: dict[str, Any]) -> dict[str, Any] | Rejected | None:
         if data.keys() <= self.known:
             return None
-        # Outside the contract a line's schema block types its columns, null ones too.
-        typed = not self.key and self._schema is not None
+        typed = not self.key and self._schema is not None  # outside the contract: schema-typed null columns too
         extras = {k: v for k, v in data.items() if k not in self.known and (v is not None or typed)}
         clash = [k for k in extras if k.lower() in self.taken or not k.strip()]
         if not clash and len({k.lower() for k in extras}) != len(extras):

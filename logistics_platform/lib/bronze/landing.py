@@ -25,7 +25,6 @@ TOPICS_DIR = "topics"
 _FILE_RE = re.compile(
     r"^(?P<topic>[A-Za-z0-9._-]+)\+(?P<partition>\d+)\+(?P<offset>\d{10,})\.(?:json(?P<gz>\.gz)?|(?P<avro>avro))$"
 )
-_TOPIC_RE = re.compile(r"[A-Za-z0-9._-]+")
 TEMPORARY = (".", "_", "+")  # names of a sink's uploads in flight (and of the landing root's own notes)
 _DT_RE = re.compile(r"^dt=(\d{4}-\d{2}-\d{2})$")
 _HR_RE = re.compile(r"^hr=(\d{2})$")
@@ -103,11 +102,10 @@ def landing_file(landing_dir: Path, path: Path) -> LandingFile:
 
 
 def topic_specs(landing_dir: Path) -> dict[str, TopicSpec]:
-    """Table -> spec of every topic the ingest reads: the contract's, then each other topic folder's (sources.md §8)
-    unless an earlier one has its table name."""
+    """Table -> spec of each topic read: the contract's, then every other topic folder's unless its table is taken."""
     specs, root = dict(TOPICS), Path(landing_dir) / TOPICS_DIR
     for name in sorted(os.listdir(root)) if root.is_dir() else ():
-        if _TOPIC_RE.fullmatch(name) and not name.startswith(TEMPORARY) and (root / name).is_dir():
+        if not name.startswith(TEMPORARY) and (root / name).is_dir():  # a name no file can have: its files unread
             specs.setdefault(spec_of(name).table, spec_of(name))
     return specs
 
@@ -402,8 +400,3 @@ def scan_file(f: LandingFile) -> FileCount:
         lines += 1
         tombstones += _tombstones(tail)
     return FileCount(lines, tombstones)
-
-
-def count_lines(f: LandingFile) -> tuple[int, int]:
-    """(lines, tombstones) of one file, counted straight from its bytes (readable lines of a damaged file)."""
-    return scan_file(f)[:2]

@@ -96,8 +96,7 @@ TOPIC_BY_NAME: dict[str, TopicSpec] = {spec.topic: spec for spec in TOPICS.value
 
 
 def spec_of(topic: str) -> TopicSpec:
-    """The contract's topic, or a Debezium topic outside it: ``bronze.extra_<topic>`` (lower case, every run of other
-    characters than a-z and 0-9 one ``_``), with no declared key or columns (they come from the records)."""
+    """The contract's topic, else one outside it: bronze.extra_<topic> (lower case, runs of other than a-z0-9 a _)."""
     extra = TopicSpec(contract.EXTRA_PREFIX + re.sub(r"[^a-z0-9]+", "_", topic.lower()).strip("_"), topic, "", ())
     return TOPIC_BY_NAME.get(topic, extra)
 

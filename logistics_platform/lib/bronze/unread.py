@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Collection
 from datetime import datetime
 from pathlib import Path
 
@@ -15,9 +14,8 @@ from logistics_platform.lib.bronze.schema import spec_of
 _SIDECAR_RE = re.compile(r"\+\d+\+\d{10,}\.(keys|headers)\.(avro|json|json\.gz|bin|parquet)$")
 
 
-def why_unread(relpath: str, topics: Collection[str]) -> str | None:
-    """Why the file at ``relpath`` (relative to the landing root) is not read; None when it is a landing file of one
-    of ``topics`` (those the ingest reads)."""
+def why_unread(relpath: str, topics: set[str]) -> str | None:
+    """Why the file at ``relpath`` (from the landing root) is not read; None for a landing file of one of ``topics``."""
     parts = relpath.split("/")
     name = parts[-1]
     side = _SIDECAR_RE.search(name)

@@ -257,13 +257,11 @@ def connect_types(schema: Any) -> dict[str, IcebergType]:
     try:
         for f in next(f for f in schema["fields"] if f.get("field") == "after")["fields"]:
             name, kind = f.get("name"), str(f.get("type")).rstrip("0123456789")  # int8..int64, float32/64: one kind
+            stamp = name in TIMESTAMP_UNITS or name in (NANO_TIMESTAMP, ZONED_TIMESTAMP)
+            out[f["field"]] = TimestampType() if stamp else _EXTRA_TYPES.get(kind, StringType())
             if name == CONNECT_DECIMAL:
                 out[f["field"]] = money if int(f["parameters"]["scale"]) == MONEY_SCALE else StringType()
-            elif name in TIMESTAMP_UNITS or name in (NANO_TIMESTAMP, ZONED_TIMESTAMP):
-                out[f["field"]] = TimestampType()
-            else:
-                out[f["field"]] = _EXTRA_TYPES.get(kind, StringType())
-    except (KeyError, TypeError, AttributeError, StopIteration):
+    except (KeyError, TypeError, ValueError, AttributeError, StopIteration):
         return {}  # a schema block we cannot read: the values decide
     return out
 
