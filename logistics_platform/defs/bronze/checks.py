@@ -50,10 +50,7 @@ def bronze_check_specs() -> list[dg.AssetCheckSpec]:
             dg.AssetCheckSpec(CHECK_SCHEMA_STABLE, asset=key, description=stable),
         ]
     rate = f"Warns when more than {QUARANTINE_RATE_WARN:.0%} of an hour's lines are quarantined."
-    extra = (
-        "Fails naming the topics outside the contract that landed (each in bronze.extra_<topic>, sources.md section 8) "
-        "with their counts: an error (an alert) when one is new, gained columns or its lines are not all accounted for."
-    )
+    extra = "Fails naming the topics outside the contract (bronze.extra_<topic>); an ERROR if new, grown or unbalanced."
     checks.append(dg.AssetCheckSpec(CHECK_OUTSIDE_CONTRACT, asset=EXTRA_KEY, description=extra))
     return [*checks, dg.AssetCheckSpec(CHECK_QUARANTINE_RATE, asset=QUARANTINE_KEY, description=rate)]
 

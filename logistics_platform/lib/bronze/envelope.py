@@ -166,7 +166,6 @@ class LineParser:
             return Rejected(REASON_MALFORMED_JSON, f"not JSON: {e}")
         except RecursionError:
             return Rejected(REASON_MALFORMED_JSON, "not JSON: nested too deeply")
-        # The line's schema block, if any: a topic outside the contract types its new columns by it.
         self._schema = value["schema"] if type(value) is dict and value.keys() == {"schema", "payload"} else None
         if (b"\\ud" in raw or b"\\uD" in raw) and not _encodable(value):
             # "\ud800" alone is accepted by the json module but is no text: it could not be stored.
@@ -297,13 +296,11 @@ class LineParser:
             return Rejected(REASON_INVALID_ENVELOPE, f"source.lsn {lsn} or source.ts_ms {ts_ms} out of range")
         out: list[Any] = []
         extras = None
-        # The row image kept: ``after``, or for a delete outside the contract ``before`` (the key is all it says).
-        image = "before" if op == "d" and not self.key else "after"
-        after = env.get(image)
         if op == "t":  # a TRUNCATE of the whole table: no key, no row image
             key = None
-            out += [None] * len(self.spec.columns)
-        elif op == "d" and self.key:
+            out.append(None)
+            out += [None] * len(self.value_columns)
+        elif op == "d":
             try:
                 key = self._key(env.get("before"))
             except BadValue as e:
@@ -311,13 +308,14 @@ class LineParser:
             out.append(key)
             out += [None] * len(self.value_columns)
         else:
+            after = env.get("after")
             if type(after) is not dict:
-                return Rejected(REASON_INVALID_ENVELOPE, f"{image} is missing for op {op!r}")
+                return Rejected(REASON_INVALID_ENVELOPE, f"after is missing for op {op!r}")
             try:
                 key = self._key(after)
             except BadValue as e:
                 return Rejected(REASON_MISSING_KEY, e.detail)
-            out += [key] if self.key else []  # the key is the first column of every contract topic
+            out.append(key)  # the key is the first column of every topic
             bad = self._values(after, out, self.value_columns)
             if bad is not None:
                 return bad
@@ -343,6 +341,10 @@ class LineParser:
             tx_id if type(tx_id) is int and -I64 <= tx_id < I64 else None,
             conn_ts * 1000 if type(conn_ts) is int and -I53 <= conn_ts < I53 else None,
         )
+        if op == "d" and not self.key:  # outside the contract a delete keeps its before image (its key is all it says)
+            after, extras = env["before"], self._extras(env["before"])
+            if type(extras) is Rejected:
+                return extras
         if self._n_evolved:
             if op == "t" or (op == "d" and self.key):
                 out += [None] * self._n_evolved
@@ -350,6 +352,8 @@ class LineParser:
                 bad = self._values(after, out, self.evolved_kinds)  # type: ignore[arg-type]  # checked above
                 if bad is not None:
                     return bad
+        if not self.key:
+            del out[0]  # no key column outside the contract (the row image was the key of the identity)
         out.append(extras)
         return out
 
