@@ -105,7 +105,7 @@ def topic_specs(landing_dir: Path) -> dict[str, TopicSpec]:
     """Table -> spec of each topic read: the contract's, then every other topic folder's unless its table is taken."""
     specs, root = dict(TOPICS), Path(landing_dir) / TOPICS_DIR
     for name in sorted(os.listdir(root)) if root.is_dir() else ():
-        if not name.startswith(TEMPORARY) and (root / name).is_dir():  # a name no file can have: its files unread
+        if not name.startswith(TEMPORARY) and (root / name).is_dir():  # (not a topic name: no file of it is read)
             specs.setdefault(spec_of(name).table, spec_of(name))
     return specs
 

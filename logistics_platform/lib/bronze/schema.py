@@ -96,7 +96,7 @@ TOPIC_BY_NAME: dict[str, TopicSpec] = {spec.topic: spec for spec in TOPICS.value
 
 
 def spec_of(topic: str) -> TopicSpec:
-    """The contract's topic, else one outside it: bronze.extra_<topic> (lower case, runs of other than a-z0-9 a _)."""
+    """The contract's topic, else one outside it: bronze.extra_<topic> (lower case, each run outside a-z0-9 one _)."""
     extra = TopicSpec(contract.EXTRA_PREFIX + re.sub(r"[^a-z0-9]+", "_", topic.lower()).strip("_"), topic, "", ())
     return TOPIC_BY_NAME.get(topic, extra)
 
