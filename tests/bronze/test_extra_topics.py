@@ -283,3 +283,15 @@ def test_a_truncate_and_a_first_line_without_columns(tmp_path: Path) -> None:
     write_file(s.landing_dir, RETURNS, HOUR, 0, 0, lines)
     assert ingest_hour(s, HOUR).topics[TABLE].rows == 2
     assert bronze(s, "_op, return_id") == [("t", None), ("c", 1)]
+
+
+def test_worker_processes_parse_a_topic_outside_the_contract_as_this_process_does(tmp_path: Path) -> None:
+    """Parse workers rebuild the topic's spec from the block task (its topic travels with it)."""
+    serial, parallel = local_settings(tmp_path / "serial"), local_settings(tmp_path / "parallel", ingest_workers=2)
+    for s in (serial, parallel):
+        write_file(s.landing_dir, RETURNS, HOUR, 0, 0, [dump(with_schema(e)) for e in changes()])
+        write_file(s.landing_dir, RETURNS, HOUR, 1, 0, [dump(e) for e in changes()])
+    ingest_hour(serial, HOUR)
+    report = ingest_hour(parallel, HOUR, parallel_min_bytes=0)
+    assert report.topics[TABLE].rows == 8 and report.quarantined == 0
+    assert bronze(parallel, COLUMNS_READ) == bronze(serial, COLUMNS_READ) and types(parallel) == types(serial)
