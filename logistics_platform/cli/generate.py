@@ -16,6 +16,7 @@ DEFAULT_DAYS = 3
 VOLUMES = ("tenants", "couriers", "orders_per_day", "pings_per_day", "flush_size")
 RATES = "anomaly rates (0..1)"
 _D = {f.name: f.default for f in fields(GeneratorConfig)}
+COORDS = f"fraction of the period from which new orders carry coordinates (1 = never; default {_D['coordinates_from']})"
 
 
 def _flag(name: str) -> str:
@@ -56,6 +57,7 @@ ARGS: dict[str, dict[str, object]] = {
         "help": "fraction of the period after which orders carry the new tip_amount column (1 = never)",
         "group": RATES,
     },
+    "--coordinates-from": {"type": float, "default": _D["coordinates_from"], "help": COORDS, "group": RATES},
     "--clean": {"action": "store_true", "help": "valid data only: no invalid lines, one envelope form, plain files"},
     "--if-absent": {"action": "store_true", "help": "do nothing when the directory already has topics/"},
     "--quiet": {"action": "store_true", "help": "no progress bar"},
@@ -102,6 +104,7 @@ def run(args: argparse.Namespace) -> int:
     hours = args.hours if args.hours is not None else args.days * 24
     values = {name: getattr(args, name) for name in (*RATE_HELP, *VOLUMES, "delayed_files")}
     values["tip_amount_from"] = None if args.tip_amount_from >= 1 else args.tip_amount_from
+    values["coordinates_from"] = None if args.coordinates_from == 1 else args.coordinates_from
     values["partitions"] = _parse_partitions(args.partitions)
     values["allowed_lateness_hours"] = (
         args.allowed_lateness_hours if args.allowed_lateness_hours is not None else settings.allowed_lateness_hours

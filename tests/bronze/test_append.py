@@ -18,7 +18,7 @@ import pytest
 from logistics_platform.cli import main
 from logistics_platform.defs.bronze.assets import build_bronze_assets
 from logistics_platform.defs.bronze.checks import CHECK_ACCOUNTING
-from logistics_platform.defs.bronze.keys import TOPIC_KEYS
+from logistics_platform.defs.bronze.keys import EXTRA_KEY, TOPIC_KEYS
 from logistics_platform.defs.constants import INGEST_LOG_KEY
 from logistics_platform.lib.bronze import schema as bs
 from logistics_platform.lib.bronze.accounting import SCOPE_INCREMENT, account_hour, account_ingest
@@ -346,7 +346,8 @@ def test_dagster_metadata_says_appended_or_replaced(tmp_path: Path) -> None:
     assert orders["lines"].value == expected["orders"]["lines"] + 6  # the hour after the append
     log = by_key[INGEST_LOG_KEY]
     assert log["ingest_mode"].value == "append" and log["files_read"].value == 3
-    # Each bronze table records its own Iceberg commit, a part of the run's ingest.
+    # Each bronze table records its own Iceberg commit, a part of the run's ingest (topics outside the contract: none).
+    assert by_key.pop(EXTRA_KEY)["rows_by_table"].value == {}
     assert len(by_key) == len(TABLES)
     for meta in by_key.values():
         assert 0 < meta["commit_seconds"].value <= meta["duration_seconds"].value

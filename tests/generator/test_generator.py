@@ -31,6 +31,7 @@ from logistics_platform.generator.writer import cdc_file
 from logistics_platform.lib import contract
 from logistics_platform.lib.timekeys import epoch_micros, from_epoch_micros
 from tests.support.off_route import corridor_km
+from tests.support.processes import one_line
 
 START = datetime(2026, 11, 1)
 HOURS = 12
@@ -754,6 +755,35 @@ def test_cli_generates_and_skips_when_present(tmp_path: Path, capsys: pytest.Cap
     assert cli_main(args) == 1, "a second run into the same directory would repeat offsets"
     with pytest.raises(SystemExit, match="not a date"):
         cli_main(["generate", "--out", str(tmp_path / "x"), "--start", "tomorrow"])
+
+
+def test_cli_coordinates_from_sets_when_orders_gain_coordinates(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["generate", "--start", "2026-11-01", "--hours", "4", "--seed", "3", "--clean", "--quiet"]
+    args += ["--orders-per-day", "480", "--pings-per-day", "0"]
+    assert cli_main([*args, "--out", str(tmp_path / "half"), "--coordinates-from", "0.5"]) == 0
+    assert json.loads((tmp_path / "half" / GENERATION_FILE).read_text())["config"]["coordinates_from"] == 0.5
+    created: dict[bool, list[str]] = {True: [], False: []}  # with coordinates -> created_at of the inserts
+    for path in (tmp_path / "half" / "topics" / "oltp.public.orders").rglob("*.json"):
+        for line in path.read_text().splitlines():
+            e = json.loads(line) if line.strip() != "null" else None
+            if e is not None and e["op"] == "c":
+                created[e["after"].get("pickup_lat") is not None].append(e["after"]["created_at"])
+    # Half of a 4-hour period: orders created from 02:00 carry them, those before do not.
+    assert created[True] and created[False]
+    assert max(created[False]) < "2026-11-01T02:00" <= min(created[True])
+    assert cli_main([*args, "--out", str(tmp_path / "never"), "--coordinates-from", "1"]) == 0
+    assert json.loads((tmp_path / "never" / GENERATION_FILE).read_text())["config"]["coordinates_from"] is None
+    capsys.readouterr()
+    for bad in ("1.5", "-0.1"):
+        assert cli_main([*args, "--out", str(tmp_path / "bad"), "--coordinates-from", bad]) == 2
+        one_line(capsys, f"coordinates_from={float(bad)} must be between 0 and 1")
+    with pytest.raises(SystemExit) as exited:
+        cli_main([*args, "--out", str(tmp_path / "bad"), "--coordinates-from", "soon"])
+    assert exited.value.code == 2
+    one_line(capsys, "--coordinates-from", "invalid float value: 'soon'")
+    assert not (tmp_path / "bad").exists()
 
 
 # ----------------------------------------------------------------------------------------------- pure helpers

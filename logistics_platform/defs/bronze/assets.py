@@ -12,7 +12,7 @@ from pyiceberg.catalog import Catalog
 from pyiceberg.schema import Schema
 
 from logistics_platform.defs.bronze.checks import bronze_check_results, bronze_check_specs, reason_counts
-from logistics_platform.defs.bronze.keys import LANDING_KEYS, QUARANTINE_KEY, TOPIC_KEYS
+from logistics_platform.defs.bronze.keys import EXTRA_KEY, LANDING_KEYS, QUARANTINE_KEY, TOPIC_KEYS
 from logistics_platform.defs.constants import BRONZE_GROUP, INGEST_LOG_KEY, LANDING_GROUP, OWNERS
 from logistics_platform.defs.partitions import arrival_hour_partitions
 from logistics_platform.defs.preflight import require_usable_lakehouse
@@ -32,8 +32,11 @@ INGEST_MODE_TAG = "logistics/ingest-mode"
 BACKFILL_TAG = "dagster/backfill"
 _COUNTS = ("lines", "rows", "quarantined", "tombstones", "late_events")  # of the hours as they stand after a run
 
+EXTRA_TABLES = f"{contract.EXTRA_PREFIX}*"  # the tables of topics outside the contract, one asset
 _DESCRIPTIONS = {
     **{t: f"{source.description}, typed, one row per valid landed line." for t, source in contract.SOURCES.items()},
+    EXTRA_TABLES: "Each topic outside the source contract, a table bronze.extra_<topic> of its records' own columns "
+    "and the envelope's metadata columns (docs/contract/sources.md section 8).",
     bs.QUARANTINE_TABLE: "Every invalid landed line with its reason, record address and raw text.",
     bs.INGEST_LOG_TABLE: "One row per topic and arrival hour ingested: input files, fingerprint and counts.",
 }
@@ -72,7 +75,9 @@ def landing_specs(partitions: dg.PartitionsDefinition) -> list[dg.AssetSpec]:
 
 def bronze_specs() -> list[dg.AssetSpec]:
     """One spec per bronze table, with its column schema and its landing topic(s) upstream."""
-    keys = {**TOPIC_KEYS, bs.QUARANTINE_TABLE: QUARANTINE_KEY, bs.INGEST_LOG_TABLE: INGEST_LOG_KEY}
+    keys = {**TOPIC_KEYS, EXTRA_TABLES: EXTRA_KEY, bs.QUARANTINE_TABLE: QUARANTINE_KEY}
+    keys[bs.INGEST_LOG_TABLE] = INGEST_LOG_KEY
+    schemas = {**bronze_tables(), EXTRA_TABLES: bs.table_schema(bs.spec_of(""))}  # the columns every extra table has
     return [
         dg.AssetSpec(
             key=keys[name],
@@ -80,14 +85,14 @@ def bronze_specs() -> list[dg.AssetSpec]:
             description=_DESCRIPTIONS[name],
             kinds={"iceberg"},
             owners=OWNERS,
-            deps=[LANDING_KEYS[name]] if name in LANDING_KEYS else list(LANDING_KEYS.values()),
+            deps=[k for t, k in LANDING_KEYS.items() if name in (t, bs.QUARANTINE_TABLE, bs.INGEST_LOG_TABLE)],
             metadata={
                 "dagster/column_schema": column_schema(schema),
                 "dagster/table_name": f"{bs.NAMESPACE}.{name}",
                 "partition_spec": "day(_arrival_hour); one file set per arrival hour",
             },
         )
-        for name, schema in bronze_tables().items()
+        for name, schema in schemas.items()
     ]
 
 
@@ -170,7 +175,11 @@ def materializations(catalog: Catalog, reports: "Sequence[IngestReport]") -> Ite
     first, single = reports[0], len(reports) == 1
     # append (only the new files read) | replace (the whole hour read) | unchanged (nothing new); a range: counts
     mode = {"ingest_mode": first.mode if single else dg.MetadataValue.json(dict(Counter(r.mode for r in reports)))}
-    for t in first.topics:
+    extra = [t for t in first.topics if t not in TOPIC_KEYS]  # the topics outside the contract: one asset
+    meta = {**hours, **{k: sum(tsum(t, k) for t in extra) for k in _COUNTS}, **read(extra), **duration}
+    rows = dg.MetadataValue.json({f"{bs.NAMESPACE}.{t}": tsum(t, "rows") for t in extra})
+    yield dg.MaterializeResult(asset_key=EXTRA_KEY, metadata={**meta, "rows_by_table": rows})
+    for t in (t for t in first.topics if t not in extra):
         yield dg.MaterializeResult(
             asset_key=TOPIC_KEYS[t],
             metadata={
@@ -208,6 +217,9 @@ def materializations(catalog: Catalog, reports: "Sequence[IngestReport]") -> Ite
             **duration,
         },
     )
+    snapshot_ids = {t: r.snapshot_id for t, r in first.topics.items()}
+    snapshot_ids[bs.QUARANTINE_TABLE] = first.quarantine_snapshot_id
+    snapshot_ids[bs.INGEST_LOG_TABLE] = first.ingest_log_snapshot_id
     yield dg.MaterializeResult(
         asset_key=INGEST_LOG_KEY,
         metadata={
@@ -217,13 +229,7 @@ def materializations(catalog: Catalog, reports: "Sequence[IngestReport]") -> Ite
             **({"ingest_mode_reason": first.mode_reason} if single else {}),
             **{k: sum(tsum(t, k) for t in first.topics) for k in _COUNTS},
             **read(list(first.topics)),
-            "snapshot_ids": dg.MetadataValue.json(
-                {
-                    **{t: str(r.snapshot_id) for t, r in first.topics.items()},
-                    bs.QUARANTINE_TABLE: str(first.quarantine_snapshot_id),
-                    bs.INGEST_LOG_TABLE: str(first.ingest_log_snapshot_id),
-                }
-            ),
+            "snapshot_ids": dg.MetadataValue.json({t: str(i) for t, i in snapshot_ids.items()}),
             "commit_seconds": first.commit_seconds.get(bs.INGEST_LOG_TABLE, 0.0),
             **duration,
         },

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
@@ -10,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import dagster as dg
 
-from logistics_platform.defs.bronze.keys import QUARANTINE_KEY, TOPIC_KEYS
+from logistics_platform.defs.bronze.keys import EXTRA_KEY, QUARANTINE_KEY, TOPIC_KEYS
 from logistics_platform.lib.bronze import schema as bs
 
 if TYPE_CHECKING:  # the ingest step imports them; loading the definitions does not need them
@@ -23,6 +24,8 @@ CHECK_SCHEMA_STABLE = "schema_stable"
 CHECK_SCHEMA_INCIDENT = "schema_incident"
 # Above this share of an hour's lines in quarantine, a producer is likely broken: warn (do not block).
 QUARANTINE_RATE_WARN = 0.01
+# Topics outside the contract (a WARN; an ERROR, so an alert, when one is new, grew or is unbalanced).
+CHECK_OUTSIDE_CONTRACT = "outside_contract"
 
 
 def reason_counts(counts: Iterable[Mapping[str, int]]) -> dg.JsonMetadataValue:
@@ -50,6 +53,8 @@ def bronze_check_specs() -> list[dg.AssetCheckSpec]:
             dg.AssetCheckSpec(CHECK_SCHEMA_INCIDENT, asset=key, description=incident),
         ]
     rate = f"Warns when more than {QUARANTINE_RATE_WARN:.0%} of an hour's lines are quarantined."
+    extra = "Fails naming the topics outside the contract (bronze.extra_<topic>); an ERROR if new, grown or unbalanced."
+    checks.append(dg.AssetCheckSpec(CHECK_OUTSIDE_CONTRACT, asset=EXTRA_KEY, description=extra))
     return [*checks, dg.AssetCheckSpec(CHECK_QUARANTINE_RATE, asset=QUARANTINE_KEY, description=rate)]
 
 
@@ -60,7 +65,8 @@ def bronze_check_results(
     from logistics_platform.lib.bronze.incidents import describe
 
     single = len(reports) == 1
-    for t in reports[0].topics:
+    yield _outside_contract(reports, accounts)
+    for t in (t for t in reports[0].topics if t in TOPIC_KEYS):
         per_hour = {r.partition_key: accounts[r.arrival_hour][t] for r in reports}
         unbalanced = [k for k, acc in per_hour.items() if not acc.balanced]
         damaged = {k: acc for k, acc in per_hour.items() if acc.corrupt_files}
@@ -149,4 +155,32 @@ def _result(
         severity=severity,
         description=description,
         metadata=metadata,
+    )
+
+
+def _outside_contract(
+    reports: Sequence[IngestReport], accounts: Mapping[datetime, Mapping[str, TopicAccount]]
+) -> dg.AssetCheckResult:
+    """Fails naming the topics outside the contract that landed, their tables and counts; an ERROR (the alert sensor
+    posts it) when one is new or gained columns, or when its landed lines are not all accounted for."""
+    counts = ("lines", "rows", "quarantined", "tombstones")
+    topics = {
+        reports[0].topics[t].topic: {
+            "table": f"{bs.NAMESPACE}.{t}",
+            **{c: sum(getattr(r.topics[t], c) for r in reports) for c in counts},
+            "balanced": all(accounts[r.arrival_hour][t].balanced for r in reports),
+            "new_columns": sorted({c for r in reports for c in r.topics[t].added_columns}),
+        }
+        for t in reports[0].topics
+        if t not in TOPIC_KEYS
+    }
+    fix = "add each to the contract (docs/contract/sources.md), or leave it out at the connector (table.include.list)"
+    error = any(v["new_columns"] or not v["balanced"] for v in topics.values())
+    return dg.AssetCheckResult(
+        asset_key=EXTRA_KEY,
+        check_name=CHECK_OUTSIDE_CONTRACT,
+        passed=not topics,
+        severity=dg.AssetCheckSeverity.ERROR if error else dg.AssetCheckSeverity.WARN,
+        description=f"topics outside the source contract landed ({fix}): {json.dumps(topics)}" if topics else None,
+        metadata={"topics": dg.MetadataValue.json(topics)},
     )

@@ -20,7 +20,7 @@ from pyiceberg.table import Table
 from logistics_platform.lib.bronze import schema as bs
 from logistics_platform.lib.bronze.commit import hour_files
 from logistics_platform.lib.bronze.increment import APPEND, UNCHANGED
-from logistics_platform.lib.bronze.landing import LandingFile, list_hour_files, scan_file
+from logistics_platform.lib.bronze.landing import LandingFile, list_hour_files, scan_file, topic_specs
 from logistics_platform.lib.bronze.reports import IngestReport
 from logistics_platform.lib.bronze.tables import hour_column
 from logistics_platform.lib.bronze.unread import unread_in_hour
@@ -67,7 +67,7 @@ class TopicAccount:
 
 
 def _account(
-    settings: Settings, hour: datetime, table: str, files: list[LandingFile], n: tuple[int, int, int]
+    settings: Settings, hour: datetime, spec: bs.TopicSpec, files: list[LandingFile], n: tuple[int, int, int]
 ) -> TopicAccount:
     """``files`` (lines, tombstones, damaged files: counted here) against (rows, quarantined, corrupt rows)."""
     lines = tombstones = 0
@@ -78,10 +78,10 @@ def _account(
         tombstones += c.tombstones
         if c.corrupt is not None:
             corrupt.append(f.relpath)
-    topic, (rows, quarantined, corrupt_rows) = bs.TOPICS[table].topic, n
-    unread = tuple(unread_in_hour(settings.landing_dir, topic, hour).items())
+    rows, quarantined, corrupt_rows = n
+    unread = tuple(unread_in_hour(settings.landing_dir, spec.topic, hour).items())
     found = (len(files), lines, tombstones, rows, quarantined, tuple(corrupt), corrupt_rows)
-    return TopicAccount(table, topic, *found, unread_files=unread)
+    return TopicAccount(spec.table, spec.topic, *found, unread_files=unread)
 
 
 def _table(catalog: Catalog, table: str) -> Table | None:
@@ -135,12 +135,12 @@ def account_hours(
     catalog = catalog_of(settings, catalog)
     out: dict[datetime, dict[str, TopicAccount]] = {h: {} for h in hours}
     quarantined = _quarantined(_table(catalog, bs.QUARANTINE_TABLE), hours)
-    for table, spec in bs.TOPICS.items():
+    for table, spec in topic_specs(settings.landing_dir).items():  # outside the contract too
         rows = _hour_rows(_table(catalog, table), table, hours)
         for hour in hours:
             files = list_hour_files(settings.landing_dir, spec.topic, hour)
             q, c = quarantined[hour, spec.topic, False], quarantined[hour, spec.topic, True]
-            out[hour][table] = _account(settings, hour, table, files, (rows.get(hour, 0), q, c))
+            out[hour][table] = _account(settings, hour, spec, files, (rows.get(hour, 0), q, c))
     return out
 
 
@@ -185,5 +185,5 @@ def _account_increment(settings: Settings, catalog: Catalog, report: IngestRepor
         files = [f for f in list_hour_files(settings.landing_dir, tr.topic, hour) if f.relpath in new]
         rows = sum(f.record_count for f in _live(catalog, table, hour, tr.written)[1])
         q, c = quarantined[hour, tr.topic, False], quarantined[hour, tr.topic, True]
-        out[table] = replace(_account(settings, hour, table, files, (rows, q, c)), scope=SCOPE_INCREMENT)
+        out[table] = replace(_account(settings, hour, bs.spec_of(tr.topic), files, (rows, q, c)), scope=SCOPE_INCREMENT)
     return out

@@ -59,6 +59,7 @@ class BlockTask:
     fast_run_lines: int = FAST_RUN_LINES  # runs of lines tried on the vectorised clean path; 0: per line only
     newlines: np.ndarray | None = None  # where the reader found the block's newlines (fastpath.newline_positions)
     decimal_mode: str = DECIMAL_PRECISE  # the connector's decimal.handling.mode (DEBEZIUM_DECIMAL_HANDLING_MODE)
+    topic: str = ""  # the topic of a table outside the contract (the contract's are known by ``table``)
 
 
 class CorruptRead(Exception):

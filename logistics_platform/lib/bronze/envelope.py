@@ -42,9 +42,11 @@ from logistics_platform.lib.bronze.values import (
     K_TIMESTAMP,
     MONEY_DECIMAL,
     BadValue,
+    connect_types,
     convert,
     decode_decimal,
     event_id,
+    infer_iceberg_type,
     kind_of,
     money_text_match,
     parse_timestamp_micros,
@@ -158,7 +160,6 @@ class LineParser:
         # Names an added column must not take, case-insensitively (DuckDB and dbt fold case).
         self.taken = frozenset(n.lower() for n in (*self.known, *(c.name for c in metadata_columns(spec))))
         self.key = spec.key
-        self.key_kind = kind_of(next(c.type for c in spec.columns if c.name == spec.key))
         self.value_columns = [(n, k) for n, k in contract if n != spec.key]
         # Table order: contract columns, metadata columns, then columns added by schema evolution.
         self.column_names: tuple[str, ...] = (
@@ -166,8 +167,9 @@ class LineParser:
         )
         self._n_evolved = len(self.evolved_kinds)
         self.cdc = spec.cdc
-        if spec.columns[0].name != spec.key:
+        if spec.key and spec.columns[0].name != spec.key:
             raise ValueError(f"{spec.table}: the key column must come first in the contract")
+        self.key_kind = kind_of(spec.columns[0].type) if spec.key else K_TEXT_OR_JSON
         self._event_time_index = 0 if spec.cdc else [n for n, _ in self.columns].index(PLAIN_EVENT_TIME_COLUMN)
 
     # -- public ---------------------------------------------------------------------------------------------
@@ -181,6 +183,7 @@ class LineParser:
             return Rejected(REASON_MALFORMED_JSON, f"not JSON: {e}")
         except RecursionError:
             return Rejected(REASON_MALFORMED_JSON, "not JSON: nested too deeply")
+        self._schema = value["schema"] if type(value) is dict and value.keys() == {"schema", "payload"} else None
         if (b"\\ud" in raw or b"\\uD" in raw) and not _encodable(value):
             # "\ud800" alone is accepted by the json module but is no text: it could not be stored.
             return Rejected(REASON_MALFORMED_JSON, "not JSON text: unpaired UTF-16 surrogate escape")
@@ -273,7 +276,9 @@ class LineParser:
 
     def _key(self, data: Any) -> Any:
         if type(data) is not dict:
-            raise BadValue(f"no {self.key}: row image is {type(data).__name__}")
+            raise BadValue(f"no {self.key or 'row'}: row image is {type(data).__name__}")
+        if not self.key:  # outside the contract: the row image is the key of the event identity
+            return json.dumps(data, sort_keys=True, separators=(",", ":"))
         k = data.get(self.key)
         if k is None:
             raise BadValue(f"{self.key} is missing or null")
@@ -288,7 +293,8 @@ class LineParser:
     def _extras(self, data: dict[str, Any]) -> dict[str, Any] | Rejected | None:
         if data.keys() <= self.known:
             return None
-        extras = {k: v for k, v in data.items() if k not in self.known and v is not None}
+        typed = not self.key and self._schema is not None  # outside the contract: schema-typed null columns too
+        extras = {k: v for k, v in data.items() if k not in self.known and (v is not None or typed)}
         clash = [k for k in extras if k.lower() in self.taken or not k.strip()]
         if not clash and len({k.lower() for k in extras}) != len(extras):
             clash = sorted(extras)
@@ -298,6 +304,9 @@ class LineParser:
                 f"row column {clash[0]!r} cannot be added: empty, or equal to a bronze column but for case "
                 "(SQL readers fold case), or reserved for bronze metadata",
             )
+        if extras and not self.key:  # their types: the schema block's, else the values' (timestamps too)
+            declared = connect_types(self._schema)
+            extras = {k: declared.get(k) or infer_iceberg_type([v], True) for k, v in extras.items()}
         return extras or None
 
     def _cdc(self, env: dict[str, Any], kafka_partition: int, offset: int, source_file: str) -> ParseResult:
@@ -358,13 +367,19 @@ class LineParser:
             tx_id if type(tx_id) is int and -I64 <= tx_id < I64 else None,
             conn_ts * 1000 if type(conn_ts) is int and -I53 <= conn_ts < I53 else None,
         )
+        if op == "d" and not self.key:  # outside the contract a delete keeps its before image (its key is all it says)
+            after, extras = env["before"], self._extras(env["before"])
+            if type(extras) is Rejected:
+                return extras
         if self._n_evolved:
-            if op in ("d", "t"):
+            if op == "t" or (op == "d" and self.key):
                 out += [None] * self._n_evolved
             else:
                 bad = self._values(after, out, self.evolved_kinds)  # type: ignore[arg-type]  # checked above
                 if bad is not None:
                     return bad
+        if not self.key:
+            del out[0]  # no key column outside the contract (the row image was the key of the identity)
         out.append(extras)
         return out
 

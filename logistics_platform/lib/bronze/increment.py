@@ -66,12 +66,11 @@ def plan_hours(
     if replace:
         return [_replace(h, fs, "full re-ingest requested") for h, fs in zip(hours, landed, strict=True)]
     log = read_log_entries(catalog, hours)
-    by_topic = {spec.topic: t for t, spec in bs.TOPICS.items()}
     plans: list[HourPlan] = []
     candidates: list[HourPlan] = []
     for hour, files in zip(hours, landed, strict=True):
         key = hour_key(hour)
-        logged = {by_topic[topic]: e for (topic, k), e in log.items() if k == key and topic in by_topic}
+        logged = {t: e for (topic, k), e in log.items() if k == key and (t := bs.spec_of(topic).table) in files}
         why = _against_log(files, logged) if logged else NOT_INGESTED
         if why:
             plans.append(_replace(hour, files, why))

@@ -19,7 +19,7 @@ from logistics_platform.lib.bronze.blocks import FAST_RUN_LINES
 from logistics_platform.lib.bronze.commit import BeforeCommitHook, commit_hours
 from logistics_platform.lib.bronze.increment import APPEND, NOT_INGESTED, REPLACE, UNCHANGED, HourPlan, plan_hours
 from logistics_platform.lib.bronze.ingest_log import IngestLogEntry, log_row
-from logistics_platform.lib.bronze.landing import LandingFile, fingerprint, fingerprint_of, list_hour_files
+from logistics_platform.lib.bronze.landing import LandingFile, fingerprint, fingerprint_of, list_hour_files, topic_specs
 from logistics_platform.lib.bronze.pool import PARALLEL_MIN_BYTES, BlockPool
 from logistics_platform.lib.bronze.reports import (
     PROP_FINGERPRINT,
@@ -83,8 +83,11 @@ def ingest_hours(
     run_id = options.get("run_id")
     say = options.get("progress") or log.info
     catalog = catalog_of(settings, options.get("catalog"))
-    tables = ensure_bronze_tables(catalog)
-    landed = [{t: list_hour_files(settings.landing_dir, s.topic, h) for t, s in bs.TOPICS.items()} for h in hours]
+    specs = topic_specs(settings.landing_dir)
+    landed = [{t: list_hour_files(settings.landing_dir, s.topic, h) for t, s in specs.items()} for h in hours]
+    # A topic outside the contract takes part in the hours it landed in (its table is created then).
+    specs = {t: s for t, s in specs.items() if t in bs.TOPICS or any(fs[t] for fs in landed)}
+    tables = ensure_bronze_tables(catalog, specs)
     plans = plan_hours(catalog, tables, hours, landed, options.get("replace", False))
     keys = [hour_key(h) for h in hours]
     reports = [
@@ -114,7 +117,7 @@ def ingest_hours(
         commit_seconds[identifier.rsplit(".", 1)[-1]] = round(time.perf_counter() - began, 3)
         return out
 
-    for name, spec in bs.TOPICS.items():
+    for name, spec in specs.items():
         new_files: list[DataFile] = []
         for i, hour in enumerate(hours):
             tr = reports[i].topics[name] = TopicReport(table=name, topic=spec.topic, mode=plans[i].mode)

@@ -8,6 +8,7 @@ import errno
 import gzip
 import hashlib
 import json
+import os
 import re
 import zlib
 from collections.abc import Iterable, Iterator
@@ -17,12 +18,14 @@ from pathlib import Path
 from typing import IO, NamedTuple, cast
 
 from logistics_platform.lib.bronze.avro_container import count_records
+from logistics_platform.lib.bronze.schema import TOPICS, TopicSpec, spec_of
 from logistics_platform.lib.timekeys import hour_start
 
 TOPICS_DIR = "topics"
 _FILE_RE = re.compile(
     r"^(?P<topic>[A-Za-z0-9._-]+)\+(?P<partition>\d+)\+(?P<offset>\d{10,})\.(?:json(?P<gz>\.gz)?|(?P<avro>avro))$"
 )
+TEMPORARY = (".", "_", "+")  # names of a sink's uploads in flight (and of the landing root's own notes)
 _DT_RE = re.compile(r"^dt=(\d{4}-\d{2}-\d{2})$")
 _HR_RE = re.compile(r"^hr=(\d{2})$")
 
@@ -96,6 +99,15 @@ def landing_file(landing_dir: Path, path: Path) -> LandingFile:
     rel = path.relative_to(landing_dir).as_posix()
     topic, hour, partition, offset = parse_landing_path(rel)
     return LandingFile(rel, topic, hour, partition, offset, path.stat().st_size, path)
+
+
+def topic_specs(landing_dir: Path) -> dict[str, TopicSpec]:
+    """Table -> spec of each topic read: the contract's, then every other topic folder's unless its table is taken."""
+    specs, root = dict(TOPICS), Path(landing_dir) / TOPICS_DIR
+    for name in sorted(os.listdir(root)) if root.is_dir() else ():
+        if not name.startswith(TEMPORARY) and (root / name).is_dir():  # (not a topic name: no file of it is read)
+            specs.setdefault(spec_of(name).table, spec_of(name))
+    return specs
 
 
 def list_hour_files(landing_dir: Path, topic: str, arrival_hour: datetime) -> list[LandingFile]:
@@ -380,8 +392,3 @@ def scan_file(f: LandingFile) -> FileCount:
         lines += 1
         tombstones += _tombstones(tail)
     return FileCount(lines, tombstones)
-
-
-def count_lines(f: LandingFile) -> tuple[int, int]:
-    """(lines, tombstones) of one file, counted straight from its bytes (readable lines of a damaged file)."""
-    return scan_file(f)[:2]

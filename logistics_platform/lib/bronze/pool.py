@@ -30,7 +30,7 @@ def run_block(task: BlockTask) -> BlockResult:
         if len(_PARSERS) > 64:
             _PARSERS.clear()
             _WHOLE_BLOCKS.clear()
-        spec = bs.TOPICS[task.table]
+        spec = bs.TOPICS.get(task.table) or bs.spec_of(task.topic)
         parser = LineParser(spec, task.hour, task.lateness_seconds, dict(task.evolved), task.decimal_mode)
         _PARSERS[key] = parser
     stats = _WHOLE_BLOCKS.setdefault(key, [0, 0])

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -61,6 +61,11 @@ class TopicReport:
     commit_attempts: int = 0
 
 
+def _total(attr: str, of: Callable[[Any], int] = int) -> Any:
+    """A property: ``of`` each topic's ``attr``, summed over the report's topics."""
+    return property(lambda report: sum(of(getattr(t, attr)) for t in report.topics.values()))
+
+
 @dataclass
 class IngestReport:
     """Result of ingesting one arrival hour: per-topic counts, snapshot ids and timing."""
@@ -78,29 +83,8 @@ class IngestReport:
     commit_seconds: dict[str, float] = field(default_factory=dict)  # bronze table -> its commit (attempts included)
 
     # Totals over the topics: the whole hours' lines, rows, quarantined lines and tombstones; what this ingest read.
-    @property
-    def lines(self) -> int:
-        return sum(t.lines for t in self.topics.values())
-
-    @property
-    def rows(self) -> int:
-        return sum(t.rows for t in self.topics.values())
-
-    @property
-    def quarantined(self) -> int:
-        return sum(t.quarantined for t in self.topics.values())
-
-    @property
-    def tombstones(self) -> int:
-        return sum(t.tombstones for t in self.topics.values())
-
-    @property
-    def read_files(self) -> int:
-        return sum(len(t.read_files) for t in self.topics.values())
-
-    @property
-    def read_lines(self) -> int:
-        return sum(t.read_lines for t in self.topics.values())
+    lines, rows, quarantined, tombstones = _total("lines"), _total("rows"), _total("quarantined"), _total("tombstones")
+    read_files, read_lines = _total("read_files", len), _total("read_lines")
 
     @property
     def quarantined_by_reason(self) -> dict[str, int]:

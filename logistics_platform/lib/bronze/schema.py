@@ -4,6 +4,7 @@ columns, quarantine reasons and partitioning, for everything that reads or write
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from pyiceberg.partitioning import PartitionField, PartitionSpec
@@ -53,7 +54,7 @@ class TopicSpec:
 
     table: str
     topic: str
-    key: str
+    key: str  # "" for a topic outside the contract: its rows have no declared key
     columns: tuple[Column, ...]
     cdc: bool = True
 
@@ -93,6 +94,13 @@ def topic_spec(source: contract.SourceTopic) -> TopicSpec:
 
 TOPICS: dict[str, TopicSpec] = {table: topic_spec(source) for table, source in contract.SOURCES.items()}
 TOPIC_BY_NAME: dict[str, TopicSpec] = {spec.topic: spec for spec in TOPICS.values()}
+
+
+def spec_of(topic: str) -> TopicSpec:
+    """The contract's topic, else one outside it: bronze.extra_<topic> (lower case, each run outside a-z0-9 one _)."""
+    extra = TopicSpec(contract.EXTRA_PREFIX + re.sub(r"[^a-z0-9]+", "_", topic.lower()).strip("_"), topic, "", ())
+    return TOPIC_BY_NAME.get(topic, extra)
+
 
 # Metadata columns, in table order after the row columns. All are pure functions of the landing files.
 ADDRESS_COLUMNS: tuple[Column, ...] = (

@@ -60,12 +60,13 @@ def ensure_table(catalog: Catalog, identifier: str, schema: Schema, hour_column:
         return catalog.load_table(identifier)
 
 
-def ensure_bronze_tables(catalog: Catalog) -> dict[str, Table]:
-    """Every bronze table (topics, quarantine, ingest log), created when missing."""
+def ensure_bronze_tables(catalog: Catalog, specs: dict[str, bs.TopicSpec] = bs.TOPICS) -> dict[str, Table]:
+    """Every bronze table (topics, also ``specs``' outside the contract; quarantine, ingest log), created if missing."""
     sort = {bs.QUARANTINE_TABLE: "_offset", bs.INGEST_LOG_TABLE: "arrival_hour"}
+    schemas = {**bronze_tables(), **{name: bs.table_schema(spec) for name, spec in specs.items()}}
     return {
         name: ensure_table(catalog, f"{bs.NAMESPACE}.{name}", schema, hour_column(name), sort.get(name, "_event_time"))
-        for name, schema in bronze_tables().items()
+        for name, schema in schemas.items()
     }
 
 

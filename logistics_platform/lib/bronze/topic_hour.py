@@ -60,7 +60,10 @@ def write_topic_hour(
     state: dict[str, Any] = {"evolved": tuple(evolved_columns(table, spec).items()), "schema": writer.arrow_schema}
 
     corrupt: list[CorruptRead] = []
-    new_task, mode = partial(BlockTask, spec.table, hour, lateness), settings.debezium_decimal_handling_mode
+    new_task = partial(BlockTask, spec.table, hour, lateness, topic=spec.topic)
+    mode = settings.debezium_decimal_handling_mode
+    if not spec.key:  # outside the contract: no declared columns for the vectorised paths, every line parsed alone
+        fast_run_lines = 0
 
     def tasks() -> Iterator[BlockTask]:
         for f in files:
@@ -80,7 +83,7 @@ def write_topic_hour(
         return LineParser(spec, hour, lateness, dict(evolved), mode)
 
     def read_avro(f: LandingFile) -> tuple[BlockResult, CorruptRead | None]:
-        return read_avro_file(avro_parser(state["evolved"]), f, state["schema"])
+        return read_avro_file(avro_parser(state["evolved"]), f, state["schema"], vectorised=bool(spec.key))
 
     def rerun_block(task: BlockTask) -> BlockResult:
         return run_block(replace(task, evolved=state["evolved"], arrow_schema=state["schema"]))

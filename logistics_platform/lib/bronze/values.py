@@ -109,8 +109,12 @@ def kind_of(iceberg_type: IcebergType, *, evolved: bool = False) -> str:
     raise TypeError(f"no converter for column type {iceberg_type}")
 
 
-def infer_iceberg_type(values: list[Any]) -> IcebergType:
-    """Type of a newly seen column from its non-null JSON values: bool, long, double, else string."""
+def infer_iceberg_type(values: list[Any], timestamps: bool = False) -> IcebergType:
+    """Type of a newly seen column from its non-null JSON values: bool, long, double, else string (with
+    ``timestamps``, a timestamp when every value is ISO-8601 UTC text); a type given for the values: that type (a
+    column a record's schema declares, outside the contract)."""
+    if values and isinstance(values[0], IcebergType):
+        return values[0]
     kinds = {type(v) for v in values if v is not None}
     if not kinds:
         return StringType()
@@ -120,6 +124,8 @@ def infer_iceberg_type(values: list[Any]) -> IcebergType:
         return LongType()
     if kinds <= {int, float}:
         return DoubleType()
+    if timestamps and kinds == {str} and all(re.match(TIMESTAMP_RE, v) for v in values if v is not None):
+        return TimestampType()
     return StringType()
 
 
@@ -272,6 +278,29 @@ def schema_encodings(schema: Any) -> tuple[Encodings, dict[str, IcebergType]] | 
         return out, declared
     except (KeyError, TypeError, ValueError, AttributeError, StopIteration):
         return None  # a schema block we cannot read: the contract and the setting decide
+
+
+ZONED_TIMESTAMP = "io.debezium.time.ZonedTimestamp"
+# Connect (and Avro) types of a schema block -> those of a table outside the contract (the others: text, JSON text).
+_EXTRA_TYPES: dict[str, IcebergType] = {"int": LongType(), "long": LongType(), "float": DoubleType()}
+_EXTRA_TYPES |= {"double": DoubleType(), "boolean": BooleanType()}
+
+
+def connect_types(schema: Any) -> dict[str, IcebergType]:
+    """Per row column, the Iceberg type a JsonConverter schema block (or an Avro one rendered so) declares: integers
+    bigint, a Connect ``Decimal`` of scale 2 DECIMAL(12,2) (any other: text), Debezium's timestamps timestamp."""
+    out: dict[str, IcebergType] = {}
+    money = DecimalType(MONEY_PRECISION, MONEY_SCALE)
+    try:
+        for f in next(f for f in schema["fields"] if f.get("field") == "after")["fields"]:
+            name, kind = f.get("name"), str(f.get("type")).rstrip("0123456789")  # int8..int64, float32/64: one kind
+            stamp = name in TIMESTAMP_UNITS or name in (NANO_TIMESTAMP, ZONED_TIMESTAMP)
+            out[f["field"]] = TimestampType() if stamp else _EXTRA_TYPES.get(kind, StringType())
+            if name == CONNECT_DECIMAL:
+                out[f["field"]] = money if int(f["parameters"]["scale"]) == MONEY_SCALE else StringType()
+    except (KeyError, TypeError, ValueError, AttributeError, StopIteration):
+        return {}  # a schema block we cannot read: the values decide
+    return out
 
 
 # -- event ids ------------------------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import duckdb
 
-from logistics_platform.lib.contract import SOURCES
+from logistics_platform.lib.contract import EXTRA_PREFIX, SOURCES
 from logistics_platform.settings import Settings
 
 if TYPE_CHECKING:
@@ -72,7 +72,7 @@ def current_metadata_locations(catalog: Catalog, namespace: str, names: Iterable
                 )
             ).all()
         found = {str(name): str(location) for name, location in rows if location}
-        return {n: found.get(n) for n in names}
+        return _with_extra(found, names)
     out: dict[str, str | None] = {}
     for n in names:
         try:
@@ -102,7 +102,12 @@ def sqlite_metadata_locations(settings: Settings, namespace: str, names: Iterabl
             raise
     finally:
         con.close()
-    return {n: found.get(n) for n in names}
+    return _with_extra(found, names)
+
+
+def _with_extra(found: dict[str, str], names: list[str]) -> dict[str, str | None]:
+    """Table of ``names`` -> its metadata file (None: none yet), and those of topics outside the contract (bronze)."""
+    return {n: found.get(n) for n in names} | {n: v for n, v in found.items() if n.startswith(EXTRA_PREFIX)}
 
 
 def bronze_metadata_locations(settings: Settings) -> dict[str, str | None]:

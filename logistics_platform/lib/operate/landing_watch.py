@@ -111,11 +111,10 @@ def stale_topics(landed: Mapping[str, str], ingested: Mapping[str, str]) -> dict
 
 
 def hour_folders(landing_dir: Path) -> tuple[list[tuple[str, datetime]], dict[str, str]]:
-    """(topic, arrival hour) of every ``dt=YYYY-MM-DD/hr=HH`` folder under the known topics' folders; and folder
+    """(topic, arrival hour) of every ``dt=YYYY-MM-DD/hr=HH`` folder under the read topics' folders; and folder
     (relative to ``landing_dir``) -> why it is not one, for the others (a sink's ``.``/``_``/``+`` temporaries aside).
     """
-    from logistics_platform.lib.bronze.landing import TOPICS_DIR
-    from logistics_platform.lib.bronze.schema import TOPIC_BY_NAME
+    from logistics_platform.lib.bronze.landing import TOPICS_DIR, topic_specs
 
     root = Path(landing_dir) / TOPICS_DIR
     hours: list[tuple[str, datetime]] = []
@@ -125,7 +124,7 @@ def hour_folders(landing_dir: Path) -> tuple[list[tuple[str, datetime]], dict[st
         with os.scandir(parent) as entries:
             return sorted(Path(e.path) for e in entries if e.is_dir() and not e.name.startswith((".", "_", "+")))
 
-    for topic in TOPIC_BY_NAME:
+    for topic in (spec.topic for spec in topic_specs(landing_dir).values()):  # outside the contract too
         if not (root / topic).is_dir():
             continue
         for day in folders(root / topic):

@@ -196,7 +196,7 @@ def backlog(
     scan: Mapping[str, Mapping[str, str]], ingested: Mapping[tuple[str, str], IngestLogEntry], landing_dir: Path
 ) -> Backlog:
     """Hours, files and lines landed but not (or not in their current form) ingested."""
-    from logistics_platform.lib.bronze.landing import count_lines, list_hour_files
+    from logistics_platform.lib.bronze.landing import list_hour_files, scan_file
 
     pending: list[str] = []
     lines = files = 0
@@ -210,7 +210,7 @@ def backlog(
             for f in list_hour_files(landing_dir, topic, arrival):
                 if f.relpath not in known:
                     files += 1
-                    lines += count_lines(f)[0]
+                    lines += scan_file(f).lines
     return Backlog(
         hours_pending=pending,
         lines_pending=lines,
