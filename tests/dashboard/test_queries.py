@@ -11,7 +11,7 @@ import pyarrow as pa
 from logistics_platform.lib.bronze.ingest import ingest_hour
 from logistics_platform.lib.connections import load_catalog
 from logistics_platform.lib.dashboard.health import health_frame, quarantine_by_hour, read_ingest_lines
-from logistics_platform.lib.dashboard.off_route import MARGIN, episodes_view, read_track
+from logistics_platform.lib.dashboard.off_route import MARGIN, episodes_view, read_corridor, read_pings
 from logistics_platform.lib.dashboard.operations import delivery_view, revenue_by_tenant, revenue_by_tier
 from logistics_platform.lib.dashboard.reader import MartState, read_mart
 from logistics_platform.lib.dashboard.travel import compare, day_column, measures, missing_tag_message, travel_tag
@@ -194,7 +194,7 @@ def test_episodes_view_puts_current_episodes_first() -> None:
     assert frame["label"].iloc[0] == "courier 1, order 10, from 11-02 10:00"
 
 
-def test_read_track_reads_the_corridor_and_only_that_courier_s_pings_around_the_episode(tmp_path: Path) -> None:
+def test_the_map_reads_the_corridor_and_only_that_courier_s_pings_around_the_episode(tmp_path: Path) -> None:
     settings = local_settings(tmp_path)
     first, last = T0 + timedelta(minutes=20), T0 + timedelta(minutes=30)
     corridor = {"pickup_lat": -23.6, "pickup_lon": -46.7, "dropoff_lat": -23.58, "dropoff_lon": -46.7}
@@ -215,9 +215,9 @@ def test_read_track_reads_the_corridor_and_only_that_courier_s_pings_around_the_
     write_file(settings.landing_dir, "logistics.tracking_pings", T0, 1, 0, [dump(pings[1])])  # a redelivered copy
     ingest_hour(settings, T0)
 
-    track = read_track(load_catalog(settings), 5, 7, first, last)
-    assert track.corridor == (-23.6, -46.7, -23.57, -46.7)
-    assert list(track.pings["ping_id"]) == ["in-corridor", "off", "edge"]
-    # 0.03 degrees of longitude east of the line at 23.6 S: about 3.06 km.
-    assert track.pings["distance_km"].round(2).tolist() == [0.0, 3.06, 3.06]
-    assert read_track(load_catalog(settings), 5, 8, first, last).corridor is None  # an order bronze does not hold
+    catalog = load_catalog(settings)
+    assert read_corridor(catalog, 7) == (-23.6, -46.7, -23.57, -46.7)
+    assert read_corridor(catalog, 8) is None  # an order bronze does not hold
+    pings = read_pings(catalog, 5, first, last)
+    assert list(pings["ping_id"]) == ["in-corridor", "off", "edge"]
+    assert list(pings["in_episode"]) == [False, True, False]

@@ -62,8 +62,8 @@ def build_alert_sensors(settings: Settings) -> dg.Definitions:
         default_status=sensor_status(settings),
         minimum_interval_seconds=30,
         description=(
-            "Posts failed blocking or ERROR checks, failed freshness checks and failed SLA / delivery-time anomaly "
-            "checks to ALERT_WEBHOOK_URL and ALERTS_LOG. Cursor: the last check evaluation event seen."
+            "Posts failed blocking or ERROR checks, failed freshness checks and failed SLA, delivery-time anomaly and "
+            "off-route checks to ALERT_WEBHOOK_URL and ALERTS_LOG. Cursor: the last check evaluation event seen."
         ),
     )
     def alert_on_check_failure(context: dg.SensorEvaluationContext) -> dg.SkipReason | None:
@@ -122,7 +122,7 @@ def _failed_evaluations(
 def _alert_for_check(
     instance: dg.DagsterInstance, record: Any, evaluation: dg.AssetCheckEvaluation, settings: Settings
 ) -> bool:
-    """Deliver the alert of a failed evaluation that alerts and that its own run has not delivered (the SLA check)."""
+    """Deliver the alert of a failed evaluation that alerts and that its own run has not delivered (SLA, off route)."""
     is_freshness = "freshness" in evaluation.check_name
     pages = evaluation.check_name in ALERTING_WARN_CHECKS
     if not (evaluation.blocking or evaluation.severity == dg.AssetCheckSeverity.ERROR or is_freshness or pages):

@@ -116,17 +116,18 @@ def anomalous_days(con: Any, first_hour: datetime | None = None, last_hour: date
 
 
 def new_off_route_episodes(con: Any, run_id: str) -> list[Episode]:
-    """Episodes of the (courier, order) pairs the run rebuilt that overlap no episode alerted before, now recorded as
-    alerted: each episode is reported once, though every later run that rebuilds its pair (it grows) sees it again."""
+    """Episodes of the (courier, order) pairs the run rebuilt that overlap none alerted before, recorded as alerted in
+    the same statement: each is reported once, however often later runs rebuild it as it grows."""
     con.execute(
-        f"create schema if not exists ops; create table if not exists {ALERTED_EPISODES} (courier_id bigint not null,"
-        " order_id bigint not null, started_at timestamp not null, last_off_at timestamp not null, run_id varchar)"
+        f"create schema if not exists ops; create table if not exists {ALERTED_EPISODES} (courier_id bigint, order_id"
+        " bigint, started_at timestamp, minutes double, max_distance_km double, region varchar, last_off_at timestamp,"
+        " run_id varchar)"
     )
-    last_off = "e.started_at + to_microseconds(cast(round(e.minutes * 60000000) as bigint))"
-    con.begin()
+    last_off = "e.started_at + to_microseconds(cast(round(e.minutes * 60e6) as bigint))"
     rows = con.execute(
         f"""
-        select e.courier_id, e.order_id, e.started_at, e.minutes, e.max_distance_km, e.region, {last_off}
+        insert into {ALERTED_EPISODES}
+        select e.courier_id, e.order_id, e.started_at, e.minutes, e.max_distance_km, e.region, {last_off}, ?
         from marts.{OFF_ROUTE_MART} as e
         where exists (
             select 1 from intermediate.int_affected_off_route_pairs as a
@@ -136,14 +137,11 @@ def new_off_route_episodes(con: Any, run_id: str) -> list[Episode]:
             where s.courier_id = e.courier_id and s.order_id = e.order_id
                 and s.started_at <= {last_off} and e.started_at <= s.last_off_at
         )
-        order by e.started_at, e.courier_id, e.order_id
-        """
+        returning courier_id, order_id, started_at, minutes, max_distance_km, region
+        """,
+        [run_id],
     ).fetchall()
-    rows_in = [(r[0], r[1], r[2], r[6], run_id) for r in rows]
-    if rows_in:
-        con.executemany(f"insert into {ALERTED_EPISODES} values (?, ?, ?, ?, ?)", rows_in)
-    con.commit()
-    return [Episode(*row[:6]) for row in rows]
+    return sorted((Episode(*row) for row in rows), key=lambda e: (e.started_at, e.courier_id, e.order_id))
 
 
 def _summary(head: str, items: list[Breach] | list[Anomaly] | list[Episode], limit: int) -> str | None:
