@@ -13,7 +13,7 @@ from logistics_platform.lib.connections import load_catalog
 from logistics_platform.lib.dashboard.health import health_frame, quarantine_by_hour, read_ingest_lines
 from logistics_platform.lib.dashboard.off_route import MARGIN, episodes_view, read_corridor, read_pings
 from logistics_platform.lib.dashboard.operations import delivery_view, revenue_by_tenant, revenue_by_tier
-from logistics_platform.lib.dashboard.reader import MartState, read_mart
+from logistics_platform.lib.dashboard.reader import MartState, load_table
 from logistics_platform.lib.dashboard.travel import compare, day_column, measures, missing_tag_message, travel_tag
 from logistics_platform.lib.maintenance.health import TableHealth
 from logistics_platform.settings import local_settings
@@ -173,7 +173,7 @@ def test_health_frame_has_one_row_per_table() -> None:
 
 def test_an_empty_catalog_reads_as_nothing_published(tmp_path: Path) -> None:
     catalog = load_catalog(local_settings(tmp_path))
-    assert read_mart(catalog, "fct_region_sla") is None
+    assert load_table(catalog, "marts.fct_region_sla") is None
     assert read_ingest_lines(catalog).num_rows == 0
     assert quarantine_by_hour(read_ingest_lines(catalog)).empty
 

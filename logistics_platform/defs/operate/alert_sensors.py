@@ -129,16 +129,11 @@ def _alert_for_check(
         return False
     if (done := evaluation.metadata.get(alerts.DELIVERED_KEY)) is not None and done.value is True:
         return False
-    run = instance.get_run_by_id(record.run_id) if record.run_id else None
-    alert = alerts.Alert(
-        kind=alerts.KIND_FRESHNESS if is_freshness else alerts.KIND_CHECK_FAILURE,
-        summary=f"{evaluation.asset_key.to_user_string()} {evaluation.check_name}",
-        error=evaluation.description or f"check {evaluation.check_name} failed ({evaluation.severity.value})",
-        run_id=record.run_id,
-        job_name=run.job_name if run else None,
-        assets=(evaluation.asset_key.to_user_string(),),
-        partition=evaluation.partition or (run_partition(run) if run else None),
-        check_name=evaluation.check_name,
-    )
+    run, check = instance.get_run_by_id(record.run_id) if record.run_id else None, evaluation.check_name
+    error = evaluation.description or f"check {check} failed ({evaluation.severity.value})"
+    partition = evaluation.partition or (run_partition(run) if run else None)
+    kind = alerts.KIND_FRESHNESS if is_freshness else alerts.KIND_CHECK_FAILURE
+    job = run.job_name if run else None
+    alert = alerts.check_alert(evaluation.asset_key.to_user_string(), check, error, record.run_id, job, partition, kind)
     alerts.deliver(alert, settings.alerts_log, settings.alert_webhook_url)
     return True

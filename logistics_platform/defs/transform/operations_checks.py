@@ -34,19 +34,11 @@ def _scope(first: datetime | None, last: datetime | None) -> str:
 
 def _deliver(context: dg.AssetCheckExecutionContext, settings: Settings, key: dg.AssetCheckKey, text: str) -> bool:
     """Post this run's alert of the failed check (log and webhook); whether it reached both."""
-    run, asset, check = context.run, key.asset_key.to_user_string(), key.name
-    alert = alerts.Alert(
-        kind=alerts.KIND_CHECK_FAILURE,
-        summary=f"{asset} {check}",
-        error=text,
-        run_id=run.run_id,
-        job_name=run.job_name,
-        assets=(asset,),
-        partition=_scope(*run_arrival_hours(run.tags)),
-        check_name=check,
-    )
+    run, scope = context.run, _scope(*run_arrival_hours(context.run.tags))
+    asset, kind = key.asset_key.to_user_string(), alerts.KIND_CHECK_FAILURE
+    alert = alerts.check_alert(asset, key.name, text, run.run_id, run.job_name, scope, kind)
     result = alerts.deliver(alert, settings.alerts_log, settings.alert_webhook_url)
-    context.log.info(f"{check} alert: logged={result.logged} posted={result.posted}")
+    context.log.info(f"{key.name} alert: logged={result.logged} posted={result.posted}")
     return alerts.delivered(result, settings.alert_webhook_url)
 
 
