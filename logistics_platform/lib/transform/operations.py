@@ -129,14 +129,9 @@ def new_off_route_episodes(con: Any, run_id: str) -> list[Episode]:
         insert into {ALERTED_EPISODES}
         select e.courier_id, e.order_id, e.started_at, e.minutes, e.max_distance_km, e.region, {last_off}, ?
         from marts.{OFF_ROUTE_MART} as e
-        where exists (
-            select 1 from intermediate.int_affected_off_route_pairs as a
-            where a.courier_id = e.courier_id and a.order_id = e.order_id
-        ) and not exists (
-            select 1 from {ALERTED_EPISODES} as s
-            where s.courier_id = e.courier_id and s.order_id = e.order_id
-                and s.started_at <= {last_off} and e.started_at <= s.last_off_at
-        )
+        semi join intermediate.int_affected_off_route_pairs as a using (courier_id, order_id)
+        anti join {ALERTED_EPISODES} as s on s.courier_id = e.courier_id and s.order_id = e.order_id
+            and s.started_at <= {last_off} and e.started_at <= s.last_off_at
         returning courier_id, order_id, started_at, minutes, max_distance_km, region
         """,
         [run_id],
