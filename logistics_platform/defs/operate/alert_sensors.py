@@ -129,7 +129,8 @@ def _alert_for_check(
         return False
     if (done := evaluation.metadata.get(alerts.DELIVERED_KEY)) is not None and done.value is True:
         return False
-    run, check = instance.get_run_by_id(record.run_id) if record.run_id else None, evaluation.check_name
+    run = instance.get_run_by_id(record.run_id) if record.run_id else None
+    check = evaluation.check_name
     error = evaluation.description or f"check {check} failed ({evaluation.severity.value})"
     partition = evaluation.partition or (run_partition(run) if run else None)
     kind = alerts.KIND_FRESHNESS if is_freshness else alerts.KIND_CHECK_FAILURE
