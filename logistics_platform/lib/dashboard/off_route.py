@@ -44,8 +44,8 @@ def read_pings(catalog: Catalog, courier_id: int, first: datetime, last: datetim
     fields = ("ping_id", "lat", "lon", "recorded_at")
     table = load_table(catalog, f"{BRONZE_NAMESPACE}.tracking_pings")
     # _event_time is recorded_at: the files' statistics on it (the table's sort order) skip the rest of the table.
-    since = GreaterThanOrEqual("_event_time", (first - MARGIN).isoformat())
-    until = LessThanOrEqual("_event_time", (last + MARGIN).isoformat())
+    since = GreaterThanOrEqual("_event_time", f"{first - MARGIN:%Y-%m-%dT%H:%M:%S.%f}")  # microseconds, as stored
+    until = LessThanOrEqual("_event_time", f"{last + MARGIN:%Y-%m-%dT%H:%M:%S.%f}")
     scan = table.scan(And(EqualTo("courier_id", courier_id), since, until), selected_fields=fields) if table else None
     pings = scan.to_arrow().to_pandas() if scan is not None else pd.DataFrame(columns=fields)
     pings = pings.drop_duplicates("ping_id").sort_values(["recorded_at", "ping_id"]).reset_index(drop=True)
