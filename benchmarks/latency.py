@@ -1,5 +1,6 @@
 """Benchmark: seconds from a file a live sink lands in the hour in progress to its rows in bronze, to
-marts.fct_region_sla and to the SLA alert at a webhook, through `dagster dev` (webserver + daemon, all automation on).
+marts.fct_region_sla and to the SLA alert at a webhook, and from a ping file with an off-route episode to the off-route
+alert, through `dagster dev` (webserver + daemon, all automation on).
 
 A temporary project state on the embedded defaults (SQLite catalog and Dagster storage, local files, this repo's
 dagster.yaml): `logistics-platform generate` of the hours up to the open one and `logistics-platform run` (the steady
@@ -13,6 +14,10 @@ SLA_LATE_SHARE_MAX). Per batch it prints the seconds from the rename to
   * sla: the ``marts/fct_region_sla`` materialization (the DuckDB model built by dbt; the Iceberg publish is the
     full batch's), both read from the Dagster instance's event log,
   * alert: the breach alert's arrival at the webhook (breach batch only),
+  * off_route: the off-route alert's arrival at the webhook, from the rename of the batch's ping file: before the
+    batches one order per batch is landed (in transit with its own courier, pickup -> drop-off known), and each batch
+    lands, just before its order file, that courier's pings of the last OFF_ROUTE_PINGS minutes, all 3 km off the
+    corridor (an episode of OFF_ROUTE_PINGS - 1 minutes, above OFF_ROUTE_MINUTES),
 
 the hops of the live path from the instance's run records, median and max, and the 1-minute load average.
 
@@ -44,9 +49,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from logistics_platform.lib.timekeys import hour_start  # noqa: E402
+from tests.support.bronze import cdc, dump, iso, order, ping  # noqa: E402
 from tests.support.live import window_deliveries  # noqa: E402
 
 ORDERS = "oltp.public.orders"
+PINGS = "logistics.tracking_pings"
+# The off-route batches: courier and order ids far past the generator's, one a batch; pings a minute apart.
+OFF_ROUTE_COURIER, OFF_ROUTE_ORDER, OFF_ROUTE_PINGS = 90_000, 800_000, 9
 BIN = ROOT / ".venv" / "bin"
 INGEST_LOG = dg.AssetKey(["bronze", "ingest_log"])
 SLA_MART = dg.AssetKey(["marts", "fct_region_sla"])
@@ -157,15 +166,36 @@ def built_after(instance: dg.DagsterInstance, key: dg.AssetKey, after_id: int, a
     return None
 
 
-def land(landing: Path, hour: datetime, offset: int, lines: list[bytes]) -> float:
+def land(landing: Path, hour: datetime, offset: int, lines: list[bytes], topic: str = ORDERS) -> float:
     """Write one sink file into ``hour`` (temporary name, then rename); the epoch seconds of the rename."""
-    folder = landing / "topics" / ORDERS / f"dt={hour:%Y-%m-%d}" / f"hr={hour:%H}"
+    folder = landing / "topics" / topic / f"dt={hour:%Y-%m-%d}" / f"hr={hour:%H}"
     folder.mkdir(parents=True, exist_ok=True)
-    final = folder / f"{ORDERS}+9+{offset:010d}.json"
+    final = folder / f"{topic}+9+{offset:010d}.json"
     tmp = folder / f".{final.name}.tmp"
     tmp.write_bytes(b"".join(line + b"\n" for line in lines))
     os.replace(tmp, final)
     return time.time()
+
+
+def off_route_orders(batches: int, now: datetime) -> list[bytes]:
+    """One order per batch, created 20 minutes before ``now``, assigned to its own courier and in transit since: a
+    corridor of about 2 km north from its pickup."""
+    lines = []
+    for b in range(batches):
+        created, lat, lon = now - timedelta(minutes=20), -23.6 + 0.05 * b, -46.7
+        corridor = {"pickup_lat": lat, "pickup_lon": lon, "dropoff_lat": lat + 0.02, "dropoff_lon": lon}
+        row = order(OFF_ROUTE_ORDER + b, created, courier_id=OFF_ROUTE_COURIER + b, status="in_transit", **corridor)
+        row["promised_at"] = iso(now + timedelta(hours=2))
+        lines.append(dump(cdc("c", "orders", row, lsn=10**10 + b, ts=created)))
+    return lines
+
+
+def off_route_pings(batch: int, now: datetime) -> list[bytes]:
+    """The batch's courier's pings of the last OFF_ROUTE_PINGS minutes before ``now``, 0.03 degrees (3 km) east of
+    its corridor."""
+    lat, lon, courier = -23.6 + 0.05 * batch + 0.01, -46.7 + 0.03, OFF_ROUTE_COURIER + batch
+    at = [now - timedelta(minutes=OFF_ROUTE_PINGS - k) for k in range(OFF_ROUTE_PINGS)]
+    return [dump(ping(f"bench-{batch}-{k}", t, courier_id=courier, lat=lat, lon=lon)) for k, t in enumerate(at)]
 
 
 def wait_for(check: Any, timeout: float, step: float = 0.5) -> Any:
@@ -224,6 +254,14 @@ def main() -> int:
     server = HTTPServer(("127.0.0.1", 0), Webhook)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     root, env, open_hour = live_project("latency-", args.history_hours, server.server_address[1])
+    landing = Path(env["LANDING_DIR"])
+    # The orders the off-route batches' couriers carry: ingested (and built) in the steady state, before the batches.
+    land(
+        landing,
+        open_hour.replace(tzinfo=None),
+        10**6 - 1,
+        off_route_orders(args.batches, datetime.now(UTC).replace(tzinfo=None)),
+    )
     dev = start_dev(root, env)
     loads: list[float] = []
     rows: list[dict[str, float]] = []
@@ -249,7 +287,9 @@ def main() -> int:
             window = now.replace(tzinfo=None, second=0, microsecond=0) - timedelta(minutes=now.minute % 5 + 30)
             lines = window_deliveries(window, "north" if breach else "south", 900_000 + 100 * b, 24, breach, 10**9 + b)
             bronze_before, sla_before = newest(instance, INGEST_LOG)[0], newest(instance, SLA_MART)[0]
-            landed = land(Path(env["LANDING_DIR"]), open_hour.replace(tzinfo=None), 10**6 + 100 * b, lines)
+            hour = open_hour.replace(tzinfo=None)
+            pings_landed = land(landing, hour, 10**6 + 100 * b, off_route_pings(b, now.replace(tzinfo=None)), PINGS)
+            landed = land(landing, hour, 10**6 + 100 * b, lines)
             row: dict[str, float] = {}
             got = wait_for(lambda b=bronze_before, a=landed: built_after(instance, INGEST_LOG, b, a), args.timeout)
             if got:
@@ -269,6 +309,15 @@ def main() -> int:
                 )
                 if got:
                     row["alert"] = got - landed
+            needle = f"courier {OFF_ROUTE_COURIER + b} order {OFF_ROUTE_ORDER + b} "
+            got = wait_for(
+                lambda n=needle, t=pings_landed: next(
+                    (at for at, text in Webhook.received if n in text and at > t), None
+                ),
+                args.timeout,
+            )
+            if got:
+                row["off_route"] = got - pings_landed
             # The runs' end times are written just after their last event.
             time.sleep(5)
             row.update(hops(instance, landed))
@@ -282,17 +331,17 @@ def main() -> int:
         server.shutdown()
 
     print(f"\n{len(rows)} batches, {args.gap:.0f} s apart, landing -> (seconds)")
-    for key in ("bronze", "sla", "alert"):
+    for key in ("bronze", "sla", "alert", "off_route"):
         values = [r[key] for r in rows if key in r]
         expected = len(rows) if key != "alert" else int(len(rows) > args.breach_batch)
         missing = expected - len(values)
         if values:
             print(
-                f"  {key:6s} median {statistics.median(values):5.1f}  max {max(values):5.1f}  (n={len(values)}"
+                f"  {key:9s} median {statistics.median(values):5.1f}  max {max(values):5.1f}  (n={len(values)}"
                 f"{f', {missing} not reached in {args.timeout:.0f} s' if missing else ''})"
             )
         else:
-            print(f"  {key:6s} not reached")
+            print(f"  {key:9s} not reached")
     for key in ("ingest_created", "ingest_started", "ingest_ended", "sla_created", "sla_started", "sla_ended"):
         values = [r[key] for r in rows if key in r]
         if values:

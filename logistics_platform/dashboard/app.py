@@ -1,4 +1,4 @@
-"""The dashboard's entry point (`streamlit run`): page setup and navigation between the five pages."""
+"""The dashboard's entry point (`streamlit run`): page setup and navigation between the six pages."""
 
 import streamlit as st
 
@@ -9,6 +9,7 @@ navigation = st.navigation(
     [
         st.Page(PAGES / "sla.py", title="SLA now", icon=":material/timer:", url_path="sla", default=True),
         st.Page(PAGES / "delivery.py", title="Delivery time", icon=":material/schedule:", url_path="delivery"),
+        st.Page(PAGES / "off_route.py", title="Off route", icon=":material/alt_route:", url_path="off-route"),
         st.Page(PAGES / "revenue.py", title="Revenue", icon=":material/payments:", url_path="revenue"),
         st.Page(PAGES / "time_travel.py", title="Time travel", icon=":material/history:", url_path="time-travel"),
         st.Page(PAGES / "health.py", title="Pipeline health", icon=":material/monitor_heart:", url_path="health"),

@@ -18,7 +18,7 @@ from logistics_platform.dashboard import APP, PAGES
 from logistics_platform.lib.connections import load_catalog
 from logistics_platform.lib.timekeys import hour_start
 from logistics_platform.settings import Settings, local_settings
-from tests.support.dashboard_world import QUARANTINED_LINES, TRAVEL_DAYS, DashboardWorld
+from tests.support.dashboard_world import OFF_COURIER, OFF_ORDER, QUARANTINED_LINES, TRAVEL_DAYS, DashboardWorld
 
 pytestmark = pytest.mark.slow
 
@@ -138,6 +138,30 @@ def test_delivery_time_marks_the_anomalous_day(world: DashboardWorld) -> None:
     )
 
 
+def test_off_route_names_the_current_episode_and_maps_its_corridor_and_pings(world: DashboardWorld) -> None:
+    at = _run("off_route")
+    episodes = _scan(world, "fct_courier_off_route").to_pylist()
+    [current] = [e for e in episodes if e["ended_at"] is None]
+    assert (current["courier_id"], current["order_id"], current["started_at"]) == (
+        OFF_COURIER,
+        OFF_ORDER,
+        world.off_route_start,
+    )
+    [line] = [w.value for w in at.warning]
+    assert f"courier {OFF_COURIER} on order {OFF_ORDER} since {world.off_route_start:%m-%d %H:%M} UTC" in line
+    # The map opens on it; the history lists every episode of the mart (the world's daily detours too).
+    assert at.selectbox[0].value.startswith(f"courier {OFF_COURIER}, order {OFF_ORDER}")
+    history = at.dataframe[0].value
+    assert len(history) == len(episodes) > 1
+    assert _charts(at) == 2
+    # An ended episode of the history: the map follows the choice.
+    ended = next(label for label in at.selectbox[0].options if not label.startswith(f"courier {OFF_COURIER},"))
+    at.selectbox[0].set_value(ended).run()
+    _rendered(at)
+    assert any(s.value.startswith(ended.split(", from")[0].capitalize()) for s in at.subheader)
+    assert _charts(at) == 2
+
+
 def test_revenue_totals_equal_the_mart(world: DashboardWorld) -> None:
     at = _run("revenue")
     revenue = _scan(world, "fct_daily_revenue")
@@ -205,7 +229,7 @@ def test_pipeline_health_shows_backlog_quarantine_and_every_table(world: Dashboa
     assert _charts(at) == 2
 
 
-@pytest.mark.parametrize("page", ["sla", "delivery", "revenue", "time_travel"])
+@pytest.mark.parametrize("page", ["sla", "delivery", "off_route", "revenue", "time_travel"])
 def test_a_page_on_nothing_published_says_what_to_run(
     page: str, tmp_path_factory: pytest.TempPathFactory, cli_env: Callable[[Settings], None]
 ) -> None:

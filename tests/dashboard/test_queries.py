@@ -8,13 +8,16 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from logistics_platform.lib.bronze.ingest import ingest_hour
 from logistics_platform.lib.connections import load_catalog
 from logistics_platform.lib.dashboard.health import health_frame, quarantine_by_hour, read_ingest_lines
+from logistics_platform.lib.dashboard.off_route import MARGIN, episodes_view, read_corridor, read_pings
 from logistics_platform.lib.dashboard.operations import delivery_view, revenue_by_tenant, revenue_by_tier
-from logistics_platform.lib.dashboard.reader import MartState, read_mart
+from logistics_platform.lib.dashboard.reader import MartState, load_table
 from logistics_platform.lib.dashboard.travel import compare, day_column, measures, missing_tag_message, travel_tag
 from logistics_platform.lib.maintenance.health import TableHealth
 from logistics_platform.settings import local_settings
+from tests.support.bronze import cdc, dump, order, ping, write_file
 
 T0 = datetime(2026, 11, 2, 10, 0)
 
@@ -170,6 +173,51 @@ def test_health_frame_has_one_row_per_table() -> None:
 
 def test_an_empty_catalog_reads_as_nothing_published(tmp_path: Path) -> None:
     catalog = load_catalog(local_settings(tmp_path))
-    assert read_mart(catalog, "fct_region_sla") is None
+    assert load_table(catalog, "marts.fct_region_sla") is None
     assert read_ingest_lines(catalog).num_rows == 0
     assert quarantine_by_hour(read_ingest_lines(catalog)).empty
+
+
+def test_episodes_view_puts_current_episodes_first() -> None:
+    rows = pa.table(
+        {
+            "courier_id": pa.array([1, 2, 3], pa.int64()),
+            "order_id": pa.array([10, 20, 30], pa.int64()),
+            "started_at": pa.array([T0, T0 + timedelta(hours=2), T0 + timedelta(hours=1)]),
+            "ended_at": pa.array([None, T0 + timedelta(hours=2, minutes=9), T0 + timedelta(hours=1, minutes=6)]),
+            "minutes": [7.5, 9.0, 6.0],
+        }
+    )
+    frame = episodes_view(rows)
+    assert list(frame["courier_id"]) == [1, 2, 3] and list(frame["current"]) == [True, False, False]
+    assert frame["last_off_at"].iloc[0] == T0 + timedelta(minutes=7, seconds=30)
+    assert frame["label"].iloc[0] == "courier 1, order 10, from 11-02 10:00"
+
+
+def test_the_map_reads_the_corridor_and_only_that_courier_s_pings_around_the_episode(tmp_path: Path) -> None:
+    settings = local_settings(tmp_path)
+    first, last = T0 + timedelta(minutes=20), T0 + timedelta(minutes=30)
+    corridor = {"pickup_lat": -23.6, "pickup_lon": -46.7, "dropoff_lat": -23.58, "dropoff_lon": -46.7}
+    # Order 7 had no coordinates at first, then gained them, then moved its drop-off: the newest change counts.
+    changes = [order(7, T0, courier_id=5), order(7, T0, courier_id=5, **corridor)]
+    changes.append(order(7, T0, courier_id=5, **{**corridor, "dropoff_lat": -23.57}))
+    lines = [dump(cdc("u", "orders", row, lsn=100 + n, ts=T0 + timedelta(minutes=n))) for n, row in enumerate(changes)]
+    write_file(settings.landing_dir, "oltp.public.orders", T0, 0, 0, lines)
+    pings = [
+        ping("in-corridor", first - timedelta(minutes=5), courier_id=5, lat=-23.59, lon=-46.7),
+        ping("off", first, courier_id=5, lat=-23.59, lon=-46.67),
+        ping("edge", last + MARGIN, courier_id=5, lat=-23.59, lon=-46.67),
+        ping("too-early", first - MARGIN - timedelta(seconds=1), courier_id=5),
+        ping("too-late", last + MARGIN + timedelta(seconds=1), courier_id=5),
+        ping("other-courier", first, courier_id=6),
+    ]
+    write_file(settings.landing_dir, "logistics.tracking_pings", T0, 0, 0, [dump(p) for p in pings])
+    write_file(settings.landing_dir, "logistics.tracking_pings", T0, 1, 0, [dump(pings[1])])  # a redelivered copy
+    ingest_hour(settings, T0)
+
+    catalog = load_catalog(settings)
+    assert read_corridor(catalog, 7) == (-23.6, -46.7, -23.57, -46.7)
+    assert read_corridor(catalog, 8) is None  # an order bronze does not hold
+    pings = read_pings(catalog, 5, first, last)
+    assert list(pings["ping_id"]) == ["in-corridor", "off", "edge"]
+    assert list(pings["in_episode"]) == [False, True, False]

@@ -17,7 +17,7 @@ import os
 import shutil
 import sqlite3
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -32,12 +32,14 @@ from logistics_platform.lib.connections import connect, load_catalog
 from logistics_platform.lib.operate.alerts import read_log
 from logistics_platform.lib.operate.landing_watch import scan_landing
 from logistics_platform.lib.operate.progress import compare, read_ingest_log
+from logistics_platform.lib.transform.operations import ALERTED_EPISODES, OFF_ROUTE_CHECK, OFF_ROUTE_MART
 from logistics_platform.lib.transform.project import run_dbt
 from logistics_platform.settings import Settings, local_settings
 
 START = datetime(2026, 11, 1, tzinfo=UTC)
 DAYS = 2
 DBT_HOUR = 3  # the dbt sensor's tick of the day (after maintenance)
+OFF_ROUTE_TABLES = (f"marts.{OFF_ROUTE_MART}", ALERTED_EPISODES)
 FAIL_AT = START + timedelta(days=1, hours=2)  # maintenance of the first night
 
 
@@ -192,10 +194,14 @@ def test_two_days_hour_by_hour(tmp_path: Path) -> None:
         assert injected is not None and not injected.success
         failed = [r for _, _, r in daemon.results if not r.success]
         assert [r.run_id for r in failed] == [injected.run_id]
-        alerts = read_log(settings.alerts_log)
+        alerts = [a for a in read_log(settings.alerts_log) if a["check_name"] != OFF_ROUTE_CHECK]
         assert [a["run_id"] for a in alerts] == [injected.run_id]
         assert alerts[0]["assets"] == ["maintenance/iceberg_tables"]
         assert "locked" in alerts[0]["error"]
+        # The generated detours: every off-route episode of the mart alerted once, over the day's transform runs.
+        with closing(connect(settings.duckdb_path, read_only=True)) as con:
+            episodes, alerted = (con.execute(f"select count(*) from {t}").fetchone()[0] for t in OFF_ROUTE_TABLES)
+        assert episodes > 0 and alerted == episodes
         assert len(maintenance) == DAYS - 1 and all(r.success for r in maintenance)
         pending, _ = pending_transform_hours(instance, daemon.cursors.get("transform_after_ingest"))
         assert pending == {}

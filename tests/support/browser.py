@@ -34,6 +34,7 @@ CHROMIUM_ARGS = [
 PAGES = (
     ("sla", "", "SLA now"),
     ("delivery", "delivery", "Delivery time per region"),
+    ("off-route", "off-route", "Couriers off route"),
     ("revenue", "revenue", "Daily revenue by tenant and tier"),
     ("time-travel", "time-travel", "Time travel"),
     ("health", "health", "Pipeline health"),
@@ -88,7 +89,7 @@ class PageSeen:
     charts: int
     errors: int
     screenshot: Path
-    # The page's text when it drew no chart, to say why.
+    # The page's text (its first 4,000 characters): what it names, or why it drew no chart.
     text: str = ""
 
 
@@ -127,7 +128,7 @@ def look_at_pages(base: str, out_dir: Path, profile: Path, width: int = 1440, he
                 shot = out_dir / f"dashboard-{name}.png"
                 page.screenshot(path=str(shot))
                 charts = page.locator('[data-testid="stVegaLiteChart"]').count() if drawn.count() else 0
-                text = "" if charts else " ".join(page.inner_text("body").split())[:2000]
+                text = " ".join(page.inner_text("body").split())[:4000]
                 seen.append(PageSeen(name, title, charts, errors, shot, text))
         finally:
             context.close()

@@ -7,7 +7,8 @@ mart gets the daily tag of ``TRAVEL_DAYS`` ago on its snapshot, as the nightly m
 states to compare. Two extra things are landed for the health page: a few invalid lines in one hour (quarantine)
 and one hour that is never ingested (backlog). Last, the open hour (the arrival hour the world is built in, as a
 live sink is still writing it) is landed and published like any other: a burst of late deliveries in north in a
-window that has ended (a breach) and one in south in the window still filling when it landed (open, not a breach).
+window that has ended (a breach) and one in south in the window still filling when it landed (open, not a breach),
+and a courier riding off its order's corridor for the last minutes (a current off-route episode).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from logistics_platform.lib.timekeys import hour_start, utc_naive
 from logistics_platform.lib.transform.project import MART_MODELS, run_dbt, window_vars
 from logistics_platform.lib.transform.publish import publish_marts
 from logistics_platform.settings import Settings, local_settings
-from tests.support.bronze import cdc, dump, iso, order, write_file
+from tests.support.bronze import cdc, dump, iso, order, ping, write_file
 from tests.support.ops_world import DAY_HOURS, build_ops_world
 from tests.support.transform_world import World, write_landing
 
@@ -43,6 +44,11 @@ BURST_ORDER_ID = 900_000
 BURST_LSN = 90_000_000
 OPEN_HOUR_OFFSET = 700_000
 SECOND, MINUTE = timedelta(seconds=1), timedelta(minutes=1)
+# The current off-route episode: its courier and order (outside the world's), the corridor, and how far east it rides.
+OFF_COURIER, OFF_ORDER = 42, 950_000
+CORRIDOR = {"pickup_lat": -23.60, "pickup_lon": -46.70, "dropoff_lat": -23.58, "dropoff_lon": -46.70}
+DETOUR_LON = 0.03  # about 3 km
+PINGS_TOPIC = "logistics.tracking_pings"
 
 
 def publish_hours(settings: Settings, catalog: Catalog, hours: list[datetime], target: Path) -> None:
@@ -87,6 +93,33 @@ def land_open_hour(landing: Path, now: datetime, window: timedelta) -> OpenHour:
     return OpenHour(now, hour, breached, filling)
 
 
+def land_off_route(landing: Path, now: datetime) -> datetime:
+    """An order in transit with OFF_COURIER since 20 min before ``now`` and its pings, one a minute: three in the
+    corridor, then the rest DETOUR_LON east of it until a minute ago. Returns the episode's start."""
+    created = now - 20 * MINUTE
+    row = order(OFF_ORDER, created, courier_id=OFF_COURIER, promised_at=iso(now + 2 * timedelta(hours=1)), **CORRIDOR)
+    changes = [
+        ("c", "created", created),
+        ("u", "assigned", created + MINUTE),
+        ("u", "in_transit", created + 3 * MINUTE),
+    ]
+    lines = [
+        dump(cdc(op, "orders", {**row, "status": status, "updated_at": iso(at)}, lsn=BURST_LSN - 100 + n, ts=at))
+        for n, (op, status, at) in enumerate(changes)
+    ]
+    first = created + 4 * MINUTE
+    pings = []
+    for k in range(16):
+        at, off = first + k * MINUTE, k >= 3
+        lat = CORRIDOR["pickup_lat"] + 0.001 * k
+        lon = CORRIDOR["pickup_lon"] + (DETOUR_LON if off else 0.0)
+        pings.append(dump(ping(f"off-{k:04d}", at, courier_id=OFF_COURIER, order_id=OFF_ORDER, lat=lat, lon=lon)))
+    hour = hour_start(now)
+    write_file(landing, QUARANTINE_TOPIC, hour, 1, OPEN_HOUR_OFFSET, lines)
+    write_file(landing, PINGS_TOPIC, hour, 0, OPEN_HOUR_OFFSET, pings)
+    return first + 3 * MINUTE
+
+
 @dataclass(frozen=True)
 class DashboardWorld:
     settings: Settings
@@ -95,6 +128,7 @@ class DashboardWorld:
     quarantine_hour: datetime
     pending_hour: datetime
     open_hour: OpenHour
+    off_route_start: datetime  # the current episode's first off-route ping (OFF_COURIER, OFF_ORDER)
 
 
 def build_dashboard_world(root: Path, today: date | None = None) -> DashboardWorld:
@@ -127,8 +161,8 @@ def build_dashboard_world(root: Path, today: date | None = None) -> DashboardWor
     write_file(settings.landing_dir, QUARANTINE_TOPIC, pending_hour, 0, 800_000, copies)
 
     # Real time: the hour the clock is in now, landed and published while it is still open.
-    opened = land_open_hour(
-        settings.landing_dir, utc_naive(datetime.now(UTC)), timedelta(minutes=settings.sla_window_minutes)
-    )
+    now = utc_naive(datetime.now(UTC))
+    opened = land_open_hour(settings.landing_dir, now, timedelta(minutes=settings.sla_window_minutes))
+    off_route_start = land_off_route(settings.landing_dir, now)
     publish_hours(settings, catalog, [opened.hour], target)
-    return DashboardWorld(settings, world, tag, quarantine_hour, pending_hour, opened)
+    return DashboardWorld(settings, world, tag, quarantine_hour, pending_hour, opened, off_route_start)

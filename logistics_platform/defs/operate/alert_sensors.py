@@ -62,8 +62,8 @@ def build_alert_sensors(settings: Settings) -> dg.Definitions:
         default_status=sensor_status(settings),
         minimum_interval_seconds=30,
         description=(
-            "Posts failed blocking or ERROR checks, failed freshness checks and failed SLA / delivery-time anomaly "
-            "checks to ALERT_WEBHOOK_URL and ALERTS_LOG. Cursor: the last check evaluation event seen."
+            "Posts failed blocking or ERROR checks, failed freshness checks and failed SLA, delivery-time anomaly and "
+            "off-route checks to ALERT_WEBHOOK_URL and ALERTS_LOG. Cursor: the last check evaluation event seen."
         ),
     )
     def alert_on_check_failure(context: dg.SensorEvaluationContext) -> dg.SkipReason | None:
@@ -122,7 +122,7 @@ def _failed_evaluations(
 def _alert_for_check(
     instance: dg.DagsterInstance, record: Any, evaluation: dg.AssetCheckEvaluation, settings: Settings
 ) -> bool:
-    """Deliver the alert of a failed evaluation that alerts and that its own run has not delivered (the SLA check)."""
+    """Deliver the alert of a failed evaluation that alerts and that its own run has not delivered (SLA, off route)."""
     is_freshness = "freshness" in evaluation.check_name
     pages = evaluation.check_name in ALERTING_WARN_CHECKS
     if not (evaluation.blocking or evaluation.severity == dg.AssetCheckSeverity.ERROR or is_freshness or pages):
@@ -130,15 +130,11 @@ def _alert_for_check(
     if (done := evaluation.metadata.get(alerts.DELIVERED_KEY)) is not None and done.value is True:
         return False
     run = instance.get_run_by_id(record.run_id) if record.run_id else None
-    alert = alerts.Alert(
-        kind=alerts.KIND_FRESHNESS if is_freshness else alerts.KIND_CHECK_FAILURE,
-        summary=f"{evaluation.asset_key.to_user_string()} {evaluation.check_name}",
-        error=evaluation.description or f"check {evaluation.check_name} failed ({evaluation.severity.value})",
-        run_id=record.run_id,
-        job_name=run.job_name if run else None,
-        assets=(evaluation.asset_key.to_user_string(),),
-        partition=evaluation.partition or (run_partition(run) if run else None),
-        check_name=evaluation.check_name,
-    )
+    check = evaluation.check_name
+    error = evaluation.description or f"check {check} failed ({evaluation.severity.value})"
+    partition = evaluation.partition or (run_partition(run) if run else None)
+    kind = alerts.KIND_FRESHNESS if is_freshness else alerts.KIND_CHECK_FAILURE
+    job = run.job_name if run else None
+    alert = alerts.check_alert(evaluation.asset_key.to_user_string(), check, error, record.run_id, job, partition, kind)
     alerts.deliver(alert, settings.alerts_log, settings.alert_webhook_url)
     return True

@@ -24,7 +24,7 @@ def _latest_built_hour(instance: dg.DagsterInstance) -> str | None:
     """Newest arrival hour a recent successful transform run built, from its window tags (dbt partitions are days)."""
     done = dg.RunsFilter(job_name=TRANSFORM_JOB, statuses=[dg.DagsterRunStatus.SUCCESS])
     runs = instance.get_runs(done, limit=RECENT_TRANSFORM_RUNS)
-    # A live SLA run (tagged logistics/live) builds one mart, not the layer.
+    # A live run (tagged logistics/live) builds the two alerting marts, not the layer.
     ends = [w.last_key for run in runs if "logistics/live" not in run.tags and (w := run_window(run.tags)) is not None]
     return max(ends) if ends else None
 

@@ -1,4 +1,4 @@
-"""The dbt layer's triggers, the full batch and the live SLA path (over ``lib.operate.transform_pending``)."""
+"""The dbt layer's triggers: the full batch and the live path of the SLA and off-route alerts (transform_pending)."""
 
 import time
 from datetime import UTC, datetime
@@ -9,14 +9,17 @@ from logistics_platform.defs.constants import INGEST_LOG_KEY, TRANSFORM_GROUPS, 
 from logistics_platform.defs.operate.common import ACTIVE_RUN_STATUSES, NOT_YET_READING, sensor_status
 from logistics_platform.lib.operate.transform_pending import BuiltState, live_batch, live_cursor
 from logistics_platform.lib.transform.arrival_window import ArrivalWindow, tagged_window
-from logistics_platform.lib.transform.operations import SLA_CHECK, SLA_MART
+from logistics_platform.lib.transform.operations import OFF_ROUTE_CHECK, OFF_ROUTE_MART, SLA_CHECK, SLA_MART
 from logistics_platform.settings import Settings
 
 BATCH_TAG = "logistics/transform_batch"
 TRANSFORM_ATTEMPTS = 3  # runs of one failing batch (a new run key each, each failure alerted), then it waits
 SLA_KEY = dg.AssetKey(["marts", SLA_MART])
+OFF_ROUTE_KEY = dg.AssetKey(["marts", OFF_ROUTE_MART])
+# The live marts and the one check of each that alerts from its run.
+LIVE_CHECKS = [dg.AssetCheckKey(SLA_KEY, SLA_CHECK), dg.AssetCheckKey(OFF_ROUTE_KEY, OFF_ROUTE_CHECK)]
 LIVE_SENSOR = "sla_after_ingest"
-# The run tag that marks a live SLA run (the UI's filter, and what the backlog leaves out: it builds one mart).
+# The run tag that marks a live run (the UI's filter, and what the backlog leaves out: it builds two marts).
 LIVE_TAG = "logistics/live"
 
 
@@ -92,14 +95,15 @@ def build_dbt_triggers(settings: Settings) -> dg.Definitions:
         minimum_interval_seconds=5,  # the daemon's floor; a tick reads one index of the event log
         default_status=sensor_status(settings),
         description=(
-            "Live SLA path: for the hour in progress (or the one before) just ingested, a transform run of only "
-            "marts/fct_region_sla, the models it reads and its sla_within_target check (it posts a breach to "
+            "Live path: for the hour in progress (or the one before) just ingested, a transform run of only "
+            "marts/fct_region_sla and marts/fct_courier_off_route, the models they read and their checks "
+            "sla_within_target and couriers_on_route (they post a breach or a new off-route episode to "
             "ALERT_WEBHOOK_URL). Cursor: the newest bronze/ingest_log materialization seen."
         ),
     )
     def sla_after_ingest(context: dg.SensorEvaluationContext) -> dg.RunRequest | dg.SkipReason:
         graph = context.repository_def.asset_graph  # type: ignore[union-attr]
-        if not graph.has(SLA_KEY):
+        if not (marts := [c.asset_key for c in LIVE_CHECKS if graph.has(c.asset_key)]):
             return dg.SkipReason(f"no {SLA_KEY.to_user_string()} in this code location")
         batch, cursor = live_batch(ingested_hours(context.instance), live_cursor(context.cursor), datetime.now(UTC))
         context.update_cursor(str(cursor))
@@ -110,13 +114,13 @@ def build_dbt_triggers(settings: Settings) -> dg.Definitions:
         for run in context.instance.get_runs(live, limit=5):
             if (covers := tagged_window(run.tags)) and covers.first <= window.first and window.last <= covers.last:
                 # That run has not read bronze yet: it builds this ingest too, one dbt run instead of a queue of them.
-                return dg.SkipReason(f"a live SLA run not started yet covers {window.label}")
-        models = dg.AssetSelection.assets(SLA_KEY).upstream() & dg.AssetSelection.groups(*TRANSFORM_GROUPS)
+                return dg.SkipReason(f"a live run not started yet covers {window.label}")
+        models = dg.AssetSelection.assets(*marts).upstream() & dg.AssetSelection.groups(*TRANSFORM_GROUPS)
         return dg.RunRequest(
             run_key=batch.run_key,
             asset_selection=sorted(models.resolve(graph)),
-            # Only the SLA check: the dbt tests of these models run with the full batch (they would double the run).
-            asset_check_keys=[dg.AssetCheckKey(SLA_KEY, SLA_CHECK)],
+            # Only the alerting checks: the dbt tests of these models run with the full batch (they would double it).
+            asset_check_keys=[c for c in LIVE_CHECKS if c.asset_key in marts],
             tags={**window.run_tags(), TRIGGER_TAG: LIVE_SENSOR, LIVE_TAG: "sla"},
         )
 

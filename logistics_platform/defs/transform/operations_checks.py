@@ -1,4 +1,5 @@
-"""WARN checks of the operations marts on the windows and dates the run built: SLA breaches, delivery-time anomalies."""
+"""WARN checks of the operations marts on what the run built: SLA breaches, delivery-time anomalies, new off-route
+episodes."""
 
 # No `from __future__ import annotations`: Dagster reads the check function annotations at runtime.
 
@@ -16,6 +17,9 @@ from logistics_platform.settings import Settings
 
 SLA_KEY = dg.AssetKey(["marts", operations.SLA_MART])
 DAILY_KEY = dg.AssetKey(["marts", operations.DAILY_MART])
+OFF_ROUTE_KEY = dg.AssetKey(["marts", operations.OFF_ROUTE_MART])
+SLA_CHECK_KEY = dg.AssetCheckKey(SLA_KEY, operations.SLA_CHECK)
+OFF_ROUTE_CHECK_KEY = dg.AssetCheckKey(OFF_ROUTE_KEY, operations.OFF_ROUTE_CHECK)
 
 
 def run_arrival_hours(tags: Mapping[str, str]) -> tuple[datetime | None, datetime | None]:
@@ -28,21 +32,13 @@ def _scope(first: datetime | None, last: datetime | None) -> str:
     return "every window" if first is None else f"arrival hours {first:%Y-%m-%d %H:00} .. {last:%Y-%m-%d %H:00}"
 
 
-def _deliver_breach(context: dg.AssetCheckExecutionContext, settings: Settings, description: str, scope: str) -> bool:
-    """Post the SLA breach alert of this run (log and webhook); whether it reached both."""
-    run, asset = context.run, SLA_KEY.to_user_string()
-    alert = alerts.Alert(
-        kind=alerts.KIND_CHECK_FAILURE,
-        summary=f"{asset} {operations.SLA_CHECK}",
-        error=description,
-        run_id=run.run_id,
-        job_name=run.job_name,
-        assets=(asset,),
-        partition=scope,
-        check_name=operations.SLA_CHECK,
-    )
+def _deliver(context: dg.AssetCheckExecutionContext, settings: Settings, key: dg.AssetCheckKey, text: str) -> bool:
+    """Post this run's alert of the failed check (log and webhook); whether it reached both."""
+    run, scope = context.run, _scope(*run_arrival_hours(context.run.tags))
+    asset, kind = key.asset_key.to_user_string(), alerts.KIND_CHECK_FAILURE
+    alert = alerts.check_alert(asset, key.name, text, run.run_id, run.job_name, scope, kind)
     result = alerts.deliver(alert, settings.alerts_log, settings.alert_webhook_url)
-    context.log.info(f"SLA alert: logged={result.logged} posted={result.posted}")
+    context.log.info(f"{key.name} alert: logged={result.logged} posted={result.posted}")
     return alerts.delivered(result, settings.alert_webhook_url)
 
 
@@ -65,7 +61,7 @@ def build_operations_checks(settings: Settings) -> list[dg.AssetChecksDefinition
         metadata: dict[str, Any] = {"scope": _scope(first, last), "breached_windows": dg.MetadataValue.json(listed)}
         description = operations.sla_summary(breaches, settings.sla_late_share_max)
         if breaches:
-            metadata[alerts.DELIVERED_KEY] = _deliver_breach(context, settings, description or "", _scope(first, last))
+            metadata[alerts.DELIVERED_KEY] = _deliver(context, settings, SLA_CHECK_KEY, description or "")
         return dg.AssetCheckResult(
             passed=not breaches, severity=dg.AssetCheckSeverity.WARN, description=description, metadata=metadata
         )
@@ -92,4 +88,23 @@ def build_operations_checks(settings: Settings) -> list[dg.AssetChecksDefinition
             metadata={"scope": _scope(first, last), "anomalous_regions": dg.MetadataValue.json(listed)},
         )
 
-    return [sla_within_target, delivery_time_within_baseline]
+    @dg.asset_check(
+        asset=OFF_ROUTE_KEY,
+        name=operations.OFF_ROUTE_CHECK,
+        description=(
+            "No new off-route episode in the (courier, order) pairs the run rebuilt: an episode overlapping none "
+            f"alerted before ({operations.ALERTED_EPISODES}) fails it once, naming courier, order, start, minutes "
+            "and maximum distance, and the run posts the alert."
+        ),
+    )
+    def couriers_on_route(context: dg.AssetCheckExecutionContext, duckdb: DuckDBResource) -> dg.AssetCheckResult:
+        with duckdb.get_connection() as con:
+            episodes = operations.new_off_route_episodes(con, context.run.run_id)
+        metadata: dict[str, Any] = {"new_episodes": dg.MetadataValue.json([e.describe() for e in episodes])}
+        if description := operations.off_route_summary(episodes):
+            metadata[alerts.DELIVERED_KEY] = _deliver(context, settings, OFF_ROUTE_CHECK_KEY, description)
+        return dg.AssetCheckResult(
+            passed=not episodes, severity=dg.AssetCheckSeverity.WARN, description=description, metadata=metadata
+        )
+
+    return [sla_within_target, delivery_time_within_baseline, couriers_on_route]

@@ -45,12 +45,6 @@ def read_snapshot(table: Table, snapshot_id: int | None) -> MartState:
     return MartState(identifier, snapshot.snapshot_id, committed, rows)
 
 
-def read_mart(catalog: Catalog, mart: str, snapshot_id: int | None = None) -> MartState | None:
-    """``marts.<mart>`` at ``snapshot_id`` (default ``main``), or None when the mart was never published."""
-    table = load_table(catalog, f"{MARTS_NAMESPACE}.{mart}")
-    return read_snapshot(table, snapshot_id) if table is not None else None
-
-
 def empty_message(mart: str) -> str:
     """The one line a page shows for a mart with nothing to show yet."""
     return f"marts.{mart} has no rows yet: {BUILD_HINT}."

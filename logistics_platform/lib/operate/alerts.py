@@ -38,6 +38,13 @@ class Alert:
     at: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
 
 
+def check_alert(
+    asset: str, check: str, error: str, run_id: str | None, job_name: str | None, partition: str | None, kind: str
+) -> Alert:
+    """The alert of a failed check ``check`` of ``asset``."""
+    return Alert(kind, f"{asset} {check}", error, run_id, job_name, (asset,), partition, check)
+
+
 @dataclass(frozen=True)
 class DeliveryResult:
     logged: bool
@@ -58,13 +65,9 @@ def format_slack(alert: Alert) -> dict[str, Any]:
         f"{title}: {alert.summary} | run {alert.run_id or '-'} | asset {assets} | "
         f"partition {alert.partition or '-'} | error: {_truncate(alert.error, 300)}"
     )
-    fields = [
-        {"type": "mrkdwn", "text": f"*Run*\n`{alert.run_id or '-'}`" + (f" ({alert.job_name})" * bool(alert.job_name))},
-        {"type": "mrkdwn", "text": f"*Asset*\n{assets}"},
-        {"type": "mrkdwn", "text": f"*Partition*\n{alert.partition or '-'}"},
-    ]
-    if alert.check_name:
-        fields.append({"type": "mrkdwn", "text": f"*Check*\n{alert.check_name}"})
+    run = f"`{alert.run_id or '-'}`" + (f" ({alert.job_name})" * bool(alert.job_name))
+    named = {"Run": run, "Asset": assets, "Partition": alert.partition or "-", "Check": alert.check_name}
+    fields = [{"type": "mrkdwn", "text": f"*{name}*\n{value}"} for name, value in named.items() if value]
     blocks = [
         {"type": "header", "text": {"type": "plain_text", "text": f"{title}: {alert.summary}"[:150]}},
         {"type": "section", "fields": fields},

@@ -211,13 +211,8 @@ def backlog(
                 if f.relpath not in known:
                     files += 1
                     lines += scan_file(f).lines
-    return Backlog(
-        hours_pending=pending,
-        lines_pending=lines,
-        files_pending=files,
-        latest_landed=max(scan) if scan else None,
-        latest_ingested=max(h for _, h in ingested) if ingested else None,
-    )
+    latest_landed, latest_ingested = max(scan, default=None), max((h for _, h in ingested), default=None)
+    return Backlog(pending, lines, files, latest_landed, latest_ingested)
 
 
 def hours_between(earlier: str | None, later: str | None) -> float:

@@ -1,5 +1,5 @@
 """The operations marts' checks as queries over the dbt DuckDB: SLA breaches and delivery-time anomalies in the
-windows and dates a run's arrival hours built (docs/internals/publish.md)."""
+windows and dates a run's arrival hours built, off-route episodes not alerted before (docs/internals/publish.md)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,14 @@ from typing import Any
 
 SLA_CHECK = "sla_within_target"
 ANOMALY_CHECK = "delivery_time_within_baseline"
+OFF_ROUTE_CHECK = "couriers_on_route"
 # WARN checks the alert sensor still sends, like ERROR checks.
-ALERTING_WARN_CHECKS = (SLA_CHECK, ANOMALY_CHECK)
+ALERTING_WARN_CHECKS = (SLA_CHECK, ANOMALY_CHECK, OFF_ROUTE_CHECK)
 SLA_MART = "fct_region_sla"
 DAILY_MART = "fct_region_delivery_daily"
+OFF_ROUTE_MART = "fct_courier_off_route"
+# The off-route episodes alerted so far: operator state in the dbt DuckDB (a rebuild copies the ops schema).
+ALERTED_EPISODES = "ops.off_route_alerted"
 
 
 @dataclass(frozen=True)
@@ -44,6 +48,22 @@ class Anomaly:
         return (
             f"{self.region} {self.delivery_date}: {self.avg_delivery_minutes:.1f} min on average against a baseline "
             f"of {self.baseline_avg_minutes:.1f} ± {self.baseline_stddev_minutes:.1f}"
+        )
+
+
+@dataclass(frozen=True)
+class Episode:
+    courier_id: int
+    order_id: int
+    started_at: datetime
+    minutes: float
+    max_distance_km: float
+    region: str
+
+    def describe(self) -> str:
+        return (
+            f"courier {self.courier_id} order {self.order_id} ({self.region}) off route from "
+            f"{self.started_at:%Y-%m-%d %H:%M:%S} UTC: {self.minutes:.1f} min, up to {self.max_distance_km:.2f} km"
         )
 
 
@@ -95,7 +115,31 @@ def anomalous_days(con: Any, first_hour: datetime | None = None, last_hour: date
     return [Anomaly(*row) for row in rows]
 
 
-def _summary(head: str, items: list[Breach] | list[Anomaly], limit: int) -> str | None:
+def new_off_route_episodes(con: Any, run_id: str) -> list[Episode]:
+    """Episodes of the (courier, order) pairs the run rebuilt that overlap none alerted before, recorded as alerted in
+    the same statement: each is reported once, however often later runs rebuild it as it grows."""
+    con.execute(
+        f"create schema if not exists ops; create table if not exists {ALERTED_EPISODES} (courier_id bigint, order_id"
+        " bigint, started_at timestamp, minutes double, max_distance_km double, region varchar, last_off_at timestamp,"
+        " run_id varchar)"
+    )
+    last_off = "e.started_at + to_microseconds(cast(round(e.minutes * 60e6) as bigint))"
+    rows = con.execute(
+        f"""
+        insert into {ALERTED_EPISODES}
+        select e.courier_id, e.order_id, e.started_at, e.minutes, e.max_distance_km, e.region, {last_off}, ?
+        from marts.{OFF_ROUTE_MART} as e
+        semi join intermediate.int_affected_off_route_pairs as a using (courier_id, order_id)
+        anti join {ALERTED_EPISODES} as s on s.courier_id = e.courier_id and s.order_id = e.order_id
+            and s.started_at <= {last_off} and e.started_at <= s.last_off_at
+        returning courier_id, order_id, started_at, minutes, max_distance_km, region
+        """,
+        [run_id],
+    ).fetchall()
+    return sorted((Episode(*row) for row in rows), key=lambda e: (e.started_at, e.courier_id, e.order_id))
+
+
+def _summary(head: str, items: list[Breach] | list[Anomaly] | list[Episode], limit: int) -> str | None:
     if not items:
         return None
     more = f"; and {len(items) - limit} more" if len(items) > limit else ""
@@ -110,3 +154,8 @@ def sla_summary(breaches: list[Breach], max_share: float, limit: int = 10) -> st
 def anomaly_summary(anomalies: list[Anomaly], limit: int = 10) -> str | None:
     """One line naming region and date of each anomalous day (the first ``limit``); None when none."""
     return _summary(f"Delivery time off its 7-day baseline (> 3 stddev) on {len(anomalies)} day(s)", anomalies, limit)
+
+
+def off_route_summary(episodes: list[Episode], limit: int = 10) -> str | None:
+    """One line naming courier, order, start, minutes and distance of each new episode (the first ``limit``)."""
+    return _summary(f"{len(episodes)} new off-route episode(s)", episodes, limit)
