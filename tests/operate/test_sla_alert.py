@@ -1,7 +1,8 @@
 """The SLA alert end to end: a breach in the landed data -> the run's sla_within_target check fails and itself writes it
 to the alerts log and posts it to a local webhook, naming region, window and share (the check-alert sensor then skips
 it; it sends the anomaly check's failure).
-Also the anomaly check, and that a later run does not report windows it did not build."""
+Also the anomaly check, that a run building the same window again does not post it again, and that a later run
+does not report windows it did not build."""
 
 from __future__ import annotations
 
@@ -86,6 +87,14 @@ def test_breach_fails_the_check_and_reaches_log_and_webhook(
     assert "north 2026-11-04 10:30-10:35" in logged[0]["error"] and "0.7500" in logged[0]["error"]
     [posted] = sla_posts()
     assert "sla_within_target" in posted and "north 2026-11-04 10:30-10:35" in posted and "0.7500" in posted
+
+    # The same day built again (the live path rebuilds the open hour every few seconds): the check still fails on the
+    # breach, but it was posted once and is not posted again.
+    again = _transform(defs, instance, days[2])
+    assert not again[SLA_CHECK].passed and "all posted before" in (again[SLA_CHECK].description or "")
+    assert again[SLA_CHECK].metadata[DELIVERED_KEY].value is True
+    sent, cursor = deliver_check_alerts(instance, check_keys, cursor, settings)
+    assert sent == 0 and len(sla_posts()) == 1
 
     # Days 3 and 4: the breach is not theirs (not reported again); south is anomalous on day 4.
     last = _transform(defs, instance, days[3] + days[4])

@@ -16,8 +16,10 @@ ALERTING_WARN_CHECKS = (SLA_CHECK, ANOMALY_CHECK, OFF_ROUTE_CHECK)
 SLA_MART = "fct_region_sla"
 DAILY_MART = "fct_region_delivery_daily"
 OFF_ROUTE_MART = "fct_courier_off_route"
-# The off-route episodes alerted so far: operator state in the dbt DuckDB (a rebuild copies the ops schema).
+# The off-route episodes and SLA breaches alerted so far: operator state in the dbt DuckDB (a rebuild copies the ops
+# schema), so that a live run every few seconds over the open hour posts each once.
 ALERTED_EPISODES = "ops.off_route_alerted"
+ALERTED_BREACHES = "ops.sla_alerted"
 
 
 @dataclass(frozen=True)
@@ -97,6 +99,27 @@ def breached_windows(
     return [Breach(w, w + width, region, n, late, share) for w, region, n, late, share in rows]
 
 
+def new_breaches(con: Any, breaches: list[Breach], run_id: str) -> list[Breach]:
+    """Of ``breaches``, the (window, region) pairs not posted before, recorded as posted in the same statement."""
+    con.execute(
+        f"create schema if not exists ops; create table if not exists {ALERTED_BREACHES} (window_start timestamp, "
+        "region varchar, run_id varchar)"
+    )
+    if not breaches:
+        return []
+    rows = con.execute(
+        f"""
+        insert into {ALERTED_BREACHES}
+        select b.window_start, b.region, ? from (select unnest(?) as window_start, unnest(?) as region) as b
+        anti join {ALERTED_BREACHES} as s using (window_start, region)
+        returning window_start, region
+        """,
+        [run_id, [b.window_start for b in breaches], [b.region for b in breaches]],
+    ).fetchall()
+    fresh = set(rows)
+    return [b for b in breaches if (b.window_start, b.region) in fresh]
+
+
 def anomalous_days(con: Any, first_hour: datetime | None = None, last_hour: datetime | None = None) -> list[Anomaly]:
     """Anomalous rows of marts.fct_region_delivery_daily on the delivery dates built from those arrival hours."""
     where, params = _arrival_filter(first_hour, last_hour)
@@ -146,9 +169,13 @@ def _summary(head: str, items: list[Breach] | list[Anomaly] | list[Episode], lim
     return f"{head}: " + "; ".join(i.describe() for i in items[:limit]) + more
 
 
-def sla_summary(breaches: list[Breach], max_share: float, limit: int = 10) -> str | None:
-    """One line naming region, window and late share of each breach (the first ``limit``); None when none."""
-    return _summary(f"SLA breached in {len(breaches)} window(s), late share above {max_share}", breaches, limit)
+def sla_summary(breaches: list[Breach], max_share: float, earlier: int = 0, limit: int = 10) -> str | None:
+    """One line naming region, window and late share of each new breach (the first ``limit``), and how many breaches
+    of the run's windows were posted before; None when there are neither."""
+    if not breaches:
+        return f"SLA breached in {earlier} window(s), all posted before" if earlier else None
+    before = f" ({earlier} more posted before)" if earlier else ""
+    return _summary(f"SLA breached in {len(breaches)} new window(s){before}, late share above {max_share}", breaches, limit)
 
 
 def anomaly_summary(anomalies: list[Anomaly], limit: int = 10) -> str | None:
