@@ -175,7 +175,8 @@ def sla_summary(breaches: list[Breach], max_share: float, earlier: int = 0, limi
     if not breaches:
         return f"SLA breached in {earlier} window(s), all posted before" if earlier else None
     before = f" ({earlier} more posted before)" if earlier else ""
-    return _summary(f"SLA breached in {len(breaches)} new window(s){before}, late share above {max_share}", breaches, limit)
+    head = f"SLA breached in {len(breaches)} new window(s){before}, late share above {max_share}"
+    return _summary(head, breaches, limit)
 
 
 def anomaly_summary(anomalies: list[Anomaly], limit: int = 10) -> str | None:
