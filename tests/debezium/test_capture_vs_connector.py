@@ -29,15 +29,9 @@ from logistics_platform.lib.bronze.landing import list_arrival_hours, list_hour_
 from logistics_platform.lib.capture.replication import capture_logical
 from logistics_platform.lib.capture.schema import KEYS, TABLES
 from tests.debezium.workload import TOAST_COURIER, TOAST_TENANT, oltp_database, workload
-from tests.support.debezium import ConverterConfig, Database, capture, java_available
+from tests.support.debezium import ENGINE_MARKS, ConverterConfig, Database, capture
 
-pytestmark = [
-    pytest.mark.jdk,
-    pytest.mark.postgres,
-    pytest.mark.slow,
-    pytest.mark.xdist_group("debezium"),
-    pytest.mark.skipif(not java_available(), reason="no java on PATH: the Debezium engine needs a JDK"),
-]
+pytestmark = [*ENGINE_MARKS, pytest.mark.postgres]
 
 # Capture writes numerics as decimal strings: the connector's decimal.handling.mode=string.
 STRING_JSON = ConverterConfig("string", "json", schemas_enable=False)

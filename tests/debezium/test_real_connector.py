@@ -29,14 +29,9 @@ from logistics_platform.pipeline import Summary, run_pipeline
 from logistics_platform.settings import Settings, local_settings
 from tests.debezium.workload import TOAST_COURIER, TOAST_TENANT, oltp_database, table_rows, workload
 from tests.support.connect_sink import land
-from tests.support.debezium import Captured, ConverterConfig, capture, java_available
+from tests.support.debezium import ENGINE_MARKS, Captured, ConverterConfig, capture
 
-pytestmark = [
-    pytest.mark.jdk,
-    pytest.mark.slow,
-    pytest.mark.xdist_group("debezium"),  # one engine run for the module: its tests share a worker
-    pytest.mark.skipif(not java_available(), reason="no java on PATH: the Debezium engine needs a JDK"),
-]
+pytestmark = ENGINE_MARKS
 
 STRING_JSON = ConverterConfig("string", "json", schemas_enable=False)
 STRING_JSON_SCHEMAS = ConverterConfig("string", "json", schemas_enable=True)

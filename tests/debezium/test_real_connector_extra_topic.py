@@ -28,14 +28,9 @@ from logistics_platform.settings import local_settings
 from tests.debezium.test_real_connector import newest_hour
 from tests.debezium.workload import oltp_database, table_rows
 from tests.support.connect_sink import land
-from tests.support.debezium import ConverterConfig, capture, java_available
+from tests.support.debezium import ENGINE_MARKS, ConverterConfig, capture
 
-pytestmark = [
-    pytest.mark.jdk,
-    pytest.mark.slow,
-    pytest.mark.xdist_group("debezium"),
-    pytest.mark.skipif(not java_available(), reason="no java on PATH: the Debezium engine needs a JDK"),
-]
+pytestmark = ENGINE_MARKS
 
 PRECISE_JSON = ConverterConfig("precise", "json", schemas_enable=False)
 PRECISE_JSON_SCHEMAS = ConverterConfig("precise", "json", schemas_enable=True)

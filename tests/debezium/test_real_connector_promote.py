@@ -31,14 +31,9 @@ from logistics_platform.settings import Settings, local_settings
 from tests.debezium.test_real_connector import newest_hour
 from tests.debezium.workload import oltp_database, table_rows
 from tests.support.connect_sink import land
-from tests.support.debezium import Captured, ConverterConfig, Record, capture, java_available
+from tests.support.debezium import ENGINE_MARKS, Captured, ConverterConfig, Record, capture
 
-pytestmark = [
-    pytest.mark.jdk,
-    pytest.mark.slow,
-    pytest.mark.xdist_group("debezium"),  # one engine run for the module: its tests share a worker
-    pytest.mark.skipif(not java_available(), reason="no java on PATH: the Debezium engine needs a JDK"),
-]
+pytestmark = ENGINE_MARKS
 
 CONFIGS = (
     ConverterConfig("string", "json", schemas_enable=False),

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import psycopg2
+import pytest
 
 from tests.support.processes import stop
 
@@ -43,6 +44,15 @@ JVM_OPTS = ["-Xmx512m"]  # a few hundred events; several engineers share the mac
 def java_available() -> bool:
     """True when a ``java`` is on PATH (the engine needs a JDK)."""
     return shutil.which("java") is not None
+
+
+# The marks of a test module that runs the real engine (one JVM per process: the modules share an xdist group).
+ENGINE_MARKS = [
+    pytest.mark.jdk,
+    pytest.mark.slow,
+    pytest.mark.xdist_group("debezium"),
+    pytest.mark.skipif(not java_available(), reason="no java on PATH: the Debezium engine needs a JDK"),
+]
 
 
 @dataclass(frozen=True)
