@@ -183,7 +183,6 @@ class LineParser:
             return Rejected(REASON_MALFORMED_JSON, f"not JSON: {e}")
         except RecursionError:
             return Rejected(REASON_MALFORMED_JSON, "not JSON: nested too deeply")
-        self._schema = value["schema"] if type(value) is dict and value.keys() == {"schema", "payload"} else None
         if (b"\\ud" in raw or b"\\uD" in raw) and not _encodable(value):
             # "\ud800" alone is accepted by the json module but is no text: it could not be stored.
             return Rejected(REASON_MALFORMED_JSON, "not JSON text: unpaired UTF-16 surrogate escape")
