@@ -165,10 +165,10 @@ def test_the_line_parser_asks_for_the_promotion_a_value_or_its_schema_needs() ->
     assert parser().parse(line(b64(1290), connect_schema(14)), 0, 0, "f") == widen
     assert parser().parse(line(b64(1290), connect_schema(38)), 0, 0, "f") == Widen({"total_amount": DecimalType(38, 2)})
     assert isinstance(parser().parse(line(b64(1290), connect_schema(12)), 0, 0, "f"), list)
-    # Another scale is a scale change: the values decide, as before (more decimal places: quarantined).
+    # Another scale is a scale change: the values decide (more decimal places: a schema incident, lib/bronze/incidents).
     assert isinstance(parser().parse(line(b64(1290), connect_schema(14, 3)), 0, 0, "f"), list)
     bad = parser().parse(line(b64(1291), connect_schema(14, 3)), 0, 0, "f")
-    assert isinstance(bad, Rejected) and bad.reason == "invalid_value:total_amount"
+    assert isinstance(bad, Rejected) and bad.reason == "incompatible_type:total_amount"
     # Once promoted (the table's type comes back through ``evolved``), the value is a row like any other.
     promoted = parser("string", total_amount=DecimalType(14, 2))
     row = promoted.parse(line(BIG), 0, 0, "f")
