@@ -151,8 +151,10 @@ def test_folders_that_are_not_arrival_hours_are_named(tmp_path: Path) -> None:
         "dt=2026-11-02/+tmp",
     ):
         (topic / folder).mkdir(parents=True)
+    # A topic outside the contract is ingested too (bronze.extra_*): its folders are judged the same way.
     (tmp_path / "topics" / "not.a.topic" / "junk").mkdir(parents=True)
     assert hour_folders(tmp_path)[1] == {
+        "topics/not.a.topic/junk": "not a dt=YYYY-MM-DD folder",
         "topics/oltp.public.orders/date=2026-11-02": "not a dt=YYYY-MM-DD folder",
         "topics/oltp.public.orders/dt=2026-02-30": "2026-02-30 is not a date",
         "topics/oltp.public.orders/dt=2026-11-02/hour=06": "not an hr=00..23 folder",
