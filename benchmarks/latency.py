@@ -241,6 +241,11 @@ def hops(instance: dg.DagsterInstance, landed: float) -> dict[str, float]:
     return out
 
 
+def alert_at(needle: str, after: float, timeout: float) -> float | None:
+    """When the webhook received an alert naming ``needle`` after ``after`` (None: not within ``timeout`` seconds)."""
+    return wait_for(lambda: next((at for at, text in Webhook.received if needle in text and at > after), None), timeout)
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--batches", type=int, default=4)
@@ -301,21 +306,11 @@ def main() -> int:
                     row["sla"] = got - landed
             if breach:
                 needle = f"north {window:%Y-%m-%d %H:%M}"
-                got = wait_for(
-                    lambda n=needle, t=landed: next(
-                        (at for at, text in Webhook.received if n in text and at > t), None
-                    ),
-                    args.timeout,
-                )
+                got = alert_at(needle, landed, args.timeout)
                 if got:
                     row["alert"] = got - landed
             needle = f"courier {OFF_ROUTE_COURIER + b} order {OFF_ROUTE_ORDER + b} "
-            got = wait_for(
-                lambda n=needle, t=pings_landed: next(
-                    (at for at, text in Webhook.received if n in text and at > t), None
-                ),
-                args.timeout,
-            )
+            got = alert_at(needle, pings_landed, args.timeout)
             if got:
                 row["off_route"] = got - pings_landed
             # The runs' end times are written just after their last event.
