@@ -176,11 +176,5 @@ def _outside_contract(
     }
     fix = "add each to the contract (docs/contract/sources.md), or leave it out at the connector (table.include.list)"
     error = any(v["new_columns"] or not v["balanced"] for v in topics.values())
-    return dg.AssetCheckResult(
-        asset_key=EXTRA_KEY,
-        check_name=CHECK_OUTSIDE_CONTRACT,
-        passed=not topics,
-        severity=dg.AssetCheckSeverity.ERROR if error else dg.AssetCheckSeverity.WARN,
-        description=f"topics outside the source contract landed ({fix}): {json.dumps(topics)}" if topics else None,
-        metadata={"topics": dg.MetadataValue.json(topics)},
-    )
+    description = f"topics outside the source contract landed ({fix}): {json.dumps(topics)}" if topics else None
+    return _result(EXTRA_KEY, CHECK_OUTSIDE_CONTRACT, description, {"topics": dg.MetadataValue.json(topics)}, error)

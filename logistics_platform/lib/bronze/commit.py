@@ -119,7 +119,7 @@ def commit_hours(
     was planned on), else :class:`HourMovedError` and nothing committed. Other hours are never touched."""
     keep = keep or {}
     if not replace and not new_files:
-        return _snapshot_id(catalog.load_table(identifier)), 0
+        return catalog.load_table(identifier).metadata.current_snapshot_id, 0
 
     def attempt(n: int) -> int | None:
         table = catalog.load_table(identifier)
@@ -134,7 +134,7 @@ def commit_hours(
         found = list(hour_files(table, hour_column, replace).values()) if replace else []
         old = list({f.file_path: f for hf in found for f in [*hf.files, *hf.mixed]}.values())
         if not old and not new_files:
-            return _snapshot_id(table)
+            return table.metadata.current_snapshot_id
         if before_commit is not None and n == 1:
             before_commit(identifier)
         before = table.metadata
@@ -157,7 +157,7 @@ def commit_hours(
                 delete_expired_metadata(table, before, expired)
             except OSError as exc:  # committed already; what is left unreferenced goes to the orphan sweep
                 log.warning("%s: could not delete the files of expired snapshots: %s", identifier, exc)
-        committed = _snapshot_id(table)
+        committed = table.metadata.current_snapshot_id
         _drop_dead_manifests(table, identifier)
         return committed
 
@@ -183,8 +183,3 @@ def _drop_dead_manifests(table: Table, identifier: str) -> None:
         rewrite_manifests(table, max_manifests=0)
     except CommitFailedException as exc:  # the data is committed; the next commit tries again
         log.warning("%s: manifests not consolidated: %s", identifier, exc)
-
-
-def _snapshot_id(table: Table) -> int | None:
-    snap = table.current_snapshot()
-    return snap.snapshot_id if snap else None

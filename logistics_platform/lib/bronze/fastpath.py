@@ -166,10 +166,13 @@ def fast_block(
     return iso.rows, iso.late, iso.tombstones
 
 
-def _column(tbl: pa.Table, name: str) -> pa.Array:
-    if name not in tbl.column_names:
-        return pa.nulls(tbl.num_rows)
-    col = tbl.column(name)
+def _column(arr: Any, name: str) -> pa.Array:
+    """A table's column or a struct array's field (:func:`_child`); nulls when it has no such column."""
+    if not isinstance(arr, pa.Table):
+        return _child(arr, name)
+    if name not in arr.column_names:
+        return pa.nulls(arr.num_rows)
+    col = arr.column(name)
     return col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
 
 
@@ -307,16 +310,11 @@ def _infer_options(parser: LineParser) -> pj.ParseOptions:
     return opts
 
 
-def _field(arr: Any, name: str) -> pa.Array:
-    """A table's column or a struct array's field (parent nulls propagated)."""
-    return arr.column(name).combine_chunks() if isinstance(arr, pa.Table) else pc.struct_field(arr, name)
-
-
 def _undeclared(arr: Any, declared: pa.DataType, n: int) -> np.ndarray:
     """Rows of a struct array (or table) with a non-null value in a field ``declared`` lacks."""
     flagged = np.zeros(n, bool)
     for name in arr.column_names if isinstance(arr, pa.Table) else [f.name for f in arr.type]:
-        child, index = _field(arr, name), declared.get_field_index(name)
+        child, index = _column(arr, name), declared.get_field_index(name)
         if index < 0:
             flagged |= _np(pc.is_valid(child))
         elif pa.types.is_struct(declared.field(index).type) and child.type != declared.field(index).type:
@@ -328,7 +326,7 @@ def _conform(arr: Any, declared: pa.DataType) -> Any:
     """``arr`` (a table or struct array) with only the fields ``declared`` has, in its order."""
     children = []
     for f in declared:
-        child = _field(arr, f.name)
+        child = _column(arr, f.name)
         children.append(_conform(child, f.type) if pa.types.is_struct(f.type) and child.type != f.type else child)
     if isinstance(arr, pa.Table):
         return pa.Table.from_arrays(children, schema=pa.schema(list(declared)))

@@ -290,14 +290,13 @@ def connect_types(schema: Any) -> dict[str, IcebergType]:
     """Per row column, the Iceberg type a JsonConverter schema block (or an Avro one rendered so) declares: integers
     bigint, a Connect ``Decimal`` of scale 2 DECIMAL(12,2) (any other: text), Debezium's timestamps timestamp."""
     out: dict[str, IcebergType] = {}
-    money = DecimalType(MONEY_PRECISION, MONEY_SCALE)
     try:
         for f in next(f for f in schema["fields"] if f.get("field") == "after")["fields"]:
             name, kind = f.get("name"), str(f.get("type")).rstrip("0123456789")  # int8..int64, float32/64: one kind
             stamp = name in TIMESTAMP_UNITS or name in (NANO_TIMESTAMP, ZONED_TIMESTAMP)
             out[f["field"]] = TimestampType() if stamp else _EXTRA_TYPES.get(kind, StringType())
             if name == CONNECT_DECIMAL:
-                out[f["field"]] = money if int(f["parameters"]["scale"]) == MONEY_SCALE else StringType()
+                out[f["field"]] = MONEY_DECIMAL if int(f["parameters"]["scale"]) == MONEY_SCALE else StringType()
     except (KeyError, TypeError, ValueError, AttributeError, StopIteration):
         return {}  # a schema block we cannot read: the values decide
     return out
