@@ -1,0 +1,75 @@
+"""The hourly prune of superseded runs: Dagster's own storage bounded (docs/operations.md, "Dagster's own storage")."""
+
+from collections.abc import Hashable
+from datetime import UTC, datetime, timedelta
+from logging import Logger
+
+import dagster as dg
+
+from logistics_platform.defs.operate.common import schedule_status
+from logistics_platform.lib.operate.retention import superseded
+from logistics_platform.lib.operate.transform_pending import builders
+from logistics_platform.settings import Settings
+
+PRUNE_JOB = "prune_superseded_runs"
+KINDS = {dg.DagsterEventType.ASSET_MATERIALIZATION, dg.DagsterEventType.ASSET_CHECK_EVALUATION}
+
+
+def prune_superseded_runs(instance: dg.DagsterInstance, age: timedelta, log: Logger | None = None) -> tuple[int, int]:
+    """Delete the successful runs ended ``age`` ago or earlier that hold no latest event; (pruned, such runs)."""
+    done = instance.get_run_records(dg.RunsFilter(statuses=[dg.DagsterRunStatus.SUCCESS]))
+    cutoff = (datetime.now(UTC) - age).timestamp()
+    events: dict[str, set[Hashable]] = {r.dagster_run.run_id: set() for r in done if (r.end_time or cutoff) < cutoff}
+    # The transform sensor rebuilds a lost cursor from these runs' tags: each hour keeps the run it reads.
+    latest: dict[Hashable, str] = {}
+    for hour, run_id in builders({r.dagster_run.run_id: r.dagster_run.tags for r in done}).items():
+        latest[hour] = run_id
+        events.get(run_id, set()).add(hour)
+    for run_id, kinds in events.items():
+        for entry in instance.all_logs(run_id, of_type=KINDS):
+            if (event := entry.dagster_event) and isinstance(
+                data := event.event_specific_data, dg.AssetCheckEvaluation
+            ):
+                kinds.add(data.asset_check_key)
+            elif event and event.asset_key:
+                kinds.add((event.asset_key, event.partition))
+    for kind in set().union(*events.values()):
+        if isinstance(kind, tuple):  # an asset partition (None: an unpartitioned asset): its latest materialization
+            key, partition = kind
+            found = dg.AssetRecordsFilter(key, asset_partitions=[partition] if partition else None)
+            if records := instance.fetch_materializations(found, limit=1).records:
+                latest[kind] = records[0].run_id
+    checks = [k for k in set().union(*events.values()) if isinstance(k, dg.AssetCheckKey)]
+    latest |= {
+        k: e.run_id for k, e in instance.event_log_storage.get_latest_asset_check_execution_by_key(checks).items()
+    }
+    pruned = superseded(events, latest)
+    for n, run_id in enumerate(pruned, 1):
+        instance.delete_run(run_id)
+        instance.compute_log_manager.delete_logs(prefix=[run_id])
+        if log and n % 100 == 0:
+            log.info(f"pruned {n} of {len(pruned)} superseded runs")
+    return len(pruned), len(events)
+
+
+def build_prune(settings: Settings) -> dg.Definitions:
+    """The prune job and its hourly schedule; none when DAGSTER_PRUNE_SUPERSEDED_AFTER_MINUTES is 0."""
+    if not (minutes := settings.dagster_prune_superseded_after_minutes):
+        return dg.Definitions()
+
+    @dg.op(out=dg.Out(dg.Nothing))
+    def prune_superseded(context: dg.OpExecutionContext) -> dg.Output[None]:
+        """Delete the superseded runs (events and compute logs) of Dagster's storage."""
+        pruned, finished = prune_superseded_runs(context.instance, timedelta(minutes=minutes), context.log)
+        context.log.info(f"pruned {pruned} superseded runs of {finished} finished, kept {finished - pruned}")
+        return dg.Output(None, metadata={"pruned": pruned, "finished": finished, "kept": finished - pruned})
+
+    @dg.job(name=PRUNE_JOB, description="Deletes the successful runs that hold no latest event (Dagster's storage).")
+    def prune_job() -> None:
+        prune_superseded()
+
+    # Running by default, like the nightly maintenance: storage that someone must remember to bound is not bounded.
+    schedule = dg.ScheduleDefinition(
+        name="hourly_run_prune", job=prune_job, cron_schedule="25 * * * *", default_status=schedule_status(settings)
+    )
+    return dg.Definitions(jobs=[prune_job], schedules=[schedule])
