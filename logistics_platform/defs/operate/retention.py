@@ -26,23 +26,16 @@ def prune_superseded_runs(instance: dg.DagsterInstance, age: timedelta, log: Log
         latest[hour] = run_id
         events.get(run_id, set()).add(hour)
     for run_id, kinds in events.items():
-        for entry in instance.all_logs(run_id, of_type=KINDS):
-            if (event := entry.dagster_event) and isinstance(
-                data := event.event_specific_data, dg.AssetCheckEvaluation
-            ):
-                kinds.add(data.asset_check_key)
-            elif event and event.asset_key:
-                kinds.add((event.asset_key, event.partition))
-    for kind in set().union(*events.values()):
-        if isinstance(kind, tuple):  # an asset partition (None: an unpartitioned asset): its latest materialization
-            key, partition = kind
-            found = dg.AssetRecordsFilter(key, asset_partitions=[partition] if partition else None)
-            if records := instance.fetch_materializations(found, limit=1).records:
-                latest[kind] = records[0].run_id
-    checks = [k for k in set().union(*events.values()) if isinstance(k, dg.AssetCheckKey)]
-    latest |= {
-        k: e.run_id for k, e in instance.event_log_storage.get_latest_asset_check_execution_by_key(checks).items()
-    }
+        for event in (e.dagster_event for e in instance.all_logs(run_id, of_type=KINDS) if e.dagster_event):
+            kinds.add(getattr(event.event_specific_data, "asset_check_key", None) or (event.asset_key, event.partition))
+    for kind in set().union(*events.values()) - latest.keys():
+        if isinstance(kind, dg.AssetCheckKey):  # its newest execution with an evaluation (a failed run plans some)
+            executions = instance.event_log_storage.get_asset_check_execution_history(kind, limit=50)
+            holder = next((e.run_id for e in executions if e.status.value in ("SUCCEEDED", "FAILED")), None)
+        else:  # an asset partition (None: unpartitioned): its latest materialization
+            found = dg.AssetRecordsFilter(kind[0], asset_partitions=[kind[1]] if kind[1] else None)  # type: ignore[index]
+            holder = next((r.run_id for r in instance.fetch_materializations(found, limit=1).records), None)
+        latest |= {kind: holder} if holder else {}
     pruned = superseded(events, latest)
     for n, run_id in enumerate(pruned, 1):
         instance.delete_run(run_id)
