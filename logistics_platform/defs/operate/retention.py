@@ -11,7 +11,6 @@ from logistics_platform.lib.operate.retention import superseded
 from logistics_platform.lib.operate.transform_pending import builders
 from logistics_platform.settings import Settings
 
-PRUNE_JOB = "prune_superseded_runs"
 KINDS = {dg.DagsterEventType.ASSET_MATERIALIZATION, dg.DagsterEventType.ASSET_CHECK_EVALUATION}
 
 
@@ -21,9 +20,8 @@ def prune_superseded_runs(instance: dg.DagsterInstance, age: timedelta, log: Log
     cutoff = (datetime.now(UTC) - age).timestamp()
     events: dict[str, set[Hashable]] = {r.dagster_run.run_id: set() for r in done if (r.end_time or cutoff) < cutoff}
     # The transform sensor rebuilds a lost cursor from these runs' tags: each hour keeps the run it reads.
-    latest: dict[Hashable, str] = {}
-    for hour, run_id in builders({r.dagster_run.run_id: r.dagster_run.tags for r in done}).items():
-        latest[hour] = run_id
+    latest: dict[Hashable, str] = dict(builders({r.dagster_run.run_id: r.dagster_run.tags for r in done}).items())
+    for hour, run_id in latest.items():
         events.get(run_id, set()).add(hour)
     for run_id, kinds in events.items():
         for event in (e.dagster_event for e in instance.all_logs(run_id, of_type=KINDS) if e.dagster_event):
@@ -57,7 +55,7 @@ def build_prune(settings: Settings) -> dg.Definitions:
         context.log.info(f"pruned {pruned} superseded runs of {finished} finished, kept {finished - pruned}")
         return dg.Output(None, metadata={"pruned": pruned, "finished": finished, "kept": finished - pruned})
 
-    @dg.job(name=PRUNE_JOB, description="Deletes the successful runs that hold no latest event (Dagster's storage).")
+    @dg.job(name="prune_superseded_runs", description="Deletes the successful runs that hold no latest event.")
     def prune_job() -> None:
         prune_superseded()
 
