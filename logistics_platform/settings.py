@@ -195,6 +195,8 @@ class Settings(BaseSettings):
     dagster_event_batch_size: Count = 1000
     """Dagster writes up to this many asset events of one step in one statement on PostgreSQL storage (0 = one by
     one)."""
+    dagster_prune_superseded_after_minutes: Count = 60
+    """`prune_superseded_runs` deletes successful runs ended this long ago holding no latest event (0: off)."""
 
     @field_validator("catalog_uri")
     @classmethod

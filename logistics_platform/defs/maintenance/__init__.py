@@ -4,6 +4,7 @@ import dagster as dg
 
 from logistics_platform.defs.constants import MAINTENANCE_JOB, MAINTENANCE_WRITER_TAGS
 from logistics_platform.defs.maintenance.assets import MAINTENANCE_KEY, iceberg_table_health, iceberg_tables
+from logistics_platform.defs.operate.common import schedule_status
 from logistics_platform.settings import Settings
 
 
@@ -23,9 +24,7 @@ def build_defs(settings: Settings) -> dg.Definitions:
         job_name=MAINTENANCE_JOB,
         cron_schedule="0 2 * * *",
         execution_timezone="UTC",
-        default_status=(
-            dg.DefaultScheduleStatus.RUNNING if settings.automation_running else dg.DefaultScheduleStatus.STOPPED
-        ),
+        default_status=schedule_status(settings),
         tags=MAINTENANCE_WRITER_TAGS,
         description="Nightly Iceberg maintenance at 02:00 UTC (after the day's last hourly ingest has landed).",
     )

@@ -116,3 +116,13 @@ def live_batch(ingested: Mapping[str, int], after: int, now: datetime) -> tuple[
     oldest, current = hour_key(hour_start(now) - timedelta(hours=LIVE_HOURS - 1)), hour_key(hour_start(now))
     hours = sorted(h for h, sid in ingested.items() if sid > after and oldest <= h <= current)
     return (LiveBatch(tuple(hours), max(ingested[h] for h in hours)) if hours else None), cursor
+
+
+def builders(runs: Mapping[str, Mapping[str, str]]) -> dict[str, str]:
+    """Hour -> a successful run (of ``runs``: id -> tags) with its newest watermark: what a rebuilt cursor reads."""
+    best: dict[str, tuple[int, str]] = {}
+    for run, tags in runs.items():
+        if (watermark := tags.get(WATERMARK_TAG)) and (window := run_window(tags)):
+            for hour in window.hour_keys():
+                best[hour] = max(best.get(hour, (0, "")), (int(watermark), run))
+    return {hour: run for hour, (_, run) in best.items()}
