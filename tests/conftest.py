@@ -49,8 +49,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             continue
         names = getattr(item, "fixturenames", ())
         shared = [fixture for fixture in SHARED_WORLDS if fixture in names]
-        if shared:
-            group = SHARED_WORLDS[shared[0]] or item.nodeid.split("::")[0]
+        if shared or item.get_closest_marker("jdk"):  # a real engine's module captures once for its tests
+            group = (SHARED_WORLDS[shared[0]] if shared else None) or item.nodeid.split("::")[0]
             item.add_marker(pytest.mark.xdist_group(group))
     # Longest first: xdist hands out groups in collection order, so the Spark module (the longest by far) and the other
     # end-to-end tests start at once instead of one of them being the last thing a worker does while the other idles.

@@ -46,11 +46,12 @@ def java_available() -> bool:
     return shutil.which("java") is not None
 
 
-# The marks of a test module that runs the real engine (one JVM per process: the modules share an xdist group).
+# The marks of a test module that runs the real engine. Each engine runs in a process of its own on a cluster of its
+# own, so the modules need not share a pytest-xdist worker: each module is its own group (tests/conftest.py), and the
+# five spread over the workers instead of queueing on one, which made them the suite's longest path.
 ENGINE_MARKS = [
     pytest.mark.jdk,
     pytest.mark.slow,
-    pytest.mark.xdist_group("debezium"),
     pytest.mark.skipif(not java_available(), reason="no java on PATH: the Debezium engine needs a JDK"),
 ]
 
