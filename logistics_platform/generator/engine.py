@@ -16,7 +16,7 @@ from logistics_platform.generator.layout import Layout
 from logistics_platform.generator.model import SECOND, T_PINGS, Change, FastRandom, Period
 from logistics_platform.generator.orders import OrderBook
 from logistics_platform.generator.pings import Trips
-from logistics_platform.generator.roster import plan_couriers, plan_tenants
+from logistics_platform.generator.roster import Roster
 from logistics_platform.generator.writer import FileWriter
 
 GENERATION_FILE = "_generation.json"
@@ -40,8 +40,8 @@ def run(out: Path, cfg: GeneratorConfig, progress: ProgressFn | None) -> dict[st
         # The connector's snapshot reads every tenant, courier and open order one second into the period.
         snap_us = period.start_us + SECOND
         snapshot: list[Change] = []
-        tenants = plan_tenants(cfg, period, rng, anomalies, queue, snap_us, snapshot)
-        couriers = plan_couriers(cfg, period, rng, anomalies, queue, snap_us, snapshot)
+        roster = Roster(cfg, period, rng, anomalies, queue, snap_us, snapshot)
+        tenants, couriers = roster.plan_tenants(), roster.plan_couriers()
         trips = Trips(cfg, period, rng, stats[T_PINGS], anomalies, couriers)
         orders = OrderBook(cfg, period, rng, anomalies, queue, tenants, couriers, trips)
         snapshot.extend(orders.plan_snapshot(snap_us))
