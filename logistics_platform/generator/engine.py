@@ -29,7 +29,7 @@ def run(out: Path, cfg: GeneratorConfig, progress: ProgressFn | None) -> dict[st
     rng = FastRandom(cfg.seed)
     period = Period.of(cfg)
     stats = [summary.TopicStats() for _ in TABLES]
-    wal = cdc.wal_start(rng)
+    wal = (24_000_000 + rng.randrange(1_000_000), 700 + rng.randrange(1000))  # the LSN and txId at the start
     delayed = faults.plan_delayed_files(cfg, rng)
     writer = FileWriter()
     try:

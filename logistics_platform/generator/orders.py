@@ -113,10 +113,9 @@ class _Order:
     def delete(self, t: int) -> list[Change]:
         """The order and its payments deleted at ``t`` (before images: the order's last row, the payments' keys)."""
         # the before image is the last row as rendered: its decimals keep their encoding (and the schema says so)
-        precise = self.latest[6] & PRECISE if self.latest is not None else 0
-        chs = [[T_ORDERS, "d", self.row[0], self.prev_after, "null", None, precise]]
-        if self.latest is not None:
-            self.latest[NEXT_COMMIT] = t
+        assert self.latest is not None  # deleted after its creation (or snapshot read)
+        chs = [[T_ORDERS, "d", self.row[0], self.prev_after, "null", None, self.latest[6] & PRECISE]]
+        self.latest[NEXT_COMMIT] = t
         for p in self.payments:
             chs.append([T_PAYMENTS, "d", p[0], f'{{"payment_id":{p[0]}}}', "null", None, 0])
             p[_LATEST][NEXT_COMMIT] = t
@@ -281,10 +280,9 @@ class OrderBook:
         if row[4] != "assigned":
             row[2], row[4] = courier, "assigned"
             txs.append((t_assign, [order.change("u", t_assign)], False))
-        row[4] = "picked_up"
-        txs.append((t_pick, [order.change("u", t_pick)], False))
-        row[4] = "in_transit"
-        txs.append((t_transit, [order.change("u", t_transit)], False))
+        for t, status in ((t_pick, "picked_up"), (t_transit, "in_transit")):
+            row[4] = status
+            txs.append((t, [order.change("u", t)], False))
         row[4], row[9] = "delivered", t_deliv
         captured = total
         mismatch = rng.random() < self.cfg.payment_mismatch_rate
