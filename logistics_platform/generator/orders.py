@@ -4,10 +4,9 @@ its transactions queued for their commit hours and its courier's trip handed to 
 from __future__ import annotations
 
 import math
-from bisect import bisect_right
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from itertools import accumulate, count
+from itertools import count
 from random import Random
 from typing import Any
 
@@ -34,7 +33,6 @@ from logistics_platform.generator.pings import Trips
 from logistics_platform.generator.roster import Couriers, Tenants
 from logistics_platform.lib.timekeys import from_epoch_micros
 
-METHOD_CUM = list(accumulate(W.PAYMENT_METHOD_WEIGHTS))
 # Slots of a payment: id, order, amount, method, status, created, updated, its latest change (a Change)
 _LATEST = 7
 
@@ -203,8 +201,7 @@ class OrderBook:
         cfg, rng = self.cfg, self.rng
         self.order_id += 1
         oid = self.order_id
-        cum = self.tenants.cum_weights
-        tid = self.tenants.ids[bisect_right(cum, rng.random() * cum[-1])]
+        tid = rng.choices(self.tenants.ids, cum_weights=self.tenants.cum_weights)[0]
         region = self.tenants.region[tid] if rng.random() < 0.7 else rng.choice(W.REGION_NAMES)
         total = rng.randrange(1500, 25000)
         fee = rng.randrange(400, min(1500, total - 100))
@@ -216,7 +213,7 @@ class OrderBook:
         courier = self.couriers.pick(rng, region, t_assign)
         if courier is None:  # nobody to assign: the customer gives up
             t_cancel = t_cancel if t_cancel is not None and t_cancel < t_assign else max(t_assign, base + MINUTE)
-        method = W.PAYMENT_METHODS[bisect_right(METHOD_CUM, rng.random() * METHOD_CUM[-1])]
+        method = rng.choices(W.PAYMENT_METHODS, W.PAYMENT_METHOD_WEIGHTS)[0]
         row: list[Any] = [oid, tid, None, region, "created", total, fee, created_us, promised, None, created_us]
         route = self._route(region, created_us)
         order = _Order(row, tip, tip_from, route[:4] or (None,) * 4, method, self.faults, self.payment_ids)
