@@ -232,17 +232,16 @@ class OrderBook:
                 t2 = created_us + rng.randrange(30 * SECOND, 3 * MINUTE)
                 txs.append((t2, [order.new_payment("c", t2, total, "authorized")], False))
         snap_status = row[4]
+        if row[4] != "assigned" and courier is not None and (t_cancel is None or t_assign < t_cancel):
+            row[2], row[4] = courier, "assigned"
+            txs.append((t_assign, [order.change("u", t_assign)], False))
         if t_cancel is not None and (courier is None or t_cancel < t_pick):
-            if row[4] != "assigned" and courier is not None and t_assign < t_cancel:
-                row[2], row[4] = courier, "assigned"
-                txs.append((t_assign, [order.change("u", t_assign)], False))
             row[4] = "cancelled"
             cancel = order.change("u", t_cancel)
             txs.append((t_cancel, [cancel, order.update_payment(order.payments[-1], t_cancel, "failed")], False))
             end_t = t_cancel
         else:
-            assert courier is not None
-            self._deliver(order, txs, courier, (t_assign, t_pick, t_transit, t_deliv))
+            self._deliver(order, txs, t_pick, t_transit, t_deliv)
             end_t = t_deliv
         deleted = False
         if rng.random() < cfg.delete_rate:
@@ -268,15 +267,11 @@ class OrderBook:
         n = math.hypot((d - b) * k, c - a) or 1.0
         return a, b, c, d, (a + c) / 2 + 0.03 * (d - b) * k / n, (b + d) / 2 - 0.03 * (c - a) / n / k
 
-    def _deliver(self, order: _Order, txs: list[Transaction], courier: int, times: tuple[int, int, int, int]) -> None:
-        """Assigned, picked up, in transit, delivered and paid (or paid wrongly), maybe charged twice and refunded."""
-        t_assign, t_pick, t_transit, t_deliv = times
+    def _deliver(self, order: _Order, txs: list[Transaction], t_pick: int, t_transit: int, t_deliv: int) -> None:
+        """Picked up, in transit, delivered and paid (or paid wrongly), maybe charged twice and refunded."""
         rng, row = self.rng, order.row
         total = row[5]
         live_payment = order.payments[-1]
-        if row[4] != "assigned":
-            row[2], row[4] = courier, "assigned"
-            txs.append((t_assign, [order.change("u", t_assign)], False))
         for t, status in ((t_pick, "picked_up"), (t_transit, "in_transit")):
             row[4] = status
             txs.append((t, [order.change("u", t)], False))
