@@ -79,7 +79,7 @@ def stderr_progress(width: int = 30) -> ProgressFn:
     return show
 
 
-def generate(out_dir: Path | str, config: GeneratorConfig, progress: bool | ProgressFn = False) -> dict[str, Any]:
+def generate(out_dir: Path | str, config: GeneratorConfig, progress: bool = False) -> dict[str, Any]:
     """Write the landing zone for ``config`` under ``out_dir`` (docs/internals/generator.md); its summary."""
     out = Path(out_dir)
     topics_dir = out / "topics"
@@ -93,12 +93,11 @@ def generate(out_dir: Path | str, config: GeneratorConfig, progress: bool | Prog
     staging = out / ".generating"
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir()
-    fn: ProgressFn | None = stderr_progress() if progress is True else (progress or None)
     # The engine makes no reference cycles: the cyclic GC would only rescan the pending hours (~15% of the run).
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        result = run(staging, config, fn)
+        result = run(staging, config, stderr_progress() if progress else None)
     finally:
         if gc_was_enabled:
             gc.enable()
