@@ -13,6 +13,7 @@ from typing import Any
 import fastavro
 
 from logistics_platform.generator import encode as E
+from logistics_platform.generator.encode import columns
 from logistics_platform.generator.model import Piece, Record
 from logistics_platform.lib import contract
 
@@ -46,12 +47,6 @@ def _source_field(name: str, connect_type: str, optional: bool) -> dict[str, Any
     if name == "snapshot":
         return {"name": name, "type": [_SNAPSHOT, "null"], "default": "false"}
     return {"name": name, "type": ["null", typ], "default": None} if optional else {"name": name, "type": typ}
-
-
-def columns(table: str, extra: tuple[str, ...] = ()) -> list[contract.SourceColumn]:
-    """The contract columns of a table, then its added columns named in ``extra``."""
-    source = contract.SOURCES[table]
-    return [*source.columns, *(source.column(c) for c in extra)]
 
 
 def _field(c: contract.SourceColumn) -> dict[str, Any]:

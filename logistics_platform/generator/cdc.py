@@ -56,11 +56,6 @@ class CommitQueue:
         return txs
 
 
-def wal_start(rng: Random) -> tuple[int, int]:
-    """The LSN and txId the database is at when the period starts."""
-    return 24_000_000 + rng.randrange(1_000_000), 700 + rng.randrange(1000)
-
-
 @dataclass
 class ChangeStream:
     """Commits the queued transactions hour by hour and routes every change into the layout."""

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field, fields
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from logistics_platform.generator.encode import CDC_REASONS
 from logistics_platform.lib import contract
+from logistics_platform.lib.timekeys import utc_naive
 
 TABLES = tuple(contract.SOURCES)
 DEFAULT_PARTITIONS = {"tenants": 1, "couriers": 1, "orders": 3, "payments": 3, "tracking_pings": 4}
@@ -95,10 +96,8 @@ class GeneratorConfig:
     noop_updates: int = 3  # tenant updates that change only updated_at
 
     def __post_init__(self) -> None:
-        start = self.start
-        if start.tzinfo is not None:
-            start = start.astimezone(UTC).replace(tzinfo=None)
-            object.__setattr__(self, "start", start)
+        start = utc_naive(self.start)
+        object.__setattr__(self, "start", start)
         if start != start.replace(minute=0, second=0, microsecond=0):
             raise GeneratorConfigError(f"start={start.isoformat()} must be on a full hour (UTC)")
         for name in ("hours", "tenants", "couriers", "flush_size", "delayed_file_hours"):

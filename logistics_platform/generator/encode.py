@@ -247,11 +247,16 @@ def _struct(fields: list[dict[str, Any]], optional: bool, name: str, **rest: Any
     return {"type": "struct", "fields": fields, "optional": optional, "name": name, **rest}
 
 
+def columns(table: str, extra: tuple[str, ...] = ()) -> list[contract.SourceColumn]:
+    """The contract columns of a table, then its added columns named in ``extra``."""
+    source = contract.SOURCES[table]
+    return [*source.columns, *(source.column(c) for c in extra)]
+
+
 def connect_schema(table: str, extra_columns: tuple[str, ...] = (), precise: bool = False) -> str:
     """The JsonConverter ``schema`` of a Debezium envelope for one table (compact JSON text); ``precise``: numeric
     columns as Connect ``Decimal`` (bytes, ``parameters.scale``) instead of strings."""
-    source = contract.SOURCES[table]
-    fields = [_connect_field(c, source.key, precise) for c in (*source.columns, *map(source.column, extra_columns))]
+    fields = [_connect_field(c, contract.SOURCES[table].key, precise) for c in columns(table, extra_columns)]
     value = _struct(fields, True, f"oltp.public.{table}.Value")
     source_fields = [{"type": t, "optional": o, "field": n} for n, t, o in SOURCE_FIELDS]
     block_fields = [{"type": t, "optional": False, "field": n} for n, t in TRANSACTION_FIELDS]

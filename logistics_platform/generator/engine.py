@@ -16,7 +16,7 @@ from logistics_platform.generator.layout import Layout
 from logistics_platform.generator.model import SECOND, T_PINGS, Change, FastRandom, Period
 from logistics_platform.generator.orders import OrderBook
 from logistics_platform.generator.pings import Trips
-from logistics_platform.generator.roster import plan_couriers, plan_tenants
+from logistics_platform.generator.roster import Roster
 from logistics_platform.generator.writer import FileWriter
 
 GENERATION_FILE = "_generation.json"
@@ -29,7 +29,7 @@ def run(out: Path, cfg: GeneratorConfig, progress: ProgressFn | None) -> dict[st
     rng = FastRandom(cfg.seed)
     period = Period.of(cfg)
     stats = [summary.TopicStats() for _ in TABLES]
-    wal = cdc.wal_start(rng)
+    wal = (24_000_000 + rng.randrange(1_000_000), 700 + rng.randrange(1000))  # the LSN and txId at the start
     delayed = faults.plan_delayed_files(cfg, rng)
     writer = FileWriter()
     try:
@@ -40,8 +40,8 @@ def run(out: Path, cfg: GeneratorConfig, progress: ProgressFn | None) -> dict[st
         # The connector's snapshot reads every tenant, courier and open order one second into the period.
         snap_us = period.start_us + SECOND
         snapshot: list[Change] = []
-        tenants = plan_tenants(cfg, period, rng, anomalies, queue, snap_us, snapshot)
-        couriers = plan_couriers(cfg, period, rng, anomalies, queue, snap_us, snapshot)
+        roster = Roster(cfg, period, rng, anomalies, queue, snap_us, snapshot)
+        tenants, couriers = roster.plan_tenants(), roster.plan_couriers()
         trips = Trips(cfg, period, rng, stats[T_PINGS], anomalies, couriers)
         orders = OrderBook(cfg, period, rng, anomalies, queue, tenants, couriers, trips)
         snapshot.extend(orders.plan_snapshot(snap_us))
@@ -79,7 +79,7 @@ def stderr_progress(width: int = 30) -> ProgressFn:
     return show
 
 
-def generate(out_dir: Path | str, config: GeneratorConfig, progress: bool | ProgressFn = False) -> dict[str, Any]:
+def generate(out_dir: Path | str, config: GeneratorConfig, progress: bool = False) -> dict[str, Any]:
     """Write the landing zone for ``config`` under ``out_dir`` (docs/internals/generator.md); its summary."""
     out = Path(out_dir)
     topics_dir = out / "topics"
@@ -93,12 +93,11 @@ def generate(out_dir: Path | str, config: GeneratorConfig, progress: bool | Prog
     staging = out / ".generating"
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir()
-    fn: ProgressFn | None = stderr_progress() if progress is True else (progress or None)
     # The engine makes no reference cycles: the cyclic GC would only rescan the pending hours (~15% of the run).
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        result = run(staging, config, fn)
+        result = run(staging, config, stderr_progress() if progress else None)
     finally:
         if gc_was_enabled:
             gc.enable()

@@ -4,10 +4,9 @@ its transactions queued for their commit hours and its courier's trip handed to 
 from __future__ import annotations
 
 import math
-from bisect import bisect_right
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from itertools import accumulate, count
+from itertools import count
 from random import Random
 from typing import Any
 
@@ -34,7 +33,6 @@ from logistics_platform.generator.pings import Trips
 from logistics_platform.generator.roster import Couriers, Tenants
 from logistics_platform.lib.timekeys import from_epoch_micros
 
-METHOD_CUM = list(accumulate(W.PAYMENT_METHOD_WEIGHTS))
 # Slots of a payment: id, order, amount, method, status, created, updated, its latest change (a Change)
 _LATEST = 7
 
@@ -113,10 +111,9 @@ class _Order:
     def delete(self, t: int) -> list[Change]:
         """The order and its payments deleted at ``t`` (before images: the order's last row, the payments' keys)."""
         # the before image is the last row as rendered: its decimals keep their encoding (and the schema says so)
-        precise = self.latest[6] & PRECISE if self.latest is not None else 0
-        chs = [[T_ORDERS, "d", self.row[0], self.prev_after, "null", None, precise]]
-        if self.latest is not None:
-            self.latest[NEXT_COMMIT] = t
+        assert self.latest is not None  # deleted after its creation (or snapshot read)
+        chs = [[T_ORDERS, "d", self.row[0], self.prev_after, "null", None, self.latest[6] & PRECISE]]
+        self.latest[NEXT_COMMIT] = t
         for p in self.payments:
             chs.append([T_PAYMENTS, "d", p[0], f'{{"payment_id":{p[0]}}}', "null", None, 0])
             p[_LATEST][NEXT_COMMIT] = t
@@ -204,8 +201,7 @@ class OrderBook:
         cfg, rng = self.cfg, self.rng
         self.order_id += 1
         oid = self.order_id
-        cum = self.tenants.cum_weights
-        tid = self.tenants.ids[bisect_right(cum, rng.random() * cum[-1])]
+        tid = rng.choices(self.tenants.ids, cum_weights=self.tenants.cum_weights)[0]
         region = self.tenants.region[tid] if rng.random() < 0.7 else rng.choice(W.REGION_NAMES)
         total = rng.randrange(1500, 25000)
         fee = rng.randrange(400, min(1500, total - 100))
@@ -217,7 +213,7 @@ class OrderBook:
         courier = self.couriers.pick(rng, region, t_assign)
         if courier is None:  # nobody to assign: the customer gives up
             t_cancel = t_cancel if t_cancel is not None and t_cancel < t_assign else max(t_assign, base + MINUTE)
-        method = W.PAYMENT_METHODS[bisect_right(METHOD_CUM, rng.random() * METHOD_CUM[-1])]
+        method = rng.choices(W.PAYMENT_METHODS, W.PAYMENT_METHOD_WEIGHTS)[0]
         row: list[Any] = [oid, tid, None, region, "created", total, fee, created_us, promised, None, created_us]
         route = self._route(region, created_us)
         order = _Order(row, tip, tip_from, route[:4] or (None,) * 4, method, self.faults, self.payment_ids)
@@ -236,17 +232,16 @@ class OrderBook:
                 t2 = created_us + rng.randrange(30 * SECOND, 3 * MINUTE)
                 txs.append((t2, [order.new_payment("c", t2, total, "authorized")], False))
         snap_status = row[4]
+        if row[4] != "assigned" and courier is not None and (t_cancel is None or t_assign < t_cancel):
+            row[2], row[4] = courier, "assigned"
+            txs.append((t_assign, [order.change("u", t_assign)], False))
         if t_cancel is not None and (courier is None or t_cancel < t_pick):
-            if row[4] != "assigned" and courier is not None and t_assign < t_cancel:
-                row[2], row[4] = courier, "assigned"
-                txs.append((t_assign, [order.change("u", t_assign)], False))
             row[4] = "cancelled"
             cancel = order.change("u", t_cancel)
             txs.append((t_cancel, [cancel, order.update_payment(order.payments[-1], t_cancel, "failed")], False))
             end_t = t_cancel
         else:
-            assert courier is not None
-            self._deliver(order, txs, courier, (t_assign, t_pick, t_transit, t_deliv))
+            self._deliver(order, txs, t_pick, t_transit, t_deliv)
             end_t = t_deliv
         deleted = False
         if rng.random() < cfg.delete_rate:
@@ -272,19 +267,14 @@ class OrderBook:
         n = math.hypot((d - b) * k, c - a) or 1.0
         return a, b, c, d, (a + c) / 2 + 0.03 * (d - b) * k / n, (b + d) / 2 - 0.03 * (c - a) / n / k
 
-    def _deliver(self, order: _Order, txs: list[Transaction], courier: int, times: tuple[int, int, int, int]) -> None:
-        """Assigned, picked up, in transit, delivered and paid (or paid wrongly), maybe charged twice and refunded."""
-        t_assign, t_pick, t_transit, t_deliv = times
+    def _deliver(self, order: _Order, txs: list[Transaction], t_pick: int, t_transit: int, t_deliv: int) -> None:
+        """Picked up, in transit, delivered and paid (or paid wrongly), maybe charged twice and refunded."""
         rng, row = self.rng, order.row
         total = row[5]
         live_payment = order.payments[-1]
-        if row[4] != "assigned":
-            row[2], row[4] = courier, "assigned"
-            txs.append((t_assign, [order.change("u", t_assign)], False))
-        row[4] = "picked_up"
-        txs.append((t_pick, [order.change("u", t_pick)], False))
-        row[4] = "in_transit"
-        txs.append((t_transit, [order.change("u", t_transit)], False))
+        for t, status in ((t_pick, "picked_up"), (t_transit, "in_transit")):
+            row[4] = status
+            txs.append((t, [order.change("u", t)], False))
         row[4], row[9] = "delivered", t_deliv
         captured = total
         mismatch = rng.random() < self.cfg.payment_mismatch_rate

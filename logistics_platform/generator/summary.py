@@ -62,6 +62,13 @@ def _file_counts(files: list[dict[str, Any]]) -> dict[str, int]:
     return {"files": len(files), "gzip_files": gzip, "avro_files": avro, "bytes": sum(f["bytes"] for f in files)}
 
 
+# the TopicStats counters a topic's summary reports as they are, in its order
+_COUNTERS = (
+    *("late_beyond_injected", "late_within_injected", "out_of_order_injected", "out_of_order_lines"),
+    *("schema_envelopes", "decimal_numbers", "epoch_micros", "precise_decimals", "tip_amount_events"),
+)
+
+
 def _topic_summary(st: TopicStats, ti: int, files: list[dict[str, Any]], partitions: int) -> dict[str, Any]:
     lines, quarantined, tombstones, late, _ = (sum(slot) for slot in zip([0] * 5, *st.per_hour.values(), strict=True))
     return {
@@ -75,15 +82,7 @@ def _topic_summary(st: TopicStats, ti: int, files: list[dict[str, Any]], partiti
         "duplicates": st.duplicates,
         "tombstones": tombstones,
         "late_lines": late,
-        "late_beyond_injected": st.late_beyond_injected,
-        "late_within_injected": st.late_within_injected,
-        "out_of_order_injected": st.out_of_order_injected,
-        "out_of_order_lines": st.out_of_order_lines,
-        "schema_envelopes": st.schema_envelopes,
-        "decimal_numbers": st.decimal_numbers,
-        "epoch_micros": st.epoch_micros,
-        "precise_decimals": st.precise_decimals,
-        "tip_amount_events": st.tip_amount_events,
+        **{name: getattr(st, name) for name in _COUNTERS},
         "quarantined": quarantined,
         "quarantine": dict(sorted(st.quarantine.items())),
     }
@@ -117,12 +116,7 @@ def build_summary(
 ) -> dict[str, Any]:
     """The ``_generation.json`` content: config, period, totals, per-topic and per-hour counts, ground truth (the
     world's counts); ``files``: one ``{"topic", "gz", "bytes"}`` record (and ``"avro": codec``) per landed file."""
-    topics: dict[str, Any] = {}
-    per_hour: dict[str, Any] = {}
-    for ti, table in enumerate(TABLES):
-        topic = TOPICS[table]
-        topics[topic] = _topic_summary(stats[ti], ti, files, cfg.partitions[table])
-        per_hour[topic] = _hours_summary(stats[ti], period)
+    topics = {TOPICS[t]: _topic_summary(stats[ti], ti, files, cfg.partitions[t]) for ti, t in enumerate(TABLES)}
     quarantine_total: Counter[str] = Counter()
     for t in topics.values():
         for reason, n in t["quarantine"].items():
@@ -146,6 +140,6 @@ def build_summary(
         },
         "delayed_files": delayed_files,
         "topics": topics,
-        "per_hour": per_hour,
+        "per_hour": {TOPICS[t]: _hours_summary(stats[ti], period) for ti, t in enumerate(TABLES)},
         "truth": truth,
     }
