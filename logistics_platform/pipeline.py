@@ -216,9 +216,9 @@ def run_pipeline(
     started = time.monotonic()
     done = lines = 0
     report(Progress(0, len(keys), 0, 0.0))
+    mode = {INGEST_MODE_TAG: "replace"} if replace else {}
     for chunk in hour_ranges(keys, settings.ingest_max_hours_per_run):
         label = chunk[0] if len(chunk) == 1 else f"{chunk[0]}..{chunk[-1]}"
-        mode = {INGEST_MODE_TAG: "replace"} if replace else {}
         if len(chunk) == 1:
             result = execute(INGEST_JOB, label, partition_key=chunk[0], tags=mode)
         else:
@@ -266,23 +266,18 @@ def _failure(result: dg.ExecuteInProcessResult) -> str:
 
 def table_counts(settings: Settings) -> tuple[dict[str, int], dict[str, int], str]:
     """Row counts of the bronze tables and of the marts, and why some could not be read ("" if all); never raises."""
-    bronze: dict[str, int] = {}
-    marts: dict[str, int] = {}
+    counts: dict[str, dict[str, int]] = {"bronze": {}, "marts": {}}
     errors: list[str] = []
-    try:
-        _iceberg_counts(settings, "bronze", bronze)
-    except Exception as exc:
-        errors.append(f"bronze: {type(exc).__name__}: {exc}")
-    spark = is_spark(settings)
-    try:
-        if spark:
-            _iceberg_counts(settings, "marts", marts)
-        else:
-            _duckdb_mart_counts(settings, marts)
-    except Exception as exc:
-        where = "" if spark else f" ({settings.duckdb_path})"
-        errors.append(f"marts{where}: {type(exc).__name__}: {exc}")
-    return bronze, marts, " ".join("; ".join(errors).split())[:600]
+    for namespace, in_duckdb in (("bronze", False), ("marts", not is_spark(settings))):
+        try:
+            if in_duckdb:
+                _duckdb_mart_counts(settings, counts[namespace])
+            else:
+                _iceberg_counts(settings, namespace, counts[namespace])
+        except Exception as exc:
+            where = f" ({settings.duckdb_path})" if in_duckdb else ""
+            errors.append(f"{namespace}{where}: {type(exc).__name__}: {exc}")
+    return counts["bronze"], counts["marts"], " ".join("; ".join(errors).split())[:600]
 
 
 def _iceberg_counts(settings: Settings, namespace: str, counts: dict[str, int]) -> None:

@@ -275,9 +275,7 @@ def load_settings(environ: Mapping[str, Any] | None = None) -> Settings:
     """Settings from ``environ`` (default: the process environment; empty = unset); bad values raise SettingsError."""
     token = _READ_ENVIRONMENT.set(environ is None)
     try:
-        if environ is None:
-            return Settings()
-        return Settings.model_validate({k: v for k, v in environ.items() if v is not None and v != ""})
+        return Settings.model_validate({k: v for k, v in (environ or {}).items() if v is not None and v != ""})
     except ValidationError as exc:
         problems = []
         for e in exc.errors(include_url=False):

@@ -58,14 +58,10 @@ def capture_query(dsn: str, landing_dir: Path, slot: str, overlap_seconds: float
                 for table in TABLES:  # every column: also those added part way (orders' coordinates)
                     st = tables_state.get(table)
                     wm = st.get("watermark_us") if st else None
-                    if wm is None:
-                        cur.execute(f"select * from public.{table} order by updated_at, {KEYS[table]}")
-                    else:
-                        # An aware bound: a naive one would be read in the session's time zone.
-                        cur.execute(
-                            f"select * from public.{table} where updated_at >= %s order by updated_at, {KEYS[table]}",
-                            (from_epoch_micros(wm - overlap_us).replace(tzinfo=UTC),),
-                        )
+                    # An aware bound: a naive one would be read in the session's time zone.
+                    since = [] if wm is None else [from_epoch_micros(wm - overlap_us).replace(tzinfo=UTC)]
+                    where = "where updated_at >= %s" if since else ""
+                    cur.execute(f"select * from public.{table} {where} order by updated_at, {KEYS[table]}", since)
                     columns = [d.name for d in cur.description]
                     rows = [dict(zip(columns, r, strict=True)) for r in cur.fetchall()]
                     planned, tables_state[table] = plan_table(table, rows, st, overlap_us)

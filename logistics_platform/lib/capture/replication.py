@@ -80,14 +80,10 @@ class _Batch:
 
 def snapshot_flags(table_rows: list[int]) -> list[list[str]]:
     """``source.snapshot`` of every row of a snapshot of tables with these row counts, as Debezium 3.6 writes it."""
-    out = []
-    for n in table_rows:
-        flags = ["true"] * n
-        if n:
-            flags[0] = "first_in_data_collection"
-            flags[-1] = "last_in_data_collection" if n > 1 else flags[0]
-        out.append(flags)
+    out = [["true"] * n for n in table_rows]
     nonempty = [flags for flags in out if flags]
+    for flags in nonempty:
+        flags[-1], flags[0] = "last_in_data_collection", "first_in_data_collection"  # in this order: one row is first
     if nonempty:
         nonempty[0][0] = "first"
         nonempty[-1][-1] = "last"
@@ -206,8 +202,7 @@ def _stream(
             nonlocal batch
             if not batch.transactions:
                 return
-            files = writer.commit(batch.lines, datetime.now(UTC), lsn=batch.end_lsn, commit_ms=batch.commit_ms)
-            result.files += files
+            result.files += writer.commit(batch.lines, datetime.now(UTC), lsn=batch.end_lsn, commit_ms=batch.commit_ms)
             result.transactions += batch.transactions
             result.changes += batch.changes
             if hook is not None:

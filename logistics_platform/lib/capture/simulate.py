@@ -51,8 +51,7 @@ class _World:
             "select coalesce(max(order_id), 0), (select coalesce(max(payment_id), 0) from payments) from orders"
         )
         self.next_order, self.next_payment = (int(x) + 1 for x in cur.fetchone())
-        cur.execute("select coalesce(max(courier_id), 0) from couriers")
-        self.next_courier = int(cur.fetchone()[0]) + 1
+        self.next_courier = max(self.couriers, default=0) + 1
         self.refundable: list[int] = []  # second charges waiting for their refund
         self.tier_changed: dict[str, float] = {}
 
@@ -142,13 +141,11 @@ def simulate(conn: Any, changes: int, seed: int = 7, coordinates_after: int | No
                     if live_pid is not None:
                         stmts.append((SET_PAYMENT_STATUS, ("failed" if cancel else "captured", live_pid)))
                     run(f"order_{new}", stmts)
-                elif new == "assigned":
-                    if not w.couriers:
-                        run("courier_insert", [_new_courier(w, rng)])
-                    run("order_status", [(ASSIGN_ORDER, (rng.choice(w.couriers), oid))])
-                    w.open[oid] = (new, total, live_pid)
                 else:
-                    run("order_status", [(SET_ORDER_STATUS, (new, oid))])
+                    if new == "assigned" and not w.couriers:
+                        run("courier_insert", [_new_courier(w, rng)])
+                    assign = (ASSIGN_ORDER, (rng.choice(w.couriers), oid)) if new == "assigned" else None
+                    run("order_status", [assign or (SET_ORDER_STATUS, (new, oid))])
                     w.open[oid] = (new, total, live_pid)
             elif roll < 0.85 and w.delivered:
                 # Charged twice: the second charge is captured now and refunded in a later transaction.

@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass
 from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
 
+from logistics_platform.lib.connections import NAMESPACES
 from logistics_platform.lib.maintenance import files
 from logistics_platform.lib.maintenance.compaction import CompactionResult, compact_table
 from logistics_platform.lib.maintenance.expiry import ExpiryResult, ensure_metadata_retention, expire_table
@@ -19,8 +20,6 @@ from logistics_platform.lib.maintenance.options import MaintenanceOptions
 from logistics_platform.lib.maintenance.tags import TagResult, apply_daily_tags
 
 log = logging.getLogger(__name__)
-
-MAINTAINED_NAMESPACES = ("bronze", "marts")
 
 
 @dataclass(frozen=True)
@@ -87,7 +86,7 @@ class TableReport:
             out["snapshots_expired"] = len(self.expiry.snapshots_expired)
             out["expired_files_deleted"] = self.expiry.files_deleted + self.expiry.metadata_files_deleted
         if self.orphans:
-            out["orphan_files_removed"] = self.orphans.deleted if not self.dry_run else 0
+            out["orphan_files_removed"] = self.orphans.deleted  # 0 in a dry run
             out["orphan_files_found"] = len(self.orphans.orphans)
             out["orphan_bytes"] = self.orphans.orphan_bytes
         if self.tags:
@@ -145,7 +144,7 @@ def maintain_table(
     return report
 
 
-def list_iceberg_tables(catalog: Catalog, namespaces: tuple[str, ...] = MAINTAINED_NAMESPACES) -> list[str]:
+def list_iceberg_tables(catalog: Catalog, namespaces: tuple[str, ...] = NAMESPACES) -> list[str]:
     """``namespace.table`` of every table in the maintained namespaces (missing namespaces are skipped)."""
     existing = {ns[0] if isinstance(ns, tuple) else str(ns) for ns in catalog.list_namespaces()}
     return sorted(".".join(ident) for ns in namespaces if ns in existing for ident in catalog.list_tables(ns))

@@ -102,10 +102,9 @@ def _bins(files: list[DataFile], target_bytes: int) -> list[list[DataFile]]:
 
 
 def _sort_keys(table: Table) -> list[tuple[str, str, str]]:
-    order = table.sort_order()
     keys: list[tuple[str, str, str]] = []
     schema = table.schema()
-    for f in order.fields:
+    for f in table.sort_order().fields:
         if not isinstance(f.transform, IdentityTransform):
             break  # a transformed sort key cannot be applied by a plain column sort; keep the prefix
         name = schema.find_column_name(f.source_id)

@@ -49,9 +49,9 @@ def snapshots_to_expire(table: Table, older_than: datetime, min_keep: int) -> li
     return sorted(s.snapshot_id for s in md.snapshots if s.timestamp_ms < cutoff_ms and s.snapshot_id not in protected)
 
 
-def micro_batch_snapshots(md: TableMetadata, now: datetime, window: timedelta | None = None) -> list[int]:
-    """Snapshots superseded more than ``window`` before ``now``, not the last of their UTC hour, not a ref."""
-    cutoff_ms = int(now.timestamp() * 1000) - int((window or LIVE_SNAPSHOT_WINDOW).total_seconds() * 1000)
+def micro_batch_snapshots(md: TableMetadata, now: datetime) -> list[int]:
+    """Snapshots superseded more than the live window before ``now``, not the last of their UTC hour, not a ref."""
+    cutoff_ms = int(now.timestamp() * 1000) - int(LIVE_SNAPSHOT_WINDOW.total_seconds() * 1000)
     protected = {ref.snapshot_id for ref in md.refs.values()}
     ordered = sorted(md.snapshots, key=lambda s: (s.timestamp_ms, s.sequence_number or 0))
     out = []
@@ -114,16 +114,14 @@ def expire_table(
     result = ExpiryResult(table=name, snapshots_expired=expire_ids)
 
     before = referenced_files(table)
-    if dry_run:
-        retained = [s for s in table.metadata.snapshots if s.snapshot_id not in set(expire_ids)]
-        after = referenced_files(table, snapshots=retained)
-    else:
-        if expire_ids:
-            table.maintenance.expire_snapshots().by_ids(expire_ids).commit()
-            table.refresh()
-            if hooks and hooks.after_expiry_commit:
-                hooks.after_expiry_commit(name)  # a crash here leaves unreferenced files for the orphan sweep
-        after = referenced_files(table)
+    if expire_ids and not dry_run:
+        table.maintenance.expire_snapshots().by_ids(expire_ids).commit()
+        table.refresh()
+        if hooks and hooks.after_expiry_commit:
+            hooks.after_expiry_commit(name)  # a crash here leaves unreferenced files for the orphan sweep
+    # Once committed the expired snapshots are gone from the metadata; a dry run leaves them out here.
+    retained = [s for s in table.metadata.snapshots if s.snapshot_id not in set(expire_ids)]
+    after = referenced_files(table, snapshots=retained)
 
     doomed = before.snapshot_files() - after.all()
     sizes = {f.path: f.size for f in list_files(io, table.location())}

@@ -59,8 +59,7 @@ def apply_daily_tags(table: Table, *, now: datetime, retention_days: int, dry_ru
                 result.created[name] = snapshot_id
         day += timedelta(days=1)
 
-    past = [(n, m) for n in sorted(existing) if (m := _TAG_RE.match(n))]
-    result.removed = [n for n, m in past if date.fromisoformat(m.group(1)) < oldest_kept]
+    result.removed = [n for n in sorted(existing) if (m := _TAG_RE.match(n)) and date.fromisoformat(m[1]) < oldest_kept]
     if not dry_run and (result.created or result.removed):
         with table.manage_snapshots() as manage:
             for name, snapshot_id in result.created.items():

@@ -201,16 +201,13 @@ def backlog(
     pending: list[str] = []
     lines = files = 0
     for report in compare(scan, ingested, landing_dir):
-        if not report.stale:
-            continue
-        pending.append(report.hour)
-        arrival = parse_hour_key(report.hour)
-        for topic, why in report.stale.items():
-            known = {p for p, _ in ingested[(topic, report.hour)].files} if why == "changed" else set()
-            for f in list_hour_files(landing_dir, topic, arrival):
-                if f.relpath not in known:
-                    files += 1
-                    lines += scan_file(f).lines
+        if report.stale:
+            pending.append(report.hour)
+            files += report.pending_files
+            fresh = set(report.new_files)  # of the changed topics; a never-ingested topic's files are all pending
+            for topic, why in report.stale.items():
+                landed = list_hour_files(landing_dir, topic, parse_hour_key(report.hour))
+                lines += sum(scan_file(f).lines for f in landed if why == "never" or f.relpath in fresh)
     latest_landed, latest_ingested = max(scan, default=None), max((h for _, h in ingested), default=None)
     return Backlog(pending, lines, files, latest_landed, latest_ingested)
 

@@ -20,7 +20,6 @@ if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
 
 REBUILD_DIR = "_rebuild"
-SWAPPED_NAMESPACES = ("bronze", "marts")
 
 
 class RebuildError(RuntimeError):
@@ -119,6 +118,7 @@ def build(staged: Settings, result: RebuildResult, models: ModelsFor, log: Calla
 def validate(staged: Settings, expected_marts: tuple[str, ...]) -> list[str]:
     """What is wrong with the staged build (empty = safe to swap)."""
     from logistics_platform.lib.connections import catalog_of, connect
+    from logistics_platform.lib.maintenance import list_iceberg_tables
     from logistics_platform.lib.operate.landing_watch import scan_landing
     from logistics_platform.lib.operate.progress import compare, read_ingest_log
 
@@ -135,8 +135,7 @@ def validate(staged: Settings, expected_marts: tuple[str, ...]) -> list[str]:
             sql = "select table_name from information_schema.tables where table_schema = 'marts'"
             have = {r[0] for r in con.execute(sql).fetchall()}
         problems += [f"mart marts.{m} missing from the staged DuckDB" for m in expected_marts if m not in have]
-    staged_tables = [".".join(t) for ns in SWAPPED_NAMESPACES for t in catalog.list_tables(ns)]
-    if not any(t.startswith("bronze.") for t in staged_tables):
+    if not any(t.startswith("bronze.") for t in list_iceberg_tables(catalog)):
         problems.append("no bronze table in the staged catalog")
     return problems
 
@@ -166,9 +165,10 @@ def repoint(catalog: Catalog, locations: Mapping[str, str | None], add: bool = T
 def swap(live: Settings, staged: Settings, staging_root: Path) -> list[str]:
     """Point the live catalog at the staged tables (one transaction) and swap the DuckDB file (atomic rename)."""
     from logistics_platform.lib.connections import catalog_of
+    from logistics_platform.lib.maintenance import list_iceberg_tables
 
     staged_catalog = catalog_of(staged)
-    tables = [".".join(ident) for ns in SWAPPED_NAMESPACES for ident in staged_catalog.list_tables(ns)]
+    tables = list_iceberg_tables(staged_catalog)
     pointers: dict[str, str | None] = {name: staged_catalog.load_table(name).metadata_location for name in tables}
     previous = repoint(catalog_of(live), pointers)
     backup = None
