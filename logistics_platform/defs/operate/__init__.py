@@ -6,7 +6,6 @@ from logistics_platform.defs.operate.alert_sensors import build_alert_sensors
 from logistics_platform.defs.operate.backlog import build_backlog
 from logistics_platform.defs.operate.jobs import build_freshness, build_jobs
 from logistics_platform.defs.operate.landing import build_landing_triggers
-from logistics_platform.defs.operate.retention import build_prune
 from logistics_platform.defs.operate.transform_sensor import build_dbt_triggers
 from logistics_platform.settings import Settings
 
@@ -22,5 +21,4 @@ def build_defs(settings: Settings) -> dg.Definitions:
         freshness,
         build_alert_sensors(settings),
         build_backlog(settings),
-        build_prune(settings),
     )

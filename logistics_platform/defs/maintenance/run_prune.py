@@ -7,7 +7,7 @@ from logging import Logger
 import dagster as dg
 
 from logistics_platform.defs.operate.common import schedule_status
-from logistics_platform.lib.operate.retention import superseded
+from logistics_platform.lib.maintenance.run_prune import superseded
 from logistics_platform.lib.operate.transform_pending import builders
 from logistics_platform.settings import Settings
 

@@ -4,8 +4,8 @@ from datetime import timedelta
 
 import dagster as dg
 
-from logistics_platform.defs.operate.retention import prune_superseded_runs
-from logistics_platform.lib.operate.retention import superseded
+from logistics_platform.defs.maintenance.run_prune import prune_superseded_runs
+from logistics_platform.lib.maintenance.run_prune import superseded
 from logistics_platform.lib.operate.transform_pending import WATERMARK_TAG, builders
 from logistics_platform.lib.transform.arrival_window import ArrivalWindow
 
