@@ -43,6 +43,8 @@ SHARED_WORLDS: dict[str, str | None] = {
 }
 
 
+# First: pytest-xdist's own hook (loadgroup) reads the groups added here into the test ids it schedules by.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.get_closest_marker("xdist_group"):
