@@ -40,9 +40,9 @@ def test_a_modules_world_is_built_once_on_one_worker(tmp_path: Path) -> None:
     (tmp_path / "conftest.py").write_text("from tests.conftest import pytest_collection_modifyitems  # noqa: F401\n")
     (tmp_path / "test_probe.py").write_text(PROBE.format(log=str(log)))
     env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT)}
+    args = ["-v", "-p", "no:cacheprovider", "-n", "3", "--dist", "loadgroup", "-o", "markers=jdk"]
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", "-n", "3", "--dist", "loadgroup"]
-        + ["-o", "markers=jdk", str(tmp_path / "test_probe.py")],
+        [sys.executable, "-m", "pytest", *args, str(tmp_path / "test_probe.py")],
         cwd=tmp_path,
         env=env,
         capture_output=True,
