@@ -15,7 +15,7 @@ from pathlib import Path
 
 from logistics_platform.settings import PROJECT_ROOT
 
-PROBE = '''
+PROBE = """
 import pytest
 
 pytestmark = pytest.mark.jdk  # as the real engine's modules are: grouped by module
@@ -32,7 +32,7 @@ def test_shares_the_world(world, n):
 @pytest.mark.parametrize("n", range(6))
 def test_alone(n):
     pass
-'''
+"""
 
 
 def test_a_modules_world_is_built_once_on_one_worker(tmp_path: Path) -> None:
