@@ -80,10 +80,14 @@ class _Batch:
 
 def snapshot_flags(table_rows: list[int]) -> list[list[str]]:
     """``source.snapshot`` of every row of a snapshot of tables with these row counts, as Debezium 3.6 writes it."""
-    out = [["true"] * n for n in table_rows]
+    out = []
+    for n in table_rows:
+        flags = ["true"] * n
+        if n:
+            flags[0] = "first_in_data_collection"
+            flags[-1] = "last_in_data_collection" if n > 1 else flags[0]
+        out.append(flags)
     nonempty = [flags for flags in out if flags]
-    for flags in nonempty:
-        flags[-1], flags[0] = "last_in_data_collection", "first_in_data_collection"  # in this order: one row is first
     if nonempty:
         nonempty[0][0] = "first"
         nonempty[-1][-1] = "last"

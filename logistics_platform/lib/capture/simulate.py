@@ -141,11 +141,13 @@ def simulate(conn: Any, changes: int, seed: int = 7, coordinates_after: int | No
                     if live_pid is not None:
                         stmts.append((SET_PAYMENT_STATUS, ("failed" if cancel else "captured", live_pid)))
                     run(f"order_{new}", stmts)
-                else:
-                    if new == "assigned" and not w.couriers:
+                elif new == "assigned":
+                    if not w.couriers:
                         run("courier_insert", [_new_courier(w, rng)])
-                    assign = (ASSIGN_ORDER, (rng.choice(w.couriers), oid)) if new == "assigned" else None
-                    run("order_status", [assign or (SET_ORDER_STATUS, (new, oid))])
+                    run("order_status", [(ASSIGN_ORDER, (rng.choice(w.couriers), oid))])
+                    w.open[oid] = (new, total, live_pid)
+                else:
+                    run("order_status", [(SET_ORDER_STATUS, (new, oid))])
                     w.open[oid] = (new, total, live_pid)
             elif roll < 0.85 and w.delivered:
                 # Charged twice: the second charge is captured now and refunded in a later transaction.

@@ -120,7 +120,8 @@ def expire_table(
         if hooks and hooks.after_expiry_commit:
             hooks.after_expiry_commit(name)  # a crash here leaves unreferenced files for the orphan sweep
     # Once committed the expired snapshots are gone from the metadata; a dry run leaves them out here.
-    retained = [s for s in table.metadata.snapshots if s.snapshot_id not in set(expire_ids)]
+    expired = set(expire_ids)
+    retained = [s for s in table.metadata.snapshots if s.snapshot_id not in expired]
     after = referenced_files(table, snapshots=retained)
 
     doomed = before.snapshot_files() - after.all()
