@@ -100,7 +100,7 @@ def test_time_travel_query_errors_are_one_line(settings: Settings, capsys: pytes
     one_line(capsys, "no Iceberg table bronze.nosuch")
 
 
-def test_accept_type_errors_are_one_line(settings: Settings, capsys: pytest.CaptureFixture[str]) -> None:
+def test_accept_type_and_rename_errors_are_one_line(settings: Settings, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["run", "--accept-type", "orders.priority"]) == 1  # nothing ingested yet
     one_line(capsys, "bronze.orders", "run `logistics-platform run` first")
     contract_hour(settings.landing_dir)
@@ -112,6 +112,16 @@ def test_accept_type_errors_are_one_line(settings: Settings, capsys: pytest.Capt
     for wrong in ("orders.priority", "orders", "orders.note"):  # no such column, none named, already text
         assert main(["run", "--accept-type", wrong]) == 2
         one_line(capsys, "bronze.orders has no column", "tip_amount", "the schema_incident check names")
+    for wrong, words in (
+        ("orders.region", ("expected TABLE.COLUMN=NEW", "orders.region=zone")),
+        ("orders.order_id=id", ("bronze.orders.order_id is not a contract column", "the key cannot be renamed")),
+        ("orders.region=status", ("'status' cannot be read as bronze.orders.region", "already a column")),
+        ("orders.region=zone", ("no line of bronze.orders is quarantined as incompatible_type:region",)),
+    ):
+        assert main(["run", "--accept-rename", wrong]) == 2
+        one_line(capsys, *words)
+    assert main(["run", "--accept-type", "orders.note", "--accept-rename", "orders.region=zone"]) == 2
+    one_line(capsys, "give one of them per run")
 
 
 def test_a_duckdb_file_locked_by_another_process_names_it(

@@ -36,6 +36,12 @@ ARGS = {
         "help": "the way out of a schema incident: make the column text, then re-ingest whole the hours it touched "
         "(they replace --partitions) and build downstream (docs/operations.md, Schema incidents)",
     },
+    "--accept-rename": {
+        "metavar": "TABLE.COLUMN=NEW",
+        "help": "the way out of a schema incident where the source renamed a contract column: read its new name NEW "
+        "as COLUMN from now on, then re-ingest whole the hours it quarantined and build downstream "
+        "(docs/operations.md, Schema incidents)",
+    },
     "--verbose": {
         "action": "store_true",
         "help": f"show dbt's and Dagster's step logs in the terminal (default: the run's event log and {LOG_FILE})",
@@ -104,7 +110,7 @@ class ProgressTicker:
 
 def run(args: argparse.Namespace) -> int:
     from logistics_platform.cli.render import render_progress, render_summary
-    from logistics_platform.lib.bronze.incidents import accept_as_text, replayed
+    from logistics_platform.lib.bronze.incidents import accept_as_text, accept_rename, replayed
     from logistics_platform.lib.connections import catalog_of
     from logistics_platform.lib.timekeys import hour_key
     from logistics_platform.pipeline import PipelineError, run_pipeline
@@ -115,10 +121,20 @@ def run(args: argparse.Namespace) -> int:
         if args.landing is not None:
             settings = settings.with_overrides(landing_dir=args.landing.resolve())
         keys = [k.strip() for k in args.partitions.split(",") if k.strip()] if args.partitions else None
+        if args.accept_type and args.accept_rename:
+            raise ValueError("--accept-type and --accept-rename each end one incident: give one of them per run")
         if args.accept_type:  # the column made text first (lib/bronze/incidents.py); its hours are re-read whole
             table, _, column = args.accept_type.partition(".")
             keys = [hour_key(h) for h in accept_as_text(catalog_of(settings), table, column)]
-        options = {"full": args.full, "replace": bool(args.accept_type)}
+        if args.accept_rename:  # the rename recorded first; the hours it quarantined are re-read whole
+            table, _, rename = args.accept_rename.partition(".")
+            column, _, new = rename.partition("=")
+            if not (table and column and new):
+                wanted = "expected TABLE.COLUMN=NEW, e.g. orders.region=zone"
+                raise ValueError(f"--accept-rename {args.accept_rename!r}: {wanted}")
+            keys = [hour_key(h) for h in accept_rename(catalog_of(settings), table, column, new)]
+        accepting = bool(args.accept_type or args.accept_rename)
+        options = {"full": args.full, "replace": accepting}
         log_path = settings.duckdb_path.parent / LOG_FILE
         started = time.monotonic()
         if args.verbose:
@@ -146,7 +162,7 @@ def run(args: argparse.Namespace) -> int:
     except (PipelineError, SettingsError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    if args.accept_type and summary.ok:
+    if accepting and summary.ok:
         replayed(catalog_of(settings), table, column)
     print(f"\n{render_summary(summary)}")
     where = "" if args.verbose else f" (dbt and Dagster logs: {log_path})"

@@ -15,8 +15,10 @@ from logistics_platform.lib.bronze.accounting import account_hours, account_inge
 from logistics_platform.lib.bronze.envelope import LineParser, Rejected
 from logistics_platform.lib.bronze.incidents import (
     ACCEPTED,
+    RENAMED,
     REPLAY,
     accept_as_text,
+    accept_rename,
     carry_accepted,
     declared_type,
     describe,
@@ -81,8 +83,15 @@ def test_the_declared_type_is_read_from_a_cdc_or_a_plain_schema_block() -> None:
     assert declared_type(None, "lat") is None and declared_type({"fields": "x"}, "lat") is None
 
 
-def parser(evolved: dict[str, Any] | None = None) -> LineParser:
-    return LineParser(bs.TOPICS["orders"], HOUR, 7200, evolved)
+def parser(evolved: dict[str, Any] | None = None, renames: dict[str, str] | None = None) -> LineParser:
+    return LineParser(bs.TOPICS["orders"], HOUR, 7200, evolved, renames=renames)
+
+
+def renamed(order_id: int, ts: Any, zone: Any = "south") -> dict[str, Any]:
+    """An order row image after the source renamed ``region`` to ``zone``."""
+    row = order(order_id, ts)
+    del row["region"]
+    return {**row, "zone": zone}
 
 
 def test_the_line_parser_quarantines_a_type_change_as_incompatible_type_with_the_change_in_its_detail() -> None:
@@ -98,6 +107,25 @@ def test_the_line_parser_quarantines_a_type_change_as_incompatible_type_with_the
     # without a declared type, the same value in the contract column stays a bad value
     res = parser().parse(dump(wrapped["payload"]), 0, 5, "f.json")
     assert isinstance(res, Rejected) and res.reason == "invalid_value:courier_id", res
+
+
+def test_a_contract_column_renamed_at_the_source_is_an_incident_until_the_rename_is_accepted() -> None:
+    line = dump(cdc("u", "orders", renamed(1, HOUR), lsn=10, ts=HOUR))
+    res = parser().parse(line, 0, 5, "f.json")
+    assert isinstance(res, Rejected) and res.reason == "incompatible_type:region", res
+    assert res.detail == "region: string -> renamed to zone; the row has no region but a new column zone"
+    # a null in the new column loses nothing: the row is the one the old name would give (as the clean path reads it)
+    res = parser().parse(dump(cdc("u", "orders", renamed(1, HOUR, zone=None), lsn=10, ts=HOUR)), 0, 5, "f.json")
+    assert isinstance(res, list) and res[3] is None and res[-1] is None
+    # an added column beside every contract column is schema evolution, not a rename
+    res = parser().parse(dump(cdc("u", "orders", order(1, HOUR, zone="x"), lsn=10, ts=HOUR)), 0, 5, "f.json")
+    assert isinstance(res, list) and res[-1] == {"zone": "x"}
+    accepted = parser(renames={"zone": "region"})
+    res = accepted.parse(line, 0, 5, "f.json")
+    assert isinstance(res, list) and accepted.row_dict(res)["region"] == "south" and res[-1] is None, res
+    wrapped = {"schema": {"fields": [{"field": "after", "fields": [{"field": "zone", "type": "string"}]}]}}
+    res = accepted.parse(dump({**wrapped, "payload": cdc("c", "orders", renamed(2, HOUR), lsn=11, ts=HOUR)}), 0, 6, "f")
+    assert isinstance(res, list) and accepted.row_dict(res)["region"] == "south", res
 
 
 def test_the_lines_and_first_position_of_each_column_are_kept_and_described() -> None:
@@ -182,16 +210,69 @@ def test_accept_as_text_then_replay_brings_every_line_into_bronze_exactly_once(t
         accept_as_text(catalog, "orders", "priority")
 
 
+def test_accept_rename_then_replay_reads_the_new_name_as_the_contract_column_exactly_once(tmp_path: Any) -> None:
+    """Hour 1 holds the old name, hour 2 the rename (quarantined, then replayed), hour 3 lands after the acceptance."""
+    settings = local_settings(tmp_path)
+    h1, h2, h3 = HOUR, HOUR + timedelta(hours=1), HOUR + timedelta(hours=2)
+    write_file(settings.landing_dir, ORDERS, h1, 0, 0, [dump(cdc("c", "orders", order(1, h1), lsn=10, ts=h1))])
+    changed = [
+        cdc("u", "orders", renamed(1, h2, "east"), lsn=20, ts=h2),
+        cdc("c", "orders", renamed(2, h2), lsn=30, ts=h2),
+    ]
+    write_file(settings.landing_dir, ORDERS, h2, 0, 1, [dump(e) for e in changed])
+    reports = ingest_hours(settings, [h1, h2])
+    assert reports[1].topics["orders"].quarantined_by_reason == {"incompatible_type:region": 2}
+    results = {
+        (r.asset_key.path[-1], r.check_name): r
+        for r in bronze_check_results(reports, account_ingest(settings, reports))
+    }
+    check = results["orders", CHECK_SCHEMA_INCIDENT]
+    assert not check.passed and check.description is not None
+    assert "run --accept-rename orders.region=zone" in check.description, check.description
+
+    catalog = load_catalog(settings)
+    for column, new, error in (
+        ("order_id", "id", "the key cannot be renamed"),
+        ("priority", "zone", "not a contract column"),
+        ("region", "status", "already a column of bronze.orders"),
+        ("status", "state", "no line of bronze.orders is quarantined as incompatible_type:status"),
+    ):
+        with pytest.raises(ValueError, match=error):
+            accept_rename(catalog, "orders", column, new)
+    assert accept_rename(catalog, "orders", "region", "zone") == [h2]
+    props = catalog.load_table("bronze.orders").properties
+    assert props[RENAMED + "zone"] == "region" and props[REPLAY + "region"] == h2.isoformat()
+    replay = ingest_hours(settings, [h2], replace=True)
+    replayed(catalog, "orders", "region")
+    assert replay[0].topics["orders"].quarantined == 0
+    write_file(
+        settings.landing_dir, ORDERS, h3, 0, 3, [dump(cdc("u", "orders", renamed(2, h3, "west"), lsn=40, ts=h3))]
+    )
+    assert ingest_hours(settings, [h3])[0].topics["orders"].quarantined == 0
+    bronze = catalog.load_table("bronze.orders").scan(selected_fields=("order_id", "_lsn", "region")).to_arrow()
+    assert "zone" not in catalog.load_table("bronze.orders").schema().column_names
+    assert sorted(bronze.to_pylist(), key=lambda r: r["_lsn"]) == [
+        {"order_id": 1, "_lsn": 10, "region": "north"},
+        {"order_id": 1, "_lsn": 20, "region": "east"},
+        {"order_id": 2, "_lsn": 30, "region": "south"},
+        {"order_id": 2, "_lsn": 40, "region": "west"},
+    ]
+    assert catalog.load_table("bronze.quarantine").scan().to_arrow().num_rows == 0
+    accounts = account_hours(settings, [h1, h2, h3], catalog)
+    assert all(a.balanced for hour in accounts.values() for a in hour.values())
+
+
 def test_a_rebuild_carries_the_accepted_types_and_its_ingest_adds_the_column_as_text(tmp_path: Any) -> None:
     """The decision outlives the live tables: the staged ones get it, and a fresh orders table then adds priority as
     text from its first (integer) value, so the later text values are rows, not an incident."""
     live = local_settings(tmp_path / "live")
     ensure_bronze_tables(load_catalog(live))
     with load_catalog(live).load_table("bronze.orders").transaction() as tx:
-        tx.set_properties({ACCEPTED + "priority": "string"})
+        tx.set_properties({ACCEPTED + "priority": "string", RENAMED + "zone": "region"})
     staged = local_settings(tmp_path / "staged", landing_dir=live.landing_dir)
     carry_accepted(load_catalog(live), load_catalog(staged))
-    assert load_catalog(staged).load_table("bronze.orders").properties[ACCEPTED + "priority"] == "string"
+    carried = load_catalog(staged).load_table("bronze.orders").properties
+    assert carried[ACCEPTED + "priority"] == "string" and carried[RENAMED + "zone"] == "region"
     assert ACCEPTED + "priority" not in load_catalog(staged).load_table("bronze.payments").properties
     events = [order(1, HOUR, priority=2), order(1, HOUR, priority="high")]
     lines = [dump(cdc("u", "orders", e, lsn=10 * (i + 1), ts=HOUR)) for i, e in enumerate(events)]

@@ -39,7 +39,10 @@ def reason_counts(counts: Iterable[Mapping[str, int]]) -> dg.JsonMetadataValue:
 def bronze_check_specs() -> list[dg.AssetCheckSpec]:
     """Accounting, schema stability and incidents per topic table, quarantine rate on the quarantine table."""
     stable = "Warns when this hour added columns to the table (additive schema evolution)."
-    incident = "Fails (ERROR, alerts) on lines of a type their column cannot take: docs/operations.md#schema-incidents"
+    incident = (
+        "Fails (ERROR, alerts) on lines of a type their column cannot take, or without a contract column the source "
+        "renamed: docs/operations.md#schema-incidents"
+    )
     checks = []
     for t, key in TOPIC_KEYS.items():
         accounting = (

@@ -60,6 +60,7 @@ class BlockTask:
     newlines: np.ndarray | None = None  # where the reader found the block's newlines (fastpath.newline_positions)
     decimal_mode: str = DECIMAL_PRECISE  # the connector's decimal.handling.mode (DEBEZIUM_DECIMAL_HANDLING_MODE)
     topic: str = ""  # the topic of a table outside the contract (the contract's are known by ``table``)
+    renames: tuple[tuple[str, str], ...] = ()  # accepted renames: the source's column -> the contract column
 
 
 class CorruptRead(Exception):

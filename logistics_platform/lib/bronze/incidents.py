@@ -1,5 +1,6 @@
-"""Schema incidents: lines of a type their bronze column cannot take (reason ``incompatible_type``), and the way out:
-the column accepted as text, then the hours it touched replayed (docs/operations.md, "Schema incidents")."""
+"""Schema incidents: lines of a type their bronze column cannot take, or without a contract column the source renamed
+(reason ``incompatible_type``), and the ways out: the column accepted as text, or the source's new name read as the
+contract column, then the hours it touched replayed (docs/operations.md, "Schema incidents")."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from logistics_platform.lib.bronze.landing import parse_landing_path
 
 ACCEPTED = "logistics.accepted-type."  # table property + column: the type an operator accepted (read by the ingest)
 REPLAY = "logistics.replay-hours."  # table property + column: the hours an acceptance still has to re-ingest
+RENAMED = "logistics.renamed."  # table property + the source's new column name: the contract column it carries
+RENAMED_TO = "renamed to "  # the new type of a rename incident: the contract column is gone, a new one came
 _DECLARED = {**dict.fromkeys(("int8", "int16", "int32", "int"), "int"), "int64": "long", "float32": "float"}
 _DECLARED |= {t: t for t in ("long", "float", "double", "boolean", "string")} | {"float64": "double", "bytes": "binary"}
 # The declared types each column kind reads (Debezium's encodings of it): a value of these is bad, not a new type.
@@ -62,11 +65,17 @@ def note_incident(incidents: dict[str, dict[str, Any]], row: tuple[Any, ...]) ->
 def describe(table: str, column: str, incident: Mapping[str, Any]) -> str:
     """The schema incident check's words for one column: what changed, where first, what to do."""
     i = incident
+    if i["new_type"].startswith(RENAMED_TO):
+        new = i["new_type"][len(RENAMED_TO) :]
+        what = f"is missing from the source's rows, which carry a new column {new} instead (renamed, or dropped)"
+        way = f"the new name read as the column: `logistics-platform run --accept-rename {table}.{column}={new}`"
+    else:
+        what = f"changed type {i['old_type']} -> {i['new_type']}, which Iceberg cannot promote"
+        way = f"a column added by schema evolution: `logistics-platform run --accept-type {table}.{column}`"
     return (
-        f"schema incident: bronze.{table}.{column} changed type {i['old_type']} -> {i['new_type']}, which Iceberg "
-        f"cannot promote; {i['lines']} lines quarantined ({bs.REASON_INCOMPATIBLE_TYPE}:{column}), the first at "
-        f"{i['file']} line {i['line']} (offset {i['offset']}); the way out (a column added by schema evolution: "
-        f"`logistics-platform run --accept-type {table}.{column}`): docs/operations.md, Schema incidents"
+        f"schema incident: bronze.{table}.{column} {what}; {i['lines']} lines quarantined "
+        f"({bs.REASON_INCOMPATIBLE_TYPE}:{column}), the first at {i['file']} line {i['line']} (offset {i['offset']}); "
+        f"the way out ({way}): docs/operations.md, Schema incidents"
     )
 
 
@@ -105,6 +114,43 @@ def accept_as_text(catalog: Catalog, table: str, column: str) -> list[datetime]:
     return sorted(hours)
 
 
+def accept_rename(catalog: Catalog, table: str, column: str, new: str) -> list[datetime]:
+    """Have the ingest read the source's column ``new`` as contract column ``column`` of bronze ``table`` (a table
+    property), with the hours to replay in the same commit; returns those hours: those quarantining the rename."""
+    spec = bs.TOPICS.get(table)
+    if spec is None:
+        raise ValueError(f"no bronze table {table!r}: expected one of {', '.join(bs.TOPICS)}")
+    if column not in {c.name for c in spec.columns} or column == spec.key:
+        raise ValueError(
+            f"bronze.{table}.{column} is not a contract column a rename can map (the key cannot be renamed): "
+            f"name the column the schema_incident check names, as {table}.COLUMN=NEW"
+        )
+    live = catalog.load_table(spec.identifier)
+    if REPLAY + column in live.properties:  # an acceptance whose replay did not finish: the same hours
+        return [datetime.fromisoformat(h) for h in live.properties[REPLAY + column].split(",") if h]
+    if not new.strip() or new.lower() in {f.name.lower() for f in live.schema().fields}:
+        raise ValueError(
+            f"{new!r} cannot be read as bronze.{table}.{column}: empty or already a column of bronze.{table}; "
+            "name the new column the schema_incident check names"
+        )
+    reason = And(EqualTo("_topic", spec.topic), EqualTo("reason", f"{bs.REASON_INCOMPATIBLE_TYPE}:{column}"))
+    quarantine = catalog.load_table(f"{bs.NAMESPACE}.{bs.QUARANTINE_TABLE}")
+    hours = sorted(set(quarantine.scan(reason, ("_arrival_hour",)).to_arrow()[0].to_pylist()))
+    if not hours:
+        raise ValueError(
+            f"no line of bronze.{table} is quarantined as {bs.REASON_INCOMPATIBLE_TYPE}:{column}: there is no rename "
+            "to accept; run `logistics-platform run` and name what the schema_incident check names"
+        )
+    with live.transaction() as tx:
+        tx.set_properties({RENAMED + new: column, REPLAY + column: ",".join(h.isoformat() for h in hours)})
+    return hours
+
+
+def renames_of(properties: Mapping[str, str]) -> dict[str, str]:
+    """The accepted renames in a bronze table's properties: the source's column -> the contract column it carries."""
+    return {k[len(RENAMED) :]: v for k, v in properties.items() if k.startswith(RENAMED)}
+
+
 def replayed(catalog: Catalog, table: str, column: str) -> None:
     """Record that the acceptance's hours were re-ingested."""
     with catalog.load_table(bs.TOPICS[table].identifier).transaction() as tx:
@@ -112,12 +158,13 @@ def replayed(catalog: Catalog, table: str, column: str) -> None:
 
 
 def carry_accepted(live: Catalog, staged: Catalog) -> None:
-    """Copy the accepted types of the live bronze tables onto the staged ones of a rebuild (operator decisions)."""
+    """Copy the accepted types and renames of the live bronze tables onto the staged ones of a rebuild (operator
+    decisions)."""
     from logistics_platform.lib.bronze.tables import ensure_bronze_tables
 
     for name, table in ensure_bronze_tables(staged).items():
         ident = f"{bs.NAMESPACE}.{name}"
         props = live.load_table(ident).properties if live.table_exists(ident) else {}
-        if accepted := {k: v for k, v in props.items() if k.startswith(ACCEPTED)}:
+        if accepted := {k: v for k, v in props.items() if k.startswith((ACCEPTED, RENAMED))}:
             with table.transaction() as tx:
                 tx.set_properties(accepted)

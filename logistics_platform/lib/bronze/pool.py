@@ -24,14 +24,15 @@ _EXECUTORS: dict[int, ProcessPoolExecutor] = {}
 
 def run_block(task: BlockTask) -> BlockResult:
     """:func:`~logistics_platform.lib.bronze.blocks.parse_block` with this process's parser and whole-block record."""
-    key = (task.table, task.hour, task.lateness_seconds, task.evolved, task.decimal_mode)
+    key = (task.table, task.hour, task.lateness_seconds, task.evolved, task.decimal_mode, task.renames)
     parser = _PARSERS.get(key)
     if parser is None:
         if len(_PARSERS) > 64:
             _PARSERS.clear()
             _WHOLE_BLOCKS.clear()
         spec = bs.TOPICS.get(task.table) or bs.spec_of(task.topic)
-        parser = LineParser(spec, task.hour, task.lateness_seconds, dict(task.evolved), task.decimal_mode)
+        evolved = dict(task.evolved)
+        parser = LineParser(spec, task.hour, task.lateness_seconds, evolved, task.decimal_mode, dict(task.renames))
         _PARSERS[key] = parser
     stats = _WHOLE_BLOCKS.setdefault(key, [0, 0])
     result = parse_block(task, parser, whole_first=stats[1] < 2 or stats[0] >= stats[1])

@@ -27,7 +27,7 @@ from logistics_platform.lib.bronze.blocks import (
     iter_counted_blocks,
 )
 from logistics_platform.lib.bronze.envelope import LineParser, raw_line_text
-from logistics_platform.lib.bronze.incidents import ACCEPTED, note_incident
+from logistics_platform.lib.bronze.incidents import ACCEPTED, note_incident, renames_of
 from logistics_platform.lib.bronze.landing import LandingFile
 from logistics_platform.lib.bronze.pool import BlockPool, run_block
 from logistics_platform.lib.bronze.reports import TopicReport
@@ -60,7 +60,8 @@ def write_topic_hour(
     state: dict[str, Any] = {"evolved": tuple(evolved_columns(table, spec).items()), "schema": writer.arrow_schema}
 
     corrupt: list[CorruptRead] = []
-    new_task = partial(BlockTask, spec.table, hour, lateness, topic=spec.topic)
+    renames = tuple(sorted(renames_of(table.properties).items()))  # accepted renames (lib/bronze/incidents.py)
+    new_task = partial(BlockTask, spec.table, hour, lateness, topic=spec.topic, renames=renames)
     mode = settings.debezium_decimal_handling_mode
     if not spec.key:  # outside the contract: no declared columns for the vectorised paths, every line parsed alone
         fast_run_lines = 0
@@ -80,7 +81,7 @@ def write_topic_hour(
 
     @cache
     def avro_parser(evolved: tuple[tuple[str, IcebergType], ...]) -> LineParser:
-        return LineParser(spec, hour, lateness, dict(evolved), mode)
+        return LineParser(spec, hour, lateness, dict(evolved), mode, dict(renames))
 
     def read_avro(f: LandingFile) -> tuple[BlockResult, CorruptRead | None]:
         return read_avro_file(avro_parser(state["evolved"]), f, state["schema"], vectorised=bool(spec.key))
