@@ -3,11 +3,12 @@
 from collections.abc import Hashable
 from datetime import UTC, datetime, timedelta
 from logging import Logger
+from pathlib import Path
 
 import dagster as dg
 
 from logistics_platform.defs.operate.common import schedule_status
-from logistics_platform.lib.maintenance.run_prune import superseded
+from logistics_platform.lib.maintenance.run_prune import remove_sqlite_file, superseded
 from logistics_platform.lib.operate.transform_pending import builders
 from logistics_platform.settings import Settings
 
@@ -35,9 +36,14 @@ def prune_superseded_runs(instance: dg.DagsterInstance, age: timedelta, log: Log
             holder = next((r.run_id for r in instance.fetch_materializations(found, limit=1).records), None)
         latest |= {kind: holder} if holder else {}
     pruned = superseded(events, latest)
+    # On SQLite each run has its own event file, which delete_run empties but keeps at its size (SQLite never shrinks a
+    # file): the storage's own path for it (as Dagster's wipe() does) is removed too. PostgreSQL has no such files.
+    shard_path = getattr(instance.event_log_storage, "path_for_shard", None)
     for n, run_id in enumerate(pruned, 1):
         instance.delete_run(run_id)
         instance.compute_log_manager.delete_logs(prefix=[run_id])
+        if shard_path is not None and instance.event_log_storage.is_run_sharded:
+            remove_sqlite_file(Path(shard_path(run_id)))
         if log and n % 100 == 0:
             log.info(f"pruned {n} of {len(pruned)} superseded runs")
     return len(pruned), len(events)
