@@ -218,10 +218,12 @@ def test_accept_rename_then_replay_reads_the_new_name_as_the_contract_column_exa
     changed = [
         cdc("u", "orders", renamed(1, h2, "east"), lsn=20, ts=h2),
         cdc("c", "orders", renamed(2, h2), lsn=30, ts=h2),
+        cdc("c", "orders", renamed(3, h2, "north-east"), lsn=35, ts=h2, wrapped=True),  # JSON with schemas
+        cdc("c", "orders", renamed(4, h2, None), lsn=36, ts=h2),  # a null in the new name: no value lost
     ]
     write_file(settings.landing_dir, ORDERS, h2, 0, 1, [dump(e) for e in changed])
     reports = ingest_hours(settings, [h1, h2])
-    assert reports[1].topics["orders"].quarantined_by_reason == {"incompatible_type:region": 2}
+    assert reports[1].topics["orders"].quarantined_by_reason == {"incompatible_type:region": 3}
     results = {
         (r.asset_key.path[-1], r.check_name): r
         for r in bronze_check_results(reports, account_ingest(settings, reports))
@@ -255,6 +257,8 @@ def test_accept_rename_then_replay_reads_the_new_name_as_the_contract_column_exa
         {"order_id": 1, "_lsn": 10, "region": "north"},
         {"order_id": 1, "_lsn": 20, "region": "east"},
         {"order_id": 2, "_lsn": 30, "region": "south"},
+        {"order_id": 3, "_lsn": 35, "region": "north-east"},
+        {"order_id": 4, "_lsn": 36, "region": None},
         {"order_id": 2, "_lsn": 40, "region": "west"},
     ]
     assert catalog.load_table("bronze.quarantine").scan().to_arrow().num_rows == 0
