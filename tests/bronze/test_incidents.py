@@ -27,10 +27,11 @@ from logistics_platform.lib.bronze.incidents import (
     type_change,
 )
 from logistics_platform.lib.bronze.ingest import ingest_hours
+from logistics_platform.lib.bronze.reports import IngestReport
 from logistics_platform.lib.bronze.tables import ensure_bronze_tables
 from logistics_platform.lib.bronze.values import CONNECT_DECIMAL
 from logistics_platform.lib.connections import load_catalog
-from logistics_platform.settings import local_settings
+from logistics_platform.settings import Settings, local_settings
 from tests.support.bronze import HOUR, cdc, dump, order, write_file
 
 ORDERS = "oltp.public.orders"
@@ -85,6 +86,18 @@ def test_the_declared_type_is_read_from_a_cdc_or_a_plain_schema_block() -> None:
 
 def parser(evolved: dict[str, Any] | None = None, renames: dict[str, str] | None = None) -> LineParser:
     return LineParser(bs.TOPICS["orders"], HOUR, 7200, evolved, renames=renames)
+
+
+def check_results(settings: Settings, reports: list[IngestReport]) -> dict[tuple[str, str], Any]:
+    """The bronze checks of an ingest, by (table, check name)."""
+    results = bronze_check_results(reports, account_ingest(settings, reports))
+    return {(r.asset_key.path[-1], r.check_name): r for r in results}
+
+
+def orders_by_lsn(catalog: Any, column: str) -> list[dict[str, Any]]:
+    """bronze.orders' key, ``_lsn`` and ``column`` of every row, in ``_lsn`` order."""
+    rows = catalog.load_table("bronze.orders").scan(selected_fields=("order_id", "_lsn", column)).to_arrow()
+    return sorted(rows.to_pylist(), key=lambda r: r["_lsn"])
 
 
 def renamed(order_id: int, ts: Any, zone: Any = "south") -> dict[str, Any]:
@@ -166,10 +179,7 @@ def test_accept_as_text_then_replay_brings_every_line_into_bronze_exactly_once(t
     write_file(settings.landing_dir, ORDERS, h3, 0, 4, [dump(cdc("c", "orders", order(3, h3), lsn=50, ts=h3))])
     reports = ingest_hours(settings, [h1, h2, h3])
     assert reports[1].topics["orders"].quarantined_by_reason == {"incompatible_type:priority": 2}
-    results = {
-        (r.asset_key.path[-1], r.check_name): r
-        for r in bronze_check_results(reports, account_ingest(settings, reports))
-    }
+    results = check_results(settings, reports)
     check = results["orders", CHECK_SCHEMA_INCIDENT]
     assert not check.passed and check.severity.value == "ERROR"
     assert check.description is not None and "long -> string" in check.description
@@ -190,12 +200,9 @@ def test_accept_as_text_then_replay_brings_every_line_into_bronze_exactly_once(t
     replay = ingest_hours(settings, hours, replace=True)
     replayed(catalog, "orders", "priority")
     assert REPLAY + "priority" not in catalog.load_table("bronze.orders").properties
-    results = {
-        (r.asset_key.path[-1], r.check_name): r for r in bronze_check_results(replay, account_ingest(settings, replay))
-    }
+    results = check_results(settings, replay)
     assert results["orders", CHECK_SCHEMA_INCIDENT].passed
-    bronze = catalog.load_table("bronze.orders").scan(selected_fields=("order_id", "_lsn", "priority")).to_arrow()
-    assert sorted(bronze.to_pylist(), key=lambda r: r["_lsn"]) == [
+    assert orders_by_lsn(catalog, "priority") == [
         {"order_id": 1, "_lsn": 10, "priority": "2"},
         {"order_id": 1, "_lsn": 20, "priority": "3"},
         {"order_id": 1, "_lsn": 30, "priority": "high"},
@@ -224,10 +231,7 @@ def test_accept_rename_then_replay_reads_the_new_name_as_the_contract_column_exa
     write_file(settings.landing_dir, ORDERS, h2, 0, 1, [dump(e) for e in changed])
     reports = ingest_hours(settings, [h1, h2])
     assert reports[1].topics["orders"].quarantined_by_reason == {"incompatible_type:region": 3}
-    results = {
-        (r.asset_key.path[-1], r.check_name): r
-        for r in bronze_check_results(reports, account_ingest(settings, reports))
-    }
+    results = check_results(settings, reports)
     check = results["orders", CHECK_SCHEMA_INCIDENT]
     assert not check.passed and check.description is not None
     assert "run --accept-rename orders.region=zone" in check.description, check.description
@@ -248,12 +252,11 @@ def test_accept_rename_then_replay_reads_the_new_name_as_the_contract_column_exa
     replayed(catalog, "orders", "region")
     assert replay[0].topics["orders"].quarantined == 0
     write_file(
-        settings.landing_dir, ORDERS, h3, 0, 3, [dump(cdc("u", "orders", renamed(2, h3, "west"), lsn=40, ts=h3))]
+        settings.landing_dir, ORDERS, h3, 0, 5, [dump(cdc("u", "orders", renamed(2, h3, "west"), lsn=40, ts=h3))]
     )
     assert ingest_hours(settings, [h3])[0].topics["orders"].quarantined == 0
-    bronze = catalog.load_table("bronze.orders").scan(selected_fields=("order_id", "_lsn", "region")).to_arrow()
     assert "zone" not in catalog.load_table("bronze.orders").schema().column_names
-    assert sorted(bronze.to_pylist(), key=lambda r: r["_lsn"]) == [
+    assert orders_by_lsn(catalog, "region") == [
         {"order_id": 1, "_lsn": 10, "region": "north"},
         {"order_id": 1, "_lsn": 20, "region": "east"},
         {"order_id": 2, "_lsn": 30, "region": "south"},
