@@ -196,7 +196,7 @@ class LineParser:
             if schema is not None:
                 self._line_schema = schema[0]
                 if self.renames:
-                    self._line_schema = {self.renames.get(k, k): v for k, v in schema[0].items()}
+                    self._line_schema = self._renamed(schema[0])
                 wider = promotions(self.types, schema[1])
                 if wider:  # the record declares a type its column is promoted to (connect.decimal.precision...)
                     return Widen(wider)
@@ -217,6 +217,10 @@ class LineParser:
         return out
 
     # -- internals ------------------------------------------------------------------------------------------
+    def _renamed(self, data: dict[str, Any]) -> dict[str, Any]:
+        """``data`` with the source's names of accepted renames replaced by the contract's."""
+        return {self.renames.get(k, k): v for k, v in data.items()}
+
     def _lateness(self, event_us: int) -> tuple[bool, int]:
         gap = self.arrival_us - event_us
         return event_us < self.late_before_us, (gap // 1_000_000 if gap > 0 else 0)
@@ -348,7 +352,7 @@ class LineParser:
             if type(after) is not dict:
                 return Rejected(REASON_INVALID_ENVELOPE, f"after is missing for op {op!r}")
             if self.renames:
-                after = {self.renames.get(k, k): v for k, v in after.items()}
+                after = self._renamed(after)
             try:
                 key = self._key(after)
             except BadValue as e:
@@ -397,7 +401,7 @@ class LineParser:
 
     def _plain(self, obj: dict[str, Any], kafka_partition: int, offset: int, source_file: str) -> ParseResult:
         if self.renames:
-            obj = {self.renames.get(k, k): v for k, v in obj.items()}
+            obj = self._renamed(obj)
         try:
             key = self._key(obj)
         except BadValue as e:

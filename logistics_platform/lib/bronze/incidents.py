@@ -79,13 +79,33 @@ def describe(table: str, column: str, incident: Mapping[str, Any]) -> str:
     )
 
 
+def _topic(table: str) -> bs.TopicSpec:
+    """The contract topic of bronze ``table``; a one-line error naming the tables otherwise."""
+    spec = bs.TOPICS.get(table)
+    if spec is None:
+        raise ValueError(f"no bronze table {table!r}: expected one of {', '.join(bs.TOPICS)}")
+    return spec
+
+
+def _unfinished(properties: Mapping[str, str], column: str) -> list[datetime] | None:
+    """The hours an acceptance of ``column`` recorded and has not replayed yet (None: none pending)."""
+    if REPLAY + column not in properties:
+        return None
+    return [datetime.fromisoformat(h) for h in properties[REPLAY + column].split(",") if h]
+
+
+def _quarantined_hours(catalog: Catalog, spec: bs.TopicSpec, column: str) -> set[datetime]:
+    """The arrival hours holding lines of ``spec``'s topic quarantined as an incident of ``column``."""
+    reason = And(EqualTo("_topic", spec.topic), EqualTo("reason", f"{bs.REASON_INCOMPATIBLE_TYPE}:{column}"))
+    quarantine = catalog.load_table(f"{bs.NAMESPACE}.{bs.QUARANTINE_TABLE}")
+    return set(quarantine.scan(reason, ("_arrival_hour",)).to_arrow()[0].to_pylist())
+
+
 def accept_as_text(catalog: Catalog, table: str, column: str) -> list[datetime]:
     """Make ``column`` of bronze ``table`` text (dropped and added again: Iceberg promotes nothing to text), with the
     acceptance and the hours to replay as table properties, in one commit; returns those hours: those quarantining
     the new type, and those holding old values (bronze stays what a rebuild from the landing zone gives)."""
-    spec = bs.TOPICS.get(table)
-    if spec is None:
-        raise ValueError(f"no bronze table {table!r}: expected one of {', '.join(bs.TOPICS)}")
+    spec = _topic(table)
     fixed = {c.name for c in (*spec.columns, *bs.metadata_columns(spec))}
     if column in fixed:
         raise ValueError(
@@ -93,49 +113,43 @@ def accept_as_text(catalog: Catalog, table: str, column: str) -> list[datetime]:
             "docs/contract/sources.md); have the source change reverted (docs/operations.md, Schema incidents)"
         )
     live = catalog.load_table(spec.identifier)
-    if REPLAY + column in live.properties:  # an acceptance whose replay did not finish: the same hours
-        return [datetime.fromisoformat(h) for h in live.properties[REPLAY + column].split(",") if h]
+    if (pending := _unfinished(live.properties, column)) is not None:
+        return pending
     fields = {f.name: f.field_type for f in live.schema().fields if f.name not in fixed}
     if not isinstance(fields.get(column), IcebergType) or isinstance(fields[column], StringType):
         raise ValueError(
             f"bronze.{table} has no column {column!r} of another type than text to accept (its added columns: "
             f"{', '.join(fields) or 'none'}); name the column the schema_incident check names"
         )
-    reason = And(EqualTo("_topic", spec.topic), EqualTo("reason", f"{bs.REASON_INCOMPATIBLE_TYPE}:{column}"))
-    quarantine = catalog.load_table(f"{bs.NAMESPACE}.{bs.QUARANTINE_TABLE}")
-    hours = set(quarantine.scan(reason, ("_arrival_hour",)).to_arrow()[0].to_pylist())
+    hours = _quarantined_hours(catalog, spec, column)
     hours |= set(live.scan(NotNull(column), ("_arrival_hour",)).to_arrow()[0].to_pylist())
     with live.transaction() as tx:
         with tx.update_schema() as update:
             update.delete_column(column)
             update.add_column(column, StringType(), doc=f"Accepted as text (was {fields[column]}).")
-        pending = ",".join(h.isoformat() for h in sorted(hours))
-        tx.set_properties({ACCEPTED + column: "string", REPLAY + column: pending})
+        replay = ",".join(h.isoformat() for h in sorted(hours))
+        tx.set_properties({ACCEPTED + column: "string", REPLAY + column: replay})
     return sorted(hours)
 
 
 def accept_rename(catalog: Catalog, table: str, column: str, new: str) -> list[datetime]:
     """Have the ingest read the source's column ``new`` as contract column ``column`` of bronze ``table`` (a table
     property), with the hours to replay in the same commit; returns those hours: those quarantining the rename."""
-    spec = bs.TOPICS.get(table)
-    if spec is None:
-        raise ValueError(f"no bronze table {table!r}: expected one of {', '.join(bs.TOPICS)}")
+    spec = _topic(table)
     if column not in {c.name for c in spec.columns} or column == spec.key:
         raise ValueError(
             f"bronze.{table}.{column} is not a contract column a rename can map (the key cannot be renamed): "
             f"name the column the schema_incident check names, as {table}.COLUMN=NEW"
         )
     live = catalog.load_table(spec.identifier)
-    if REPLAY + column in live.properties:  # an acceptance whose replay did not finish: the same hours
-        return [datetime.fromisoformat(h) for h in live.properties[REPLAY + column].split(",") if h]
+    if (pending := _unfinished(live.properties, column)) is not None:
+        return pending
     if not new.strip() or new.lower() in {f.name.lower() for f in live.schema().fields}:
         raise ValueError(
             f"{new!r} cannot be read as bronze.{table}.{column}: empty or already a column of bronze.{table}; "
             "name the new column the schema_incident check names"
         )
-    reason = And(EqualTo("_topic", spec.topic), EqualTo("reason", f"{bs.REASON_INCOMPATIBLE_TYPE}:{column}"))
-    quarantine = catalog.load_table(f"{bs.NAMESPACE}.{bs.QUARANTINE_TABLE}")
-    hours = sorted(set(quarantine.scan(reason, ("_arrival_hour",)).to_arrow()[0].to_pylist()))
+    hours = sorted(_quarantined_hours(catalog, spec, column))
     if not hours:
         raise ValueError(
             f"no line of bronze.{table} is quarantined as {bs.REASON_INCOMPATIBLE_TYPE}:{column}: there is no rename "

@@ -31,8 +31,8 @@ def run_block(task: BlockTask) -> BlockResult:
             _PARSERS.clear()
             _WHOLE_BLOCKS.clear()
         spec = bs.TOPICS.get(task.table) or bs.spec_of(task.topic)
-        evolved = dict(task.evolved)
-        parser = LineParser(spec, task.hour, task.lateness_seconds, evolved, task.decimal_mode, dict(task.renames))
+        evolved, renames = dict(task.evolved), dict(task.renames)
+        parser = LineParser(spec, task.hour, task.lateness_seconds, evolved, task.decimal_mode, renames)
         _PARSERS[key] = parser
     stats = _WHOLE_BLOCKS.setdefault(key, [0, 0])
     result = parse_block(task, parser, whole_first=stats[1] < 2 or stats[0] >= stats[1])
