@@ -38,11 +38,12 @@ def prune_superseded_runs(instance: dg.DagsterInstance, age: timedelta, log: Log
     pruned = superseded(events, latest)
     # On SQLite each run has its own event file, which delete_run empties but keeps at its size (SQLite never shrinks a
     # file): the storage's own path for it (as Dagster's wipe() does) is removed too. PostgreSQL has no such files.
-    shard_path = getattr(instance.event_log_storage, "path_for_shard", None)
+    storage = instance.event_log_storage
+    shard_path = getattr(storage, "path_for_shard", None) if storage.is_run_sharded else None
     for n, run_id in enumerate(pruned, 1):
         instance.delete_run(run_id)
         instance.compute_log_manager.delete_logs(prefix=[run_id])
-        if shard_path is not None and instance.event_log_storage.is_run_sharded:
+        if shard_path is not None:
             remove_sqlite_file(Path(shard_path(run_id)))
         if log and n % 100 == 0:
             log.info(f"pruned {n} of {len(pruned)} superseded runs")
