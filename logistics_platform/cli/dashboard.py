@@ -20,7 +20,7 @@ def run(args: argparse.Namespace) -> int:
     import os
 
     from logistics_platform.cli.errors import USAGE, CommandError
-    from logistics_platform.dashboard import APP
+    from logistics_platform.dashboard import APP, RUNNER_OPTIONS
     from logistics_platform.settings import load_settings, subprocess_env
 
     settings = load_settings()
@@ -43,6 +43,7 @@ def run(args: argparse.Namespace) -> int:
         "browser.gatherUsageStats": "false",
         "server.fileWatcherType": "none",
         "client.toolbarMode": "viewer",
+        **{key: str(value).lower() for key, value in RUNNER_OPTIONS.items()},
     }
     flags = [a for k, v in options.items() for a in (f"--{k}", str(v))]
     command = [sys.executable, "-m", "streamlit", "run", str(APP), *flags]

@@ -9,7 +9,9 @@ import sys
 from collections.abc import Iterator
 
 import pytest
+from streamlit import config
 
+from logistics_platform.dashboard import RUNNER_OPTIONS
 from tests.support.dashboard_world import DashboardWorld, build_dashboard_world
 
 
@@ -17,6 +19,13 @@ from tests.support.dashboard_world import DashboardWorld, build_dashboard_world
 def dashboard_world(tmp_path_factory: pytest.TempPathFactory) -> DashboardWorld:
     """Published marts with a breach, an anomalous day, a tagged earlier state, quarantined lines and a backlog."""
     return build_dashboard_world(tmp_path_factory.mktemp("dashboard_world"))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _runner_options() -> None:
+    """AppTest runs the pages with the options the `dashboard` command serves them with."""
+    for key, value in RUNNER_OPTIONS.items():
+        config.set_option(key, value)
 
 
 @pytest.fixture(autouse=True)
