@@ -24,6 +24,7 @@ from logistics_platform.lib.iceberg_internals import (
     RewriteFiles,
     arrow_to_data_files,
     split_by_partition,
+    transaction,
 )
 from logistics_platform.lib.maintenance.compaction import row_checksum
 from logistics_platform.lib.timekeys import epoch_micros
@@ -213,3 +214,36 @@ def test_manifest_rewrite_keeps_every_live_file_as_existing(catalog: Catalog) ->
             was.file_sequence_number,
         )
     assert row_checksum(table.scan().to_arrow()) == rows_before
+
+
+def test_a_transaction_stages_what_pyiceberg_stages_and_computes_it_once_per_staged_state(catalog: Catalog) -> None:
+    table = create_bronze_table(catalog)
+    for hour in range(3):
+        append_hour(table, DAY1 + timedelta(hours=hour), 10, seed=hour)
+    files = arrow_to_data_files(table.metadata, table.io, hour_rows(table, DAY1 + timedelta(hours=5), 10))
+
+    ours, theirs = transaction(table), table.transaction()
+    # Unchanged state: one object however often it is read (pyiceberg's own recomputes and deep-copies each time).
+    assert ours.table_metadata is ours.table_metadata and theirs.table_metadata is not theirs.table_metadata
+    for tx in (ours, theirs):
+        tx.set_properties({"logistics.test": "1"})
+        with tx.update_snapshot(snapshot_properties={"run": "r"}).fast_append() as fa:
+            for f in files:
+                fa.append_data_file(f)
+    # Each stage is seen at once, and the staged metadata equals pyiceberg's own (the timestamps aside).
+    staged, expected = ours.table_metadata, theirs.table_metadata
+    assert staged.properties["logistics.test"] == "1" and len(staged.snapshots) == 4
+    ignore = {"last_updated_ms"}
+    snaps = [s.model_dump(exclude={"snapshot_id", "timestamp_ms", "manifest_list"}) for s in staged.snapshots]
+    assert snaps == [s.model_dump(exclude={"snapshot_id", "timestamp_ms", "manifest_list"}) for s in expected.snapshots]
+    assert staged.model_dump(exclude={"snapshots", "refs", "snapshot_log", "current_snapshot_id", *ignore}) == (
+        expected.model_dump(exclude={"snapshots", "refs", "snapshot_log", "current_snapshot_id", *ignore})
+    )
+    # It commits like pyiceberg's, and after the commit reads the table's new metadata.
+    ours.commit_transaction()
+    table = catalog.load_table("bronze.orders")
+    assert len(table.metadata.snapshots) == 4 and table.properties["logistics.test"] == "1"
+    assert (
+        table.scan().to_arrow().num_rows == 40
+        and ours.table_metadata.current_snapshot_id == table.metadata.current_snapshot_id
+    )

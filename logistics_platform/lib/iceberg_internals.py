@@ -1,7 +1,8 @@
 """The one module that uses pyiceberg internals (underscore names), each behind a public function or class.
 
 pyiceberg 0.12's public API has no "write data files, commit later", no REPLACE commit of given files and no manifest
-rewrite; each use below says why and what would replace it. ``tests/test_iceberg_internals.py`` pins what the platform
+rewrite, and its transactions recompute their metadata on every read; each use below says why and what would replace
+it. ``tests/test_iceberg_internals.py`` pins what the platform
 relies on, and ``tests/test_architecture.py`` fails on a private pyiceberg import anywhere else.
 """
 
@@ -17,7 +18,7 @@ from pyiceberg.io.pyarrow import _dataframe_to_data_files, _determine_partitions
 from pyiceberg.manifest import DataFile, ManifestContent, ManifestEntry, ManifestFile
 from pyiceberg.partitioning import PartitionKey, PartitionSpec
 from pyiceberg.schema import Schema
-from pyiceberg.table import Transaction
+from pyiceberg.table import Table, Transaction
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.snapshots import Operation, Snapshot, Summary
 from pyiceberg.table.update.snapshot import _OverwriteFiles, _SnapshotProducer
@@ -26,6 +27,32 @@ from pyiceberg.table.update.validate import _validate_no_new_deletes_for_data_fi
 ManifestPlanner = Callable[[PartitionSpec, Schema, list[ManifestEntry], int], list[list[ManifestEntry]]]
 """(spec, schema, the live entries of that spec's data manifests, those manifests' bytes) -> the entries of each
 new manifest, in order."""
+
+
+# ------------------------------------------------------------------------------------------------- transactions
+class _MemoTransaction(Transaction):
+    """A transaction that computes its staged metadata once per staged state.
+
+    pyiceberg 0.12's ``Transaction.table_metadata`` replays the staged updates and deep-copies the whole metadata,
+    every snapshot kept included, on each read, and one snapshot commit reads it about 16 times: a commit's cost then
+    grows with the table's history (iceberg-python#2673). Upstream's approved fix (#3302, carried on as #3784) caches
+    the result keyed on the identity of the table's metadata and of the staged-updates tuple, which every stage
+    rebinds; this is that, until a pyiceberg release has it. The metadata models are frozen, so one copy is shared.
+    """
+
+    _memo: tuple[TableMetadata, tuple[object, ...], TableMetadata] | None = None
+
+    @property
+    def table_metadata(self) -> TableMetadata:
+        memo, base, staged = self._memo, self._table.metadata, self._updates
+        if memo is None or memo[0] is not base or memo[1] is not staged:
+            memo = self._memo = (base, staged, super().table_metadata)
+        return memo[2]
+
+
+def transaction(table: Table) -> Transaction:
+    """``table.transaction()`` whose cost does not grow with the snapshots the table keeps."""
+    return _MemoTransaction(table)
 
 
 # ------------------------------------------------------------------------------------------------- data files

@@ -19,6 +19,7 @@ from pyiceberg.manifest import DataFile, ManifestContent
 from pyiceberg.table import Table, Transaction
 from pyiceberg.types import TimestampType
 
+from logistics_platform.lib.iceberg_internals import transaction
 from logistics_platform.lib.maintenance.expiry import delete_expired_metadata, stage_early_expiry
 from logistics_platform.lib.maintenance.manifests import rewrite_manifests
 from logistics_platform.lib.timekeys import epoch_micros
@@ -138,7 +139,7 @@ def commit_hours(
         if before_commit is not None and n == 1:
             before_commit(identifier)
         before = table.metadata
-        with table.transaction() as tx:
+        with transaction(table) as tx:
             if not old:  # new hours and appends: no overwrite reading every manifest to find deletes
                 _append_files(tx, new_files, properties)
             elif not any(hf.mixed for hf in found):  # metadata-only: each old file holds one of the hours

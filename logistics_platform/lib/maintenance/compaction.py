@@ -21,7 +21,7 @@ from pyiceberg.table import FileScanTask, Table, WriteTask
 from pyiceberg.table.sorting import NullOrder, SortDirection
 from pyiceberg.transforms import IdentityTransform
 
-from logistics_platform.lib.iceberg_internals import RewriteFiles, split_by_partition
+from logistics_platform.lib.iceberg_internals import RewriteFiles, split_by_partition, transaction
 from logistics_platform.lib.maintenance.files import delete_files, normalize, pyarrow_io
 
 log = logging.getLogger(__name__)
@@ -259,7 +259,7 @@ def _commit_rewrites(table: Table, pending: list[PartitionCompaction]) -> None:
                 {pc.partition: pc.checksum_after for pc in remaining}, sort_keys=True
             ),
         }
-        tx = table.transaction()
+        tx = transaction(table)
         producer = RewriteFiles(tx, table.io, props)
         try:
             for pc in remaining:

@@ -10,7 +10,7 @@ from pyiceberg.partitioning import PartitionSpec
 from pyiceberg.schema import Schema
 from pyiceberg.table import Table
 
-from logistics_platform.lib.iceberg_internals import ManifestPlanner, ManifestRewrite
+from logistics_platform.lib.iceberg_internals import ManifestPlanner, ManifestRewrite, transaction
 from logistics_platform.lib.maintenance.compaction import MAX_OUTER_ATTEMPTS, SNAPSHOT_PROP_KIND, backoff
 from logistics_platform.lib.maintenance.files import manifest_count
 
@@ -52,7 +52,7 @@ def rewrite_manifests(
         before = manifest_count(table)
         if before == 0 or before <= max_manifests or dry_run:
             return ManifestRewriteResult(name, before, before, rewritten=False)
-        tx = table.transaction()
+        tx = transaction(table)
         planner = by_partition(target_manifest_bytes)
         producer = ManifestRewrite(tx, table.io, {SNAPSHOT_PROP_KIND: "rewrite-manifests"}, planner)
         try:

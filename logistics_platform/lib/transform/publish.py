@@ -23,7 +23,7 @@ from pyiceberg.table.snapshots import ancestors_of
 from pyiceberg.table.update.snapshot import ManageSnapshots
 from pyiceberg.transforms import DayTransform, VoidTransform
 
-from logistics_platform.lib.iceberg_internals import arrow_to_data_files
+from logistics_platform.lib.iceberg_internals import arrow_to_data_files, transaction
 from logistics_platform.lib.transform import audit
 from logistics_platform.lib.transform.project import MART_MODELS
 from logistics_platform.settings import Settings
@@ -194,7 +194,7 @@ def write_audit_snapshot(
         table.manage_snapshots().create_branch(base, AUDIT_BRANCH).commit()
     branch = AUDIT_BRANCH if base is not None else None
     rows = rows.cast(table.schema().as_arrow())
-    with table.transaction() as tx:
+    with transaction(table) as tx:
         new_files = arrow_to_data_files(tx.table_metadata, table.io, rows) if rows.num_rows else []
         with tx.update_snapshot(snapshot_properties=properties, branch=branch).overwrite() as overwrite:
             for old in delete_files:
@@ -209,7 +209,7 @@ def write_audit_snapshot(
 def mark_audit_branch(table: Table, properties: dict[str, str]) -> int:
     """Commit an empty snapshot on the audit branch that carries the audit's outcome in its summary."""
     with (
-        table.transaction() as tx,
+        transaction(table) as tx,
         tx.update_snapshot(snapshot_properties=properties, branch=AUDIT_BRANCH).fast_append() as marker,
     ):
         pass
@@ -233,7 +233,7 @@ def fast_forward_main(
             raise MainMoved(
                 f"main of {name} moved from snapshot {base_id} to {current} during the publish: re-run the publish"
             )
-        tx = table.transaction()
+        tx = transaction(table)
         ManageSnapshots(tx).set_current_snapshot(ref_name=AUDIT_BRANCH)
         if properties:
             tx.set_properties(properties)
