@@ -166,7 +166,8 @@ def test_manifest_is_keyed_by_target_and_database(tmp_path: Path) -> None:
     """The definitions of one checkout never load a manifest parsed for other settings."""
     plain = local_settings(tmp_path)
     other = local_settings(tmp_path, duckdb_path=tmp_path / "analytics_full.duckdb")
-    assert project_target(plain).name == "local-analytics" and project_target(other).name == "local-analytics_full"
+    assert project_target(plain).name.startswith("local-analytics-")
+    assert project_target(other).name.startswith("local-analytics_full-")
     manifest = json.loads(dbt_project(other).manifest_path.read_text())
     assert manifest["nodes"]["model.logistics.fct_daily_revenue"]["database"] == "analytics_full"
     assert (
@@ -190,18 +191,26 @@ def test_selection_values_are_joined_for_dbt_cli_resource() -> None:
 
 
 def test_runs_get_a_directory_of_their_own_under_the_project_target(tmp_path: Path) -> None:
-    """dagster-dbt creates each invocation's directory under DBT_TARGET_PATH (seeded with the partial-parse state)."""
-    settings = local_settings(tmp_path, duckdb_path=tmp_path / "partial_state_test.duckdb")
+    """dagster-dbt creates each invocation's directory under DBT_TARGET_PATH, seeded with the partial-parse state of
+    the same settings: settings that differ only in where their DuckDB file is (the same target and database name)
+    get their own state, so a run of one after the other was prepared re-parses nothing."""
+    settings = local_settings(tmp_path / "one")
+    neighbour = local_settings(tmp_path / "two")
     shared = project_target(settings)
+    assert shared != project_target(neighbour) and shared.name.split("-")[:2] == ["local", "analytics"]
     try:
         assert prepare_manifest(settings) == shared / "manifest.json"
+        prepare_manifest(neighbour)
         assert (shared / "partial_parse.msgpack").exists()
         first = run_dbt(settings, ["ls", "--select", "stg_orders"])
         assert "logistics.staging.stg_orders" in first.output
         (run1,) = [p for p in shared.iterdir() if p.is_dir()]
         assert (run1 / "partial_parse.msgpack").exists()
+        log = (run1 / "dbt.log").read_text()
+        assert "Unable to do partial parsing" not in log and "PartialParsingEnabled" in log
     finally:
-        shutil.rmtree(shared, ignore_errors=True)
+        for target in (shared, project_target(neighbour)):
+            shutil.rmtree(target, ignore_errors=True)
 
 
 @pytest.mark.slow

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import json
 import shutil
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from logistics_platform.lib.transform.spark import is_spark, write_spark_conf
-from logistics_platform.settings import DBT_PROJECT_DIR, Settings, dbt_environment
+from logistics_platform.settings import DBT_PROJECT_DIR, Settings, dbt_env, dbt_environment
 
 if TYPE_CHECKING:  # imported where used: dagster-dbt and dbt take seconds to load
     from dagster_dbt import DbtCliResource, DbtProject
@@ -84,7 +85,11 @@ def dbt_resource(settings: Settings) -> DbtCliResource:
 
 def project_target(settings: Settings) -> Path:
     """The target path of the settings' ``DbtProject``: manifest, partial-parse state, one directory per run."""
-    return DBT_PROJECT_DIR / "target" / f"{settings.dbt_target}-{settings.duckdb_database}"
+    # Keyed by the dbt environment too: dbt keeps its partial-parse state only for the profile values and project
+    # environment variables it was parsed with, so settings that share a target and database name (two deployments
+    # of one checkout, a benchmark beside `make run`) would otherwise make every run of the other parse in full.
+    digest = hashlib.blake2b(json.dumps(dbt_env(settings), sort_keys=True).encode(), digest_size=4).hexdigest()
+    return DBT_PROJECT_DIR / "target" / f"{settings.dbt_target}-{settings.duckdb_database}-{digest}"
 
 
 def prepare_manifest(settings: Settings) -> Path:
