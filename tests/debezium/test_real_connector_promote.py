@@ -35,10 +35,11 @@ from tests.support.debezium import ENGINE_MARKS, Captured, ConverterConfig, Reco
 
 pytestmark = ENGINE_MARKS
 
+# One config per way a widened type reaches bronze: the values alone (schemaless JSON), a Connect schema block that
+# declares the new precision, an Avro writer schema. The other two JSON configs read like these (test_real_connector
+# runs all five); each config here costs an engine capture and two pipeline runs.
 CONFIGS = (
     ConverterConfig("string", "json", schemas_enable=False),
-    ConverterConfig("string", "json", schemas_enable=True),
-    ConverterConfig("precise", "json", schemas_enable=False),
     ConverterConfig("precise", "json", schemas_enable=True),
     ConverterConfig("precise", "avro"),
 )
