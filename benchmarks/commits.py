@@ -8,7 +8,8 @@ ten batches (1-10, 41-50, 91-100, 191-200, ... and the last ten) it prints the m
 process and its children), the size of ``bronze.orders``' current metadata.json, the files under its ``metadata/``
 folder, and the snapshots it keeps; then the ratio of the last slice to the first.
 
-    .venv/bin/python benchmarks/commits.py [--batches 200] [--live-window-seconds S] [--root DIR]
+    .venv/bin/python benchmarks/commits.py [--batches 200] [--live-window-seconds S] [--pyiceberg-transaction]
+        [--root DIR]
 """
 
 from __future__ import annotations
@@ -98,7 +99,18 @@ def main() -> int:
         help="expire superseded micro-batch snapshots this soon (default: the platform's LIVE_SNAPSHOT_WINDOW); "
         "shows in minutes the steady state a sink reaches after the window",
     )
+    ap.add_argument(
+        "--pyiceberg-transaction",
+        action="store_true",
+        help="commit through pyiceberg's own Table.transaction(), the baseline of lib/iceberg_internals.transaction",
+    )
     args = ap.parse_args()
+    if args.pyiceberg_transaction:
+        from pyiceberg.table import Table
+
+        from logistics_platform.lib.bronze import commit
+
+        commit.transaction = Table.transaction  # type: ignore[assignment]
     if args.live_window_seconds is not None:
         from logistics_platform.lib.maintenance import expiry
 
@@ -116,6 +128,8 @@ def main() -> int:
         f"({len(chosen)} topics, {sum(f.size for f in chosen):,} bytes a batch); root {root}"
     )
     say(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start")
+    arm = "pyiceberg's Table.transaction()" if args.pyiceberg_transaction else "lib/iceberg_internals.transaction"
+    say(f"commits through {arm}")
     ends = slice_ends(args.batches)
     cpu: list[float] = []
     rows = []
