@@ -2,8 +2,8 @@
 
 pyiceberg 0.12's public API has no "write data files, commit later", no REPLACE commit of given files and no manifest
 rewrite, and its transactions recompute their metadata on every read; each use below says why and what would replace
-it. ``tests/test_iceberg_internals.py`` pins what the platform
-relies on, and ``tests/test_architecture.py`` fails on a private pyiceberg import anywhere else.
+it. ``tests/test_iceberg_internals.py`` pins what the platform relies on, and ``tests/test_architecture.py`` fails on
+a private pyiceberg import anywhere else.
 """
 
 from __future__ import annotations
