@@ -223,15 +223,17 @@ def test_a_transaction_stages_what_pyiceberg_stages_and_computes_it_once_per_sta
     files = arrow_to_data_files(table.metadata, table.io, hour_rows(table, DAY1 + timedelta(hours=5), 10))
 
     ours, theirs = transaction(table), table.transaction()
-    # Unchanged state: one object however often it is read (pyiceberg's own recomputes and deep-copies each time).
-    assert ours.table_metadata is ours.table_metadata and theirs.table_metadata is not theirs.table_metadata
+    # Nothing staged: the table's own metadata, not a copy (pyiceberg's own deep-copies it on each read).
+    assert ours.table_metadata is table.metadata and theirs.table_metadata is not theirs.table_metadata
     for tx in (ours, theirs):
         tx.set_properties({"logistics.test": "1"})
         with tx.update_snapshot(snapshot_properties={"run": "r"}).fast_append() as fa:
             for f in files:
                 fa.append_data_file(f)
-    # Each stage is seen at once, and the staged metadata equals pyiceberg's own (the timestamps aside).
+    # Each stage is seen at once and computed once, and the staged metadata equals pyiceberg's own (the timestamps
+    # aside).
     staged, expected = ours.table_metadata, theirs.table_metadata
+    assert ours.table_metadata is staged and staged is not table.metadata
     assert staged.properties["logistics.test"] == "1" and len(staged.snapshots) == 4
     ignore = {"last_updated_ms"}
     snaps = [s.model_dump(exclude={"snapshot_id", "timestamp_ms", "manifest_list"}) for s in staged.snapshots]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import uuid
 from collections.abc import Callable
+from datetime import datetime
 
 import pyarrow as pa
 from pyiceberg.io import FileIO
@@ -21,8 +22,10 @@ from pyiceberg.schema import Schema
 from pyiceberg.table import Table, Transaction
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.snapshots import Operation, Snapshot, Summary
+from pyiceberg.table.update import TableUpdate, _apply_table_update, _TableMetadataUpdateContext
 from pyiceberg.table.update.snapshot import _OverwriteFiles, _SnapshotProducer
 from pyiceberg.table.update.validate import _validate_no_new_deletes_for_data_files
+from pyiceberg.utils.datetime import datetime_to_millis
 
 ManifestPlanner = Callable[[PartitionSpec, Schema, list[ManifestEntry], int], list[list[ManifestEntry]]]
 """(spec, schema, the live entries of that spec's data manifests, those manifests' bytes) -> the entries of each
@@ -37,7 +40,13 @@ class _MemoTransaction(Transaction):
     every snapshot kept included, on each read, and one snapshot commit reads it about 16 times: a commit's cost then
     grows with the table's history (iceberg-python#2673). Upstream's approved fix (#3302, carried on as #3784) caches
     the result keyed on the identity of the table's metadata and of the staged-updates tuple, which every stage
-    rebinds; this is that, until a pyiceberg release has it. The metadata models are frozen, so one copy is shared.
+    rebinds; this is that, until a pyiceberg release has it.
+
+    It also skips the deep copy that ``update_table_metadata`` ends with, which alone grows with every snapshot kept:
+    each update is applied by pyiceberg's own ``_apply_table_update`` (private: the public function always copies),
+    which returns a new model and never changes its input, and the metadata models are frozen, so the staged state
+    shares what it did not change with the table's metadata. The catalog's commit still applies the updates through
+    the public function, so what is committed is pyiceberg's own result.
     """
 
     _memo: tuple[TableMetadata, tuple[object, ...], TableMetadata] | None = None
@@ -46,8 +55,21 @@ class _MemoTransaction(Transaction):
     def table_metadata(self) -> TableMetadata:
         memo, base, staged = self._memo, self._table.metadata, self._updates
         if memo is None or memo[0] is not base or memo[1] is not staged:
-            memo = self._memo = (base, staged, super().table_metadata)
+            memo = self._memo = (base, staged, _staged_metadata(base, staged))
         return memo[2]
+
+
+def _staged_metadata(base: TableMetadata, updates: tuple[TableUpdate, ...]) -> TableMetadata:
+    """``update_table_metadata(base, updates)`` without its final deep copy (nothing staged: ``base`` itself)."""
+    context = _TableMetadataUpdateContext()
+    staged = base
+    for update in updates:
+        staged = _apply_table_update(update, staged, context)
+    if context.has_changes() and staged.last_updated_ms == base.last_updated_ms:
+        staged = staged.model_copy(update={"last_updated_ms": datetime_to_millis(datetime.now().astimezone())})
+    staged.spec().check_compatible(staged.schema())
+    staged.sort_order().check_compatible(staged.schema())
+    return staged
 
 
 def transaction(table: Table) -> Transaction:

@@ -15,8 +15,8 @@ from pyiceberg.catalog import Catalog
 from pyiceberg.conversions import from_bytes
 from pyiceberg.exceptions import CommitFailedException, ValidationException
 from pyiceberg.expressions import In
-from pyiceberg.manifest import DataFile, ManifestContent
-from pyiceberg.table import Table, Transaction
+from pyiceberg.manifest import DataFile, DataFileContent, ManifestContent
+from pyiceberg.table import ManifestGroupPlanner, Table, Transaction
 from pyiceberg.types import TimestampType
 
 from logistics_platform.lib.iceberg_internals import transaction
@@ -74,18 +74,24 @@ class HourFiles:
 
 
 def hour_files(table: Table, hour_column: str, hours: Sequence[datetime]) -> dict[datetime, HourFiles]:
-    """Hour -> its live data files, from one scan plan over ``hours`` (partition and bounds pruning, no data read)."""
+    """Hour -> its live data files, from the manifests over ``hours`` (partition and bounds pruning, no data read)."""
     out = {h: HourFiles() for h in hours}
-    if table.current_snapshot() is None or not hours:
+    snapshot = table.current_snapshot()
+    if snapshot is None or not hours:
         return out
     field_id = table.schema().find_field(hour_column).field_id
     by_micros = {epoch_micros(h): h for h in hours}
-    for task in table.scan(row_filter=In(hour_column, [h.isoformat() for h in hours])).plan_files():
-        f = task.file
+    # The manifest entries the partition and column-bounds filters keep, without the scan tasks plan_files() builds:
+    # it evaluates a residual per matched file, a cost that grows with the files an open hour collects.
+    planner = ManifestGroupPlanner(table.metadata, table.io, row_filter=In(hour_column, [h.isoformat() for h in hours]))
+    entries = [e for batch in planner.plan_manifest_entries(snapshot.manifests(table.io)) for e in batch]
+    data = [e.data_file for e in entries if e.data_file.content == DataFileContent.DATA]
+    deletes = len(data) < len(entries)  # delete files (the platform writes none): no file's rows are known
+    for f in data:
         lo, hi = f.lower_bounds.get(field_id), f.upper_bounds.get(field_id)
         lo_v = from_bytes(TimestampType(), lo) if lo is not None else None
         hi_v = from_bytes(TimestampType(), hi) if hi is not None else None
-        if lo_v is not None and lo_v == hi_v and lo_v in by_micros and not task.delete_files:
+        if lo_v is not None and lo_v == hi_v and lo_v in by_micros and not deletes:
             out[by_micros[lo_v]].files.append(f)
             continue
         for us, h in by_micros.items():
@@ -114,17 +120,20 @@ def commit_hours(
     properties: dict[str, str],
     keep: Mapping[datetime, frozenset[str]] | None = None,
     before_commit: BeforeCommitHook | None = None,
+    planned_on: int | None = None,
 ) -> tuple[int | None, int]:
     """One commit: the ``replace`` hours' rows swapped for theirs in ``new_files``, the rest appended; returns
     (snapshot id, attempts). ``keep``: hours whose live files must still be exactly the given paths (those an append
-    was planned on), else :class:`HourMovedError` and nothing committed. Other hours are never touched."""
+    was planned on, read from snapshot ``planned_on``), else :class:`HourMovedError` and nothing committed. Other
+    hours are never touched."""
     keep = keep or {}
     if not replace and not new_files:
         return catalog.load_table(identifier).metadata.current_snapshot_id, 0
 
     def attempt(n: int) -> int | None:
         table = catalog.load_table(identifier)
-        if keep:
+        # Still on the snapshot the append was planned on: nothing committed since, so the hours' files are those.
+        if keep and (planned_on is None or table.metadata.current_snapshot_id != planned_on):
             now = hour_files(table, hour_column, list(keep))
             moved = [h for h, paths in keep.items() if now[h].paths != paths]
             if moved:

@@ -37,6 +37,8 @@ class HourPlan:
     logged: dict[str, IngestLogEntry] = field(default_factory=dict)
     # table name (topics, quarantine, ingest log) -> the hour's live files the append was planned on
     base: dict[str, frozenset[str]] = field(default_factory=dict)
+    # table name -> the snapshot ``base`` was read from (a commit onto that same snapshot needs no re-check)
+    planned_on: dict[str, int | None] = field(default_factory=dict)
 
 
 def _replace(hour: datetime, landed: Mapping[str, list[LandingFile]], reason: str) -> HourPlan:
@@ -100,6 +102,7 @@ def _check_tables(
         if why:
             replaced = _replace(plan.hour, landed[plan.hour], why)
             plan.mode, plan.reason, plan.read, plan.logged, plan.base = REPLACE, why, replaced.read, {}, {}
+            plan.planned_on = {}
 
 
 def _mismatch(tables: Mapping[str, Table], states: Mapping[str, HourFiles], plan: HourPlan) -> str:
@@ -119,6 +122,7 @@ def _mismatch(tables: Mapping[str, Table], states: Mapping[str, HourFiles], plan
                 f"{expected:,} (an earlier ingest stopped between its commits)"
             )
         plan.base[name] = state.paths
+        plan.planned_on[name] = tables[name].metadata.current_snapshot_id
     return ""
 
 

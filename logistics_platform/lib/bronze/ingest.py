@@ -111,9 +111,9 @@ def ingest_hours(
     hook_commit = partial(commit_hours, catalog, before_commit=options.get("before_commit"))
     commit_seconds: dict[str, float] = {}  # table -> seconds of its one commit for all the hours, attempts included
 
-    def commit(identifier: str, *args: Any) -> tuple[int | None, int]:
+    def commit(identifier: str, *args: Any, **kwargs: Any) -> tuple[int | None, int]:
         began = time.perf_counter()
-        out = hook_commit(identifier, *args)
+        out = hook_commit(identifier, *args, **kwargs)
         commit_seconds[identifier.rsplit(".", 1)[-1]] = round(time.perf_counter() - began, 3)
         return out
 
@@ -135,7 +135,9 @@ def ingest_hours(
         counts = topic_counts([trs[i] for i in done], d_keys)
         props = snapshot_properties(d_keys, d_hours, run_id, **counts) if done else {}
         keep = _appended(plans, name, [t.written for t in trs])
-        snapshot_id, attempts = commit(spec.identifier, "_arrival_hour", replaced, new_files, props, keep)
+        snapshot_id, attempts = commit(
+            spec.identifier, "_arrival_hour", replaced, new_files, props, keep, planned_on=_planned_on(plans, name)
+        )
         for t in trs:
             t.snapshot_id, t.commit_attempts = snapshot_id, attempts
         damaged = sum(len(t.corrupt_files) for t in trs)
@@ -162,7 +164,9 @@ def ingest_hours(
     q_files = [f for q in quarantines for f in q.files]
     q_keep = _appended(plans, bs.QUARANTINE_TABLE, [q.files for q in quarantines])
     q_id, log_id = f"{bs.NAMESPACE}.{bs.QUARANTINE_TABLE}", f"{bs.NAMESPACE}.{bs.INGEST_LOG_TABLE}"
-    q_snapshot, _ = commit(q_id, "_arrival_hour", replaced, q_files, q_props, q_keep)
+    q_snapshot, _ = commit(
+        q_id, "_arrival_hour", replaced, q_files, q_props, q_keep, planned_on=_planned_on(plans, bs.QUARANTINE_TABLE)
+    )
     log_files: list[DataFile] = []
     for i in done:
         log_writer = BatchWriter(tables[bs.INGEST_LOG_TABLE], 1000)  # one file per hour, as hour by hour
@@ -173,7 +177,8 @@ def ingest_hours(
         log_files.extend(log_writer.files)
     # An appended hour's log rows are replaced by the cumulative ones, on condition nobody changed them since the plan.
     log_keep = {p.hour: p.base[bs.INGEST_LOG_TABLE] for p in plans if p.mode == APPEND}
-    log_snapshot, _ = commit(log_id, "arrival_hour", d_hours, log_files, q_props, log_keep)
+    log_on = _planned_on(plans, bs.INGEST_LOG_TABLE)
+    log_snapshot, _ = commit(log_id, "arrival_hour", d_hours, log_files, q_props, log_keep, planned_on=log_on)
     elapsed = time.perf_counter() - started
     for r in reports:
         r.quarantine_snapshot_id, r.ingest_log_snapshot_id, r.duration_seconds = q_snapshot, log_snapshot, elapsed
@@ -205,6 +210,12 @@ def _whole_hour(tr: TopicReport, landed: Sequence[LandingFile], logged: IngestLo
     if logged is not None:
         for count in ("lines", "rows", "quarantined", "tombstones", "late_events"):
             setattr(tr, count, getattr(tr, count) + getattr(logged, count))
+
+
+def _planned_on(plans: Sequence[HourPlan], name: str) -> int | None:
+    """The snapshot of table ``name`` that the appends were planned on (None: no append, or none to rely on)."""
+    seen = {p.planned_on[name] for p in plans if p.mode == APPEND and name in p.planned_on}
+    return seen.pop() if len(seen) == 1 else None
 
 
 def _appended(
