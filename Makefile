@@ -47,8 +47,10 @@ services:
 browser:
 	@command -v chromium >/dev/null || (apt-get update && apt-get install -y chromium)
 
-# Style and types first: a lint failure costs seconds, the suite minutes.
-test: lint services browser
+# Style and types first: a lint failure costs seconds, the suite minutes. The Spark venv builds meanwhile (pip and
+# mypy each keep one core busy), rather than inside a test worker of the suite.
+test: services browser
+	@$(MAKE) --no-print-directory -j2 lint spark-env
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=15 tests
 
 dev: setup
