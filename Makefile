@@ -18,10 +18,11 @@ export DAGSTER_HOME := $(CURDIR)/.dagster_home
 
 .PHONY: setup services browser run test dev dashboard screenshots lint bench docs clean spark-env
 
+# uv installs the pinned set (constraints.txt) in a fifth of pip's time, from the same registry; pip brings uv itself.
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[dev]"
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt uv
+	$(BIN)/uv pip install --quiet --python $(BIN)/python -c constraints.txt -e ".[dev]"
 	@touch $(STAMP)
 
 $(DAGSTER_HOME)/dagster.yaml: dagster.yaml
