@@ -213,6 +213,21 @@ def test_runs_get_a_directory_of_their_own_under_the_project_target(tmp_path: Pa
             shutil.rmtree(target, ignore_errors=True)
 
 
+def test_the_first_run_of_unprepared_settings_leaves_the_parse_state_for_the_next(tmp_path: Path) -> None:
+    """Settings never prepared (a test's, a one-off `logistics-platform dbt`): the first invocation parses the whole
+    project and leaves its state in the project target, so the next one, in a directory of its own, parses nothing."""
+    settings = local_settings(tmp_path)
+    try:
+        logs = []
+        for n in (1, 2):
+            run_dbt(settings, ["ls", "--select", "stg_orders"], target_path=tmp_path / f"run{n}")
+            logs.append((tmp_path / f"run{n}" / "dbt.log").read_text())
+        assert "Unable to do partial parsing" in logs[0]
+        assert "Unable to do partial parsing" not in logs[1] and "PartialParsingEnabled" in logs[1]
+    finally:
+        shutil.rmtree(project_target(settings), ignore_errors=True)
+
+
 @pytest.mark.slow
 def test_dbt_failures_raise_with_the_cause(tmp_path: Path) -> None:
     settings = local_settings(tmp_path)

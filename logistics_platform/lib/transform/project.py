@@ -132,6 +132,17 @@ def prune_run_targets(runs_dir: Path, keep: int = 48) -> list[Path]:
     return runs[keep:]
 
 
+def keep_parse_state(run_target: Path, target: Path) -> None:
+    """Seed the project target's partial-parse state from a run's when it has none: dagster-dbt copies it into each
+    run's directory, so without it every invocation of settings that were never prepared parses the whole project."""
+    state = run_target / "partial_parse.msgpack"
+    if state.exists() and not (target / state.name).exists():
+        target.mkdir(parents=True, exist_ok=True)
+        scratch = target / f".{state.name}.{run_target.name}"
+        shutil.copyfile(state, scratch)
+        scratch.replace(target / state.name)  # whole or not at all, for a concurrent invocation
+
+
 @contextlib.contextmanager
 def dbt_invocation_environment(settings: Settings, window: dict[str, str] | None = None) -> Iterator[None]:
     """The environment of one ``DbtCliResource.cli`` call: settings, target, window, runs under ``DBT_TARGET_PATH``."""
@@ -211,6 +222,7 @@ def run_dbt(
             invocation = dbt_resource(settings).cli(args, target_path=target_path, raise_on_error=False)
         invocation.wait()
     returncode = invocation.process.wait()
+    keep_parse_state(invocation.target_path, project_target(settings))
     results_file = invocation.target_path / "run_results.json"
     results = json.loads(results_file.read_text()).get("results", []) if results_file.exists() else []
     run = DbtRun(returncode, time.perf_counter() - started, output.getvalue(), list(results))
