@@ -18,7 +18,7 @@ from logistics_platform.lib.bronze.schema import TOPICS
 from logistics_platform.lib.timekeys import hour_start
 from logistics_platform.lib.transform.project import MART_MODELS, run_dbt, window_vars
 from logistics_platform.settings import Settings, local_settings
-from tests.support.ops_world import build_ops_world
+from tests.support.ops_world import DAY_HOURS, build_ops_world
 from tests.support.transform_world import write_landing
 
 pytestmark = pytest.mark.slow
@@ -115,20 +115,22 @@ def test_shuffled_hours_with_reruns_equal_full_refresh(world_settings: Settings,
 
 def test_operations_marts_shuffled_hours_with_reruns_equal_full_refresh(tmp_path: Path) -> None:
     """The operations world (a breach, overdue and deleted-while-overdue orders, an anomalous day, GPS jumps) over 5
-    days: its arrival hours as two-hour ranges in a seeded random order, a few single hours, some re-run, a range
-    across a day boundary, equal a full refresh."""
+    days: its days' arrival hours as ranges in a seeded random order, a few single hours, some re-run, a range across a
+    day boundary, equal a full refresh."""
     settings = local_settings(tmp_path / "incremental")
     world = build_ops_world()
     write_landing(world, settings.landing_dir)
     hours = world.hours
-    # Pairs of consecutive arrival hours (a range is one dbt run, as a backfill or `run` makes it); the first pair
-    # goes hour by hour, so single hours and ranges meet in one build.
-    pairs = [(i, i + 1) for i in range(0, len(hours), 2)]
-    random.Random(5).shuffle(pairs)
-    steps = [(pairs[0][0], pairs[0][0]), (pairs[0][1], pairs[0][1]), *pairs[1:]]
+    # Each day's consecutive arrival hours (a range is one dbt run, as a backfill or `run` makes it); the first day
+    # goes in single hours and a pair, so single hours and ranges meet in one build.
+    per_day = len(DAY_HOURS)
+    days = [(i, i + per_day - 1) for i in range(0, len(hours), per_day)]
+    random.Random(5).shuffle(days)
+    first = days[0][0]
+    steps = [(first, first), (first + 1, first + 1), (first + 2, days[0][1]), *days[1:]]
     steps[3:3] = [steps[0]]  # re-run after later hours were done
-    steps.insert(7, steps[6])  # re-run right away
-    steps.append((3, 4))  # a range over a day boundary (13:00 then 10:00 the next day), its hours done before
+    steps.insert(6, steps[5])  # re-run right away
+    steps.append((per_day - 1, per_day))  # a range over a day boundary (13:00 then 10:00 the next day), done before
     assert {i for a, b in steps for i in range(a, b + 1)} == set(range(len(hours)))
     target = tmp_path / "target"
     for first, last in steps:
