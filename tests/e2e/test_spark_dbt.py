@@ -97,17 +97,19 @@ def test_spark_builds_every_mart_equal_to_duckdb_with_hours_shuffled_and_rerun(
     exercised = [m for m in MART_MODELS if counts[m] > 0]
     assert len(exercised) >= 8, counts
 
-    # Spark, 3: the last hour re-run with every data and unit test, warnings as errors: the models run (those below
-    # fct_deliveries are skipped once its check fails), the payment-reconciliation check fails, and the gate holds:
+    # Spark, 3: the last hour re-run with the project's own data tests and every unit test (the generic ones passed on
+    # Spark in step 2), warnings as errors: the models run (those below fct_deliveries are skipped once its check
+    # fails), the payment-reconciliation check fails, and the gate holds:
     # every mart's main is the snapshot it was, readers (pyiceberg, iceberg_scan) still see the marts that equal
     # DuckDB's, while the branch holds the re-run's writes, equal to them too (a re-run window is idempotent).
-    result = run_dbt(spark, ["build", "--warn-error"], window=window_vars(hours[3]), target_path=target, check=False)
+    rerun = ["build", "--warn-error", "--exclude", "test_type:generic"]
+    result = run_dbt(spark, rerun, window=window_vars(hours[3]), target_path=target, check=False)
     tests_run = [r for r in result.results if r["unique_id"].startswith(("test.", "unit_test."))]
     failed = [r["unique_id"].split(".")[2] for r in tests_run if r["status"] in ("fail", "error")]
     models = [r for r in result.results if r["unique_id"].startswith("model.")]
     assert not result.ok and set(failed) == WARNING_TESTS, failed
     statuses = [r["status"] for r in models]
-    assert len(tests_run) > 50 and set(statuses) <= {"success", "skipped"} and statuses.count("success") > 10, statuses
+    assert len(tests_run) > 20 and set(statuses) <= {"success", "skipped"} and statuses.count("success") > 10, statuses
     held = refs(spark)
     assert {m: h["main"] for m, h in held.items()} == {m: h["main"] for m, h in published.items()}
     assert any(h[AUDIT_BRANCH] != h["main"] for h in held.values()), held
