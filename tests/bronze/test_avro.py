@@ -20,7 +20,7 @@ from logistics_platform.defs.bronze.checks import CHECK_ACCOUNTING, bronze_check
 from logistics_platform.defs.bronze.keys import TOPIC_KEYS
 from logistics_platform.lib.bronze import schema as bs
 from logistics_platform.lib.bronze.accounting import account_hour, account_ingest
-from logistics_platform.lib.bronze.avro_container import count_records, walk_blocks
+from logistics_platform.lib.bronze.avro_container import count_records, walk_bytes
 from logistics_platform.lib.bronze.ingest import ingest_hour
 from logistics_platform.lib.bronze.landing import hour_dir, list_arrival_hours, list_hour_files
 from logistics_platform.lib.bronze.unread import unread_files, unread_in_hour
@@ -218,11 +218,11 @@ def test_a_damaged_container_keeps_its_readable_records_and_is_one_corrupt_file_
     values = [cdc("c", "orders", order(i, t), lsn=i, ts=t) for i in range(1, 11)]
     cut = write_avro(s.landing_dir, ORDERS, hour, 0, 0, values, codec="deflate")
     data = cut.read_bytes()
-    blocks = walk_blocks(cut).blocks
+    blocks = walk_bytes(data).blocks
     cut.write_bytes(data[: blocks[2].start + 7])  # an upload cut short inside the third block
     flipped = write_avro(s.landing_dir, ORDERS, hour, 0, 10, values)
     raw = bytearray(flipped.read_bytes())
-    b = walk_blocks(flipped).blocks[1]
+    b = walk_bytes(bytes(raw)).blocks[1]
     raw[(b.start + b.end) // 2] ^= 0xFF  # a damaged byte inside the second block: DuckDB alone would skip it
     flipped.write_bytes(bytes(raw))
     write_avro(s.landing_dir, ORDERS, hour, 0, 20, values[:2])

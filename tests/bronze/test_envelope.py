@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 
 import pytest
-from pyiceberg.types import BooleanType, DoubleType, LongType, StringType
+from pyiceberg.types import BooleanType, DoubleType, LongType, StringType, TimestampType
 
 from logistics_platform.lib.bronze.envelope import TOMBSTONE, LineParser, Rejected, raw_line_text
 from logistics_platform.lib.bronze.schema import TOPICS
@@ -283,13 +283,14 @@ def test_extra_columns_are_reported_then_parsed_once_known():
 
 
 def test_infer_type():
-    assert infer_iceberg_type([True]) == BooleanType()
-    assert infer_iceberg_type([3]) == LongType()
-    assert infer_iceberg_type([3.5]) == DoubleType()
-    assert infer_iceberg_type([1, 2.5]) == DoubleType()
-    assert infer_iceberg_type(["x"]) == StringType()
-    assert infer_iceberg_type([{"a": 1}]) == StringType()
-    assert infer_iceberg_type([None]) == StringType()
+    assert infer_iceberg_type(True) == BooleanType()
+    assert infer_iceberg_type(3) == LongType()
+    assert infer_iceberg_type(3.5) == DoubleType()
+    assert infer_iceberg_type("x") == StringType()
+    assert infer_iceberg_type({"a": 1}) == StringType()
+    assert infer_iceberg_type(None) == StringType()
+    assert infer_iceberg_type("2026-01-02T03:04:05Z", True) == TimestampType()
+    assert infer_iceberg_type(LongType(), True) == LongType()
 
 
 def test_parser_is_pure():

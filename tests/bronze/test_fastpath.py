@@ -20,7 +20,7 @@ from logistics_platform.lib.bronze import schema as bs
 from logistics_platform.lib.bronze import values
 from logistics_platform.lib.bronze.blocks import FAST_RUN_LINES, BlockTask
 from logistics_platform.lib.bronze.envelope import LineParser
-from logistics_platform.lib.bronze.fastpath import fast_block, fast_rows, newline_positions, object_lines
+from logistics_platform.lib.bronze.fastpath import fast_block, newline_positions, odd_lines
 from logistics_platform.lib.bronze.ingest import ingest_hour
 from logistics_platform.lib.bronze.landing import list_arrival_hours, list_hour_files
 from logistics_platform.lib.bronze.pool import run_block
@@ -102,14 +102,18 @@ def _runs(landing: Path, table: str, size: int) -> list[tuple[LineParser, list[b
     return out
 
 
+def _fast(parser: LineParser, lines: list[bytes], schema: pa.Schema) -> tuple[pa.Table, int, int] | None:
+    return fast_block(parser, b"\n".join(lines), len(lines), 0, 0, "f", schema)
+
+
 def test_the_fast_path_takes_clean_runs_and_declines_the_others(landings):
     _, dirty, clean = landings
     for table in ("orders", "tracking_pings", "payments"):
         clean_runs = _runs(clean, table, 64)
-        assert clean_runs and all(fast_rows(p, r, 0, 0, "f", s) is not None for p, r, s in clean_runs), table
+        assert clean_runs and all(_fast(p, r, s) is not None for p, r, s in clean_runs), table
         # 8-line runs: with the default anomaly mix a CDC line is odd ~14% of the time, so nearly every 64-line
         # run of orders or payments holds one and whether any is taken was down to the seed's luck.
-        taken = [fast_rows(p, r, 0, 0, "f", s) is not None for p, r, s in _runs(dirty, table, 8)]
+        taken = [_fast(p, r, s) is not None for p, r, s in _runs(dirty, table, 8)]
         assert any(taken) and not all(taken), table
 
 
@@ -205,7 +209,7 @@ def test_an_odd_line_gives_what_the_per_line_parser_gives(table, base, odd):
         slow.reasons,
         slow.unknown,
     )
-    assert fast_rows(LineParser(spec, hour, 7200), [base], 3, 100, "f.json", schema) is not None
+    assert fast_block(LineParser(spec, hour, 7200), base, 1, 3, 100, "f.json", schema) is not None
 
 
 def _except_all_both_ways(a: pa.Table | None, b: pa.Table | None) -> tuple[int, int]:
@@ -295,21 +299,23 @@ def test_a_rare_bad_line_leaves_only_itself_off_the_fast_path_in_an_ingest(landi
     assert report.read_fast_lines == report.read_lines - 1
 
 
-def _layout_by_lines(block: bytes) -> tuple[int, list[tuple[int, int]] | None]:
-    """What newline_positions/object_lines must answer, worked out line by line."""
+def _layout_by_lines(block: bytes) -> tuple[int, tuple[list[tuple[int, int]], list[int]] | None]:
+    """What newline_positions/odd_lines must answer, worked out line by line."""
     lines = block.split(b"\n")
     if block.endswith(b"\n"):
         lines.pop()
-    tombstones: list[tuple[int, int]] | None = []
+    if not lines[0] or not lines[-1]:
+        return len(lines), None
+    tombstones: list[tuple[int, int]] = []
+    others: list[int] = []
     at = 0
     for i, line in enumerate(lines):
         if line == b"null":
             tombstones.append((i, at))
         elif not (line.startswith(b"{") and line.endswith(b"}") and len(line) > 1):
-            tombstones = None
-            break
+            others.append(i)
         at += len(line) + 1
-    return len(lines), tombstones
+    return len(lines), (tombstones, others)
 
 
 SHORT, LONG = b'{"a":1}', b'{"a":"' + b"x" * 900 + b'"}'
@@ -357,8 +363,7 @@ def test_the_block_layout_is_what_the_lines_say(block):
     n, expected = _layout_by_lines(block)
     newlines = newline_positions(block)
     assert len(newlines) + 1 == n
-    assert object_lines(block, n) == expected
-    assert object_lines(block, n, newlines) == expected
+    assert odd_lines(block, n, newlines) == expected
 
 
 def test_the_block_layout_of_every_short_mix_of_odd_lines():
@@ -372,7 +377,7 @@ def test_the_block_layout_of_every_short_mix_of_odd_lines():
                 n, expected = _layout_by_lines(block)
                 newlines = newline_positions(block)
                 assert len(newlines) + 1 == n, block
-                assert object_lines(block, n, newlines) == expected, block
+                assert odd_lines(block, n, newlines) == expected, block
 
 
 def test_a_block_taken_whole_gives_what_the_per_line_parser_gives():
@@ -417,21 +422,39 @@ def _near_timestamps() -> list[str]:
     return sorted(out)
 
 
-def test_the_timestamp_check_on_bytes_is_the_regex():
+def _line_parsers(decode, value: str) -> object:
+    """What the line parser's own decoding gives for ``value`` (None: it refuses the value)."""
+    try:
+        return decode(value)
+    except values.BadValue:
+        return None
+
+
+def _typed_as_the_line_parser(kind: str, texts: list[str], expected: list[object], good: str) -> None:
+    """``typed`` takes exactly the values the line parser takes, giving its values: all at once, then each value taken
+    among ``good`` others, sliced (an offset into the buffers) and after drop_null."""
+    typed, taken = values.typed(kind, pa.array(texts))
+    assert typed.to_pylist() == expected and taken is not None
+    assert taken.tolist() == [e is not None for e in expected]
+    for value, want in zip(texts, expected, strict=True):
+        if want is not None:
+            arr = pa.array([value, good, None, good, value, good])
+            for part in (arr, arr.slice(4, 2), arr.drop_null()):
+                typed, taken = values.typed(kind, part)
+                assert taken is None and typed[part.to_pylist().index(value)].as_py() == want, value
+
+
+def test_the_timestamps_the_vectorised_paths_take_are_the_canonical_dates():
     texts = _near_timestamps()
     regex = pc.match_substring_regex(pa.array(texts), values.TIMESTAMP_RE).to_pylist()
     assert sum(regex) > 100 and not all(regex)  # both answers are exercised
-    for value, expected in zip(texts, regex, strict=True):
-        assert values.canonical_timestamps(pa.array([value])) == expected, value
+    expected = [
+        _line_parsers(values.parse_timestamp_micros, t) if r else None for t, r in zip(texts, regex, strict=True)
+    ]
     good, other = "2026-11-01T10:20:30.123456Z", "2026-11-01T10:20:30Z"
-    for value, expected in zip(texts, regex, strict=True):
-        # Among other values: the one value decides; sliced (an offset into the buffers) and after drop_null.
-        arr = pa.array([value, good, None, good, value, good])
-        assert values.canonical_timestamps(arr.drop_null()) == expected, value
-        assert values.canonical_timestamps(arr.slice(4, 2)) == expected, value
-        assert values.canonical_timestamps(arr.slice(1, 3).drop_null())
-    assert values.canonical_timestamps(pa.array([good, other]))  # mixed lengths: the regex
-    assert not values.canonical_timestamps(pa.array([good, other[:-1]]))
+    _typed_as_the_line_parser(values.K_TIMESTAMP, texts, expected, good)
+    assert values.typed(values.K_TIMESTAMP, pa.array([good, other]))[1] is None  # mixed lengths: the regex
+    assert values.typed(values.K_TIMESTAMP, pa.array([good, other[:-1]]))[1] is not None
 
 
 def _near_money() -> list[str]:
@@ -446,14 +469,9 @@ def _near_money() -> list[str]:
     return sorted(out)
 
 
-def test_the_money_check_on_bytes_is_the_regex():
+def test_the_money_the_vectorised_paths_take_is_the_line_parsers():
     texts = _near_money()
     regex = pc.match_substring_regex(pa.array(texts), values.MONEY_RE).to_pylist()
     assert sum(regex) > 100 and not all(regex)
-    good = "-12.30"
-    for value, expected in zip(texts, regex, strict=True):
-        assert values.canonical_money(pa.array([value])) == expected, value
-        arr = pa.array([value, good, None, "7.00", value, good])
-        assert values.canonical_money(arr.drop_null()) == expected, value
-        assert values.canonical_money(arr.slice(4, 2)) == expected, value
-        assert values.canonical_money(arr.slice(1, 3).drop_null())
+    expected = [_line_parsers(values.decode_decimal, t) for t in texts]
+    _typed_as_the_line_parser(values.K_DECIMAL, texts, expected, "-12.30")

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 import math
-from collections import Counter
 from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import Decimal
@@ -28,7 +27,6 @@ from logistics_platform.lib.bronze.values import (
     CONNECT_DECIMAL,
     CONNECT_TIMESTAMP,
     MICRO_TIMESTAMP,
-    NANO_TIMESTAMP,
     TIMESTAMP_UNITS,
     Decline,
     Encoding,
@@ -131,9 +129,7 @@ def _json_value(v: Any, field: AvroField | None = None) -> Any:
 
 
 def _json_row(row: Any, fields: dict[str, AvroField]) -> Any:
-    if not isinstance(row, dict):
-        return row
-    return {k: _json_value(v, fields.get(k)) for k, v in row.items()}
+    return {k: _json_value(v, fields.get(k)) for k, v in row.items()} if isinstance(row, dict) else row
 
 
 def record_json(record: dict[str, Any], fields: dict[str, AvroField], cdc: bool) -> dict[str, Any]:
@@ -146,7 +142,7 @@ def record_json(record: dict[str, Any], fields: dict[str, AvroField], cdc: bool)
 
 def _encoding(field: AvroField) -> Encoding:
     """What a field's writer schema says of its values: a ``bytes`` decimal's scale, an integer timestamp's unit."""
-    unit = 0 if field.connect_name == NANO_TIMESTAMP else TIMESTAMP_UNITS.get(field.connect_name or "", 1)
+    unit = TIMESTAMP_UNITS.get(field.connect_name or "", 1)
     return Encoding((field.scale or 0) if field.logical == "decimal" else None, unit)
 
 
@@ -167,13 +163,8 @@ def projection(schema: dict[str, Any], parser: LineParser) -> str:
     picked = [n for n in ("lsn", "ts_ms", "txId") if n in source_fields]
     if not picked or parser.key not in before_fields:
         return "*"
-    key = _quote(parser.key)
-    cols = [
-        f"struct_pack({key} := before.{key}) as before",
-        "after",
-        "op",
-        "struct_pack(" + ", ".join(f"{_quote(n)} := source.{_quote(n)}" for n in picked) + ") as source",
-    ]
+    key, packed = _quote(parser.key), ", ".join(f"{_quote(n)} := source.{_quote(n)}" for n in picked)
+    cols = [f"struct_pack({key} := before.{key}) as before", "after", "op", f"struct_pack({packed}) as source"]
     if "ts_ms" in top:
         cols.append("ts_ms")
     return ", ".join(cols)
@@ -211,25 +202,22 @@ def read_file(
     if wider:  # the writer schema declares a column wider than the table's: promoted before any record is read
         return BlockResult(wider=wider, unknown_at=f"{f.relpath}@{f.start_offset}"), corrupt
     n = tbl.num_rows
+    out = BlockResult(lines=n)
     tables: list[pa.Table] = []
-    late = 0
     try:
         if not vectorised:
             raise Decline
         encodings = {name: _encoding(field) for name, field in fields.items()}
         offsets = pa.array(np.arange(n, dtype=np.int64) + f.start_offset)
-        rows, ok, late = vector_rows(
+        rows, ok, out.late = vector_rows(
             parser, tbl, encodings, Encoding(None), offsets, f.kafka_partition, f.relpath, schema
         )
         tables.append(rows)
         rest = np.arange(0) if ok is None else np.flatnonzero(~ok)
     except (Decline, pa.ArrowInvalid):
         rest = np.arange(n)
-    quarantine: list[tuple[Any, ...]] = []
-    reasons: Counter[str] = Counter()
     if len(rest):
         slow: list[Any] = []
-        hour_us = parser.arrival_us
         if decoded.select != "*":  # the records to render in full: read again with every field (few files have any)
             full = decode(f.path).table
             tbl = full if full is not None and full.num_rows == n else tbl
@@ -244,14 +232,14 @@ def read_file(
             if isinstance(res, list):
                 if res[-1] is not None:
                     return BlockResult(unknown=res[-1], unknown_at=f"{f.relpath}@{offset}"), corrupt
-                late += bool(res[parser.column_names.index("_is_late")])
+                out.late += bool(res[parser.column_names.index("_is_late")])
                 slow.append(res)
             else:
                 assert isinstance(res, Rejected)  # an Avro record is never a tombstone
-                reasons[res.reason] += 1
-                address = (parser.topic, f.kafka_partition, offset, f.relpath, hour_us)
-                quarantine.append((*address, res.reason, res.detail, to_json_text(payload), "utf-8"))
+                out.reasons[res.reason] = out.reasons.get(res.reason, 0) + 1
+                address = (parser.topic, f.kafka_partition, offset, f.relpath, parser.arrival_us)
+                out.quarantine.append((*address, res.reason, res.detail, to_json_text(payload), "utf-8"))
         if slow:
             tables.append(rows_to_arrow(slow, schema))
-    rows_tbl = (tables[0] if len(tables) == 1 else pa.concat_tables(tables)) if tables else None
-    return BlockResult(rows=rows_tbl, quarantine=quarantine, lines=n, late=late, reasons=dict(reasons)), corrupt
+    out.rows = pa.concat_tables(tables) if tables else None
+    return out, corrupt

@@ -56,7 +56,7 @@ class Walk:
 
 
 def walk_bytes(data: bytes) -> Walk:
-    """:func:`walk_blocks` of a container held in memory."""
+    """The blocks of a container's bytes up to the first damage (framing, sync marker, decompression checked)."""
     fo = BytesIO(data)
     try:
         reader = fastavro.block_reader(fo)
@@ -64,10 +64,9 @@ def walk_bytes(data: bytes) -> Walk:
     except _DAMAGE as e:
         return Walk(None, error=f"not an Avro container file with a schema ({type(e).__name__}: {e})", error_at=0)
     header = Header(schema if isinstance(schema, dict) else {"type": schema}, reader.codec, fo.tell())
-    walk = Walk(header)
     if header.codec not in CODECS:
-        walk.error, walk.error_at = f"codec {header.codec!r} is not one of {', '.join(CODECS)}", 0
-        return walk
+        return Walk(header, error=f"codec {header.codec!r} is not one of {', '.join(CODECS)}", error_at=0)
+    walk = Walk(header)
     at = header.size
     try:
         for b in reader:
@@ -84,11 +83,6 @@ def walk_bytes(data: bytes) -> Walk:
         if at != len(data):  # fastavro ends quietly on a block header cut short
             walk.error, walk.error_at = "the file ends inside a block header: the file is truncated", at
     return walk
-
-
-def walk_blocks(path: Path) -> Walk:
-    """The blocks of a container file up to the first damage (framing, sync marker, decompression checked)."""
-    return walk_bytes(path.read_bytes())
 
 
 # -- what DuckDB's read_avro decodes: it stops early or skips damaged blocks without a word, so its record count must
@@ -110,12 +104,9 @@ def duck() -> duckdb.DuckDBPyConnection:
 
 def _try(path: Path | str, select: str) -> pa.Table | None:
     # hive_partitioning off: read_avro would add the dt=/hr= folders of the landing layout as columns.
+    sql = f"select {select} from read_avro(?, hive_partitioning = false)"
     try:
-        return (
-            duck()
-            .execute(f"select {select} from read_avro(?, hive_partitioning = false)", [str(path)])
-            .to_arrow_table()
-        )
+        return duck().execute(sql, [str(path)]).to_arrow_table()
     except duckdb.Error:
         return None
 
@@ -129,10 +120,6 @@ def _read(path: Path, data: bytes, walk: Walk, select: str, blocks: list[Block] 
         tmp.write(data[: walk.header.size] + b"".join(data[b.start : b.end] for b in blocks or walk.blocks))
         tmp.flush()
         return _try(tmp.name, select)
-
-
-def _counted(table: pa.Table | None) -> int | None:
-    return None if table is None else int(table.column(0)[0].as_py())
 
 
 @dataclass
@@ -157,7 +144,8 @@ def decode(path: Path, select: str | Callable[[Header], str] = "*") -> Decoded:
         return Decoded(walk, table, select)
     # DuckDB read less than the framing announces (or failed): find the first block it does not read whole.
     for i, block in enumerate(walk.blocks):
-        n = _counted(_read(path, data, walk, "count(*) as n", [block]))
+        counted = _read(path, data, walk, "count(*) as n", [block])
+        n = None if counted is None else counted.column(0)[0].as_py()
         if n != block.records:
             got = "fails" if n is None else f"gives {n:,} of its {block.records:,} records"
             walk.error = f"block {i} (bytes {block.start:,}..{block.end:,}) does not decode: read_avro {got}"

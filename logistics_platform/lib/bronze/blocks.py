@@ -15,8 +15,8 @@ import pyarrow as pa
 from pyiceberg.types import IcebergType
 
 from logistics_platform.lib.bronze.envelope import TOMBSTONE, LineParser, Rejected, Widen, raw_line_text
-from logistics_platform.lib.bronze.fastpath import Isolated, fast_block_isolating, fast_rows, newline_positions
-from logistics_platform.lib.bronze.landing import CorruptFileError, LandingFile
+from logistics_platform.lib.bronze.fastpath import Isolated, fast_block, fast_block_isolating, newline_positions
+from logistics_platform.lib.bronze.landing import ContentReader, CorruptFileError, LandingFile
 from logistics_platform.lib.bronze.values import DECIMAL_PRECISE
 from logistics_platform.lib.bronze.writer import rows_to_arrow
 
@@ -95,7 +95,7 @@ def iter_counted_blocks(f: LandingFile, block_bytes: int = BLOCK_BYTES) -> Itera
     done = 0
     tail = b""
     # A plain file is read a block at a time (one read, no joining of smaller pieces).
-    stream = f.reader() if f.gzipped else f.reader(block_bytes)
+    stream = ContentReader(f) if f.gzipped else ContentReader(f, block_bytes)
     while True:
         try:
             chunk = stream.read(block_bytes)
@@ -155,18 +155,13 @@ def _with_isolated(task: BlockTask, parser: LineParser, iso: Isolated, n_lines: 
     out = BlockResult(lines=n_lines, tombstones=iso.tombstones, late=iso.late, whole_block=True)
     out.fast_lines = n_lines - len(iso.lines)
     rows: list[Any] = []
-    first = task.first_offset
-    if not _parse_lines(parser, ((first + i, raw) for i, raw in iso.lines), task, out, rows):
+    if not _parse_lines(parser, ((task.first_offset + i, raw) for i, raw in iso.lines), task, out, rows):
         return BlockResult(unknown=out.unknown, wider=out.wider, unknown_at=out.unknown_at, whole_block=True)
-    if not rows:
-        out.rows = iso.rows
-    elif iso.rows is None:
-        out.rows = rows_to_arrow(rows, task.arrow_schema)
-    else:
+    out.rows = iso.rows
+    if rows:
+        parsed = rows_to_arrow(rows, task.arrow_schema)
         # The rows in block order (by offset: the lines parsed one by one among the clean path's rows).
-        both = pa.concat_tables([iso.rows, rows_to_arrow(rows, task.arrow_schema)])
-        order = np.argsort(both.column("_offset").to_numpy(), kind="stable")
-        out.rows = both.take(pa.array(order))
+        out.rows = parsed if iso.rows is None else pa.concat_tables([iso.rows, parsed]).sort_by("_offset")
     return out
 
 
@@ -204,7 +199,8 @@ def parse_block(task: BlockTask, parser: LineParser, whole_first: bool = True) -
     for start in range(0, len(lines), step):
         run = lines[start : start + step]
         first = task.first_offset + start
-        fast = fast_rows(parser, run, task.kafka_partition, first, task.relpath, task.arrow_schema) if runs_on else None
+        where = (task.kafka_partition, first, task.relpath, task.arrow_schema)  # the run's address, its rows' schema
+        fast = fast_block(parser, b"\n".join(run), len(run), *where) if runs_on else None
         if fast is not None:
             if rows:
                 tables.append(rows_to_arrow(rows, task.arrow_schema))

@@ -153,7 +153,6 @@ class LineParser:
         # Decimal columns that hold every canonical money text as it is: DECIMAL(12,2) or a promotion of it.
         self._money = {n for n, t in self.types.items() if t == MONEY_DECIMAL or promotion(MONEY_DECIMAL, t)}
         self._line_schema: dict[str, tuple[str, int | None]] | None = None  # the current line's schema_encodings
-        self.spec = spec
         self.topic = spec.topic
         self.arrival_us = epoch_micros(arrival_hour)
         self.late_before_us = self.arrival_us - allowed_lateness_seconds * 1_000_000
@@ -194,9 +193,7 @@ class LineParser:
             self._schema = value["schema"]
             schema = schema_encodings(self._schema)
             if schema is not None:
-                self._line_schema = schema[0]
-                if self.renames:
-                    self._line_schema = self._renamed(schema[0])
+                self._line_schema = self._renamed(schema[0]) if self.renames else schema[0]
                 wider = promotions(self.types, schema[1])
                 if wider:  # the record declares a type its column is promoted to (connect.decimal.precision...)
                     return Widen(wider)
@@ -205,25 +202,22 @@ class LineParser:
             return TOMBSTONE
         if type(value) is not dict:
             return Rejected(REASON_INVALID_ENVELOPE, f"expected a JSON object, got {type(value).__name__}")
-        if self.cdc:
-            return self._cdc(value, kafka_partition, offset, source_file)
-        return self._plain(value, kafka_partition, offset, source_file)
+        return (self._cdc if self.cdc else self._plain)(value, kafka_partition, offset, source_file)
 
     def row_dict(self, row: list[Any]) -> dict[str, Any]:
         """Column name -> value for a row (extras merged in under their own names)."""
-        out = dict(zip(self.column_names, row[:-1], strict=True))
-        if row[-1]:
-            out.update(row[-1])
-        return out
+        return dict(zip(self.column_names, row[:-1], strict=True)) | (row[-1] or {})
 
     # -- internals ------------------------------------------------------------------------------------------
     def _renamed(self, data: dict[str, Any]) -> dict[str, Any]:
         """``data`` with the source's names of accepted renames replaced by the contract's."""
         return {self.renames.get(k, k): v for k, v in data.items()}
 
-    def _lateness(self, event_us: int) -> tuple[bool, int]:
+    def _metadata(self, partition: int, offset: int, source_file: str, event: str, event_us: int) -> tuple[Any, ...]:
+        """A row's address and event columns (``event``: its event id), in table order."""
         gap = self.arrival_us - event_us
-        return event_us < self.late_before_us, (gap // 1_000_000 if gap > 0 else 0)
+        late, lateness = event_us < self.late_before_us, (gap // 1_000_000 if gap > 0 else 0)
+        return (self.topic, partition, offset, source_file, event, event_us, self.arrival_us, late, lateness)
 
     def _values(self, data: dict[str, Any], out: list[Any], columns: list[tuple[str, str]]) -> Rejected | Widen | None:
         # Inline fast paths for the common encodings; everything else (and every error) goes through convert().
@@ -320,7 +314,7 @@ class LineParser:
             return Rejected(f"{REASON_INCOMPATIBLE_TYPE}:{old}", detail)
         if extras and not self.key:  # their types: the schema block's, else the values' (timestamps too)
             declared = connect_types(self._schema)
-            extras = {k: declared.get(k) or infer_iceberg_type([v], True) for k, v in extras.items()}
+            extras = {k: declared.get(k) or infer_iceberg_type(v, True) for k, v in extras.items()}
         return extras or None
 
     def _cdc(self, env: dict[str, Any], kafka_partition: int, offset: int, source_file: str) -> ParseResult:
@@ -366,18 +360,8 @@ class LineParser:
                 return extras
         tx_id = source.get("txId")
         conn_ts = env.get("ts_ms")
-        event_us = ts_ms * 1000
-        is_late, lateness = self._lateness(event_us)
         out += (
-            self.topic,
-            kafka_partition,
-            offset,
-            source_file,
-            event_id(self.topic, key, lsn, op),
-            event_us,
-            self.arrival_us,
-            is_late,
-            lateness,
+            *self._metadata(kafka_partition, offset, source_file, event_id(self.topic, key, lsn, op), ts_ms * 1000),
             op,
             lsn,
             tx_id if type(tx_id) is int and -I64 <= tx_id < I64 else None,
@@ -413,18 +397,7 @@ class LineParser:
         event_us = out[self._event_time_index]
         if event_us is None:
             return Rejected(f"{REASON_INVALID_VALUE}:{PLAIN_EVENT_TIME_COLUMN}", "event time is missing")
-        is_late, lateness = self._lateness(event_us)
-        out += (
-            self.topic,
-            kafka_partition,
-            offset,
-            source_file,
-            event_id(self.topic, key),
-            event_us,
-            self.arrival_us,
-            is_late,
-            lateness,
-        )
+        out += self._metadata(kafka_partition, offset, source_file, event_id(self.topic, key), event_us)
         if self._n_evolved:
             bad = self._values(obj, out, self.evolved_kinds)
             if bad is not None:

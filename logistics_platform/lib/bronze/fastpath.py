@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 import numpy as np
@@ -46,41 +47,31 @@ _SOURCE_NAMES = "version connector name ts_ms snapshot db sequence schema table 
 _SOURCE_FIELDS = [(n, pa.int64() if n in _SOURCE_INTS else pa.string()) for n in [*_SOURCE_NAMES.split(), "origin_lsn"]]
 # The envelope's transaction block (Debezium's provide.transaction.metadata), null nearly always.
 _TRANSACTION = pa.struct([("id", pa.string()), ("total_order", pa.int64()), ("data_collection_order", pa.int64())])
+# The envelope's fields besides before and after (3.x adds ts_us and ts_ns).
+_ENVELOPE = [("source", pa.struct(_SOURCE_FIELDS)), ("op", pa.string()), ("ts_ms", pa.int64()), ("ts_us", pa.int64())]
+_ENVELOPE += [("ts_ns", pa.int64()), ("transaction", _TRANSACTION)]
 _OPS = pa.array(["c", "u", "d", "r"])
 _NL, _OPEN, _CLOSE = 0x0A, 0x7B, 0x7D
 READ_OPTIONS = pj.ReadOptions(use_threads=False, block_size=1 << 26)
-_OPTIONS: dict[tuple[Any, ...], pj.ParseOptions] = {}
-_INFER: dict[tuple[Any, ...], pj.ParseOptions] = {}
 _PART_ROWS = 1024  # after a failed read of a whole block, its rows are read in parts of about this many
 _WRAPPED = b'"schema":'
 _WRAPPED_BYTES = np.frombuffer(_WRAPPED, np.uint8)
 _TYPE_CHANGE = ") changed from "  # the reader's error for a value of another JSON type than the schema's
 _ERROR_ROW = re.compile(r" in row (\d+)$")
+Joined = bytes | memoryview  # lines joined by newlines: a copy, or a slice of the block
 
 
-def parse_options(parser: LineParser) -> pj.ParseOptions:
-    """The JSON reader's explicit schema for a parser's lines (decimals and timestamps read as text)."""
-    key = (parser.spec.table, tuple(parser.columns))  # the decimal mode does not change what Arrow reads
-    opts = _OPTIONS.get(key)
-    if opts is None:
-        row = pa.struct([(n, pa.string() if k in TEXT_KINDS else _JSON_TYPE[k]) for n, k in parser.columns])
-        if parser.cdc:
-            schema = pa.schema(
-                [
-                    ("before", row),
-                    ("after", row),
-                    ("source", pa.struct(list(_SOURCE_FIELDS))),
-                    ("op", pa.string()),
-                    ("ts_ms", pa.int64()),
-                    ("ts_us", pa.int64()),
-                    ("ts_ns", pa.int64()),
-                    ("transaction", _TRANSACTION),
-                ]
-            )
-        else:
-            schema = pa.schema(list(row))
-        opts = _OPTIONS[key] = pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="error")
-    return opts
+def parse_options(parser: LineParser, unexpected: str = "error") -> pj.ParseOptions:
+    """The JSON reader's explicit schema for a parser's lines (decimals and timestamps read as text, whatever the
+    decimal mode); ``unexpected="infer"``: undeclared fields read as inferred columns (the reader names their rows)."""
+    return _parse_options(parser.cdc, tuple(parser.columns), unexpected)
+
+
+@cache
+def _parse_options(cdc: bool, columns: tuple[tuple[str, str], ...], unexpected: str) -> pj.ParseOptions:
+    row = pa.struct([(n, pa.string() if k in TEXT_KINDS else _JSON_TYPE[k]) for n, k in columns])
+    schema = pa.schema([("before", row), ("after", row), *_ENVELOPE] if cdc else list(row))
+    return pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior=unexpected)
 
 
 def json_encodings(parser: LineParser) -> tuple[dict[str, Encoding], Encoding]:
@@ -90,62 +81,34 @@ def json_encodings(parser: LineParser) -> tuple[dict[str, Encoding], Encoding]:
     return {name: Encoding(scale) for name, scale in parser.scales.items()}, Encoding()
 
 
-def fast_rows(
-    parser: LineParser, lines: list[bytes], kafka_partition: int, first_offset: int, source_file: str, schema: pa.Schema
-) -> tuple[pa.Table, int, int] | None:
-    """(rows of ``schema``, late count, tombstones) for a run of lines, or None: parse them line by line."""
-    if not lines:
-        return None
-    return fast_block(parser, b"\n".join(lines), len(lines), kafka_partition, first_offset, source_file, schema)
-
-
 def newline_positions(block: bytes) -> np.ndarray:
     """Byte positions of the newlines between a block's lines (a last newline ends the last line: not listed)."""
     end = len(block) - 1 if block.endswith(b"\n") else len(block)
     return np.flatnonzero(np.frombuffer(block, np.uint8, end) == _NL)
 
 
-def object_lines(block: bytes, n_lines: int, newlines: np.ndarray | None = None) -> list[tuple[int, int]] | None:
-    """(line index, byte position) of each tombstone (``null``) of a block whose other lines are all ``{...}``; else
-    None. ``newlines``: the block's :func:`newline_positions`, when the reader found them already."""
-    layout = odd_lines(block, n_lines, newlines)
-    return None if layout is None or layout[1] else layout[0]
-
-
-def odd_lines(
-    block: bytes, n_lines: int, newlines: np.ndarray | None = None
-) -> tuple[list[tuple[int, int]], list[int]] | None:
-    """(:func:`object_lines`, indices of the other lines not ``{...}``); None when the block is not ``n_lines`` lines
-    or its first or last line is empty. Vectorised over the newlines; only the odd lines are looked at one by one."""
+def odd_lines(block: bytes, n_lines: int, newlines: np.ndarray) -> tuple[list[tuple[int, int]], list[int]] | None:
+    """The lines of a block (with its :func:`newline_positions`) that are not ``{...}``: (line index, byte position)
+    of each tombstone (``null``), and the indices of the others; None when the block is not ``n_lines`` lines or its
+    first or last line is empty. Vectorised over the lines; only the odd ones are looked at one by one."""
     end = len(block) - 1 if block.endswith(b"\n") else len(block)
     if n_lines < 1 or end < 1:
         return None
     data = np.frombuffer(block, np.uint8, end)
     if data[0] == _NL or data[end - 1] == _NL:
         return None  # an empty first or last line (and no byte on one side of that newline)
-    if newlines is None:
-        newlines = newline_positions(block)
     if len(newlines) != n_lines - 1:
         return None  # not the block described
-    ends_ok = data[newlines - 1] == _CLOSE  # line k ends with }
-    starts_ok = data[newlines + 1] == _OPEN  # line k + 1 starts with {
-    odd: list[int] = [0] if data[0] != _OPEN else []
-    for k in np.flatnonzero(~(ends_ok & starts_ok)).tolist():
-        if not ends_ok[k] and (not odd or odd[-1] != k):
-            odd.append(k)
-        if not starts_ok[k]:
-            odd.append(k + 1)
-    if data[end - 1] != _CLOSE and (not odd or odd[-1] != n_lines - 1):
-        odd.append(n_lines - 1)
+    starts, stops = np.concatenate(([0], newlines + 1)), np.append(newlines, end)
+    # Odd: a first byte not {, or a last byte not } (an empty line's are the newlines around it).
+    odd = np.flatnonzero((data[starts] != _OPEN) | (data[stops - 1] != _CLOSE))
     tombstones: list[tuple[int, int]] = []
     others: list[int] = []
-    for i in odd:
-        start = int(newlines[i - 1]) + 1 if i else 0
-        stop = int(newlines[i]) if i < n_lines - 1 else end
-        if stop - start != 4 or not block.startswith(b"null", start):
-            others.append(i)
-        else:
+    for i, start, stop in zip(odd.tolist(), starts[odd].tolist(), stops[odd].tolist(), strict=True):
+        if stop - start == 4 and block.startswith(b"null", start):
             tombstones.append((i, start))
+        else:
+            others.append(i)
     return tombstones, others
 
 
@@ -157,30 +120,24 @@ def fast_block(
     first_offset: int,
     source_file: str,
     schema: pa.Schema,
-    newlines: np.ndarray | None = None,
 ) -> tuple[pa.Table, int, int] | None:
-    """:func:`fast_rows` of a whole block of ``n_lines`` lines: None unless the clean path takes every line."""
-    iso = fast_block_isolating(parser, block, n_lines, kafka_partition, first_offset, source_file, schema, newlines)
-    if iso is None or iso.lines or iso.rows is None:
-        return None
-    return iso.rows, iso.late, iso.tombstones
+    """(rows of ``schema``, late count, tombstones) of a block of ``n_lines`` lines, or None unless the clean path takes
+    every line: parse them line by line."""
+    iso = fast_block_isolating(parser, block, n_lines, kafka_partition, first_offset, source_file, schema)
+    return None if iso is None or iso.lines or iso.rows is None else (iso.rows, iso.late, iso.tombstones)
 
 
 def _column(arr: Any, name: str) -> pa.Array:
-    """A table's column or a struct array's field (:func:`_child`); nulls when it has no such column."""
-    if not isinstance(arr, pa.Table):
-        return _child(arr, name)
-    if name not in arr.column_names:
-        return pa.nulls(arr.num_rows)
-    col = arr.column(name)
-    return col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
-
-
-def _child(parent: pa.Array, name: str) -> pa.Array:
-    """A struct's field, parent nulls propagated (unlike StructArray.field); nulls when it has no such field."""
-    if pa.types.is_struct(parent.type) and parent.type.get_field_index(name) >= 0:
-        return pc.struct_field(parent, name)
-    return pa.nulls(len(parent))
+    """A table's column or a struct array's field (parent nulls propagated, unlike StructArray.field); nulls when it
+    has no such column or field."""
+    if isinstance(arr, pa.Table):
+        if name not in arr.column_names:
+            return pa.nulls(arr.num_rows)
+        col = arr.column(name)
+        return col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
+    if pa.types.is_struct(arr.type) and arr.type.get_field_index(name) >= 0:
+        return pc.struct_field(arr, name)
+    return pa.nulls(len(arr))
 
 
 def _np(mask: Any) -> np.ndarray:
@@ -211,77 +168,62 @@ def vector_rows(
     key_name = parser.key
     string_key = parser.key_kind == K_STRING
     key_type = pa.string() if string_key else pa.int64()
+    row, names = tbl, tbl.column_names  # where the row's columns are (CDC: in each record's after), and their names
+    is_delete, deletes, masked = np.zeros(n, bool), None, False
     if parser.cdc:
         op, source, conn = _column(tbl, "op"), _column(tbl, "source"), _column(tbl, "ts_ms")
-        lsn, ts_ms, tx = (_child(source, name) for name in ("lsn", "ts_ms", "txId"))
+        lsn, ts_ms, tx = (_column(source, name) for name in ("lsn", "ts_ms", "txId"))
         if not pa.types.is_string(op.type) or not all(
             pa.types.is_integer(a.type) or pa.types.is_null(a.type) for a in (lsn, ts_ms, tx, conn)
         ):
             raise Decline
         lsn, ts_ms, tx, conn = (a.cast(pa.int64()) for a in (lsn, ts_ms, tx, conn))
         ok &= _np(pc.is_in(op, value_set=_OPS)) & _in_i53(ts_ms) & _np(pc.is_valid(lsn))
-        before, after = _column(tbl, "before"), _column(tbl, "after")
+        before, row = _column(tbl, "before"), _column(tbl, "after")
+        names = [f.name for f in row.type] if pa.types.is_struct(row.type) else []
         is_delete = _np(pc.equal(op, "d"))
-        has_after = _np(pc.is_valid(after))
+        has_after = _np(pc.is_valid(row))
         # Deletes: the key from before, no values; the others: the row from after.
         ok &= np.where(is_delete, _np(pc.is_valid(before)), has_after)
-        key = typed(parser.key_kind, _child(after, key_name))[0].cast(key_type)
         deletes = pa.array(is_delete) if is_delete.any() else None
-        if deletes is not None:
-            key = pc.if_else(deletes, typed(parser.key_kind, _child(before, key_name))[0].cast(key_type), key)
         masked = deletes is not None and bool((is_delete & has_after).any())  # a delete normally has no after
-        for name, kind in parser.columns:
-            if name != key_name:
-                values, good = typed(kind, _child(after, name), encodings.get(name, default))
-                if good is not None:
-                    ok &= good | is_delete
-                cols[name] = pc.if_else(deletes, pa.nulls(n, values.type), values) if masked else values
-        unknown = [f.name for f in after.type if f.name not in parser.known] if pa.types.is_struct(after.type) else []
-        for name in unknown:
-            ok &= is_delete | ~_np(pc.is_valid(_child(after, name)))
         conn_ok = pa.array(_in_i53(conn))  # else null, as the line parser reads an out-of-range ts_ms
         connector_us = pc.multiply(pc.if_else(conn_ok, conn, pa.nulls(n, pa.int64())), 1000)
         event_us = pc.multiply(pc.fill_null(ts_ms, 0), 1000)
-    else:
-        for name, kind in parser.columns:
-            values, good = typed(kind, _column(tbl, name), encodings.get(name, default))
-            if good is not None:
-                ok &= good
-            cols[name] = values
-        for name in tbl.column_names:
-            if name not in parser.known:
-                ok &= ~_np(pc.is_valid(_column(tbl, name)))
-        key = cols[key_name].cast(key_type)
+        cols.update(_op=op, _lsn=lsn, _tx_id=tx, _connector_ts=connector_us)
+    for name, kind in parser.columns:
+        values, good = typed(kind, _column(row, name), encodings.get(name, default))
+        if good is not None:
+            ok &= good | is_delete
+        cols[name] = pc.if_else(deletes, pa.nulls(n, values.type), values) if masked else values
+    for name in names:
+        if name not in parser.known:
+            ok &= is_delete | ~_np(pc.is_valid(_column(row, name)))
+    key = cols[key_name].cast(key_type)
+    if deletes is not None:
+        key = pc.if_else(deletes, typed(parser.key_kind, _column(before, key_name))[0].cast(key_type), key)
+    if not parser.cdc:
         event_us = cols[PLAIN_EVENT_TIME_COLUMN]
         ok &= _np(pc.is_valid(event_us))
     ok &= _np(pc.is_valid(key))
     if string_key:
         ok &= _np(pc.greater(pc.binary_length(key), 0))
+    cols.update({key_name: key, "_offset": offsets, "_event_time": event_us})
     taken = None if ok.all() else ok
     if taken is not None:
         keep = pa.array(ok)
-        key, event_us, offsets = pc.filter(key, keep), pc.filter(event_us, keep), pc.filter(offsets, keep)
         cols = {name: pc.filter(v, keep) for name, v in cols.items()}
-        if parser.cdc:
-            op, lsn, tx, connector_us = (pc.filter(a, keep) for a in (op, lsn, tx, connector_us))
+    key, event_us = cols[key_name], cols["_event_time"]
     m = len(key)
-    topic = parser.topic
     key_text = key if string_key else key.cast(pa.string())
-    if parser.cdc:
-        id_text = pc.binary_join_element_wise(topic, key_text, lsn.cast(pa.string()), op, IDENTITY_SEPARATOR)
-        cols.update(_op=op, _lsn=lsn, _tx_id=tx, _connector_ts=connector_us)
-    else:
-        id_text = pc.binary_join_element_wise(topic, key_text, IDENTITY_SEPARATOR)
+    identity = (key_text, cols["_lsn"].cast(pa.string()), cols["_op"]) if parser.cdc else (key_text,)
     is_late = pc.less(event_us, parser.late_before_us)
     gap = pc.subtract_checked(pa.scalar(parser.arrival_us, pa.int64()), event_us)
-    cols[key_name] = key
     cols.update(
-        _topic=pa.repeat(pa.scalar(topic, pa.string()), m),
+        _topic=pa.repeat(pa.scalar(parser.topic, pa.string()), m),
         _kafka_partition=pa.repeat(pa.scalar(kafka_partition, pa.int32()), m),
-        _offset=offsets,
         _source_file=pa.repeat(pa.scalar(source_file, pa.string()), m),
-        _event_id=event_ids(id_text),
-        _event_time=event_us,
+        _event_id=event_ids(pc.binary_join_element_wise(parser.topic, *identity, IDENTITY_SEPARATOR)),
         _arrival_hour=pa.repeat(pa.scalar(parser.arrival_us, pa.int64()), m),
         _is_late=is_late,
         _lateness_seconds=pc.if_else(pc.greater(gap, 0), pc.divide(gap, 1_000_000), 0),
@@ -298,16 +240,6 @@ class Isolated:
     late: int
     tombstones: int
     lines: list[tuple[int, bytes]]  # (index in the block, the line) of each line set apart, in block order
-
-
-def _infer_options(parser: LineParser) -> pj.ParseOptions:
-    """The clean path's schema, undeclared fields read as inferred columns (so that the reader names their rows)."""
-    key = (parser.spec.table, tuple(parser.columns))
-    opts = _INFER.get(key)
-    if opts is None:
-        schema = parse_options(parser).explicit_schema
-        opts = _INFER[key] = pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="infer")
-    return opts
 
 
 def _undeclared(arr: Any, declared: pa.DataType, n: int) -> np.ndarray:
@@ -335,25 +267,28 @@ def _conform(arr: Any, declared: pa.DataType) -> Any:
 
 def _joined(
     block: bytes, starts: np.ndarray, stops: np.ndarray, lines: np.ndarray
-) -> tuple[bytes, np.ndarray, np.ndarray]:
-    """The ``lines`` of a block joined by newlines (one copy), and where each starts and stops in the result."""
+) -> tuple[Joined, np.ndarray, np.ndarray]:
+    """The ``lines`` of a block joined by newlines (:func:`_join_runs`), and where each starts and stops in it."""
     lengths = stops[lines] - starts[lines]
     row_starts = np.concatenate(([0], np.cumsum(lengths + 1)[:-1])).astype(np.int64)
     return _join_runs(block, starts, stops, lines), row_starts, row_starts + lengths
 
 
-def _join_runs(data: bytes, starts: np.ndarray, stops: np.ndarray, lines: np.ndarray) -> bytes:
-    """The ``lines`` (ascending) of ``data`` joined by newlines: one slice per run of consecutive lines."""
+def _join_runs(data: Joined, starts: np.ndarray, stops: np.ndarray, lines: np.ndarray) -> Joined:
+    """The ``lines`` (ascending) of ``data`` joined by newlines: one slice per run of consecutive lines, joined in one
+    copy (one run: the slice itself, no copy)."""
     view = memoryview(data)
     breaks = np.flatnonzero(np.diff(lines) != 1) + 1
-    firsts = lines[np.concatenate(([0], breaks))]
-    lasts = lines[np.append(breaks - 1, len(lines) - 1)]
-    return b"\n".join(view[s:e] for s, e in zip(starts[firsts].tolist(), stops[lasts].tolist(), strict=True))
+    firsts = starts[lines[np.concatenate(([0], breaks))]].tolist()
+    lasts = stops[lines[np.append(breaks - 1, len(lines) - 1)]].tolist()
+    if len(firsts) == 1:
+        return view[firsts[0] : lasts[0]]
+    return b"\n".join(view[s:e] for s, e in zip(firsts, lasts, strict=True))
 
 
-def _suspect_pattern(parser: LineParser) -> str:
-    """RE2 for a line holding a row column's value of another JSON type than the reader's (a decimal as a number,
-    a timestamp as epoch micros, a number as text): the reader would fail on it."""
+def _suspects(parser: LineParser, buffer: Joined, row_starts: np.ndarray, row_stops: np.ndarray) -> np.ndarray:
+    """Per row of a joined buffer, whether it holds a row column's value of another JSON type than the reader's (a
+    decimal as a number, a timestamp as epoch micros, a number as text): the reader would fail on it (RE2, one pass)."""
     text = [n for n, k in parser.columns if k in (K_STRING, K_TEXT_OR_JSON, *TEXT_KINDS)]
     other = [n for n, k in parser.columns if n not in text]
     parts = []
@@ -361,30 +296,19 @@ def _suspect_pattern(parser: LineParser) -> str:
         parts.append(f'"(?:{"|".join(map(re.escape, text))})":\\s*[^"n\\s]')
     if other:
         parts.append(f'"(?:{"|".join(map(re.escape, other))})":\\s*"')
-    return "|".join(parts)
-
-
-def _suspects(parser: LineParser, buffer: bytes, row_starts: np.ndarray, row_stops: np.ndarray) -> np.ndarray:
-    """Per row of a joined buffer, whether :func:`_suspect_pattern` finds something on it (RE2, one pass)."""
-    n = len(row_starts)
     offsets = np.append(row_starts, row_stops[-1]).astype(np.int32)
-    lines = pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(buffer)])
-    return np.asarray(pc.match_substring_regex(lines, _suspect_pattern(parser)).to_numpy(zero_copy_only=False), bool)
+    lines = pa.Array.from_buffers(pa.string(), len(row_starts), [None, pa.py_buffer(offsets), pa.py_buffer(buffer)])
+    return np.asarray(pc.match_substring_regex(lines, "|".join(parts)).to_numpy(zero_copy_only=False), bool)
 
 
 class _Reader:
     """Reads rows (lines kept, joined in one buffer) with Arrow, setting apart the lines it fails on."""
 
-    def __init__(self, buffer: bytes, starts: np.ndarray, stops: np.ndarray, opts: pj.ParseOptions, budget: int):
+    def __init__(self, buffer: Joined, starts: np.ndarray, stops: np.ndarray, opts: pj.ParseOptions, budget: int):
         self.buffer, self.starts, self.stops, self.opts = buffer, starts, stops, opts
         self.budget = budget  # reads left: a block with many bad lines goes the old way
         self.failed: list[int] = []  # rows set apart
         self.error = ""  # the reader's last error
-
-    def _gather(self, rows: np.ndarray) -> Any:
-        if rows[-1] - rows[0] == len(rows) - 1:  # consecutive: a slice, no copy
-            return memoryview(self.buffer)[self.starts[rows[0]] : self.stops[rows[-1]]]
-        return _join_runs(self.buffer, self.starts, self.stops, rows)
 
     def read(self, rows: np.ndarray, whole: bool = False) -> Any:
         """(table, its rows) pieces of ``rows`` (ascending); ``whole``: one read only, None if it fails."""
@@ -394,7 +318,7 @@ class _Reader:
             self.budget -= 1
             if self.budget < 0:
                 raise Decline
-            data = self._gather(rows)
+            data = _join_runs(self.buffer, self.starts, self.stops, rows)
             tbl = None
             try:
                 tbl = pj.read_json(pa.BufferReader(data), read_options=READ_OPTIONS, parse_options=self.opts)
@@ -465,25 +389,18 @@ def fast_block_isolating(
                 apart.add(line)
     keep[list(apart)] = False
     lines = np.flatnonzero(keep)
-    if len(lines) == n_lines:
-        buffer, row_starts, row_stops = block, starts, stops
-    elif len(lines):
-        buffer, row_starts, row_stops = _joined(block, starts, stops, lines)
     declared = parse_options(parser).explicit_schema
     rows_table: pa.Table | None = None
     late = 0
     if len(lines):
-        reader = _Reader(buffer, row_starts, row_stops, _infer_options(parser), 8 + n_lines // 4)
+        buffer, row_starts, row_stops = _joined(block, starts, stops, lines)
+        reader = _Reader(buffer, row_starts, row_stops, parse_options(parser, "infer"), 8 + n_lines // 4)
         try:
             pieces = reader.read(np.arange(len(lines)), whole=True)
             if pieces is None:
                 # A value of another JSON type than its column's: such lines are found in one pass and set apart,
                 # the rest read in parts (a bad line found by reading costs a re-read of its part only).
-                if _TYPE_CHANGE in reader.error:
-                    suspect = _suspects(parser, buffer, row_starts, row_stops)
-                else:
-                    suspect = np.zeros(len(lines), bool)
-                if suspect.any():
+                if _TYPE_CHANGE in reader.error and (suspect := _suspects(parser, buffer, row_starts, row_stops)).any():
                     apart.update(lines[suspect].tolist())
                     lines = lines[~suspect]
                     if len(lines):

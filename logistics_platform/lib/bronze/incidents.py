@@ -44,7 +44,7 @@ def declared_type(schema: Any, column: str) -> str | None:
 def type_change(column: IcebergType, value: Any, declared: str | None, evolved: bool) -> str | None:
     """``old -> new`` when a value the column rejected comes from a type change the column cannot take: the line's
     declared type, else (a column outside the contract, typed from its first value) the value's; None: a bad value."""
-    new = declared or (str(bv.infer_iceberg_type([value])) if evolved else None)  # as the column was typed
+    new = declared or (str(bv.infer_iceberg_type(value)) if evolved else None)  # as the column was typed
     if new is None or (isinstance(column, DecimalType) and new.endswith(f", {column.scale})")):
         return None  # a bad value; a decimal of the same scale (a wider precision is a promotion, not an incident)
     return None if new in _READS.get(bv.kind_of(column), {new}) else f"{column} -> {new}"
@@ -180,5 +180,4 @@ def carry_accepted(live: Catalog, staged: Catalog) -> None:
         ident = f"{bs.NAMESPACE}.{name}"
         props = live.load_table(ident).properties if live.table_exists(ident) else {}
         if accepted := {k: v for k, v in props.items() if k.startswith((ACCEPTED, RENAMED))}:
-            with table.transaction() as tx:
-                tx.set_properties(accepted)
+            table.transaction().set_properties(accepted).commit_transaction()

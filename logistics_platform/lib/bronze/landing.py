@@ -14,6 +14,7 @@ import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import IO, NamedTuple, cast
 
@@ -54,10 +55,6 @@ class LandingFile:
     def open(self) -> IO[bytes]:
         """Binary stream of the file's content, decompressed when gzipped (raw: no BOM handling, no salvage)."""
         return cast(IO[bytes], gzip.open(self.path, "rb")) if self.gzipped else open(self.path, "rb")
-
-    def reader(self, chunk: int | None = None) -> ContentReader:
-        """The content as landed lines see it (:class:`ContentReader`), ``chunk`` bytes per step."""
-        return ContentReader(self, chunk or READ_CHUNK)
 
 
 class LandingPathError(ValueError):
@@ -118,10 +115,8 @@ def list_hour_files(landing_dir: Path, topic: str, arrival_hour: datetime) -> li
     out = []
     for p in folder.iterdir():
         if p.is_file() and _FILE_RE.match(p.name):
-            try:
+            with contextlib.suppress(LandingPathError):
                 out.append(landing_file(Path(landing_dir), p))
-            except LandingPathError:
-                continue
     return sorted(out, key=lambda f: (f.kafka_partition, f.start_offset, f.relpath))
 
 
@@ -148,10 +143,7 @@ def fingerprint(files: Iterable[LandingFile]) -> str:
 
 def fingerprint_of(pairs: Iterable[tuple[str, int]]) -> str:
     """:func:`fingerprint` of (relative path, size) pairs (e.g. as recorded in bronze.ingest_log)."""
-    h = hashlib.sha256()
-    for rel, size in sorted(pairs):
-        h.update(f"{rel}\t{size}\n".encode())
-    return h.hexdigest()
+    return hashlib.sha256("".join(f"{rel}\t{size}\n" for rel, size in sorted(pairs)).encode()).hexdigest()
 
 
 UTF8_BOM = b"\xef\xbb\xbf"
@@ -169,8 +161,6 @@ class CorruptFileError(Exception):
     """A landing file cannot be read to its end; everything before the damage has been delivered."""
 
     def __init__(self, f: LandingFile, cause: BaseException | str, compressed_at: int | None = None) -> None:
-        self.relpath = f.relpath
-        self.size = f.size
         self.compressed_at = compressed_at  # bytes of the (compressed) file consumed when reading stopped
         name = "zlib.error" if isinstance(cause, zlib.error) else type(cause).__name__
         self.error = cause if isinstance(cause, str) else f"{name}: {cause}"
@@ -198,14 +188,10 @@ def _open(f: LandingFile) -> IO[bytes]:
 
 def _plain_chunks(f: LandingFile, chunk: int) -> Iterator[bytes]:
     with _open(f) as stream:
-        while True:
-            try:
-                data = stream.read(chunk)
-            except OSError as e:
-                raise _unreadable(f, e) from e
-            if not data:
-                return
-            yield data
+        try:
+            yield from iter(partial(stream.read, chunk), b"")
+        except OSError as e:
+            raise _unreadable(f, e) from e
 
 
 def _gzip_chunks(f: LandingFile, chunk: int) -> Iterator[bytes]:
@@ -240,15 +226,10 @@ def _gzip_chunks(f: LandingFile, chunk: int) -> Iterator[bytes]:
                     raise CorruptFileError(f, e, consumed + at) from e
                 if out:
                     yield out
-                if d.eof:
-                    consumed += len(buf) - len(d.unused_data)
-                    buf, d = d.unused_data, None
-                elif d.unconsumed_tail:
-                    consumed += len(buf) - len(d.unconsumed_tail)
-                    buf = d.unconsumed_tail
-                else:
-                    consumed += len(buf)
-                    buf = b""
+                # What is left: after the end of a member (the next one, or padding), else held back by the bound.
+                rest = d.unused_data if d.eof else d.unconsumed_tail
+                consumed += len(buf) - len(rest)
+                buf, d = rest, (None if d.eof else d)
         if d is not None:
             while not d.eof:  # drain output held back by the max_length bound (the trailer is checked here too)
                 try:
@@ -269,12 +250,10 @@ def _salvage(d: zlib._Decompress, buf: bytes) -> tuple[bytes, int]:
     compressed bytes consumed."""
     parts: list[bytes] = []
     at = 0
-    try:
+    with contextlib.suppress(zlib.error):
         while at < len(buf):
             parts.append(d.decompress(buf[at : at + 1]))
             at += 1
-    except zlib.error:
-        pass
     return b"".join(parts), at
 
 

@@ -95,15 +95,10 @@ def snapshot_properties(
     keys: Sequence[str], hours: Sequence[datetime], run_id: str | None, **counts: Any
 ) -> dict[str, str]:
     """Snapshot summary properties of a commit covering ``keys`` (one hour, or a range of them)."""
-    if len(keys) == 1:
-        props = {PROP_PARTITION_KEY: keys[0], PROP_ARRIVAL_HOUR: hours[0].isoformat()}
-    else:
-        props = {
-            PROP_PARTITION_KEY: f"{keys[0]}..{keys[-1]}",
-            PROP_ARRIVAL_HOUR: hours[0].isoformat(),
-            PROP_ARRIVAL_HOUR_END: hours[-1].isoformat(),
-            PROP_HOURS: str(len(keys)),
-        }
+    props = {PROP_PARTITION_KEY: keys[0], PROP_ARRIVAL_HOUR: hours[0].isoformat()}
+    if len(keys) > 1:
+        props[PROP_PARTITION_KEY] = f"{keys[0]}..{keys[-1]}"
+        props.update({PROP_ARRIVAL_HOUR_END: hours[-1].isoformat(), PROP_HOURS: str(len(keys))})
     props.update({k: v if isinstance(v, str) else json.dumps(v) for k, v in counts.items()})
     if run_id:
         props[PROP_RUN_ID] = run_id
@@ -120,14 +115,12 @@ def topic_counts(trs: Sequence[TopicReport], keys: Sequence[str]) -> dict[str, A
     out: dict[str, Any] = {
         PROP_FINGERPRINT: per_hour(keys, [t.fingerprint for t in trs]),
         PROP_FILES_IN: f"{bs.NAMESPACE}.{bs.INGEST_LOG_TABLE}",
-    }
-    if len(trs) == 1 and trs[0].mode == "append":
-        out[PROP_APPENDED_FILES], out[PROP_APPENDED_LINES] = trs[0].read_files, trs[0].read_lines
-    return {
-        **out,
         PROP_MODE: per_hour(keys, [t.mode for t in trs]),
         PROP_LINES: sum(t.lines for t in trs),
         PROP_ROWS: sum(t.rows for t in trs),
         PROP_QUARANTINED: sum(t.quarantined for t in trs),
         PROP_TOMBSTONES: sum(t.tombstones for t in trs),
     }
+    if len(trs) == 1 and trs[0].mode == "append":
+        out[PROP_APPENDED_FILES], out[PROP_APPENDED_LINES] = trs[0].read_files, trs[0].read_lines
+    return out

@@ -94,15 +94,14 @@ def write_topic_hour(
 
     reasons: Counter[str] = Counter()
 
-    def take(result: BlockResult, again: Callable[[], BlockResult]) -> None:
+    def take(res: BlockResult, again: Callable[[], BlockResult]) -> None:
         nonlocal table
-        res = result
         while res.unknown is not None or res.wider:
             # Columns to add (types from this first line, or accepted) or to promote: evolve the table, parse again.
             writer.flush()
             text = {k[len(ACCEPTED) :] for k in table.properties if k.startswith(ACCEPTED)}
             unknown = (res.unknown or {}).items()
-            types = {n: StringType() if n in text else infer_iceberg_type([v]) for n, v in unknown} | res.wider
+            types = {n: StringType() if n in text else infer_iceberg_type(v) for n, v in unknown} | res.wider
             report.added_columns.update(add_columns(catalog, spec.identifier, types, res.unknown_at))
             table = catalog.load_table(spec.identifier)
             writer.reset(table)

@@ -63,10 +63,10 @@ DECIMAL_MODES = (DECIMAL_PRECISE, DECIMAL_STRING, DECIMAL_DOUBLE)
 DECIMAL_MODE_SETTING = "DEBEZIUM_DECIMAL_HANDLING_MODE"
 CONNECT_DECIMAL = "org.apache.kafka.connect.data.Decimal"
 VARIABLE_SCALE_DECIMAL = "io.debezium.data.VariableScaleDecimal"
-# Integer timestamps of the JsonConverter schema's semantic types, in microseconds per unit (default: micros).
+# Integer timestamps of the JsonConverter schema's semantic types, in microseconds per unit (default: micros; 0: nanos).
 CONNECT_TIMESTAMP, MICRO_TIMESTAMP = "org.apache.kafka.connect.data.Timestamp", "io.debezium.time.MicroTimestamp"
 TIMESTAMP_UNITS = {"io.debezium.time.Timestamp": 1000, MICRO_TIMESTAMP: 1, CONNECT_TIMESTAMP: 1000}
-NANO_TIMESTAMP = "io.debezium.time.NanoTimestamp"
+TIMESTAMP_UNITS["io.debezium.time.NanoTimestamp"] = 0
 
 
 class BadValue(Exception):
@@ -92,41 +92,32 @@ def promotions(current: dict[str, IcebergType], declared: dict[str, IcebergType]
     return {n: p for n, t in declared.items() if n in current and (p := promotion(current[n], t)) is not None}
 
 
+# Column type -> converter kind, by exact class (pyiceberg's primitive types have no subclasses).
+_KINDS = {StringType: K_STRING, LongType: K_LONG, IntegerType: K_INT, DoubleType: K_DOUBLE, BooleanType: K_BOOL}
+_KINDS |= {DecimalType: K_DECIMAL, TimestampType: K_TIMESTAMP}
+
+
 def kind_of(iceberg_type: IcebergType, *, evolved: bool = False) -> str:
     """The converter kind for a column type (evolved string columns also take non-strings as JSON text)."""
-    if isinstance(iceberg_type, StringType):
-        return K_TEXT_OR_JSON if evolved else K_STRING
-    if isinstance(iceberg_type, LongType | IntegerType):
-        return K_LONG if isinstance(iceberg_type, LongType) else K_INT
-    if isinstance(iceberg_type, DoubleType):
-        return K_DOUBLE
-    if isinstance(iceberg_type, BooleanType):
-        return K_BOOL
-    if isinstance(iceberg_type, DecimalType):
-        return K_DECIMAL
-    if isinstance(iceberg_type, TimestampType):
-        return K_TIMESTAMP
-    raise TypeError(f"no converter for column type {iceberg_type}")
+    kind = _KINDS.get(type(iceberg_type))
+    if kind is None:
+        raise TypeError(f"no converter for column type {iceberg_type}")
+    return K_TEXT_OR_JSON if evolved and kind == K_STRING else kind
 
 
-def infer_iceberg_type(values: list[Any], timestamps: bool = False) -> IcebergType:
-    """Type of a newly seen column from its non-null JSON values: bool, long, double, else string (with
-    ``timestamps``, a timestamp when every value is ISO-8601 UTC text); a type given for the values: that type (a
-    column a record's schema declares, outside the contract)."""
-    if values and isinstance(values[0], IcebergType):
-        return values[0]
-    kinds = {type(v) for v in values if v is not None}
-    if not kinds:
-        return StringType()
-    if kinds == {bool}:
-        return BooleanType()
-    if kinds == {int}:
-        return LongType()
-    if kinds <= {int, float}:
-        return DoubleType()
-    if timestamps and kinds == {str} and all(re.match(TIMESTAMP_RE, v) for v in values if v is not None):
+# The type of a newly seen column, by the Python type of its first JSON value (any other: string).
+_INFERRED: dict[type, IcebergType] = {bool: BooleanType(), int: LongType(), float: DoubleType()}
+
+
+def infer_iceberg_type(value: Any, timestamps: bool = False) -> IcebergType:
+    """Type of a newly seen column from its first JSON value: bool, long, double, else string (with ``timestamps``, a
+    timestamp for ISO-8601 UTC text); a type given for the value: that type (a column a record's schema declares,
+    outside the contract)."""
+    if isinstance(value, IcebergType):
+        return value
+    if timestamps and type(value) is str and re.match(TIMESTAMP_RE, value):
         return TimestampType()
-    return StringType()
+    return _INFERRED.get(type(value), StringType())
 
 
 def to_json_text(value: Any) -> str:
@@ -269,8 +260,6 @@ def schema_encodings(schema: Any) -> tuple[Encodings, dict[str, IcebergType]] | 
                     declared[f["field"]] = DecimalType(precision, int(params["scale"]))
             elif name in TIMESTAMP_UNITS:
                 out[f["field"]] = ("timestamp", TIMESTAMP_UNITS[name])
-            elif name == NANO_TIMESTAMP:
-                out[f["field"]] = ("timestamp", 0)
             elif f.get("type") != "bytes" and name != VARIABLE_SCALE_DECIMAL:
                 out[f["field"]] = ("decimal", None)
                 if name is None and f.get("type") in _CONNECT_TYPES:
@@ -293,7 +282,7 @@ def connect_types(schema: Any) -> dict[str, IcebergType]:
     try:
         for f in next(f for f in schema["fields"] if f.get("field") == "after")["fields"]:
             name, kind = f.get("name"), str(f.get("type")).rstrip("0123456789")  # int8..int64, float32/64: one kind
-            stamp = name in TIMESTAMP_UNITS or name in (NANO_TIMESTAMP, ZONED_TIMESTAMP)
+            stamp = name in TIMESTAMP_UNITS or name == ZONED_TIMESTAMP
             out[f["field"]] = TimestampType() if stamp else _EXTRA_TYPES.get(kind, StringType())
             if name == CONNECT_DECIMAL:
                 out[f["field"]] = MONEY_DECIMAL if int(f["parameters"]["scale"]) == MONEY_SCALE else StringType()
@@ -333,16 +322,6 @@ class Encoding:
 
     scale: int | None = MONEY_SCALE
     unit: int = 1
-
-
-def canonical_timestamps(valid: pa.Array) -> bool:
-    """Whether every value of a string array without nulls matches ``TIMESTAMP_RE``."""
-    return bool(pc.all(pc.match_substring_regex(valid, TIMESTAMP_RE), min_count=0).as_py())
-
-
-def canonical_money(valid: pa.Array) -> bool:
-    """Whether every value of a string array without nulls matches ``MONEY_RE``."""
-    return bool(pc.all(pc.match_substring_regex(valid, MONEY_RE), min_count=0).as_py())
 
 
 def _good(mask: Any) -> np.ndarray | None:
@@ -403,8 +382,7 @@ def _bytes_decimals(values: pa.Array, scale: int) -> tuple[pa.Array, np.ndarray 
 
 
 def _text_decimals(values: pa.Array, scale: int | None) -> tuple[pa.Array, np.ndarray | None]:
-    valid = values.drop_null() if values.null_count else values
-    if canonical_money(valid):
+    if _good(pc.match_substring_regex(values, MONEY_RE)) is None:  # every value canonical: Arrow casts them
         return values.cast(MONEY_TYPE), None
     # One Python step per value (far cheaper than parsing the line): the line parser's own decoding.
     n = len(values)
@@ -425,8 +403,7 @@ def _masked(values: pa.Array, good: np.ndarray | None) -> pa.Array:
 
 
 def _text_timestamps(values: pa.Array) -> tuple[pa.Array, np.ndarray | None]:
-    valid = values.drop_null() if values.null_count else values
-    good = None if canonical_timestamps(valid) else _good(pc.match_substring_regex(values, TIMESTAMP_RE))
+    good = _good(pc.match_substring_regex(values, TIMESTAMP_RE))
     try:
         # Every value taken ends in Z: parsed as UTC, its epoch micros are those of the naive time.
         return _masked(values, good).cast(TS_UTC).cast(pa.int64()), good

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 
@@ -24,6 +24,11 @@ FOLDED_WINDOWS_TABLE = f"{OPS_SCHEMA}.folded_windows"
 # The bronze tables dbt reads, by name (bronze_tables() has their schemas; a test keeps the two equal).
 BRONZE_TABLE_NAMES = (*SOURCES, "quarantine", "ingest_log")
 SQLITE_PREFIX = "sqlite:///"
+# The metadata file each table of a namespace points at, in pyiceberg's SQL catalog (read by SQLAlchemy, or by sqlite3).
+_POINTERS = (
+    "select table_name, metadata_location from iceberg_tables"
+    " where catalog_name = :catalog and table_namespace = :namespace"
+)
 # Iceberg primitive type (as pyiceberg prints it) -> DuckDB type; the others have the same name in both
 _DUCKDB_TYPES = {"string": "varchar", "long": "bigint", "int": "integer"}
 _DUCKDB_TYPES |= {t: t for t in ("boolean", "double", "float", "timestamp", "timestamptz", "date")}
@@ -58,21 +63,15 @@ def _quote(text: str) -> str:
 
 def current_metadata_locations(catalog: Catalog, namespace: str, names: Iterable[str]) -> dict[str, str | None]:
     """Table -> the metadata file the catalog points at now (None: no such table); one query for a SQL catalog."""
-    from pyiceberg.catalog.sql import IcebergTables, SqlCatalog
+    from pyiceberg.catalog.sql import SqlCatalog
     from pyiceberg.exceptions import NoSuchTableError
-    from sqlalchemy import select
-    from sqlalchemy.orm import Session
+    from sqlalchemy import text
 
     names = list(names)
     if isinstance(catalog, SqlCatalog):
-        with Session(catalog.engine) as session:
-            rows = session.execute(
-                select(IcebergTables.table_name, IcebergTables.metadata_location).where(
-                    IcebergTables.catalog_name == catalog.name, IcebergTables.table_namespace == namespace
-                )
-            ).all()
-        found = {str(name): str(location) for name, location in rows if location}
-        return _with_extra(found, names)
+        with catalog.engine.connect() as con:
+            rows = con.execute(text(_POINTERS), {"catalog": catalog.name, "namespace": namespace}).all()
+        return _with_extra(rows, names)
     out: dict[str, str | None] = {}
     for n in names:
         try:
@@ -86,27 +85,25 @@ def sqlite_metadata_locations(settings: Settings, namespace: str, names: Iterabl
     """The same pointers read straight from a SQLite catalog file (read-only; a missing catalog has no tables)."""
     names = list(names)
     path = Path(settings.catalog_uri[len(SQLITE_PREFIX) :]).resolve()
-    found: dict[str, str] = {}
+    rows = []
     try:
         con = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
     except sqlite3.OperationalError:
         return dict.fromkeys(names)
     try:
-        rows = con.execute(
-            "select table_name, metadata_location from iceberg_tables where catalog_name = ? and table_namespace = ?",
-            (settings.catalog_name, namespace),
-        ).fetchall()
-        found = {str(name): str(location) for name, location in rows if location}
+        rows = con.execute(_POINTERS, {"catalog": settings.catalog_name, "namespace": namespace}).fetchall()
     except sqlite3.OperationalError as exc:  # a catalog that has not created its tables yet
         if "no such table" not in str(exc):
             raise
     finally:
         con.close()
-    return _with_extra(found, names)
+    return _with_extra(rows, names)
 
 
-def _with_extra(found: dict[str, str], names: list[str]) -> dict[str, str | None]:
-    """Table of ``names`` -> its metadata file (None: none yet), and those of topics outside the contract (bronze)."""
+def _with_extra(rows: Iterable[Any], names: list[str]) -> dict[str, str | None]:
+    """Table of ``names`` -> its metadata file (None: none yet), and those of topics outside the contract (bronze),
+    from the catalog's (table, metadata file) rows."""
+    found = {str(name): str(location) for name, location in rows if location}
     return {n: found.get(n) for n in names} | {n: v for n, v in found.items() if n.startswith(EXTRA_PREFIX)}
 
 
