@@ -163,7 +163,7 @@ def avro_pieces(table: str, records: list[Record], current: tuple[str, ...]) -> 
     last = 0
     for arrival, text, _key, _lsn, nlines in records:
         obj = json.loads(text[:-5] if nlines == 2 else text)  # "\nnull": the tombstone
-        env = obj.get("payload", obj) if "schema" in obj else obj
+        env = obj.get("payload", obj)  # the envelope, with or without the schema block
         images = [i for i in (env.get("before"), env.get("after")) if i is not None]
         extra = tuple(c for c in added if any(c in i for i in images))
         if len(extra) < len(current):

@@ -106,8 +106,8 @@ class ChangeStream:
                 else:
                     connector = max(arrival - sink_lag, commit_us + 50_000)
                 table = TABLES[ti]
-                # E.envelope(table, op, before, after, commit_ms, lsn, prev, tx_id, connector // 1000, flag),
-                # inlined: a call with ten arguments per change was a tenth of this loop
+                # The Debezium change event as JsonConverter writes it with schemas.enable=false, inlined: a call
+                # with ten arguments per change was a tenth of this loop (tests/generator checks it against a reference)
                 env = (
                     f'{{"before":{before},"after":{after},"source":{{"version":"{E.DEBEZIUM_VERSION}",'
                     f'"connector":"postgresql","name":"oltp","ts_ms":{commit_ms},"snapshot":"{flag}","db":"oltp",'

@@ -86,8 +86,7 @@ def jint(value: int | None) -> str:
 
 ts_epoch = jint  # a timestamptz value as a JSON integer of epoch microseconds (the alternative encoding)
 
-TsFn = Callable[[int | None], str]
-DecFn = Callable[[int | None], str]
+ValueFn = Callable[[int | None], str]  # a timestamp or decimal encoder: ts_iso, ts_epoch, dec_str, dec_num, dec_b64
 
 
 # ----------------------------------------------------------------------------------------------- row images
@@ -107,7 +106,7 @@ _ROWS: dict[str, tuple[tuple[str, str, bool], ...]] = {
 }
 
 
-def row(table: str, values: list[Any], *, ts: TsFn = ts_iso, dec: DecFn = dec_str) -> str:
+def row(table: str, values: list[Any], *, ts: ValueFn = ts_iso, dec: ValueFn = dec_str) -> str:
     """A CDC row image as JSON text: ``values`` in the contract's column order, then its added columns (None, or
     left out: the column does not exist yet); timestamps by ``ts`` and decimals by ``dec``."""
     parts = []
@@ -128,17 +127,11 @@ def ping_line(
     )
 
 
-def uuid4_text(bits: int) -> str:
-    """A version-4 UUID string from 128 random bits (deterministic given the bits)."""
-    h = f"{bits:032x}"
-    return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-a{h[17:20]}-{h[20:32]}"
-
-
 _UUID_OFFSETS = array("i", [0])
 
 
 def uuid4_column(random_bytes: bytes) -> Any:
-    """Arrow array of :func:`uuid4_text`'s UUIDs, one per 16 random bytes (how: docs/internals/generator.md)."""
+    """Arrow array of version-4 UUID texts, one per 16 random bytes (how: docs/internals/generator.md)."""
     import pyarrow as pa
 
     global _UUID_OFFSETS
@@ -171,27 +164,7 @@ def second_prefixes(hour: int) -> Any:
 
 
 # ----------------------------------------------------------------------------------------------- envelopes
-def envelope(
-    table: str,
-    op: str,
-    before: str,
-    after: str,
-    commit_ms: int,
-    lsn: int,
-    prev_lsn: int,
-    tx_id: int,
-    connector_ms: int,
-    snapshot: str = "false",
-) -> str:
-    """A Debezium change event as Kafka Connect's JsonConverter writes it with ``schemas.enable=false``."""
-    return (
-        f'{{"before":{before},"after":{after},"source":{{"version":"{DEBEZIUM_VERSION}","connector":"postgresql",'
-        f'"name":"oltp","ts_ms":{commit_ms},"snapshot":"{snapshot}","db":"oltp",'
-        f'"sequence":"[\\"{prev_lsn}\\",\\"{lsn}\\"]","schema":"public","table":"{table}","txId":{tx_id},'
-        f'"lsn":{lsn},"xmin":null}},"op":"{op}","ts_ms":{connector_ms},"transaction":null}}'
-    )
-
-
+# (a change event itself is written by the commit loop, cdc.ChangeStream.commit_hour)
 def wrap_with_schema(schema_json: str, payload: str) -> str:
     """The same event as JsonConverter writes it with ``schemas.enable=true``."""
     return f'{{"schema":{schema_json},"payload":{payload}}}'
@@ -315,8 +288,9 @@ PLAIN_REASONS = ("malformed_json", "missing_key", "invalid_value")
 def corrupt(line: str, table: str, key: str, kind: str, rng: random.Random, schema_json: str | None) -> tuple[str, str]:
     """A copy of a valid unwrapped envelope or ping line with exactly one defect, wrapped in ``schema_json`` when
     given: (new line, expected quarantine reason, with ``:<column>`` for values)."""
+    # the defect's variant (invalid_value picks a bad value instead)
+    variant = 0 if kind == "invalid_value" else rng.randrange(4 if kind == "invalid_envelope" else 3)
     if kind == "malformed_json":
-        variant = rng.randrange(3)
         if variant == 0:  # the sink cut the line (disk full, partial upload)
             return line[: rng.randrange(1, len(line) - 1)], kind
         if variant == 1:  # a Latin-1 byte (0xE9, "é") inside a string: not UTF-8
@@ -328,13 +302,11 @@ def corrupt(line: str, table: str, key: str, kind: str, rng: random.Random, sche
     row = obj.get("after") if "op" in obj else obj
     reason = kind
     if kind == "invalid_op":
-        variant = rng.randrange(3)
         if variant == 0:
             del obj["op"]
         else:
             obj["op"] = "x" if variant == 1 else "U"
     elif kind == "missing_key":
-        variant = rng.randrange(3)
         if variant == 0:
             del row[key]
         else:  # null, or the wrong type: a text key as a number, a bigint key as text
@@ -344,15 +316,12 @@ def corrupt(line: str, table: str, key: str, kind: str, rng: random.Random, sche
         row[column] = bad
         reason = f"invalid_value:{column}"
     elif kind == "invalid_envelope":
-        variant = rng.randrange(4)
         if variant == 0:
             del obj["after"]
         elif variant == 1:
             obj["after"] = None
-        elif variant == 2:
-            del obj["source"]["lsn"]
         else:
-            del obj["source"]["ts_ms"]
+            del obj["source"]["lsn" if variant == 2 else "ts_ms"]
     else:
         raise ValueError(f"unknown corruption {kind!r}")
     text = json.dumps(obj, separators=(",", ":"), ensure_ascii=False)

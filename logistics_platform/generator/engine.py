@@ -6,7 +6,6 @@ import gc
 import json
 import shutil
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,10 +20,8 @@ from logistics_platform.generator.writer import FileWriter
 
 GENERATION_FILE = "_generation.json"
 
-ProgressFn = Callable[[int, int, int], None]  # (hours done, hours total, lines so far)
 
-
-def run(out: Path, cfg: GeneratorConfig, progress: ProgressFn | None) -> dict[str, Any]:
+def run(out: Path, cfg: GeneratorConfig, progress: bool) -> dict[str, Any]:
     """Generate the landing zone of ``cfg`` into ``out/topics`` and return the summary (docs/internals/generator.md)."""
     rng = FastRandom(cfg.seed)
     period = Period.of(cfg)
@@ -54,8 +51,8 @@ def run(out: Path, cfg: GeneratorConfig, progress: ProgressFn | None) -> dict[st
                 anomalies.copy_pings(rows)
                 layout.add_pings(rows.drop_columns(["dice"]))
             layout.flush(h)
-            if progress is not None:
-                progress(h + 1, cfg.hours, layout.lines_written)
+            if progress:
+                show_progress(h + 1, cfg.hours, layout.lines_written)
         leftovers = layout.unwritten()
         if leftovers:  # a routing bug, never data: fail loudly rather than drop lines silently
             raise RuntimeError(f"generator left lines unwritten for (topic, hour) {leftovers[:5]}")
@@ -67,16 +64,12 @@ def run(out: Path, cfg: GeneratorConfig, progress: ProgressFn | None) -> dict[st
     return summary.build_summary(cfg, period, stats, layout.files, layout.delayed, truth)
 
 
-def stderr_progress(width: int = 30) -> ProgressFn:
+def show_progress(done: int, total: int, lines: int) -> None:
     """A one-line progress bar on stderr (no dependency): hours done and lines written."""
-
-    def show(done: int, total: int, lines: int) -> None:
-        filled = width * done // max(1, total)
-        end = "\n" if done >= total else ""
-        sys.stderr.write(f"\rgenerate [{'#' * filled}{'.' * (width - filled)}] {done}/{total} h, {lines:,} lines{end}")
-        sys.stderr.flush()
-
-    return show
+    filled = 30 * done // max(1, total)
+    end = "\n" if done >= total else ""
+    sys.stderr.write(f"\rgenerate [{'#' * filled}{'.' * (30 - filled)}] {done}/{total} h, {lines:,} lines{end}")
+    sys.stderr.flush()
 
 
 def generate(out_dir: Path | str, config: GeneratorConfig, progress: bool = False) -> dict[str, Any]:
@@ -97,7 +90,7 @@ def generate(out_dir: Path | str, config: GeneratorConfig, progress: bool = Fals
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        result = run(staging, config, stderr_progress() if progress else None)
+        result = run(staging, config, progress)
     finally:
         if gc_was_enabled:
             gc.enable()

@@ -57,7 +57,7 @@ def late_boost(cfg: GeneratorConfig, k_min: int) -> float:
     return sum(weights) / eligible if eligible > 0 else 0.0
 
 
-def encoders(flags: int) -> tuple[E.TsFn, E.DecFn]:
+def encoders(flags: int) -> tuple[E.ValueFn, E.ValueFn]:
     """The timestamp and decimal encoders of a change's encoding flags."""
     return (
         E.ts_epoch if flags & EPOCH_MICROS else E.ts_iso,
@@ -76,12 +76,12 @@ class Faults:
         self.stats = stats
         self.layout = layout
         lateness = cfg.allowed_lateness_hours
-        # Arrival-hour offsets (from the event's hour) that are surely within / surely beyond L.
-        self._k_within = (1, math.floor(lateness)) if lateness >= 1 else None
+        # Arrival-hour offsets (from the event's hour) that are surely within (1 .. k_within) / surely beyond L.
+        self._k_within = math.floor(lateness)
         self._k_beyond_min = math.ceil(lateness) + 1
         self._p_beyond = min(1.0, cfg.late_beyond_rate * late_boost(cfg, self._k_beyond_min))
-        self._p_within = min(1.0, cfg.late_within_rate * late_boost(cfg, 1)) if self._k_within else 0.0
-        self._p_late = self._p_beyond + self._p_within
+        p_within = min(1.0, cfg.late_within_rate * late_boost(cfg, 1)) if self._k_within else 0.0
+        self._p_late = self._p_beyond + p_within
         self._p_ooo = cfg.out_of_order_rate
         self._ooo_owed = 0.0
         self.schema_rate = cfg.schema_envelope_rate
@@ -113,22 +113,6 @@ class Faults:
         precise = decimals and self.precise_rate and self._precise_rng.random() < self.precise_rate
         return flags | PRECISE if precise and not flags & DECIMAL_NUMBERS else flags
 
-    def _late_arrival(self, st: TopicStats, commit_us: int, r: float) -> int | None:
-        """Arrival time of an event picked to be late (beyond L when r < p_beyond, else within L)."""
-        rng, period = self.rng, self.period
-        hours, eh = period.hours, period.hour_of(commit_us)
-        if r < self._p_beyond:
-            a = eh + self._k_beyond_min + rng.randrange(max(1, min(4, hours - eh - self._k_beyond_min)))
-            if a < hours:
-                st.late_beyond_injected += 1
-                return period.hour_start(a) + rng.randrange(HOUR_US)
-        elif self._k_within is not None:
-            a = eh + rng.randint(1, max(1, min(self._k_within[1], hours - 1 - eh)))
-            if a < hours:
-                st.late_within_injected += 1
-                return period.hour_start(a) + rng.randrange(HOUR_US)
-        return None
-
     def offline_upload(self, t0: int, t_stop: int) -> tuple[int, int]:
         """A trip's pings (t0 .. t_stop) uploaded together later by a phone that was offline: the upload's start
         time and kind (1 within L, 2 beyond L), or (-1, 0) for a phone online as usual."""
@@ -140,29 +124,40 @@ class Faults:
         if r < self._p_beyond:
             a = last_hour + self._k_beyond_min + rng.randrange(max(1, min(3, hours - last_hour - self._k_beyond_min)))
             kind = 2
-        elif r < self._p_beyond + self._p_within and self._k_within and period.hour_start(last_hour + 1) - t0 <= late:
+        elif r < self._p_late and period.hour_start(last_hour + 1) - t0 <= late:
             a, kind = last_hour + 1, 1
         if a >= hours:
             return -1, 0
         return period.hour_start(a) + rng.randrange(50 * MINUTE), kind
 
     def arrival(self, st: TopicStats, commit_us: int, next_commit: int | None, r: float) -> int | None:
-        """A CDC change's arrival when late (``r``: its dice) or out of order (docs/internals/generator.md); None: the
-        usual lag."""
-        arrival = self._late_arrival(st, commit_us, r) if r < self._p_late else None
+        """A CDC change's arrival when late (``r``: its dice; beyond L when r < p_beyond, else within L) or out of order
+        (docs/internals/generator.md); None: the usual lag."""
+        period = self.period
         self._ooo_owed += self._p_ooo
+        if r < self._p_beyond:
+            eh = period.hour_of(commit_us)
+            a = eh + self._k_beyond_min + self.rng.randrange(max(1, min(4, period.hours - eh - self._k_beyond_min)))
+            if a < period.hours:
+                st.late_beyond_injected += 1
+                return period.hour_start(a) + self.rng.randrange(HOUR_US)
+        elif r < self._p_late:  # then L >= 1 h (else p_within is 0)
+            eh = period.hour_of(commit_us)
+            a = eh + self.rng.randint(1, max(1, min(self._k_within, period.hours - 1 - eh)))
+            if a < period.hours:
+                st.late_within_injected += 1
+                return period.hour_start(a) + self.rng.randrange(HOUR_US)
         if (
-            arrival is None
-            and next_commit is not None
+            next_commit is not None
             and 0 < next_commit - commit_us < OOO_MAX_GAP_US
             and self.rng.random() < self._ooo_owed
         ):
             cand = next_commit + 40 * SECOND + int(self.rng.random() * (20 * MINUTE - 40 * SECOND))
-            if cand < self.period.end_us:
-                arrival = cand
+            if cand < period.end_us:
                 st.out_of_order_injected += 1
                 self._ooo_owed -= 1.0
-        return arrival
+                return cand
+        return None
 
     def redeliver(
         self, ti: int, arrival: int, line: str, key: Any, lsn: int, nlines: int, event_us: int, wrapped: bool
@@ -179,18 +174,10 @@ class Faults:
         self.stats[ti].duplicates += 1
         self.stats[ti].schema_envelopes += wrapped and not avro
 
-    def corrupt(self, ti: int, envelope: str, arrival: int, key: Any, x: float, flags: int) -> None:
-        """File a corrupted copy of a CDC change of row ``key`` (not in an Avro file); ``x`` in [0, bad_total) picks
-        the defect."""
-        bad, reason, arrival = self._corrupted(ti, envelope, arrival, x, self._malformed_kinds, flags)
-        a = self.layout.add_corrupted(ti, arrival, bad, key)
-        if a is not None:
-            self.stats[ti].quarantined(a, reason)
-
-    def _corrupted(
-        self, ti: int, line: str, arrival: int, x: float, kinds: list[tuple[str, float]], flags: int = 0
-    ) -> tuple[str, str, int]:
-        """A broken copy of a valid line (envelope or ping), its quarantine reason and its arrival time."""
+    def corrupt(self, ti: int, line: str, arrival: int, where: Any, x: float, flags: int = 0) -> None:
+        """File a broken copy of a valid line: a CDC change of row ``where`` (not in an Avro file) or a ping of
+        partition ``where``; ``x`` in [0, their rates' sum) picks the defect."""
+        kinds = self._ping_malformed if ti == T_PINGS else self._malformed_kinds
         kind = kinds[-1][0]
         for name, rate in kinds:
             if x < rate:
@@ -202,7 +189,13 @@ class Faults:
         if ti != T_PINGS and rng.random() < self.schema_rate:
             schema = self.schemas[TABLES[ti]][(flags >> 2) & 7]
         bad, reason = E.corrupt(line, TABLES[ti], KEYS[ti], kind, rng, schema)
-        return bad, reason, min(arrival + rng.randrange(1000, SECOND), self.period.end_us - 1)
+        arrival = min(arrival + rng.randrange(1000, SECOND), self.period.end_us - 1)
+        if ti == T_PINGS:
+            a: int | None = self.layout.add_ping_line(arrival, where, bad)
+        else:
+            a = self.layout.add_corrupted(ti, arrival, bad, where)
+        if a is not None:
+            self.stats[ti].quarantined(a, reason)
 
     def copy_pings(self, rows: pa.Table) -> None:
         """Redelivered and corrupted copies of ping rows, picked by each row's ``dice`` column."""
@@ -214,11 +207,7 @@ class Faults:
             bad = rows.filter(pc.and_(pc.greater_equal(dice, p_dup), pc.less(dice, p_dup + p_bad)))
             for r in bad.to_pylist():
                 line = E.ping_line(r["pid"], r["cid"], r["oid"], r["lat"], r["lon"], r["speed"], r["t"])
-                bad_line, reason, arrival = self._corrupted(
-                    T_PINGS, line, r["arrival"], r["dice"] - p_dup, self._ping_malformed
-                )
-                a = self.layout.add_ping_line(arrival, r["part"], bad_line)
-                self.stats[T_PINGS].quarantined(a, reason)
+                self.corrupt(T_PINGS, line, r["arrival"], r["part"], r["dice"] - p_dup)
 
     def _redeliver_pings(self, rows: pa.Table) -> None:
         """Redelivered copies: same ping, landing seconds to hours later (inside the period)."""

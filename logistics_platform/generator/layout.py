@@ -24,9 +24,6 @@ from logistics_platform.generator.summary import FILES, LATE, LINES, TOMBSTONES,
 from logistics_platform.generator.writer import FileWriter, PingText, cdc_file
 from logistics_platform.lib.timekeys import from_epoch_micros
 
-_ARRIVAL = itemgetter(0)
-Render = Callable[[int, int, int], list[Piece]]  # (partition, first line, end line) -> the files of that chunk
-
 
 @dataclass
 class Layout:
@@ -69,8 +66,6 @@ class Layout:
 
     def _lands_avro(self, ti: int, a: int, p: int) -> bool:
         """Whether partition ``p`` of topic ``ti`` lands as Avro files in arrival hour ``a`` (a hash, not a draw)."""
-        if self._avro_rate <= 0:
-            return False
         digest = hashlib.blake2b(f"{self.cfg.seed}:avro:{ti}:{a}:{p}".encode(), digest_size=8).digest()
         return int.from_bytes(digest, "big") / 2**64 < self._avro_rate
 
@@ -103,8 +98,6 @@ class Layout:
 
     def add_pings(self, rows: pa.Table) -> None:
         """File ping rows (columns arrival, part, t, ...) under their arrival hours and count the late ones."""
-        if rows.num_rows == 0:
-            return
         period = self.period
         hours = pc.divide(pc.subtract(rows.column("arrival"), period.start_us), HOUR_US)
         late = pc.less(rows.column("t"), pc.add(pc.multiply(hours, HOUR_US), period.start_us - period.late_us))
@@ -138,7 +131,7 @@ class Layout:
                 continue
             # each partition's lines in arrival order (a stable sort: equal arrivals keep their routing order)
             for recs in parts:
-                recs.sort(key=_ARRIVAL)
+                recs.sort(key=itemgetter(0))
                 self._count_out_of_order(ti, recs)
 
             def render(
@@ -194,15 +187,14 @@ class Layout:
 
         self._write_files(T_PINGS, a, counts, render)
 
-    def _write_files(self, ti: int, a: int, counts: list[int], render: Render) -> None:
-        """Write each partition's lines in chunks of at most ``flush_size``; ``render`` gives a chunk's files (one, or
-        Avro files cut where the writer schema changes: docs/internals/generator.md)."""
+    def _write_files(self, ti: int, a: int, counts: list[int], render: Callable[[int, int, int], list[Piece]]) -> None:
+        """Write each partition's lines in chunks of at most ``flush_size``; ``render(partition, first line, end line)``
+        gives a chunk's files (one, or Avro files cut where the writer schema changes: docs/internals/generator.md)."""
         cfg, rng = self.cfg, self.rng
         hour_us = self.period.hour_start(a)
         topic = TOPICS[TABLES[ti]]
         ph = self.stats[ti].hour(a)
-        planned = (ti, a) in self.delayed_plan
-        delayed_p = next((p for p, n in enumerate(counts) if n >= 2), None) if planned else None
+        delayed_p = next((p for p, n in enumerate(counts) if n >= 2), None) if (ti, a) in self.delayed_plan else None
         for p, n in enumerate(counts):
             if not n:
                 continue
@@ -214,7 +206,6 @@ class Layout:
                 cut = max(1, (j - i) // 4)
                 chunks += [(i, j - cut), (j - cut, j)] if j - i >= 2 else [(i, j)]
                 delayed_at = len(chunks) - 1
-                self.delayed_plan.discard((ti, a))
             for ci, (i, j) in enumerate(chunks):
                 gz = rng.random() < cfg.gzip_rate
                 pieces = render(p, i, j)
@@ -224,11 +215,10 @@ class Layout:
                     written_at = last_arrival // SECOND
                     rel = E.landing_relpath(topic, hour_us, p, start_offset, gz and schema is None)
                     record: dict[str, Any] = {"topic": ti, "gz": gz, "bytes": 0}
-                    content = raw
                     if schema is not None:  # not gzipped: an Avro file compresses its block (codec deflate)
                         rel = rel.removesuffix(".json") + ".avro"
                         record = {"topic": ti, "gz": False, "avro": "deflate" if gz else "null", "bytes": 0}
-                        content = partial(A.container, schema, raw, record["avro"], A.sync_marker(f"{cfg.seed}:{rel}"))
+                        raw = partial(A.container, schema, raw, record["avro"], A.sync_marker(f"{cfg.seed}:{rel}"))
                     if ci == delayed_at and k == len(pieces) - 1:
                         written_at = (hour_us + cfg.delayed_file_hours * HOUR_US) // SECOND + rng.randrange(3000)
                         self.delayed.append(
@@ -240,7 +230,7 @@ class Layout:
                                 "lines": nlines,
                             }
                         )
-                    self.writer.put(self.out / rel, content, record["gz"], written_at, record)
+                    self.writer.put(self.out / rel, raw, record["gz"], written_at, record)
                     ph[LINES] += nlines
                     ph[FILES] += 1
                     self.lines_written += nlines

@@ -77,14 +77,10 @@ def link(changes_by_row: dict[Any, Change], change: Change, commit_us: int) -> N
 
 
 class FastRandom(Random):
-    """``random.Random`` with a cheap ``randrange`` (floor(random() * n): docs/internals/generator.md)."""
+    """``random.Random`` whose ``randrange`` (so ``randint`` too) is floor(random() * n) (internals/generator.md)."""
 
     def randrange(self, start: int, stop: int | None = None, step: int = 1) -> int:  # type: ignore[override]
         """An int in [start, stop) (or [0, start)); ``step`` is not supported."""
         if stop is None:
             return int(self.random() * start)
         return start + int(self.random() * (stop - start))
-
-    def randint(self, a: int, b: int) -> int:
-        """An int in [a, b]."""
-        return a + int(self.random() * (b - a + 1))

@@ -52,6 +52,8 @@ class _Order:
     payments: list[list[Any]] = field(default_factory=list)
     prev_after: str = "null"
     latest: Change | None = None
+    # (commit time, status) of its changes, in commit order
+    statuses: list[tuple[int, str]] = field(default_factory=list)
     # the last change's encoding flags and row values, kept only when precise decimals are on (see change())
     prev_flags: int = 0
     prev_values: list[Any] = field(default_factory=list)
@@ -76,37 +78,35 @@ class _Order:
             self.prev_flags = flags
             self.prev_values = values
         self.prev_after = after
+        self.statuses.append((t, o[4]))
         ch = [T_ORDERS, op, o[0], before, after, None, flags]
         if self.latest is not None:
             self.latest[NEXT_COMMIT] = t
         self.latest = ch
         return ch
 
-    def _payment_after(self, p: list[Any]) -> tuple[str, int]:
-        """Row image of payment ``p`` and its encoding flags."""
+    def _payment_change(self, p: list[Any], op: str, before: str, t: int) -> Change:
+        """Payment ``p``'s change at ``t`` (its row image in one change's encodings), linked from its previous one."""
         flags = self.faults.encoding_flags(decimals=True)
         ts, dec = encoders(flags)
-        return E.row("payments", p[:7], ts=ts, dec=dec), flags
-
-    def new_payment(self, op: str, t: int, amount: int, status: str, row_time: int | None = None) -> Change:
-        """A new payment of the order, inserted at ``t`` (or read by the snapshot; ``row_time``: its created_at)."""
-        rt = t if row_time is None else row_time
-        p: list[Any] = [next(self.payment_ids), self.row[0], amount, self.method, status, rt, rt, None]
-        self.payments.append(p)
-        after, flags = self._payment_after(p)
-        p[_LATEST] = ch = [T_PAYMENTS, op, p[0], "null", after, None, flags]
+        ch = [T_PAYMENTS, op, p[0], before, E.row("payments", p[:7], ts=ts, dec=dec), None, flags]
+        if p[_LATEST] is not None:
+            p[_LATEST][NEXT_COMMIT] = t
+        p[_LATEST] = ch
         return ch
+
+    def new_payment(self, op: str, t: int, amount: int, status: str) -> Change:
+        """A new payment of the order, inserted at ``t`` (or read by the snapshot: created with the order)."""
+        rt = self.row[7] if op == "r" else t
+        self.payments.append([next(self.payment_ids), self.row[0], amount, self.method, status, rt, rt, None])
+        return self._payment_change(self.payments[-1], op, "null", t)
 
     def update_payment(self, p: list[Any], t: int, status: str, amount: int | None = None) -> Change:
         """Payment ``p`` updated at ``t`` to ``status`` (and ``amount``)."""
         p[4], p[6] = status, t
         if amount is not None:
             p[2] = amount
-        after, flags = self._payment_after(p)
-        ch = [T_PAYMENTS, "u", p[0], f'{{"payment_id":{p[0]}}}', after, None, flags]
-        p[_LATEST][NEXT_COMMIT] = t
-        p[_LATEST] = ch
-        return ch
+        return self._payment_change(p, "u", f'{{"payment_id":{p[0]}}}', t)
 
     def delete(self, t: int) -> list[Change]:
         """The order and its payments deleted at ``t`` (before images: the order's last row, the payments' keys)."""
@@ -144,21 +144,6 @@ def _timeline(
             t_pick = max(t_pick, base + 2 * SECOND)
             t_cancel = t_pick - SECOND
     return t_assign, t_pick, t_transit, t_deliv, t_cancel
-
-
-def _status_at_end(txs: list[Transaction], initial: str, end_us: int) -> str:
-    """Status of the order's latest change committed inside the period."""
-    latest, status = -1, None
-    for t, chs, _ in txs:
-        if t >= end_us or t < latest:
-            continue
-        for ch in chs:
-            if ch[0] == T_ORDERS and ch[1] != "d":
-                latest, status = t, ch[4]
-    if status is None:
-        return initial
-    i = status.index('"status":"') + 10
-    return status[i : status.index('"', i)]
 
 
 @dataclass
@@ -224,14 +209,13 @@ class OrderBook:
             if t_assign < snap_us and courier is not None and (t_cancel is None or t_cancel > snap_us):
                 row[2], row[4], row[10] = courier, "assigned", t_assign
             read = order.change("r", snap_us, row[10])
-            self.snapshot_reads.extend([read, order.new_payment("r", snap_us, total, "authorized", created_us)])
+            self.snapshot_reads.extend([read, order.new_payment("r", snap_us, total, "authorized")])
         else:
             first = order.new_payment("c", created_us, total, "failed" if failed_first else "authorized")
             txs.append((created_us, [order.change("c", created_us), first], False))
             if failed_first:
                 t2 = created_us + rng.randrange(30 * SECOND, 3 * MINUTE)
                 txs.append((t2, [order.new_payment("c", t2, total, "authorized")], False))
-        snap_status = row[4]
         if row[4] != "assigned" and courier is not None and (t_cancel is None or t_assign < t_cancel):
             row[2], row[4] = courier, "assigned"
             txs.append((t_assign, [order.change("u", t_assign)], False))
@@ -249,7 +233,9 @@ class OrderBook:
             txs.append((t_del, order.delete(t_del), False))
             deleted = t_del < self.period.end_us
         self.queue.add(txs)
-        self.final[oid] = (_status_at_end(txs, snap_status, self.period.end_us), total, deleted)
+        # the status of its latest change inside the period (its first one always is)
+        status = [s for t, s in order.statuses if t < self.period.end_us][-1]
+        self.final[oid] = (status, total, deleted)
         if courier is not None and self.trips.interval_us and (t_cancel is None or t_cancel > t_assign):
             t_end = t_deliv if t_cancel is None else t_cancel
             self.trips.plan(courier, oid, region, (t_assign, t_pick, t_transit, t_end), t_cancel is None, route)

@@ -85,10 +85,8 @@ class Trips:
         # ping k of the trip is recorded at t0 + k*iv + jitter; each segment becomes one run, expanded in expand()
         trip = (t0, speed0, cid, cid % self.partitions, arrival_base, late_kind)
         for s0, s1, la0, lo0, la1, lo1, seg_oid, moving in segs:
-            lo_t, hi_t = max(s0, t0), min(s1, t_stop)
-            if lo_t >= hi_t:
-                continue
-            k0 = -(-(lo_t - t0) // iv)
+            hi_t = min(s1, t_stop)
+            k0 = -(-(max(s0, t0) - t0) // iv)  # the pings from the segment's start (or the trip's) to hi_t
             k1 = -(-(hi_t - t0) // iv)
             if k1 <= k0:
                 continue

@@ -77,17 +77,15 @@ class Roster:
         start_us, span = period.start_us, period.end_us - period.start_us
         rows: dict[str, list[Any]] = {}
         names = list(W.TENANT_NAMES)
+        op0 = "r" if cfg.snapshot_rate > 0 else "c"  # without a snapshot: created as the period starts
         for i in range(cfg.tenants):
             tid = f"t-{i + 1:03d}"
             name = names[i % len(names)] + ("" if i < len(names) else f" {i // len(names) + 1}")
             tier, region = rng.choice(W.TIERS), rng.choice(W.REGION_NAMES)
-            rows[tid] = [tid, name, tier, region, snap_us - rng.randrange(1, 90) * 86400 * SECOND]
+            updated = snap_us - rng.randrange(1, 90) * 86400 * SECOND
+            rows[tid] = [tid, name, tier, region, updated if op0 == "r" else snap_us]
         tenant_ids = list(rows)
-        op0 = "r" if cfg.snapshot_rate > 0 else "c"
-        for tid in tenant_ids:
-            if op0 == "c":
-                rows[tid][4] = snap_us
-            self.snapshot.append(self._change(T_TENANTS, op0, tid, "null", rows[tid], snap_us))
+        self.snapshot.extend(self._change(T_TENANTS, op0, tid, "null", rows[tid], snap_us) for tid in tenant_ids)
         plan: list[tuple[int, int, str, str]] = []  # (time, seq, tenant, kind)
         for n in range(cfg.tier_changes):
             plan.append((start_us + rng.randrange(span // 20, span), n, rng.choice(tenant_ids), "tier"))
@@ -129,7 +127,6 @@ class Roster:
         n_del = min(n_del, max(0, cfg.couriers - 1))
         rows: dict[int, list[Any]] = {}
         window: dict[int, tuple[int, int]] = {}
-        vehicles: dict[int, str] = {}
         by_region: dict[str, list[int]] = {r: [] for r in W.REGION_NAMES}
         plan: list[tuple[int, int, int, str]] = []
         op0 = "r" if cfg.snapshot_rate > 0 else "c"
@@ -139,7 +136,6 @@ class Roster:
             vehicle = rng.choices(W.VEHICLES, W.VEHICLE_WEIGHTS)[0]
             region = W.REGION_NAMES[i % len(W.REGION_NAMES)] if i < len(W.REGION_NAMES) else rng.choice(W.REGION_NAMES)
             by_region[region].append(cid)
-            vehicles[cid] = vehicle
             if i < cfg.couriers:
                 updated = snap_us if op0 == "c" else snap_us - rng.randrange(1, 400) * 86400 * SECOND
                 rows[cid] = [cid, name, region, vehicle, True, updated]
@@ -150,13 +146,13 @@ class Roster:
                 rows[cid] = [cid, name, region, vehicle, True, t]
                 window[cid] = (t, end_us + HOUR_US)
                 plan.append((t, cid, 0, "create"))
-        for cid in rng.sample(range(1001, 1001 + cfg.couriers), n_del):
+        deleting = rng.sample(range(1001, 1001 + cfg.couriers), n_del)
+        for cid in deleting:
             t_del = start_us + rng.randrange(span // 3, span)
             t_off = max(t_del - rng.randrange(2 * HOUR_US, 12 * HOUR_US), start_us + HOUR_US)
             window[cid] = (window[cid][0], t_off - HOUR_US)
             plan.append((t_off, cid, 1, "deactivate"))
             plan.append((max(t_del, t_off + MINUTE), cid, 2, "delete"))
-        deleting = {cid for _, cid, _, kind in plan if kind == "delete"}
         for cid in range(1001, 1001 + cfg.couriers):
             if cid not in deleting and rng.random() < 0.15:
                 t = start_us + rng.randrange(span // 20, span)
@@ -167,7 +163,6 @@ class Roster:
             row[5] = t
             if kind == "vehicle":
                 row[3] = rng.choice([v for v in W.VEHICLES if v != row[3]])
-                vehicles[cid] = row[3]
             elif kind == "rename":
                 row[1] = row[1] + " Jr"
             elif kind == "deactivate":
@@ -177,7 +172,7 @@ class Roster:
             self.queue.add([(t, [self._change(T_COURIERS, op, cid, before, row, t)], False)])
         working = {r: ids for r, ids in by_region.items() if ids}
         return Couriers(
-            vehicle=vehicles,
+            vehicle={cid: row[3] for cid, row in rows.items()},  # the last planned vehicle of each
             window=window,
             by_region=working,
             everyone=[c for ids in working.values() for c in ids],

@@ -44,8 +44,7 @@ class FileWriter:
                 if path.parent not in made:
                     path.parent.mkdir(parents=True, exist_ok=True)
                     made.add(path.parent)
-                with open(path, "wb") as fh:
-                    fh.write(data)
+                path.write_bytes(data)
                 os.utime(path, (mtime, mtime))
                 record["bytes"] = len(data)
             except BaseException as exc:  # re-raised in the generating thread by put() or close()
@@ -85,11 +84,10 @@ class PingText:
         rows = self.rows.take(self.order.slice(lo, hi - lo))
         if "t" not in rows.column_names:
             lines = rows.column("line").combine_chunks()
-        elif "line" not in rows.column_names:
-            lines = ping_text(rows, self.seconds, self.first_hour)
         else:
-            made = ping_text(rows, self.seconds, self.first_hour)
-            lines = pc.if_else(pc.is_null(rows.column("line")), made, rows.column("line")).combine_chunks()
+            lines = ping_text(rows, self.seconds, self.first_hour)
+            if "line" in rows.column_names:  # corrupted copies among the rows: their lines as they are
+                lines = pc.if_else(pc.is_null(rows.column("line")), lines, rows.column("line")).combine_chunks()
         _, offsets_buf, data_buf = lines.buffers()
         line_bounds = memoryview(offsets_buf).cast("i")
         return memoryview(data_buf)[line_bounds[lines.offset] : line_bounds[lines.offset + len(lines)]]
