@@ -24,13 +24,12 @@ from logistics_platform.defs.constants import (
 )
 from logistics_platform.defs.operate.transform_sensor import pending_transform_hours
 from logistics_platform.defs.partitions import arrival_hour_partitions
-from logistics_platform.lib.connections import connect, preflight
+from logistics_platform.lib.connections import catalog_of, connect, preflight
 from logistics_platform.lib.operate.landing_watch import RANGE_END_TAG, RANGE_START_TAG
 from logistics_platform.lib.operate.transform_pending import KEEP_DAYS
 from logistics_platform.lib.timekeys import hour_key, parse_hour_key
 from logistics_platform.lib.transform.arrival_window import ArrivalWindow
 from logistics_platform.lib.transform.spark import is_spark
-from logistics_platform.resources import IcebergCatalog
 from logistics_platform.settings import Settings, environment
 
 # The hourly jobs are the operate domain's; only the assets outside any arrival-hour partitioning get one here.
@@ -116,18 +115,6 @@ def landed_partitions(
     return keys, skipped
 
 
-def resolve_partitions(settings: Settings, requested: Sequence[str]) -> list[str]:
-    """The requested partition keys, validated (a typo is refused before anything runs)."""
-    valid = set(arrival_hour_partitions(settings).get_partition_keys())
-    bad = [k for k in requested if k not in valid]
-    if bad:
-        raise PipelineError(
-            f"not arrival-hour partitions: {', '.join(bad[:5])}; keys look like 2026-11-01-13:00 and start at "
-            f"PARTITIONS_START={settings.partitions_start}"
-        )
-    return list(requested)
-
-
 def _jobs(defs: dg.Definitions) -> tuple[dg.Definitions, bool, bool]:
     """The definitions plus the ad-hoc job for unpartitioned downstream assets, and which jobs have assets."""
     graph = defs.resolve_asset_graph()
@@ -169,7 +156,7 @@ def run_pipeline(
     settings: Settings,
     partitions: Sequence[str] | None = None,
     log: Callable[[str], None] = lambda _m: None,
-    progress: Callable[[Progress], None] | None = None,
+    progress: Callable[[Progress], None] = lambda _p: None,
     verbose: bool = False,
     full: bool = False,
     replace: bool = False,
@@ -180,13 +167,19 @@ def run_pipeline(
     from logistics_platform.lib.operate import progress as plan
     from logistics_platform.lib.operate.landing_watch import scan_landing
 
-    if partitions is not None:  # validation comes before anything is created
-        keys = resolve_partitions(settings, partitions)
+    if partitions is not None:  # validated before anything is created: a typo is refused before anything runs
+        valid = set(arrival_hour_partitions(settings).get_partition_keys())
+        if bad := [k for k in partitions if k not in valid]:
+            raise PipelineError(
+                f"not arrival-hour partitions: {', '.join(bad[:5])}; keys look like 2026-11-01-13:00 and start at "
+                f"PARTITIONS_START={settings.partitions_start}"
+            )
+        keys = list(partitions)
     elif not settings.landing_dir.exists():
         landed_partitions(settings, datetime.now(UTC))  # raises: no landing zone
     # A misconfigured catalog or warehouse fails here in one line, not as failed (or retried) runs of every hour.
     preflight(settings)
-    catalog = IcebergCatalog(settings=settings).get_catalog()  # tables and namespaces exist before parallel runs
+    catalog = catalog_of(settings)  # tables and namespaces exist before parallel runs
     skipped: dict[str, str] = {}
     up_to_date: list[str] = []
     if partitions is None:
@@ -212,10 +205,9 @@ def run_pipeline(
         summary.runs.append(RunRecord(job_name, label, result.run_id, result.success, _failure(result), seconds))
         return result
 
-    report = progress or (lambda _p: None)
     started = time.monotonic()
     done = lines = 0
-    report(Progress(0, len(keys), 0, 0.0))
+    progress(Progress(0, len(keys), 0, 0.0))
     mode = {INGEST_MODE_TAG: "replace"} if replace else {}
     for chunk in hour_ranges(keys, settings.ingest_max_hours_per_run):
         label = chunk[0] if len(chunk) == 1 else f"{chunk[0]}..{chunk[-1]}"
@@ -227,14 +219,14 @@ def run_pipeline(
         lines += _ingested_lines(result)
         if not result.success:
             log(f"ingest {label}: FAILED")
-        report(Progress(done, len(keys), lines, time.monotonic() - started))
+        progress(Progress(done, len(keys), lines, time.monotonic() - started))
     # Hours ingested in the last KEEP_DAYS that no transform run built since (a failed transform, a stopped sensor).
     waiting = list(pending_transform_hours(instance, None, within_days=KEEP_DAYS)[0])
     if has_partitioned and (keys or waiting):
         ordered = sorted({*keys, *waiting})
         # One run over the days of these hours, building exactly their window (the days' other hours left as they are).
         window = ArrivalWindow.of_hours(ordered[0], ordered[-1])
-        report(Progress(done, len(keys), lines, time.monotonic() - started, "transforming"))
+        progress(Progress(done, len(keys), lines, time.monotonic() - started, "transforming"))
         ok = execute(TRANSFORM_JOB, window.label, tags=window.run_tags()).success
         log(f"transform {ordered[0]} .. {ordered[-1]}: {'ok' if ok else 'FAILED'}")
     if has_unpartitioned:
@@ -283,7 +275,7 @@ def table_counts(settings: Settings) -> tuple[dict[str, int], dict[str, int], st
 def _iceberg_counts(settings: Settings, namespace: str, counts: dict[str, int]) -> None:
     """Row count of every table of an Iceberg namespace (opening the catalog creates it) into ``counts``, from its
     snapshot summary (no manifest read: it does not grow with the history)."""
-    catalog = IcebergCatalog(settings=settings).get_catalog()
+    catalog = catalog_of(settings)
     for _ns, name in sorted(catalog.list_tables(namespace)):
         snapshot = catalog.load_table(f"{namespace}.{name}").current_snapshot()
         counts[name] = int((snapshot.summary or {}).get("total-records", 0)) if snapshot else 0

@@ -76,7 +76,3 @@ def main(argv: list[str] | None = None) -> int:
         if args.debug:
             raise
         return report(args.command, exc)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

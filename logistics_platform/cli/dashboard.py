@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import os
 import socket
 import sys
+
+from logistics_platform.cli.errors import USAGE, CommandError
+from logistics_platform.dashboard import APP, RUNNER_OPTIONS
+from logistics_platform.settings import load_settings, subprocess_env
 
 HOST = "127.0.0.1"
 
@@ -17,12 +22,6 @@ ARGS = {"--port": {"type": int, "help": "port to serve on (default: DASHBOARD_PO
 
 
 def run(args: argparse.Namespace) -> int:
-    import os
-
-    from logistics_platform.cli.errors import USAGE, CommandError
-    from logistics_platform.dashboard import APP, RUNNER_OPTIONS
-    from logistics_platform.settings import load_settings, subprocess_env
-
     settings = load_settings()
     port = args.port if args.port is not None else settings.dashboard_port
     if not 0 < port < 65536:

@@ -9,6 +9,11 @@ import sys
 from pathlib import Path
 from typing import NoReturn
 
+import duckdb
+
+from logistics_platform.lib.connections import MisconfiguredError, catalog_misconfiguration, redacted
+from logistics_platform.settings import SettingsError, load_settings
+
 USAGE = 2  # a bad argument or setting
 FAILED = 1  # the command could not do its work (unreachable catalog, locked file, ...)
 
@@ -66,9 +71,6 @@ def _process(pid: int) -> str:
 
 def _catalog(exc: BaseException) -> tuple[str, Exception | None]:
     """The catalog URI (redacted) and what ``exc`` says is wrong with it; the variable if the settings failed."""
-    from logistics_platform.lib.connections import catalog_misconfiguration, redacted
-    from logistics_platform.settings import load_settings
-
     try:
         settings = load_settings()
     except ValueError:
@@ -78,12 +80,8 @@ def _catalog(exc: BaseException) -> tuple[str, Exception | None]:
 
 def explain(exc: BaseException) -> tuple[str, int]:
     """(one-line message, exit code) for an exception that ended a command."""
-    import duckdb
     from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
     from sqlalchemy import exc as sa_exc
-
-    from logistics_platform.lib.connections import MisconfiguredError
-    from logistics_platform.settings import SettingsError
 
     if isinstance(exc, CommandError):
         return str(exc), exc.code

@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from logistics_platform.generator.config import CLEAN, RATE_HELP, GeneratorConfig
+from logistics_platform.lib.timekeys import HOUR_KEY_FORMAT
 
 DEFAULT_DAYS = 3
 
@@ -68,8 +69,6 @@ def _parse_start(text: str | None, today: datetime, earliest: datetime) -> datet
     if text is None:
         # The demo looks live: the period ends today at 00:00 UTC, but never starts before the first partition.
         return max(today - timedelta(days=DEFAULT_DAYS), earliest)
-    from logistics_platform.lib.timekeys import HOUR_KEY_FORMAT
-
     for fmt in ("%Y-%m-%d", "%Y-%m-%dT%H", "%Y-%m-%dT%H:%M", HOUR_KEY_FORMAT):
         try:
             return datetime.strptime(text, fmt)

@@ -33,7 +33,6 @@ def staged_models(staged: Settings) -> ModelBuild | None:
 
     from logistics_platform.definitions import build_definitions
     from logistics_platform.defs.constants import TRANSFORM_GROUPS, TRANSFORM_JOB
-    from logistics_platform.lib.operate.rebuild import ModelBuild
     from logistics_platform.lib.transform.arrival_window import ArrivalWindow
 
     defs = build_definitions(staged)
@@ -47,7 +46,7 @@ def staged_models(staged: Settings) -> ModelBuild | None:
             job = defs.resolve_job_def(TRANSFORM_JOB)
             return job.execute_in_process(instance=instance, tags=run_tags, raise_on_error=False).success
 
-    return ModelBuild(job_name=TRANSFORM_JOB, run=run_range)
+    return run_range
 
 
 def run(args: argparse.Namespace) -> int:

@@ -45,12 +45,11 @@ def run(args: argparse.Namespace) -> int:
         f"(committed {resolved.committed_at:%Y-%m-%d %H:%M:%S} UTC, from {resolved.resolved_from})"
     )
     print(f"-- same in DuckDB: select ... from {iceberg_scan_sql(table, resolved.snapshot_id)}")
-    columns = rel.columns
     try:
         rows = rel.fetchmany(args.limit + 1)
     except duckdb.Error as exc:  # errors that show only when the query runs (a failed cast, ...)
         raise CommandError(query_error(exc, table.name()[-2], table.name()[-1]), USAGE) from None
-    print_table([list(columns), *([("NULL" if v is None else str(v)) for v in row] for row in rows[: args.limit])])
+    print_table([list(rel.columns), *([("NULL" if v is None else str(v)) for v in row] for row in rows[: args.limit])])
     if len(rows) > args.limit:
         print(f"... (more than {args.limit} rows; use --limit)")
     return 0

@@ -31,9 +31,9 @@ ARGS = {
 def run(args: argparse.Namespace) -> int:
     from logistics_platform.cli.errors import USAGE, CommandError, require_landing_dir
     from logistics_platform.lib.bronze.unread import unread_files
+    from logistics_platform.lib.connections import catalog_of
     from logistics_platform.lib.operate.landing_watch import scan_landing
     from logistics_platform.lib.operate.progress import compare, read_corrupt_files, read_ingest_log
-    from logistics_platform.resources import IcebergCatalog
     from logistics_platform.settings import load_settings
 
     settings = load_settings()
@@ -45,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise CommandError(f"--hour: {exc}", USAGE) from None
     scan = scan_landing(settings.landing_dir, lookback_days=None, hours=hours)
-    catalog = IcebergCatalog(settings=settings).get_catalog()
+    catalog = catalog_of(settings)
     logged, corrupt = read_ingest_log(catalog, hours), read_corrupt_files(catalog, hours)
     reports = compare(scan, logged, settings.landing_dir, corrupt, now=datetime.now(UTC))
     problems = [r for r in reports if not r.ok]

@@ -33,12 +33,10 @@ def settings() -> Settings:
         st.stop()
 
 
-def _catalog_identity(s: Settings) -> tuple[str, list[tuple[str, str]]]:
-    return s.catalog_name, sorted(s.catalog_properties.items())
-
-
 # The caches below are keyed on what identifies the catalog (name, URI, warehouse, S3 access), not every setting.
-BY_CATALOG: dict[str | type, Callable[[Any], Any]] = {Settings: _catalog_identity}
+BY_CATALOG: dict[str | type, Callable[[Any], Any]] = {
+    Settings: lambda s: (s.catalog_name, sorted(s.catalog_properties.items()))
+}
 
 
 @st.cache_resource(show_spinner=False, hash_funcs=BY_CATALOG)
@@ -58,9 +56,7 @@ def mart(s: Settings, name: str, snapshot_id: int | None = None) -> MartState | 
     if table is None:
         return None
     snapshot_id = snapshot_id if snapshot_id is not None else table.metadata.current_snapshot_id
-    if snapshot_id is None:
-        return read_snapshot(table, None)
-    return _rows(s, f"marts.{name}", snapshot_id)
+    return read_snapshot(table, None) if snapshot_id is None else _rows(s, f"marts.{name}", snapshot_id)
 
 
 def mart_or_stop(s: Settings, name: str) -> MartState:

@@ -9,13 +9,15 @@ from pathlib import Path
 import pyarrow as pa
 
 from logistics_platform.lib.bronze.ingest import ingest_hour
+from logistics_platform.lib.bronze.ingest_log import IngestLogEntry
 from logistics_platform.lib.connections import load_catalog
-from logistics_platform.lib.dashboard.health import health_frame, quarantine_by_hour, read_ingest_lines
+from logistics_platform.lib.dashboard.health import health_frame, quarantine_by_hour
 from logistics_platform.lib.dashboard.off_route import MARGIN, episodes_view, read_corridor, read_pings
 from logistics_platform.lib.dashboard.operations import delivery_view, revenue_by_tenant, revenue_by_tier
 from logistics_platform.lib.dashboard.reader import MartState, load_table
 from logistics_platform.lib.dashboard.travel import compare, day_column, measures, missing_tag_message, travel_tag
 from logistics_platform.lib.maintenance.health import TableHealth
+from logistics_platform.lib.operate.progress import read_ingest_log
 from logistics_platform.settings import local_settings
 from tests.support.bronze import cdc, dump, order, ping, write_file
 
@@ -121,7 +123,7 @@ def test_compare_lines_up_both_states_per_measure_and_day() -> None:
 
     then = state([date(2026, 11, 2)], ["10.00"])
     now = state([date(2026, 11, 2), date(2026, 11, 3), date(2026, 11, 3)], ["10.00", "5.00", "1.00"])
-    result = compare("x", "daily-2026-11-02", then, now)
+    result = compare("daily-2026-11-02", then, now)
     by_measure = result.measures.set_index("measure")
     assert by_measure.loc["rows"].tolist() == [1.0, 3.0, 2.0]
     assert by_measure.loc["sum(gross_revenue)"].tolist() == [10.0, 16.0, 6.0]
@@ -141,16 +143,9 @@ def test_travel_tag_and_the_missing_tag_line() -> None:
 
 
 def test_quarantine_rate_per_hour_over_all_topics() -> None:
-    hour = datetime(2026, 11, 2, 10)
-    log = pa.table(
-        {
-            "topic": ["a", "b", "a"],
-            "arrival_hour": pa.array([hour, hour, hour + timedelta(hours=1)]),
-            "lines": pa.array([90, 10, 0], pa.int64()),
-            "quarantined": pa.array([4, 1, 0], pa.int64()),
-        }
-    )
-    frame = quarantine_by_hour(log)
+    logged = [("a", "2026-11-02-10:00", 90, 4), ("b", "2026-11-02-10:00", 10, 1), ("a", "2026-11-02-11:00", 0, 0)]
+    ingested = {(t, h): IngestLogEntry(t, h, "", (), n, n - q, q, 0) for t, h, n, q in logged}
+    frame = quarantine_by_hour(ingested)
     assert frame[["lines", "quarantined"]].values.tolist() == [[100, 5], [0, 0]]
     assert frame["quarantine_rate"].tolist() == [0.05, 0.0]  # an hour of no lines is no quarantine, not NaN
 
@@ -174,8 +169,8 @@ def test_health_frame_has_one_row_per_table() -> None:
 def test_an_empty_catalog_reads_as_nothing_published(tmp_path: Path) -> None:
     catalog = load_catalog(local_settings(tmp_path))
     assert load_table(catalog, "marts.fct_region_sla") is None
-    assert read_ingest_lines(catalog).num_rows == 0
-    assert quarantine_by_hour(read_ingest_lines(catalog)).empty
+    assert read_ingest_log(catalog) == {}
+    assert quarantine_by_hour(read_ingest_log(catalog)).empty
 
 
 def test_episodes_view_puts_current_episodes_first() -> None:

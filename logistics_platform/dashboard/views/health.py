@@ -11,6 +11,8 @@ import streamlit as st
 from logistics_platform.dashboard import common
 from logistics_platform.lib.dashboard import health as pipeline
 from logistics_platform.lib.dashboard.reader import BUILD_HINT
+from logistics_platform.lib.operate.landing_watch import scan_landing
+from logistics_platform.lib.operate.progress import backlog, read_ingest_log
 from logistics_platform.settings import Settings
 
 
@@ -25,7 +27,8 @@ settings = common.settings()
 catalog = common.catalog(settings)
 
 st.subheader("Backlog")
-state = pipeline.backlog_now(settings, catalog)
+ingested = read_ingest_log(catalog)  # the backlog and the quarantine rate both read it
+state = backlog(scan_landing(settings.landing_dir, lookback_days=None), ingested, settings.landing_dir)
 cols = st.columns(4)
 cols[0].metric("Hours waiting for ingest", len(state.hours_pending))
 cols[1].metric("Files waiting", state.files_pending)
@@ -43,7 +46,7 @@ else:
     st.success(f"Every landed hour is ingested (newest landed {state.latest_landed}).")
 
 st.subheader("Quarantine rate per arrival hour")
-hourly = pipeline.quarantine_by_hour(pipeline.read_ingest_lines(catalog))
+hourly = pipeline.quarantine_by_hour(ingested)
 if hourly.empty:
     st.info(f"Nothing ingested yet: {BUILD_HINT}.")
 else:

@@ -36,7 +36,7 @@ if snapshot is None:
 now = common.mart(settings, mart)
 then = common.mart(settings, mart, snapshot)
 assert now is not None and then is not None  # the table exists: both states read
-result = compare(mart, tag, then, now)
+result = compare(tag, then, now)
 
 rows = result.measures.set_index("measure")
 cols = st.columns(3)

@@ -17,10 +17,7 @@ from logistics_platform.lib.timekeys import epoch_micros, from_epoch_micros
 
 
 def plan_table(
-    table: str,
-    rows: list[dict[str, Any]],
-    state: dict[str, Any] | None,
-    overlap_us: int,
+    table: str, rows: list[dict[str, Any]], state: dict[str, Any] | None, overlap_us: int
 ) -> tuple[list[tuple[str, dict[str, Any], int]], dict[str, Any]]:
     """(op, row, version) to land for one table's rows, and its next state ``{"watermark_us", "seen": [[key, us]]}``."""
     key = KEYS[table]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from logistics_platform.lib.capture.query_mode import capture_query
 from logistics_platform.lib.capture.replication import CaptureResult, Hook, capture_logical
 from logistics_platform.lib.capture.slot import CaptureError
 from logistics_platform.settings import Settings
@@ -26,8 +27,6 @@ def run_capture(
         if not _NAME.fullmatch(value):
             raise CaptureError(f"capture: {variable}={value!r}: use 1-63 lower-case letters, digits and underscores")
     if mode == "query":
-        from logistics_platform.lib.capture.query_mode import capture_query
-
         return capture_query(
             settings.oltp_dsn, settings.landing_dir, settings.capture_slot, settings.capture_query_overlap_seconds
         )

@@ -1,45 +1,27 @@
-"""The pipeline health page: ingest backlog, quarantine rate per arrival hour, and the health of every Iceberg table."""
+"""The pipeline health page's frames: the quarantine rate per arrival hour and the health of every Iceberg table."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 
 import pandas as pd
-import pyarrow as pa
 from pyiceberg.catalog import Catalog
 
-from logistics_platform.lib.dashboard.reader import BRONZE_NAMESPACE, MARTS_NAMESPACE, load_table
+from logistics_platform.lib.bronze.ingest_log import IngestLogEntry
+from logistics_platform.lib.dashboard.reader import load_table
 from logistics_platform.lib.maintenance import list_iceberg_tables
 from logistics_platform.lib.maintenance.health import TableHealth, table_health
-from logistics_platform.lib.operate.landing_watch import scan_landing
-from logistics_platform.lib.operate.progress import Backlog, backlog, read_ingest_log
-from logistics_platform.settings import Settings
+from logistics_platform.lib.timekeys import parse_hour_key
 
-INGEST_LOG = f"{BRONZE_NAMESPACE}.ingest_log"
 HEALTH_COLUMNS = ["table", "snapshots", "data_files", "data_mib", "small_file_share", "manifests", "orphan_files"]
 HEALTH_COLUMNS += ["orphan_mib"]
 
 
-def backlog_now(settings: Settings, catalog: Catalog) -> Backlog:
-    """Landed hours, files and lines not (or not in their current form) ingested yet."""
-    scan = scan_landing(settings.landing_dir, lookback_days=None)
-    return backlog(scan, read_ingest_log(catalog), settings.landing_dir)
-
-
-def read_ingest_lines(catalog: Catalog) -> pa.Table:
-    """topic, arrival_hour, lines, quarantined of every ingested hour (empty when nothing was ingested)."""
-    schema = pa.schema(
-        {"topic": pa.string(), "arrival_hour": pa.timestamp("us"), "lines": pa.int64(), "quarantined": pa.int64()}
-    )
-    table = load_table(catalog, INGEST_LOG)
-    if table is None or table.current_snapshot() is None:
-        return schema.empty_table()
-    return table.scan(selected_fields=tuple(schema.names)).to_arrow()
-
-
-def quarantine_by_hour(ingest_lines: pa.Table) -> pd.DataFrame:
-    """Per arrival hour: lines landed, lines quarantined and their share (all topics together)."""
-    frame = ingest_lines.to_pandas()
+def quarantine_by_hour(ingested: Mapping[tuple[str, str], IngestLogEntry]) -> pd.DataFrame:
+    """Per arrival hour of ``ingested``: lines landed, lines quarantined and their share (all topics together)."""
+    rows = [(parse_hour_key(hour), e.lines, e.quarantined) for (_, hour), e in ingested.items()]
+    frame = pd.DataFrame(rows, columns=["arrival_hour", "lines", "quarantined"])
     if frame.empty:
         return pd.DataFrame(columns=["arrival_hour", "lines", "quarantined", "quarantine_rate"])
     hourly = frame.groupby("arrival_hour", as_index=False)[["lines", "quarantined"]].sum().sort_values("arrival_hour")
@@ -50,7 +32,7 @@ def quarantine_by_hour(ingest_lines: pa.Table) -> pd.DataFrame:
 
 def table_healths(catalog: Catalog, small_file_bytes: int, now: datetime) -> list[TableHealth]:
     """:func:`table_health` of every table in the bronze and marts namespaces."""
-    tables = (load_table(catalog, i) for i in list_iceberg_tables(catalog, (BRONZE_NAMESPACE, MARTS_NAMESPACE)))
+    tables = (load_table(catalog, i) for i in list_iceberg_tables(catalog))
     return [table_health(t, small_file_bytes=small_file_bytes, now=now) for t in tables if t is not None]
 
 

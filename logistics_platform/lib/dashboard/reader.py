@@ -11,7 +11,6 @@ from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.table import Table
 
-MARTS_NAMESPACE = "marts"
 BRONZE_NAMESPACE = "bronze"
 BUILD_HINT = "run `make run` (or `logistics-platform run`) to ingest the landed hours and publish the marts"
 

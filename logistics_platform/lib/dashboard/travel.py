@@ -46,10 +46,6 @@ def missing_tag_message(mart: str, tag: str, available: list[str]) -> str:
 class Comparison:
     """The measures of a mart in two states and, when it has a date or time column, its rows per day in each."""
 
-    mart: str
-    tag: str
-    then: MartState
-    now: MartState
     measures: pd.DataFrame  # measure, then, now, change
     day_column: str | None
     by_day: pd.DataFrame  # day, state ("then: <tag>" | "now"), rows
@@ -84,8 +80,8 @@ def rows_per_day(rows: pa.Table, column: str) -> pd.DataFrame:
     return pd.DataFrame({"day": counted.index, "rows": counted.to_numpy()})
 
 
-def compare(mart: str, tag: str, then: MartState, now: MartState) -> Comparison:
-    """The two states of ``mart`` side by side."""
+def compare(tag: str, then: MartState, now: MartState) -> Comparison:
+    """Two states of a mart side by side, ``then`` the one of ``tag``."""
     before, after = measures(then.rows), measures(now.rows)
     names = list(dict.fromkeys([*after, *before]))
     then_values, now_values = [before.get(n, 0.0) for n in names], [after.get(n, 0.0) for n in names]
@@ -99,4 +95,4 @@ def compare(mart: str, tag: str, then: MartState, now: MartState) -> Comparison:
         if column is not None and column in s.rows.column_names
     ]
     by_day = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["day", "rows", "state"])
-    return Comparison(mart, tag, then, now, frame, column, by_day)
+    return Comparison(frame, column, by_day)

@@ -121,12 +121,7 @@ def maintain_table(
         progress=say,
     )
     say(f"{name}: manifests")
-    report.manifests = rewrite_manifests(
-        table,
-        max_manifests=options.max_manifests_per_snapshot,
-        target_manifest_bytes=options.target_manifest_bytes,
-        dry_run=dry,
-    )
+    report.manifests = rewrite_manifests(table, max_manifests=options.max_manifests_per_snapshot, dry_run=dry)
     say(f"{name}: snapshot expiry")
     report.expiry = expire_table(
         table,

@@ -12,13 +12,7 @@ from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.snapshots import ancestors_of
 from pyiceberg.table.update.snapshot import ExpireSnapshots
 
-from logistics_platform.lib.maintenance.files import (
-    delete_files,
-    list_files,
-    normalize,
-    pyarrow_io,
-    referenced_files,
-)
+from logistics_platform.lib.maintenance.files import delete_files, list_files, normalize, pyarrow_io, referenced_files
 from logistics_platform.lib.maintenance.options import Hooks
 
 log = logging.getLogger(__name__)

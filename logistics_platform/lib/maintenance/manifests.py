@@ -14,6 +14,8 @@ from logistics_platform.lib.iceberg_internals import ManifestPlanner, ManifestRe
 from logistics_platform.lib.maintenance.compaction import MAX_OUTER_ATTEMPTS, SNAPSHOT_PROP_KIND, backoff
 from logistics_platform.lib.maintenance.files import manifest_count
 
+TARGET_MANIFEST_BYTES = 8 * 1024 * 1024  # size of a consolidated manifest
+
 
 @dataclass
 class ManifestRewriteResult:
@@ -39,13 +41,7 @@ def by_partition(target_manifest_bytes: int) -> ManifestPlanner:
     return plan
 
 
-def rewrite_manifests(
-    table: Table,
-    *,
-    max_manifests: int,
-    target_manifest_bytes: int = 8 * 1024 * 1024,
-    dry_run: bool = False,
-) -> ManifestRewriteResult:
+def rewrite_manifests(table: Table, *, max_manifests: int, dry_run: bool = False) -> ManifestRewriteResult:
     """Consolidate the current snapshot's data manifests when there are more than ``max_manifests``."""
     name, attempt = ".".join(table.name()), 1
     while True:
@@ -53,7 +49,7 @@ def rewrite_manifests(
         if before == 0 or before <= max_manifests or dry_run:
             return ManifestRewriteResult(name, before, before, rewritten=False)
         tx = transaction(table)
-        planner = by_partition(target_manifest_bytes)
+        planner = by_partition(TARGET_MANIFEST_BYTES)
         producer = ManifestRewrite(tx, table.io, {SNAPSHOT_PROP_KIND: "rewrite-manifests"}, planner)
         try:
             producer.commit()

@@ -30,7 +30,6 @@ class MaintenanceOptions:
     min_snapshots_to_keep: int = 10
     orphan_safety_window: timedelta = timedelta(days=3)
     max_manifests_per_snapshot: int = 10
-    target_manifest_bytes: int = 8 * 1024 * 1024
     daily_tag_retention_days: int = 365
     metadata_previous_versions: int = DEFAULT_METADATA_PREVIOUS_VERSIONS
     dry_run: bool = False

@@ -80,14 +80,11 @@ def held_hour(last: tuple[str, float] | None, now: datetime, interval_seconds: f
 
 
 def plan_ingest_requests(
-    landed: Mapping[str, str],
-    cursor: Mapping[str, str],
-    lookback_days: int = LOOKBACK_DAYS,
-    held: str | None = None,
+    landed: Mapping[str, str], cursor: Mapping[str, str], held: str | None = None
 ) -> tuple[list[HourRequest], dict[str, str]]:
     """Requests for the ``landed`` hours (hour -> fingerprint) new or changed since the ``cursor``, and the next cursor:
-    both, without the hours older than ``lookback_days`` before the newest. A change of the ``held`` hour waits (it
-    keeps its cursor entry); its first sighting does not."""
+    both, without the hours older than LOOKBACK_DAYS before the newest. A change of the ``held`` hour waits (it keeps
+    its cursor entry); its first sighting does not."""
     held = held if held in cursor else None
     requests = [
         HourRequest(h, fp, "new" if h not in cursor else "changed")
@@ -95,7 +92,7 @@ def plan_ingest_requests(
         if cursor.get(h) != fp and h != held
     ]
     merged = {**cursor, **{h: fp for h, fp in landed.items() if h != held}}
-    start = hour_key(parse_hour_key(max(merged)) - timedelta(days=lookback_days)) if merged else ""
+    start = hour_key(parse_hour_key(max(merged)) - timedelta(days=LOOKBACK_DAYS)) if merged else ""
     return requests, {h: fp for h, fp in merged.items() if h >= start}
 
 

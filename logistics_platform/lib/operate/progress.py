@@ -8,7 +8,13 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from logistics_platform.lib.bronze.ingest_log import IngestLogEntry
+from pyiceberg.exceptions import NoSuchTableError
+from pyiceberg.expressions import EqualTo
+
+from logistics_platform.lib.bronze.ingest_log import INGEST_LOG_IDENTIFIER, IngestLogEntry, read_log_entries
+from logistics_platform.lib.bronze.landing import list_hour_files, scan_file
+from logistics_platform.lib.bronze.schema import NAMESPACE, QUARANTINE_TABLE, REASON_CORRUPT_FILE
+from logistics_platform.lib.operate.landing_watch import LOOKBACK_DAYS, hour_folders
 from logistics_platform.lib.timekeys import hour_key, hour_start, parse_hour_key
 
 if TYPE_CHECKING:
@@ -17,19 +23,12 @@ if TYPE_CHECKING:
 
 def read_ingest_log(catalog: Catalog, hours: Iterable[str] | None = None) -> dict[tuple[str, str], IngestLogEntry]:
     """(topic, hour key) -> the ingest log row, for the hour keys ``hours`` (default all); empty before any ingest."""
-    from logistics_platform.lib.bronze.ingest_log import read_log_entries
-
     wanted = [parse_hour_key(h) for h in hours] if hours is not None else None
     return read_log_entries(catalog, wanted)
 
 
 def read_corrupt_files(catalog: Catalog, hours: Iterable[str] | None = None) -> dict[tuple[str, str], dict[str, str]]:
     """(topic, hour key) -> {file: error detail} of the files bronze.quarantine records as ``corrupt_file``."""
-    from pyiceberg.exceptions import NoSuchTableError
-    from pyiceberg.expressions import EqualTo
-
-    from logistics_platform.lib.bronze.schema import NAMESPACE, QUARANTINE_TABLE, REASON_CORRUPT_FILE
-
     try:
         table = catalog.load_table(f"{NAMESPACE}.{QUARANTINE_TABLE}")
     except NoSuchTableError:
@@ -49,11 +48,6 @@ def read_corrupt_files(catalog: Catalog, hours: Iterable[str] | None = None) -> 
 
 def folders_to_look_at(catalog: Catalog, landing_dir: Path) -> list[tuple[str, datetime]] | None:
     """:func:`folders_to_check` against ``bronze.ingest_log``'s (topic, hour) pairs; None (all) before any ingest."""
-    from pyiceberg.exceptions import NoSuchTableError
-
-    from logistics_platform.lib.bronze.ingest_log import INGEST_LOG_IDENTIFIER
-    from logistics_platform.lib.operate.landing_watch import LOOKBACK_DAYS, hour_folders
-
     try:
         rows = catalog.load_table(INGEST_LOG_IDENTIFIER).scan(selected_fields=("topic", "arrival_hour")).to_arrow()
     except NoSuchTableError:
@@ -104,8 +98,6 @@ def compare(
 
     ``corrupt`` (:func:`read_corrupt_files`) marks an ingested hour whose files could not all be read to the end.
     With ``now``, the hour in progress (and any later) is ``open`` unless a logged file changed or went away."""
-    from logistics_platform.lib.bronze.landing import list_hour_files
-
     open_from = hour_key(hour_start(now)) if now is not None else None
     by_hour: dict[str, dict[str, IngestLogEntry]] = {}
     for (topic, hour), logged_entry in ingested.items():
@@ -196,8 +188,6 @@ def backlog(
     scan: Mapping[str, Mapping[str, str]], ingested: Mapping[tuple[str, str], IngestLogEntry], landing_dir: Path
 ) -> Backlog:
     """Hours, files and lines landed but not (or not in their current form) ingested."""
-    from logistics_platform.lib.bronze.landing import list_hour_files, scan_file
-
     pending: list[str] = []
     lines = files = 0
     for report in compare(scan, ingested, landing_dir):

@@ -14,6 +14,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pyiceberg.catalog.sql import IcebergTables
+from sqlalchemy.orm import Session
+
+from logistics_platform.lib.bronze.incidents import carry_accepted
+from logistics_platform.lib.bronze.ingest import consecutive_ranges, ingest_hours
+from logistics_platform.lib.bronze.landing import list_arrival_hours
+from logistics_platform.lib.connections import catalog_of, connect
+from logistics_platform.lib.maintenance import list_iceberg_tables
+from logistics_platform.lib.operate.landing_watch import scan_landing
+from logistics_platform.lib.operate.progress import compare, read_ingest_log
+from logistics_platform.lib.timekeys import hour_key
 from logistics_platform.settings import Settings
 
 if TYPE_CHECKING:
@@ -28,27 +39,16 @@ class RebuildError(RuntimeError):
 
 @dataclass
 class RebuildResult:
+    """What a rebuild that validated did (a failure raises :class:`RebuildError` instead)."""
+
     stamp: str
     staging_root: Path
-    staged: Settings
     partitions: list[str] = field(default_factory=list)
-    runs: list[tuple[str, str, bool]] = field(default_factory=list)  # (job, partition label, success)
-    problems: list[str] = field(default_factory=list)
     swapped: list[str] = field(default_factory=list)
 
-    @property
-    def ok(self) -> bool:
-        return not self.problems and all(ok for _, _, ok in self.runs)
 
-
-@dataclass(frozen=True)
-class ModelBuild:
-    """How to build the dbt layer: ``run(first, last, tags)`` builds hours first..last in one run, True if ok."""
-
-    job_name: str
-    run: Callable[[str, str, Mapping[str, str]], bool]
-
-
+# How to build the dbt layer: ``build(first, last, tags)`` builds hours first..last in one run, True if ok.
+ModelBuild = Callable[[str, str, Mapping[str, str]], bool]
 # The dbt layer of the code location built on these (staged) settings, None without dbt models; the CLI hands it in.
 ModelsFor = Callable[[Settings], ModelBuild | None]
 
@@ -68,8 +68,6 @@ def staging_settings(settings: Settings, stamp: str) -> tuple[Settings, Path]:
 
 def copy_ops_state(live_duckdb: Path, staged_duckdb: Path) -> list[str]:
     """Copy the DuckDB ``ops`` schema (operator decisions, not derived data) into the staged database."""
-    from logistics_platform.lib.connections import connect
-
     if not live_duckdb.exists():
         return []
     with connect(staged_duckdb) as con:
@@ -86,10 +84,6 @@ def copy_ops_state(live_duckdb: Path, staged_duckdb: Path) -> list[str]:
 
 def build(staged: Settings, result: RebuildResult, models: ModelsFor, log: Callable[[str], None]) -> None:
     """Ingest every landed hour (in ranges of consecutive hours) and build every model into the staged location."""
-    from logistics_platform.lib.bronze.ingest import consecutive_ranges, ingest_hours
-    from logistics_platform.lib.bronze.landing import list_arrival_hours
-    from logistics_platform.lib.timekeys import hour_key
-
     hours = [h for h in list_arrival_hours(staged.landing_dir) if h >= staged.partitions_start_datetime]
     keys = result.partitions = [hour_key(h) for h in hours]
     if not keys:
@@ -102,14 +96,11 @@ def build(staged: Settings, result: RebuildResult, models: ModelsFor, log: Calla
         try:
             ingest_hours(staged, run, run_id=f"rebuild-{result.stamp}", replace=True)
         except Exception as exc:
-            result.runs.append(("ingest_hours", label, False))
             raise RebuildError(f"ingest of {label} failed in the staging area ({exc}); live tables untouched") from exc
-        result.runs.append(("ingest_hours", label, True))
         done += len(run)
         log(f"[{done}/{len(keys)}] ingested up to {last}")
     if model_build is not None:
-        ok = model_build.run(keys[0], keys[-1], {"logistics/rebuild": result.stamp})
-        result.runs.append((model_build.job_name, f"{keys[0]}..{keys[-1]}", ok))
+        ok = model_build(keys[0], keys[-1], {"logistics/rebuild": result.stamp})
         log(f"dbt build {keys[0]} .. {keys[-1]}: {'ok' if ok else 'FAILED'}")
         if not ok:
             raise RebuildError("dbt build failed in the staging area; live tables untouched")
@@ -117,11 +108,6 @@ def build(staged: Settings, result: RebuildResult, models: ModelsFor, log: Calla
 
 def validate(staged: Settings, expected_marts: tuple[str, ...]) -> list[str]:
     """What is wrong with the staged build (empty = safe to swap)."""
-    from logistics_platform.lib.connections import catalog_of, connect
-    from logistics_platform.lib.maintenance import list_iceberg_tables
-    from logistics_platform.lib.operate.landing_watch import scan_landing
-    from logistics_platform.lib.operate.progress import compare, read_ingest_log
-
     scan = scan_landing(staged.landing_dir, lookback_days=None)
     catalog = catalog_of(staged)
     problems: list[str] = []
@@ -143,9 +129,6 @@ def validate(staged: Settings, expected_marts: tuple[str, ...]) -> list[str]:
 def repoint(catalog: Catalog, locations: Mapping[str, str | None], add: bool = True) -> dict[str, str | None]:
     """Point each table at its metadata location (None: drop its entry; ``add``: create a missing one) in one
     transaction; returns the previous locations."""
-    from pyiceberg.catalog.sql import IcebergTables
-    from sqlalchemy.orm import Session
-
     previous: dict[str, str | None] = {}
     with Session(catalog.engine) as session, session.begin():
         for name, location in sorted(locations.items()):
@@ -164,9 +147,6 @@ def repoint(catalog: Catalog, locations: Mapping[str, str | None], add: bool = T
 
 def swap(live: Settings, staged: Settings, staging_root: Path) -> list[str]:
     """Point the live catalog at the staged tables (one transaction) and swap the DuckDB file (atomic rename)."""
-    from logistics_platform.lib.connections import catalog_of
-    from logistics_platform.lib.maintenance import list_iceberg_tables
-
     staged_catalog = catalog_of(staged)
     tables = list_iceberg_tables(staged_catalog)
     pointers: dict[str, str | None] = {name: staged_catalog.load_table(name).metadata_location for name in tables}
@@ -189,8 +169,6 @@ def swap(live: Settings, staged: Settings, staging_root: Path) -> list[str]:
 
 def rollback(live: Settings, staging_root: Path) -> list[str]:
     """Undo a swap recorded in ``staging_root/swap.json``: old catalog pointers and the old DuckDB file back."""
-    from logistics_platform.lib.connections import catalog_of
-
     record = json.loads((staging_root / "swap.json").read_text())
     repoint(catalog_of(live), record["catalog"]["previous"], add=False)
     backup = record["duckdb"]["backup"]
@@ -208,23 +186,20 @@ def rebuild(
     stamp: str | None = None,
 ) -> RebuildResult:
     """Build aside, validate, and (when ``swap_in``) swap in. Raises :class:`RebuildError` before any swap."""
-    from logistics_platform.lib.bronze.incidents import carry_accepted
-    from logistics_platform.lib.connections import catalog_of
-
     stamp = stamp or datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     staged, root = staging_settings(settings, stamp)
     if root.exists():
         raise RebuildError(f"{root} already exists: pick another stamp or remove it")
     root.mkdir(parents=True)
-    result = RebuildResult(stamp=stamp, staging_root=root, staged=staged)
+    result = RebuildResult(stamp=stamp, staging_root=root)
     log(f"rebuilding into {root} (warehouse {staged.warehouse})")
     if copied := copy_ops_state(settings.duckdb_path, staged.duckdb_path):
         log(f"copied operator state: ops.{', ops.'.join(copied)}")
     carry_accepted(catalog_of(settings), catalog_of(staged))  # operator decisions too, which the ingest reads
     build(staged, result, models, log)
-    result.problems = validate(staged, expected_marts)
-    if result.problems:
-        raise RebuildError("staged build did not validate; live tables untouched:\n  " + "\n  ".join(result.problems))
+    problems = validate(staged, expected_marts)
+    if problems:
+        raise RebuildError("staged build did not validate; live tables untouched:\n  " + "\n  ".join(problems))
     if swap_in:
         result.swapped = swap(settings, staged, root)
         log(f"swapped in {len(result.swapped)} tables and {settings.duckdb_path.name}; undo record {root}/swap.json")
