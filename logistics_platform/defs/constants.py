@@ -3,6 +3,7 @@
 import dagster as dg
 
 from logistics_platform.lib.bronze import schema as bs
+from logistics_platform.lib.transform.operations import OFF_ROUTE_CHECK, OFF_ROUTE_MART, SLA_CHECK, SLA_MART
 from logistics_platform.lib.transform.project import MART_MODELS
 
 OWNERS = ["team:data-platform"]
@@ -28,6 +29,10 @@ INGEST_LOG_KEY = dg.AssetKey(["bronze", bs.INGEST_LOG_TABLE])
 MARTS = MART_MODELS
 PUBLISHED_PREFIX = "iceberg_marts"
 PUBLISHED_KEYS: dict[str, dg.AssetKey] = {m: dg.AssetKey([PUBLISHED_PREFIX, m]) for m in MART_MODELS}
+# The live marts (sensor in operate, checks in transform) and the one check of each that alerts from its run.
+SLA_KEY = dg.AssetKey(["marts", SLA_MART])
+OFF_ROUTE_KEY = dg.AssetKey(["marts", OFF_ROUTE_MART])
+LIVE_CHECKS = [dg.AssetCheckKey(SLA_KEY, SLA_CHECK), dg.AssetCheckKey(OFF_ROUTE_KEY, OFF_ROUTE_CHECK)]
 
 # Iceberg table -> the asset whose table-health check reports it.
 HEALTH_CHECK = "iceberg_table_health"

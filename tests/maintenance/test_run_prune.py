@@ -5,7 +5,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from logistics_platform.defs.maintenance.run_prune import prune_superseded_runs
+from logistics_platform.defs.maintenance import prune_superseded_runs
 from logistics_platform.lib.maintenance.run_prune import remove_sqlite_file, superseded
 from logistics_platform.lib.operate.transform_pending import WATERMARK_TAG, builders
 from logistics_platform.lib.transform.arrival_window import ArrivalWindow

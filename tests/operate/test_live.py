@@ -11,9 +11,9 @@ import dagster as dg
 import pytest
 
 from logistics_platform.definitions import build_definitions
-from logistics_platform.defs.constants import INGEST_JOB, TRANSFORM_JOB
+from logistics_platform.defs.constants import INGEST_JOB, LIVE_CHECKS, OFF_ROUTE_KEY, SLA_KEY, TRANSFORM_JOB
 from logistics_platform.defs.operate.alert_sensors import deliver_check_alerts
-from logistics_platform.defs.operate.transform_sensor import LIVE_CHECKS, LIVE_SENSOR, OFF_ROUTE_KEY, SLA_KEY
+from logistics_platform.defs.operate.transform_sensor import LIVE_SENSOR
 from logistics_platform.lib.operate.alerts import DELIVERED_KEY, read_log
 from logistics_platform.lib.operate.transform_pending import LIVE_HOURS, WATERMARK_TAG, live_batch, live_cursor
 from logistics_platform.lib.timekeys import hour_key, hour_start

@@ -13,8 +13,7 @@ import pytest
 from logistics_platform.definitions import build_definitions
 from logistics_platform.defs.constants import INGEST_JOB
 from logistics_platform.defs.transform.assets import DBT_ASSETS_NAME, build_dbt_assets, ingest_watermark
-from logistics_platform.defs.transform.checks import build_publish_checks
-from logistics_platform.defs.transform.publish import PUBLISH_ASSET_NAME, build_publish_assets
+from logistics_platform.defs.transform.publish import PUBLISH_ASSET_NAME, build_publish_assets, build_publish_checks
 from logistics_platform.lib.connections import load_catalog
 from logistics_platform.lib.operate.transform_pending import WATERMARK_TAG
 from logistics_platform.lib.timekeys import hour_key

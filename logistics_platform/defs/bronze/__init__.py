@@ -9,5 +9,4 @@ from logistics_platform.settings import Settings
 
 def build_defs(settings: Settings) -> dg.Definitions:
     """Landing external assets and the partitioned bronze multi-asset with its checks."""
-    partitions = arrival_hour_partitions(settings)
-    return dg.Definitions(assets=[*landing_specs(partitions), build_bronze_assets(settings)])
+    return dg.Definitions(assets=[*landing_specs(arrival_hour_partitions(settings)), build_bronze_assets(settings)])

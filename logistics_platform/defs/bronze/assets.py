@@ -164,6 +164,9 @@ def materializations(catalog: Catalog, reports: "Sequence[IngestReport]") -> Ite
     def tsum(name: str, attr: str) -> int:
         return sum(getattr(r.topics[name], attr) for r in reports)
 
+    def merged(name: str, attr: str) -> dg.JsonMetadataValue:
+        return dg.MetadataValue.json({k: v for r in reports for k, v in getattr(r.topics[name], attr).items()})
+
     def read(topics: Sequence[str]) -> dict[str, int]:
         """What this run read: all files of a replaced hour, the new ones of an appended one."""
         read_files = [f for r in reports for t in topics for f in r.topics[t].read_files]
@@ -195,12 +198,8 @@ def materializations(catalog: Catalog, reports: "Sequence[IngestReport]") -> Ite
                 "data_files_written": tsum(t, "data_files"),
                 "commit_attempts": first.topics[t].commit_attempts,
                 "commit_seconds": first.commit_seconds.get(t, 0.0),
-                "added_columns": dg.MetadataValue.json(
-                    {k: v for r in reports for k, v in r.topics[t].added_columns.items()}
-                ),
-                "corrupt_files": dg.MetadataValue.json(
-                    {k: v for r in reports for k, v in r.topics[t].corrupt_files.items()}
-                ),
+                "added_columns": merged(t, "added_columns"),
+                "corrupt_files": merged(t, "corrupt_files"),
                 **duration,
             },
         )

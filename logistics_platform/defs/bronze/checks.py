@@ -26,14 +26,12 @@ CHECK_SCHEMA_INCIDENT = "schema_incident"
 QUARANTINE_RATE_WARN = 0.01
 # Topics outside the contract (a WARN; an ERROR, so an alert, when one is new, grew or is unbalanced).
 CHECK_OUTSIDE_CONTRACT = "outside_contract"
+_SUMMED = ("lines", "bronze_rows", "quarantine_rows", "tombstones")  # the accounts' counts a range's metadata sums
 
 
 def reason_counts(counts: Iterable[Mapping[str, int]]) -> dg.JsonMetadataValue:
     """Quarantined lines per reason, summed and sorted, as JSON metadata."""
-    total: Counter[str] = Counter()
-    for c in counts:
-        total.update(c)
-    return dg.MetadataValue.json(dict(sorted(total.items())))
+    return dg.MetadataValue.json(dict(sorted(sum(map(Counter, counts), Counter()).items())))
 
 
 def bronze_check_specs() -> list[dg.AssetCheckSpec]:
@@ -103,10 +101,7 @@ def bronze_check_results(
                 "arrival_hours": len(per_hour),
                 "balanced": not unbalanced,
                 "unbalanced_hours": dg.MetadataValue.json(unbalanced),
-                "lines": sum(a.lines for a in per_hour.values()),
-                "bronze_rows": sum(a.bronze_rows for a in per_hour.values()),
-                "quarantine_rows": sum(a.quarantine_rows for a in per_hour.values()),
-                "tombstones": sum(a.tombstones for a in per_hour.values()),
+                **{k: sum(getattr(a, k) for a in per_hour.values()) for k in _SUMMED},
                 "by_hour": dg.MetadataValue.json({k: a.as_dict() for k, a in per_hour.items()}),
             }
             if unread:

@@ -69,8 +69,7 @@ def capture_wal_retention(settings: dg.ResourceParam[Settings]) -> dg.AssetCheck
     if not settings.oltp_dsn:
         return dg.AssetCheckResult(passed=True, metadata=NOT_CONFIGURED)
     lag = slot.measure(settings.oltp_dsn, settings.landing_dir, settings.capture_slot)
-    text = slot.retention_alert(lag, settings.capture_wal_retention_alert_bytes)
-    if text:
+    if text := slot.retention_alert(lag, settings.capture_wal_retention_alert_bytes):
         alert = alerts.Alert(
             kind=alerts.KIND_CHECK_FAILURE,
             summary=f"capture slot {lag.slot} retains WAL",

@@ -2,6 +2,7 @@
 
 import json
 from collections.abc import Iterator, Sequence
+from itertools import islice
 from typing import Any
 
 import dagster as dg
@@ -24,14 +25,13 @@ def run_failure_alert(context: dg.RunFailureSensorContext) -> alerts.Alert:
         while getattr(error, "cause", None) is not None:  # Dagster wraps user errors in "Error occurred while ..."
             error = error.cause
         step_errors.append(f"{event.step_key}: {error.message.strip() if error is not None else (event.message or '')}")
-    planned: set[str] = set()
-    done: set[str] = set()
-    kinds = {dg.DagsterEventType.ASSET_MATERIALIZATION_PLANNED, dg.DagsterEventType.ASSET_MATERIALIZATION}
-    for entry in context.instance.all_logs(run.run_id, of_type=kinds):
+    planned, done = dg.DagsterEventType.ASSET_MATERIALIZATION_PLANNED, dg.DagsterEventType.ASSET_MATERIALIZATION
+    seen: dict[dg.DagsterEventType, set[str]] = {planned: set(), done: set()}  # event type -> asset keys
+    for entry in context.instance.all_logs(run.run_id, of_type=set(seen)):
         if (logged := entry.dagster_event) is not None and logged.asset_key is not None:
-            target = planned if logged.event_type == dg.DagsterEventType.ASSET_MATERIALIZATION_PLANNED else done
-            target.add(logged.asset_key.to_user_string())
-    assets = tuple(sorted(planned - done)) or tuple(sorted(k.to_user_string() for k in (run.asset_selection or ())))
+            seen[logged.event_type].add(logged.asset_key.to_user_string())
+    left = seen[planned] - seen[done]
+    assets = tuple(sorted(left)) or tuple(sorted(k.to_user_string() for k in (run.asset_selection or ())))
     retry = run.tags.get("dagster/retry_number")
     return alerts.Alert(
         kind=alerts.KIND_RUN_FAILURE,
@@ -88,7 +88,8 @@ def deliver_check_alerts(
         seen[name] = max(newest.id, last or 0)
         if last is not None and newest.id <= last:
             continue
-        for record, evaluation in sorted(_failed_evaluations(instance, key, last), key=lambda pair: pair[0].id):
+        failed = islice(_failed_evaluations(instance, key, last), CHECK_HISTORY_LIMIT)  # the newest ones
+        for record, evaluation in sorted(failed, key=lambda pair: pair[0].id):
             sent += _alert_for_check(instance, record, evaluation, settings)
     return sent, json.dumps(seen, sort_keys=True, separators=(",", ":"))
 
@@ -96,9 +97,8 @@ def deliver_check_alerts(
 def _failed_evaluations(
     instance: dg.DagsterInstance, key: dg.AssetCheckKey, after: int | None
 ) -> Iterator[tuple[Any, dg.AssetCheckEvaluation]]:
-    """The newest failed evaluations of ``key`` with a record id above ``after``, newest first, at most
-    ``CHECK_HISTORY_LIMIT``, paged through the history (its status filter takes a type ``dagster`` does not export)."""
-    found = 0
+    """The failed evaluations of ``key`` with a record id above ``after``, newest first, paged through the history
+    (its status filter takes a type ``dagster`` does not export)."""
     page_cursor: int | None = None
     while True:
         page = instance.event_log_storage.get_asset_check_execution_history(
@@ -111,9 +111,6 @@ def _failed_evaluations(
             evaluation = dagster_event.event_specific_data if dagster_event else None
             if isinstance(evaluation, dg.AssetCheckEvaluation) and not evaluation.passed:
                 yield record, evaluation
-                found += 1
-                if found >= CHECK_HISTORY_LIMIT:
-                    return
         if len(page) < CHECK_HISTORY_LIMIT:
             return
         page_cursor = page[-1].id

@@ -25,8 +25,7 @@ def schedule_status(settings: Settings) -> dg.DefaultScheduleStatus:
 def run_partition(run: dg.DagsterRun) -> str | None:
     """What to re-run: the partition key of a run, or ``first..last`` of a range; then a transform run's arrival hours,
     e.g. ``2026-11-30 (arrival hours 2026-11-30-03:00..2026-11-30-04:00)``."""
-    bounds = run_partition_bounds(run.tags)
-    if bounds is None:
+    if (bounds := run_partition_bounds(run.tags)) is None:
         return None
     label = bounds[0] if PARTITION_TAG in run.tags else f"{bounds[0]}..{bounds[1]}"
     first, last = run.tags.get(WINDOW_START_TAG), run.tags.get(WINDOW_END_TAG)

@@ -5,19 +5,14 @@ from datetime import UTC, datetime
 
 import dagster as dg
 
-from logistics_platform.defs.constants import INGEST_LOG_KEY, TRANSFORM_GROUPS, TRANSFORM_JOB, TRIGGER_TAG
+from logistics_platform.defs.constants import INGEST_LOG_KEY, LIVE_CHECKS, TRANSFORM_GROUPS, TRANSFORM_JOB, TRIGGER_TAG
 from logistics_platform.defs.operate.common import ACTIVE_RUN_STATUSES, NOT_YET_READING, sensor_status
 from logistics_platform.lib.operate.transform_pending import BuiltState, live_batch, live_cursor
 from logistics_platform.lib.transform.arrival_window import ArrivalWindow, tagged_window
-from logistics_platform.lib.transform.operations import OFF_ROUTE_CHECK, OFF_ROUTE_MART, SLA_CHECK, SLA_MART
 from logistics_platform.settings import Settings
 
 BATCH_TAG = "logistics/transform_batch"
 TRANSFORM_ATTEMPTS = 3  # runs of one failing batch (a new run key each, each failure alerted), then it waits
-SLA_KEY = dg.AssetKey(["marts", SLA_MART])
-OFF_ROUTE_KEY = dg.AssetKey(["marts", OFF_ROUTE_MART])
-# The live marts and the one check of each that alerts from its run.
-LIVE_CHECKS = [dg.AssetCheckKey(SLA_KEY, SLA_CHECK), dg.AssetCheckKey(OFF_ROUTE_KEY, OFF_ROUTE_CHECK)]
 LIVE_SENSOR = "sla_after_ingest"
 # The run tag that marks a live run (the UI's filter, and what the backlog leaves out: it builds two marts).
 LIVE_TAG = "logistics/live"
@@ -81,10 +76,10 @@ def build_dbt_triggers(settings: Settings) -> dg.Definitions:
         batch = f"{window.first_key}..{window.last_key}:{max(pending.values())}"
         failed = dg.RunsFilter(job_name=TRANSFORM_JOB, statuses=[dg.DagsterRunStatus.FAILURE], tags={BATCH_TAG: batch})
         if (failures := instance.get_runs_count(failed)) >= TRANSFORM_ATTEMPTS:
-            days = "..".join(window.day_keys())
             return dg.SkipReason(
                 f"dbt failed {failures} times for arrival hours {window.label}: fix the cause (see the alerts), then "
-                f"re-run the days {days} of transform_arrival_hours; new ingests also start a new batch"
+                f"re-run the days {window.first:%Y-%m-%d}..{window.last:%Y-%m-%d} of transform_arrival_hours; new "
+                "ingests also start a new batch"
             )
         tags = {TRIGGER_TAG: "transform_after_ingest", BATCH_TAG: batch, "logistics/pending_hours": str(len(pending))}
         return dg.RunRequest(run_key=f"transform:{batch}:attempt-{failures}", tags={**window.run_tags(), **tags})
@@ -104,7 +99,7 @@ def build_dbt_triggers(settings: Settings) -> dg.Definitions:
     def sla_after_ingest(context: dg.SensorEvaluationContext) -> dg.RunRequest | dg.SkipReason:
         graph = context.repository_def.asset_graph  # type: ignore[union-attr]
         if not (marts := [c.asset_key for c in LIVE_CHECKS if graph.has(c.asset_key)]):
-            return dg.SkipReason(f"no {SLA_KEY.to_user_string()} in this code location")
+            return dg.SkipReason(f"no {LIVE_CHECKS[0].asset_key.to_user_string()} in this code location")
         batch, cursor = live_batch(ingested_hours(context.instance), live_cursor(context.cursor), datetime.now(UTC))
         context.update_cursor(str(cursor))
         if batch is None:

@@ -3,9 +3,8 @@
 import dagster as dg
 
 from logistics_platform.defs.transform.assets import FOLDED_WINDOWS_SPEC, build_dbt_assets
-from logistics_platform.defs.transform.checks import build_publish_checks
 from logistics_platform.defs.transform.operations_checks import build_operations_checks
-from logistics_platform.defs.transform.publish import build_publish_assets
+from logistics_platform.defs.transform.publish import build_publish_assets, build_publish_checks
 from logistics_platform.lib.transform.spark import is_spark
 from logistics_platform.settings import Settings
 

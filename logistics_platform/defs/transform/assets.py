@@ -47,9 +47,8 @@ class LogisticsDbtTranslator(DagsterDbtTranslator):
         self, dbt_resource_props: Mapping[str, Any], dbt_parent_resource_props: Mapping[str, Any]
     ) -> dg.PartitionMapping | None:
         # Bronze is hourly, the dbt layer daily: day D depends on the hours of D (stated, not left to the default).
-        if dbt_parent_resource_props.get("source_name") == BRONZE_SCHEMA:
-            return dg.TimeWindowPartitionMapping()
-        return None
+        bronze = dbt_parent_resource_props.get("source_name") == BRONZE_SCHEMA
+        return dg.TimeWindowPartitionMapping() if bronze else None
 
     def get_tags(self, dbt_resource_props: Mapping[str, Any]) -> Mapping[str, str]:
         return {**super().get_tags(dbt_resource_props), **DUCKDB_WRITER_TAGS}

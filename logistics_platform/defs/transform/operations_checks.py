@@ -3,38 +3,29 @@ episodes."""
 
 # No `from __future__ import annotations`: Dagster reads the check function annotations at runtime.
 
-from collections.abc import Mapping
-from datetime import datetime
 from typing import Any
 
 import dagster as dg
 from dagster_duckdb import DuckDBResource
 
+from logistics_platform.defs.constants import OFF_ROUTE_KEY, SLA_KEY
 from logistics_platform.lib.operate import alerts
 from logistics_platform.lib.transform import operations
-from logistics_platform.lib.transform.arrival_window import run_window
+from logistics_platform.lib.transform.arrival_window import ArrivalWindow, run_window
 from logistics_platform.settings import Settings
 
-SLA_KEY = dg.AssetKey(["marts", operations.SLA_MART])
 DAILY_KEY = dg.AssetKey(["marts", operations.DAILY_MART])
-OFF_ROUTE_KEY = dg.AssetKey(["marts", operations.OFF_ROUTE_MART])
-SLA_CHECK_KEY = dg.AssetCheckKey(SLA_KEY, operations.SLA_CHECK)
-OFF_ROUTE_CHECK_KEY = dg.AssetCheckKey(OFF_ROUTE_KEY, operations.OFF_ROUTE_CHECK)
 
 
-def run_arrival_hours(tags: Mapping[str, str]) -> tuple[datetime | None, datetime | None]:
-    """First and last arrival hour the run built ((None, None) when unpartitioned)."""
-    window = run_window(tags)
-    return (None, None) if window is None else (window.first, window.last)
+def _scope(window: ArrivalWindow | None) -> str:
+    if window is None:
+        return "every window"
+    return f"arrival hours {window.first:%Y-%m-%d %H:00} .. {window.last:%Y-%m-%d %H:00}"
 
 
-def _scope(first: datetime | None, last: datetime | None) -> str:
-    return "every window" if first is None else f"arrival hours {first:%Y-%m-%d %H:00} .. {last:%Y-%m-%d %H:00}"
-
-
-def _deliver(context: dg.AssetCheckExecutionContext, settings: Settings, key: dg.AssetCheckKey, text: str) -> bool:
+def _deliver(context: dg.AssetCheckExecutionContext, settings: Settings, text: str) -> bool:
     """Post this run's alert of the failed check (log and webhook); whether it reached both."""
-    run, scope = context.run, _scope(*run_arrival_hours(context.run.tags))
+    run, scope, key = context.run, _scope(run_window(context.run.tags)), context.check_specs[0].key
     asset, kind = key.asset_key.to_user_string(), alerts.KIND_CHECK_FAILURE
     alert = alerts.check_alert(asset, key.name, text, run.run_id, run.job_name, scope, kind)
     result = alerts.deliver(alert, settings.alerts_log, settings.alert_webhook_url)
@@ -53,17 +44,17 @@ def build_operations_checks(settings: Settings) -> list[dg.AssetChecksDefinition
         ),
     )
     def sla_within_target(context: dg.AssetCheckExecutionContext, duckdb: DuckDBResource) -> dg.AssetCheckResult:
-        first, last = run_arrival_hours(context.run.tags)
+        window = run_window(context.run.tags)
         with duckdb.get_connection() as con:
-            breaches = operations.breached_windows(con, settings.sla_window_minutes, first, last)
+            breaches = operations.breached_windows(con, settings.sla_window_minutes, window)
             fresh = operations.new_breaches(con, breaches, context.run.run_id)
         listed = [
             {"window_start": str(b.window_start), "region": b.region, "late_share": str(b.late_share)} for b in breaches
         ]
-        metadata: dict[str, Any] = {"scope": _scope(first, last), "breached_windows": dg.MetadataValue.json(listed)}
+        metadata: dict[str, Any] = {"scope": _scope(window), "breached_windows": dg.MetadataValue.json(listed)}
         description = operations.sla_summary(fresh, settings.sla_late_share_max, len(breaches) - len(fresh))
         if breaches:  # posted by the run when new; breaches posted before are not posted again (True: nothing to send)
-            metadata[alerts.DELIVERED_KEY] = not fresh or _deliver(context, settings, SLA_CHECK_KEY, description or "")
+            metadata[alerts.DELIVERED_KEY] = not fresh or _deliver(context, settings, description or "")
         return dg.AssetCheckResult(
             passed=not breaches, severity=dg.AssetCheckSeverity.WARN, description=description, metadata=metadata
         )
@@ -79,15 +70,15 @@ def build_operations_checks(settings: Settings) -> list[dg.AssetChecksDefinition
     def delivery_time_within_baseline(
         context: dg.AssetCheckExecutionContext, duckdb: DuckDBResource
     ) -> dg.AssetCheckResult:
-        first, last = run_arrival_hours(context.run.tags)
+        window = run_window(context.run.tags)
         with duckdb.get_connection() as con:
-            anomalies = operations.anomalous_days(con, first, last)
+            anomalies = operations.anomalous_days(con, window)
         listed = [{"delivery_date": str(a.delivery_date), "region": a.region} for a in anomalies]
         return dg.AssetCheckResult(
             passed=not anomalies,
             severity=dg.AssetCheckSeverity.WARN,
             description=operations.anomaly_summary(anomalies),
-            metadata={"scope": _scope(first, last), "anomalous_regions": dg.MetadataValue.json(listed)},
+            metadata={"scope": _scope(window), "anomalous_regions": dg.MetadataValue.json(listed)},
         )
 
     @dg.asset_check(
@@ -104,7 +95,7 @@ def build_operations_checks(settings: Settings) -> list[dg.AssetChecksDefinition
             episodes = operations.new_off_route_episodes(con, context.run.run_id)
         metadata: dict[str, Any] = {"new_episodes": dg.MetadataValue.json([e.describe() for e in episodes])}
         if description := operations.off_route_summary(episodes):
-            metadata[alerts.DELIVERED_KEY] = _deliver(context, settings, OFF_ROUTE_CHECK_KEY, description)
+            metadata[alerts.DELIVERED_KEY] = _deliver(context, settings, description)
         return dg.AssetCheckResult(
             passed=not episodes, severity=dg.AssetCheckSeverity.WARN, description=description, metadata=metadata
         )

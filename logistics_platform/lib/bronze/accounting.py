@@ -70,17 +70,12 @@ def _account(
     settings: Settings, hour: datetime, spec: bs.TopicSpec, files: list[LandingFile], n: tuple[int, int, int]
 ) -> TopicAccount:
     """``files`` (lines, tombstones, damaged files: counted here) against (rows, quarantined, corrupt rows)."""
-    lines = tombstones = 0
-    corrupt: list[str] = []
-    for f in files:
-        c = scan_file(f)
-        lines += c.lines
-        tombstones += c.tombstones
-        if c.corrupt is not None:
-            corrupt.append(f.relpath)
+    scans = [scan_file(f) for f in files]
+    corrupt = tuple(f.relpath for f, c in zip(files, scans, strict=True) if c.corrupt is not None)
+    lines, tombstones = sum(c.lines for c in scans), sum(c.tombstones for c in scans)
     rows, quarantined, corrupt_rows = n
     unread = tuple(unread_in_hour(settings.landing_dir, spec.topic, hour).items())
-    found = (len(files), lines, tombstones, rows, quarantined, tuple(corrupt), corrupt_rows)
+    found = (len(files), lines, tombstones, rows, quarantined, corrupt, corrupt_rows)
     return TopicAccount(spec.table, spec.topic, *found, unread_files=unread)
 
 
@@ -101,8 +96,7 @@ def _hour_rows(t: Table | None, table: str, hours: Sequence[datetime]) -> dict[d
     column = hour_column(table)
     found = hour_files(t, column, hours)
     out = {h: hf.records for h, hf in found.items()}
-    mixed = [h for h, hf in found.items() if hf.mixed]
-    if mixed:
+    if mixed := [h for h, hf in found.items() if hf.mixed]:
         scan = t.scan(row_filter=In(column, [h.isoformat() for h in mixed]), selected_fields=(column,))
         out.update({h: 0 for h in mixed} | Counter(scan.to_arrow().column(column).to_pylist()))
     return out

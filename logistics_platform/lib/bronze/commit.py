@@ -135,8 +135,7 @@ def commit_hours(
         # Still on the snapshot the append was planned on: nothing committed since, so the hours' files are those.
         if keep and (planned_on is None or table.metadata.current_snapshot_id != planned_on):
             now = hour_files(table, hour_column, list(keep))
-            moved = [h for h, paths in keep.items() if now[h].paths != paths]
-            if moved:
+            if moved := [h for h, paths in keep.items() if now[h].paths != paths]:
                 raise HourMovedError(
                     f"{identifier}: arrival hour {moved[0]:%Y-%m-%d %H:00} was changed by another writer after this "
                     "ingest planned its append; nothing committed: re-run the partition (it plans anew)"
@@ -179,8 +178,7 @@ def commit_hours(
 
 def _drop_dead_manifests(table: Table, identifier: str) -> None:
     """Consolidate the table's manifests once :data:`DEAD_MANIFESTS_MAX` of them hold no live file."""
-    snap = table.current_snapshot()
-    if snap is None:
+    if (snap := table.current_snapshot()) is None:
         return
     dead = [
         m

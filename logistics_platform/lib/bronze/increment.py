@@ -73,8 +73,7 @@ def plan_hours(
     for hour, files in zip(hours, landed, strict=True):
         key = hour_key(hour)
         logged = {t: e for (topic, k), e in log.items() if k == key and (t := bs.spec_of(topic).table) in files}
-        why = _against_log(files, logged) if logged else NOT_INGESTED
-        if why:
+        if why := (_against_log(files, logged) if logged else NOT_INGESTED):
             plans.append(_replace(hour, files, why))
             continue
         known = {rel for e in logged.values() for rel, _ in e.files}
@@ -91,18 +90,14 @@ def plan_hours(
 
 
 def _check_tables(
-    tables: Mapping[str, Table],
-    plans: list[HourPlan],
-    landed: Mapping[datetime, Mapping[str, list[LandingFile]]],
+    tables: Mapping[str, Table], plans: list[HourPlan], landed: Mapping[datetime, Mapping[str, list[LandingFile]]]
 ) -> None:
     """Demote to a replace every plan whose hour the tables do not hold exactly as logged (one scan plan a table)."""
     states = {name: hour_files(table, hour_column(name), [p.hour for p in plans]) for name, table in tables.items()}
     for plan in plans:
-        why = _mismatch(tables, {name: s[plan.hour] for name, s in states.items()}, plan)
-        if why:
-            replaced = _replace(plan.hour, landed[plan.hour], why)
-            plan.mode, plan.reason, plan.read, plan.logged, plan.base = REPLACE, why, replaced.read, {}, {}
-            plan.planned_on = {}
+        if why := _mismatch(tables, {name: s[plan.hour] for name, s in states.items()}, plan):
+            plan.mode, plan.reason, plan.logged, plan.base, plan.planned_on = REPLACE, why, {}, {}, {}
+            plan.read = _replace(plan.hour, landed[plan.hour], why).read
 
 
 def _mismatch(tables: Mapping[str, Table], states: Mapping[str, HourFiles], plan: HourPlan) -> str:
@@ -112,8 +107,7 @@ def _mismatch(tables: Mapping[str, Table], states: Mapping[str, HourFiles], plan
             return f"bronze.{name} holds the hour in files shared with other hours (compacted)"
         expected = _expected_rows(name, plan)
         if name == bs.QUARANTINE_TABLE and state.records > expected:
-            damaged = _damaged_file_rows(tables[name], plan)
-            if damaged is None:
+            if (damaged := _damaged_file_rows(tables[name], plan)) is None:
                 return "bronze.quarantine holds a damaged-file row of a file bronze.ingest_log does not list"
             expected += damaged
         if state.records != expected:

@@ -32,7 +32,7 @@ from logistics_platform.lib.bronze.reports import (
     snapshot_properties,
     topic_counts,
 )
-from logistics_platform.lib.bronze.tables import ensure_bronze_tables
+from logistics_platform.lib.bronze.tables import ensure_bronze_tables, hour_column
 from logistics_platform.lib.bronze.topic_hour import write_topic_hour
 from logistics_platform.lib.bronze.writer import BatchWriter
 from logistics_platform.lib.connections import catalog_of
@@ -111,10 +111,12 @@ def ingest_hours(
     hook_commit = partial(commit_hours, catalog, before_commit=options.get("before_commit"))
     commit_seconds: dict[str, float] = {}  # table -> seconds of its one commit for all the hours, attempts included
 
-    def commit(identifier: str, *args: Any, **kwargs: Any) -> tuple[int | None, int]:
+    def commit(name: str, *args: Any) -> tuple[int | None, int]:
+        """:func:`commit_hours` to bronze table ``name`` (replaced hours, files, properties, kept hours), timed."""
+        planned_on = _planned_on(plans, name)
         began = time.perf_counter()
-        out = hook_commit(identifier, *args, **kwargs)
-        commit_seconds[identifier.rsplit(".", 1)[-1]] = round(time.perf_counter() - began, 3)
+        out = hook_commit(f"{bs.NAMESPACE}.{name}", hour_column(name), *args, planned_on=planned_on)
+        commit_seconds[name] = round(time.perf_counter() - began, 3)
         return out
 
     for name, spec in specs.items():
@@ -135,9 +137,7 @@ def ingest_hours(
         counts = topic_counts([trs[i] for i in done], d_keys)
         props = snapshot_properties(d_keys, d_hours, run_id, **counts) if done else {}
         keep = _appended(plans, name, [t.written for t in trs])
-        snapshot_id, attempts = commit(
-            spec.identifier, "_arrival_hour", replaced, new_files, props, keep, planned_on=_planned_on(plans, name)
-        )
+        snapshot_id, attempts = commit(name, replaced, new_files, props, keep)
         for t in trs:
             t.snapshot_id, t.commit_attempts = snapshot_id, attempts
         damaged = sum(len(t.corrupt_files) for t in trs)
@@ -163,10 +163,7 @@ def ingest_hours(
     q_props = snapshot_properties(d_keys, d_hours, run_id, **q_counts) if done else {}
     q_files = [f for q in quarantines for f in q.files]
     q_keep = _appended(plans, bs.QUARANTINE_TABLE, [q.files for q in quarantines])
-    q_id, log_id = f"{bs.NAMESPACE}.{bs.QUARANTINE_TABLE}", f"{bs.NAMESPACE}.{bs.INGEST_LOG_TABLE}"
-    q_snapshot, _ = commit(
-        q_id, "_arrival_hour", replaced, q_files, q_props, q_keep, planned_on=_planned_on(plans, bs.QUARANTINE_TABLE)
-    )
+    q_snapshot, _ = commit(bs.QUARANTINE_TABLE, replaced, q_files, q_props, q_keep)
     log_files: list[DataFile] = []
     for i in done:
         log_writer = BatchWriter(tables[bs.INGEST_LOG_TABLE], 1000)  # one file per hour, as hour by hour
@@ -177,8 +174,7 @@ def ingest_hours(
         log_files.extend(log_writer.files)
     # An appended hour's log rows are replaced by the cumulative ones, on condition nobody changed them since the plan.
     log_keep = {p.hour: p.base[bs.INGEST_LOG_TABLE] for p in plans if p.mode == APPEND}
-    log_on = _planned_on(plans, bs.INGEST_LOG_TABLE)
-    log_snapshot, _ = commit(log_id, "arrival_hour", d_hours, log_files, q_props, log_keep, planned_on=log_on)
+    log_snapshot, _ = commit(bs.INGEST_LOG_TABLE, d_hours, log_files, q_props, log_keep)
     elapsed = time.perf_counter() - started
     for r in reports:
         r.quarantine_snapshot_id, r.ingest_log_snapshot_id, r.duration_seconds = q_snapshot, log_snapshot, elapsed

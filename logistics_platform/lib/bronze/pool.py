@@ -25,8 +25,7 @@ _EXECUTORS: dict[int, ProcessPoolExecutor] = {}
 def run_block(task: BlockTask) -> BlockResult:
     """:func:`~logistics_platform.lib.bronze.blocks.parse_block` with this process's parser and whole-block record."""
     key = (task.table, task.hour, task.lateness_seconds, task.evolved, task.decimal_mode, task.renames)
-    parser = _PARSERS.get(key)
-    if parser is None:
+    if (parser := _PARSERS.get(key)) is None:
         if len(_PARSERS) > 64:
             _PARSERS.clear()
             _WHOLE_BLOCKS.clear()

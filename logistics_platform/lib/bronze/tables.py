@@ -40,24 +40,20 @@ def ensure_table(catalog: Catalog, identifier: str, schema: Schema, hour_column:
     try:
         table = catalog.load_table(identifier)
     except NoSuchTableError:
-        pass
-    else:
-        stale = {k: v for k, v in TABLE_PROPERTIES.items() if table.properties.get(k) != v}
-        if stale:  # tables created by an older version of this module
-            with table.transaction() as tx:
-                tx.set_properties(stale)
-            table = catalog.load_table(identifier)
-        return table
-    try:
-        return catalog.create_table(
-            identifier,
-            schema=schema,
-            partition_spec=bs.partition_spec(schema, hour_column),
-            sort_order=bs.sort_order(schema, sort_column),
-            properties=TABLE_PROPERTIES,
-        )
-    except TableAlreadyExistsError:  # a concurrent run created it first
-        return catalog.load_table(identifier)
+        try:
+            return catalog.create_table(
+                identifier,
+                schema=schema,
+                partition_spec=bs.partition_spec(schema, hour_column),
+                sort_order=bs.sort_order(schema, sort_column),
+                properties=TABLE_PROPERTIES,
+            )
+        except TableAlreadyExistsError:  # a concurrent run created it first
+            return catalog.load_table(identifier)
+    stale = {k: v for k, v in TABLE_PROPERTIES.items() if table.properties.get(k) != v}
+    if stale:  # tables created by an older version of this module
+        table.transaction().set_properties(stale).commit_transaction()
+    return table
 
 
 def ensure_bronze_tables(catalog: Catalog, specs: dict[str, bs.TopicSpec] = bs.TOPICS) -> dict[str, Table]:

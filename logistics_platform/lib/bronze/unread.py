@@ -17,9 +17,7 @@ _SIDECAR_RE = re.compile(r"\+\d+\+\d{10,}\.(keys|headers)\.(avro|json|json\.gz|b
 def why_unread(relpath: str, topics: set[str]) -> str | None:
     """Why the file at ``relpath`` (from the landing root) is not read; None for a landing file of one of ``topics``."""
     parts = relpath.split("/")
-    name = parts[-1]
-    side = _SIDECAR_RE.search(name)
-    if side:
+    if side := _SIDECAR_RE.search(parts[-1]):
         return f"the sink's record {side[1]} file (store.kafka.{side[1]}): not part of the contract, not read"
     if len(parts) != 5 or parts[0] != landing.TOPICS_DIR:
         return "not in a topics/<topic>/dt=YYYY-MM-DD/hr=HH folder"
@@ -27,9 +25,8 @@ def why_unread(relpath: str, topics: set[str]) -> str | None:
         return f"not a topic name, or its table {spec_of(parts[1]).identifier} is another topic's (sources.md §8)"
     try:
         landing.parse_landing_path(relpath)
-    except landing.LandingPathError as e:
-        text = str(e)
-        return text.split(": ", 1)[1] if ": " in text else text
+    except landing.LandingPathError as e:  # its message without the path it starts with
+        return str(e).split(": ", 1)[-1]
     return None
 
 
@@ -45,8 +42,7 @@ def unread_files(landing_dir: Path, under: str = "") -> dict[str, str]:
             if folder == str(root) and name.startswith(landing.TEMPORARY):
                 continue  # the landing root's own notes (the generator's _generation.json), not landed data
             rel = Path(folder, name).relative_to(root).as_posix()
-            why = why_unread(rel, topics)
-            if why is not None:
+            if (why := why_unread(rel, topics)) is not None:
                 out[rel] = why
     return out
 

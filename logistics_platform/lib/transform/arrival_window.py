@@ -52,9 +52,6 @@ class ArrivalWindow:
     def hour_keys(self) -> list[str]:
         return [hour_key(self.first + i * HOUR) for i in range(int((self.last - self.first) / HOUR) + 1)]
 
-    def day_keys(self) -> tuple[str, str]:
-        return day_key(self.first), day_key(self.last)
-
     def window_tags(self) -> dict[str, str]:
         """The run tags that name the window (what the UI shows of the hours a run covered)."""
         return {WINDOW_START_TAG: self.first_key, WINDOW_END_TAG: self.last_key}

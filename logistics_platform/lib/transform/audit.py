@@ -4,8 +4,6 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
 
@@ -35,10 +33,7 @@ class Contract:
     key: tuple[str, ...]
 
 
-_TYPE_ALIASES = {
-    "string": "varchar",
-    "text": "varchar",
-}  # contracts say `string` (DuckDB and Spark SQL), DuckDB VARCHAR
+_TYPE_ALIASES = {"string": "varchar", "text": "varchar"}  # contracts say `string` (DuckDB, Spark SQL), DuckDB VARCHAR
 
 
 def normalize_type(data_type: str) -> str:
@@ -64,8 +59,7 @@ def load_contract(mart: str) -> Contract:
     if not path.exists():
         raise ValueError(f"no dbt contract for mart {mart}: expected {path}")
     doc = yaml.safe_load(path.read_text())
-    model = next((m for m in doc.get("models", []) if m.get("name") == mart), None)
-    if model is None:
+    if (model := next((m for m in doc.get("models", []) if m.get("name") == mart), None)) is None:
         raise ValueError(f"{path} declares no model named {mart}")
     columns = tuple((c["name"], c["data_type"]) for c in model.get("columns", []))
     key: tuple[str, ...] = ()
@@ -112,25 +106,21 @@ def _column_differences(
     ]
 
 
-@contextmanager
-def _registered(con: duckdb.DuckDBPyConnection, **tables: pa.Table) -> Iterator[None]:
-    """``tables`` as views of ``con`` for the duration of the block."""
+def _registered(con: duckdb.DuckDBPyConnection, **tables: pa.Table) -> duckdb.DuckDBPyConnection:
+    """A cursor of ``con`` on which ``tables`` are views (they go with it when it is closed)."""
+    cursor = con.cursor()
     for name, table in tables.items():
-        con.register(name, table)
-    try:
-        yield
-    finally:
-        for name in tables:
-            con.unregister(name)
+        cursor.register(name, table)
+    return cursor
 
 
 def check_keys(con: duckdb.DuckDBPyConnection, contract: Contract, rows: pa.Table) -> list[str]:
     """The contract key is never null and appears at most once."""
     quoted = [f'"{c}"' for c in contract.key]
     key = ", ".join(quoted)
-    with _registered(con, audit_rows=rows):
-        nulls = _scalar(con, f"select count(*) from audit_rows where {' or '.join(f'{c} is null' for c in quoted)}")
-        dupes = con.sql(f"select {key}, count(*) as n from audit_rows group by all having n > 1 order by n desc")
+    with _registered(con, audit_rows=rows) as cur:
+        nulls = _scalar(cur, f"select count(*) from audit_rows where {' or '.join(f'{c} is null' for c in quoted)}")
+        dupes = cur.sql(f"select {key}, count(*) as n from audit_rows group by all having n > 1 order by n desc")
         duplicated = dupes.fetchall()
     failures = []
     if nulls:
@@ -150,9 +140,9 @@ def check_keys_in_one_partition(
     """No key of the rewritten ``rows`` is also in a partition the publish kept (``rewritten``: their predicate),
     as the DuckDB mart holds the kept partitions."""
     key = ", ".join(f'"{c}"' for c in contract.key)
-    with _registered(con, audit_keys=rows.select(list(contract.key))):
+    with _registered(con, audit_keys=rows.select(list(contract.key))) as cur:
         elsewhere = _scalar(
-            con,
+            cur,
             f"select count(*) from (select {key} from marts.{contract.mart} where ({rewritten}) is not true) "
             f"as kept semi join audit_keys using ({key})",
         )
@@ -182,14 +172,14 @@ def check_revenue(
     con: duckdb.DuckDBPyConnection, daily_revenue: pa.Table, deliveries: pa.Table, orders: pa.Table
 ) -> list[str]:
     """Invariant 4a on the snapshots to publish: every row balances, and the rows add up to the delivered orders."""
-    with _registered(con, audit_revenue=daily_revenue, audit_deliveries=deliveries, audit_orders=orders):
+    with _registered(con, audit_revenue=daily_revenue, audit_deliveries=deliveries, audit_orders=orders) as cur:
         unbalanced = _scalar(
-            con,
+            cur,
             "select count(*) from audit_revenue "
             "where gross_revenue is distinct from tenant_revenue + courier_revenue + platform_revenue",
         )
         mismatched = _scalar(
-            con,
+            cur,
             """
             with delivered as (
                 select cast(d.delivered_at as date) as revenue_date, d.tenant_id,

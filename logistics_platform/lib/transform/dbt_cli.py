@@ -20,8 +20,7 @@ def installed_dbt_version(dbt_executable: str) -> version.Version | None:
     if not (venv / "pyvenv.cfg").is_file():
         return None
     site_packages = [str(p) for p in sorted(venv.glob("lib/python*/site-packages"))]
-    found = [d.version for d in distributions(path=site_packages) if (d.metadata["Name"] or "").lower() == "dbt-core"]
-    return version.parse(found[0]) if found else None
+    return next((version.parse(d.version) for d in distributions(name="dbt-core", path=site_packages)), None)
 
 
 class PlatformDbtCliResource(DbtCliResource):

@@ -68,21 +68,17 @@ def _late_count(settings: Settings, topic: str, start: datetime) -> int:
         return int(row[0]) if row else 0
 
 
-def record_fold(settings: Settings, topic: str, start: datetime, folded_by: str | None = None) -> bool:
+def record_fold(settings: Settings, topic: str, start: datetime) -> bool:
     """Insert the fold into ops.folded_windows; False when the window was already folded."""
     with duck.connect(settings.duckdb_path, settings=settings) as con:
         ensure_ops_tables(con)
-        before = con.execute(
-            f"select count(*) from {FOLDED_WINDOWS_TABLE} where topic = ? and window_start = ?", [topic, start]
-        ).fetchone()
-        if before and before[0]:
-            return False
-        con.execute(
+        inserted = con.execute(
             f"insert into {FOLDED_WINDOWS_TABLE} (topic, window_start, folded_at, folded_by) "
-            "values (?, ?, now()::timestamp, ?)",
-            [topic, start, folded_by or getpass.getuser()],
-        )
-        return True
+            "select $1, $2, now()::timestamp, $3 where not exists "
+            f"(from {FOLDED_WINDOWS_TABLE} where topic = $1 and window_start = $2) returning topic",
+            [topic, start, getpass.getuser()],
+        ).fetchall()
+        return bool(inserted)
 
 
 def fold_window(

@@ -8,6 +8,8 @@ from datetime import date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
+from logistics_platform.lib.transform.arrival_window import ArrivalWindow
+
 SLA_CHECK = "sla_within_target"
 ANOMALY_CHECK = "delivery_time_within_baseline"
 OFF_ROUTE_CHECK = "couriers_on_route"
@@ -69,17 +71,13 @@ class Episode:
         )
 
 
-def _arrival_filter(first_hour: datetime | None, last_hour: datetime | None) -> tuple[str, list[Any]]:
-    if first_hour is None or last_hour is None:
-        return "true", []
-    return "_arrival_hour between ? and ?", [first_hour, last_hour]
+def _arrival_filter(window: ArrivalWindow | None) -> tuple[str, list[Any]]:
+    return ("true", []) if window is None else ("_arrival_hour between ? and ?", [window.first, window.last])
 
 
-def breached_windows(
-    con: Any, window_minutes: int, first_hour: datetime | None = None, last_hour: datetime | None = None
-) -> list[Breach]:
-    """Breached rows of marts.fct_region_sla in the windows built from arrival hours first_hour .. last_hour."""
-    where, params = _arrival_filter(first_hour, last_hour)
+def breached_windows(con: Any, window_minutes: int, window: ArrivalWindow | None) -> list[Breach]:
+    """Breached rows of marts.fct_region_sla in the windows built from the arrival hours of ``window`` (None: all)."""
+    where, params = _arrival_filter(window)
     bucket = f"interval {int(window_minutes)} minute"
     rows = con.execute(
         f"""
@@ -120,9 +118,9 @@ def new_breaches(con: Any, breaches: list[Breach], run_id: str) -> list[Breach]:
     return [b for b in breaches if (b.window_start, b.region) in fresh]
 
 
-def anomalous_days(con: Any, first_hour: datetime | None = None, last_hour: datetime | None = None) -> list[Anomaly]:
-    """Anomalous rows of marts.fct_region_delivery_daily on the delivery dates built from those arrival hours."""
-    where, params = _arrival_filter(first_hour, last_hour)
+def anomalous_days(con: Any, window: ArrivalWindow | None) -> list[Anomaly]:
+    """Anomalous rows of marts.fct_region_delivery_daily on the delivery dates built from the hours of ``window``."""
+    where, params = _arrival_filter(window)
     rows = con.execute(
         f"""
         select delivery_date, region, avg_delivery_minutes, baseline_avg_minutes, baseline_stddev_minutes

@@ -81,7 +81,6 @@ class PublishReport:
     audit: str = "passed"
     audit_failures: list[str] = field(default_factory=list)
     audited_snapshot_id: int | None = None
-    branch: str = AUDIT_BRANCH
 
 
 class AuditFailed(RuntimeError):
@@ -93,7 +92,7 @@ class AuditFailed(RuntimeError):
         for r in reports.values():
             if r.audit == "failed":
                 written = r.audited_snapshot_id is not None
-                where = f"(branch {r.branch}, snapshot {r.audited_snapshot_id})" if written else "(not written)"
+                where = f"(branch {AUDIT_BRANCH}, snapshot {r.audited_snapshot_id})" if written else "(not written)"
                 parts.append(f"marts.{r.table} {where}: {'; '.join(r.audit_failures)}")
         super().__init__(
             f"Publish audit failed, main of every mart left unchanged: {' | '.join(parts)}. Inspect the branch "
@@ -208,11 +207,9 @@ def write_audit_snapshot(
 
 def mark_audit_branch(table: Table, properties: dict[str, str]) -> int:
     """Commit an empty snapshot on the audit branch that carries the audit's outcome in its summary."""
-    with (
-        transaction(table) as tx,
-        tx.update_snapshot(snapshot_properties=properties, branch=AUDIT_BRANCH).fast_append() as marker,
-    ):
-        pass
+    with transaction(table) as tx:
+        marker = tx.update_snapshot(snapshot_properties=properties, branch=AUDIT_BRANCH).fast_append()
+        marker.commit()  # an empty append: a snapshot of no new file
     return marker.snapshot_id
 
 
@@ -225,8 +222,7 @@ def fast_forward_main(
     for attempt in range(_FAST_FORWARD_ATTEMPTS):
         table.refresh()
         current = table.metadata.current_snapshot_id
-        head = table.metadata.snapshot_by_name(AUDIT_BRANCH)
-        if head is None:
+        if (head := table.metadata.snapshot_by_name(AUDIT_BRANCH)) is None:
             raise MainMoved(f"{name} has no branch {AUDIT_BRANCH} to publish: re-run the publish")
         lineage = {s.snapshot_id for s in ancestors_of(head, table.metadata)}
         if current != base_id or (base_id is not None and base_id not in lineage):
@@ -357,8 +353,7 @@ def _reconcile_revenue(catalog: Catalog, con: duckdb.DuckDBPyConnection, staged:
         return
     ids = deliveries.column("order_id").drop_null().to_pylist()
     order_filter = f"order_id >= {min(ids)} and order_id <= {max(ids)}" if ids else "true"
-    order_rows = _scan(catalog, staged, ORDERS_MART, order_filter)
-    if order_rows is None:
+    if (order_rows := _scan(catalog, staged, ORDERS_MART, order_filter)) is None:
         return
     if failures := audit.check_revenue(con, revenue, deliveries, order_rows):
         target = written.get("fct_daily_revenue") or next(iter(written.values()))
