@@ -140,9 +140,6 @@ class GeneratorConfig:
         duplicates, late and out-of-order events, deletes and snapshots stay (they are valid data)."""
         return cls(start=start, **{**CLEAN, **overrides})
 
-    def with_changes(self, **changes: Any) -> GeneratorConfig:
-        return dataclasses.replace(self, **changes)
-
     def to_json(self) -> dict[str, Any]:
         """Plain JSON-able form (recorded in ``_generation.json``)."""
         return {**dataclasses.asdict(self), "start": self.start.isoformat()}

@@ -83,10 +83,7 @@ def catalog_misconfiguration(settings: Settings, exc: BaseException) -> Misconfi
     if any(w in low for w in login) or ("role" in low and "does not exist" in low):
         problem, fix = f"the Iceberg catalog at {where} refused the login", "fix the user or password in"
     elif "database" in low and "does not exist" in low:
-        problem, fix = (
-            f"the Iceberg catalog database at {where} does not exist",
-            "create it, or fix the database name in",
-        )
+        problem, fix = f"the Iceberg catalog database at {where} does not exist", "create it, or fix its name in"
     elif any(w in low for w in UNREACHABLE):
         problem, fix = f"cannot reach the Iceberg catalog at {where}", "start the database, or fix the host and port in"
     else:

@@ -198,7 +198,6 @@ SOURCES: dict[str, SourceTopic] = {
     )
 }
 
-SOURCE_BY_TOPIC: dict[str, SourceTopic] = {s.topic: s for s in SOURCES.values()}
 EXTRA_PREFIX = "extra_"  # a topic outside the contract lands in bronze.extra_<topic> (sources.md, section 8)
 # The OLTP tables Debezium streams (the capture's database), in contract order.
 CDC_TABLES: tuple[str, ...] = tuple(t for t, s in SOURCES.items() if s.cdc)

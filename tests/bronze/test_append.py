@@ -21,7 +21,7 @@ from logistics_platform.defs.bronze.checks import CHECK_ACCOUNTING
 from logistics_platform.defs.bronze.keys import EXTRA_KEY, TOPIC_KEYS
 from logistics_platform.defs.constants import INGEST_LOG_KEY
 from logistics_platform.lib.bronze import schema as bs
-from logistics_platform.lib.bronze.accounting import SCOPE_INCREMENT, account_hour, account_ingest
+from logistics_platform.lib.bronze.accounting import SCOPE_INCREMENT, account_hours, account_ingest
 from logistics_platform.lib.bronze.commit import HourMovedError
 from logistics_platform.lib.bronze.errors import is_transient
 from logistics_platform.lib.bronze.ingest import ingest_hour, ingest_hours
@@ -172,7 +172,7 @@ def test_open_hour_in_batches_is_ingested_exactly_once_by_appends(tmp_path: Path
         f"topics/{ORDERS}/dt={hour:%Y-%m-%d}/hr={hour:%H}/{ORDERS}+0+0000002000.json.gz"
     ]
     # The whole hour accounts for every landed line, and equals one ingest of all the files.
-    assert all(a.balanced for a in account_hour(settings, hour).values())
+    assert all(a.balanced for a in account_hours(settings, [hour])[hour].values())
     counts = assert_same_bronze(settings, single_ingest(settings, tmp_path, [hour]))
     assert counts["orders"] == 7 + 4 + 3 + 2 and counts["tracking_pings"] == 4 + 3
     assert counts[bs.INGEST_LOG_TABLE] == 5
@@ -230,11 +230,11 @@ def test_a_crash_between_data_and_log_then_a_rerun_is_exactly_once(tmp_path: Pat
         ingest_hour(settings, hour, before_commit=crash)
     # The orders append committed (it comes first), the log did not: the hour holds rows the log does not count.
     assert read_ingest_log(load_catalog(settings)) == logged
-    assert account_hour(settings, hour)["orders"].bronze_rows == logged[(ORDERS, hour_key(hour))].rows + 4
+    assert account_hours(settings, [hour])[hour]["orders"].bronze_rows == logged[(ORDERS, hour_key(hour))].rows + 4
 
     report = ingest_hour(settings, hour)
     assert report.mode == "replace" and "stopped between its commits" in report.mode_reason, report.mode_reason
-    assert all(a.balanced for a in account_hour(settings, hour).values())
+    assert all(a.balanced for a in account_hours(settings, [hour])[hour].values())
     # A later batch appends again, and the whole equals one ingest of every file.
     batch_3(settings.landing_dir, hour)
     assert ingest_hour(settings, hour).mode == "append"

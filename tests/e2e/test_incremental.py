@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 import shutil
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -64,7 +65,7 @@ def world_settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
     invalid lines, a delayed file, the tip_amount column appearing mid-way)."""
     settings = local_settings(tmp_path_factory.mktemp("transform"))
     config = GeneratorConfig(start=datetime(2026, 11, 1), hours=7, seed=7, orders_per_day=1000, pings_per_day=6000)
-    generate(settings.landing_dir, config.with_changes(late_beyond_rate=0.04, out_of_order_rate=0.05))
+    generate(settings.landing_dir, replace(config, late_beyond_rate=0.04, out_of_order_rate=0.05))
     return settings
 
 
@@ -166,7 +167,7 @@ def test_micro_batches_into_the_open_hour_in_any_order_equal_full_refresh(tmp_pa
     config = GeneratorConfig(
         start=open_hour - timedelta(hours=4), hours=5, seed=3, orders_per_day=1500, pings_per_day=6000, flush_size=40
     )
-    generate(source, config.with_changes(late_beyond_rate=0.04, out_of_order_rate=0.05))
+    generate(source, replace(config, late_beyond_rate=0.04, out_of_order_rate=0.05))
     hours = list_arrival_hours(source)
     assert hours[-1] == open_hour and len(hours) == 5
     settings = local_settings(tmp_path / "incremental")

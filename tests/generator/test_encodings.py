@@ -58,8 +58,8 @@ CONFIG = GeneratorConfig(
     precise_decimal_rate=0.3,
     avro_file_rate=0.3,
 )
-JSON_ONLY = CONFIG.with_changes(avro_file_rate=0.0)
-PLAIN = CONFIG.with_changes(avro_file_rate=0.0, precise_decimal_rate=0.0)
+JSON_ONLY = replace(CONFIG, avro_file_rate=0.0)
+PLAIN = replace(CONFIG, avro_file_rate=0.0, precise_decimal_rate=0.0)
 
 
 def _generated(factory: pytest.TempPathFactory, cfg: GeneratorConfig, name: str) -> Path:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -73,7 +74,7 @@ CONFIG = GeneratorConfig(
     precise_decimal_rate=0.0,
     avro_file_rate=0.0,
 )
-MIXED = CONFIG.with_changes(precise_decimal_rate=0.2, avro_file_rate=0.2)
+MIXED = replace(CONFIG, precise_decimal_rate=0.2, avro_file_rate=0.2)
 
 
 def digests(root: Path) -> dict[str, Any]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from random import Random
@@ -65,7 +66,7 @@ def test_delayed_files_plan_distinct_hours_only_where_a_file_can_be_late() -> No
     assert len(plan) == 5 and {ti for ti, _ in plan} == {T_ORDERS, T_PAYMENTS, T_PINGS}
     assert all(0 <= a < 12 - 3 for _, a in plan)
     assert plan == plan_delayed_files(cfg, FastRandom(3))
-    assert plan_delayed_files(cfg.with_changes(hours=3), FastRandom(3)) == set()
+    assert plan_delayed_files(replace(cfg, hours=3), FastRandom(3)) == set()
 
 
 def test_late_boost_raises_the_odds_by_the_share_that_can_still_be_late() -> None:
@@ -83,8 +84,8 @@ def test_encoders_of_the_flags() -> None:
 def test_ping_interval_gives_the_daily_pings_over_the_trips() -> None:
     cfg = GeneratorConfig(start=START, orders_per_day=1000, pings_per_day=50_000, cancel_rate=0.0)
     assert ping_interval_us(cfg) == int(1000 * 3060.0 / 50_000 * SECOND)
-    assert ping_interval_us(cfg.with_changes(pings_per_day=0)) == 0
-    assert ping_interval_us(cfg.with_changes(pings_per_day=10**9)) == SECOND // 10  # at most 10 pings a second
+    assert ping_interval_us(replace(cfg, pings_per_day=0)) == 0
+    assert ping_interval_us(replace(cfg, pings_per_day=10**9)) == SECOND // 10  # at most 10 pings a second
 
 
 def test_order_truth_counts_what_exists_at_the_end() -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import json
 import re
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
@@ -45,7 +46,7 @@ def _middle_change(landing: Path, hour: datetime) -> tuple[int, int]:
 def test_truncates_drop_earlier_rows_and_shuffled_hours_equal_full_refresh(tmp_path: Path) -> None:
     settings = local_settings(tmp_path / "world")
     config = GeneratorConfig(start=datetime(2026, 11, 1), hours=5, seed=11, orders_per_day=1200, pings_per_day=2000)
-    generate(settings.landing_dir, config.with_changes(avro_file_rate=0.0, out_of_order_rate=0.05, invalid_op_rate=0.0))
+    generate(settings.landing_dir, replace(config, avro_file_rate=0.0, out_of_order_rate=0.05, invalid_op_rate=0.0))
     hours = list_arrival_hours(settings.landing_dir)
     # TRUNCATE orders, payments (one statement: one event per table) in hour 2, landed again in hour 4 (a redelivery);
     # couriers truncated in hour 3. Changes before them land in hours both before and after.

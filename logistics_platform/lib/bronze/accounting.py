@@ -115,12 +115,6 @@ def _quarantine_counts(rows: dict[str, list[Any]]) -> Counter[tuple[datetime, st
     return Counter((h, t, r == bs.REASON_CORRUPT_FILE) for h, t, r in zip(hour, topic, reason, strict=True))
 
 
-def account_hour(settings: Settings, arrival_hour: datetime) -> dict[str, TopicAccount]:
-    """Table -> the hour's accounting, landing files against what bronze holds for that hour now."""
-    hour = hour_start(arrival_hour)
-    return account_hours(settings, [hour])[hour]
-
-
 def account_hours(
     settings: Settings, arrival_hours: Sequence[datetime], catalog: Catalog | None = None
 ) -> dict[datetime, dict[str, TopicAccount]]:

@@ -44,9 +44,7 @@ PARTITION_COLUMNS = {
     "late_events": "arrival_hour",
 }
 FINGERPRINT_PROPERTY = "logistics.partition-fingerprints"
-LEGACY_FINGERPRINT_PROPERTY = (
-    "logistics.bucket-fingerprints"  # of the earlier layout, fct_orders by bucket(16, order_id)
-)
+LEGACY_FINGERPRINT_PROPERTY = "logistics.bucket-fingerprints"  # of fct_orders by bucket(16, order_id), before days
 WHOLE_TABLE = "all"  # the label of an unpartitioned mart's one partition
 
 AUDIT_BRANCH = "audit"
