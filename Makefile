@@ -19,10 +19,12 @@ export DAGSTER_HOME := $(CURDIR)/.dagster_home
 .PHONY: setup services browser run test dev dashboard screenshots lint bench docs clean spark-env
 
 # uv installs the pinned set (constraints.txt) in a fifth of pip's time, from the same registry; pip brings uv itself.
+# Bytecode is compiled at install, as pip does: uv does not by default, and where PYTHONDONTWRITEBYTECODE is set (as on
+# CI) every dbt, Dagster and test process would otherwise compile dbt's and Dagster's sources again on import.
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt uv
-	$(BIN)/uv pip install --quiet --python $(BIN)/python -c constraints.txt -e ".[dev]"
+	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python -c constraints.txt -e ".[dev]"
 	@touch $(STAMP)
 
 $(DAGSTER_HOME)/dagster.yaml: dagster.yaml
