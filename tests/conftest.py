@@ -5,6 +5,7 @@ pyproject.toml."""
 from __future__ import annotations
 
 import json
+import shutil
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -19,7 +20,7 @@ import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 
 from logistics_platform.lib.connections import load_catalog
-from logistics_platform.settings import Settings, local_settings, subprocess_env
+from logistics_platform.settings import DBT_PROJECT_DIR, Settings, local_settings, subprocess_env
 from tests.support.bronze import HOUR, contract_hour
 from tests.support.http import Webhook
 from tests.support.s3 import S3Server, moto_server
@@ -41,6 +42,27 @@ SHARED_WORLDS: dict[str, str | None] = {
     "spark_python": None,
     "authenticating_s3": None,
 }
+
+
+# The dbt project targets (dbt_project/target/<target>-<database>-<digest>) there were before the session: the ones its
+# settings add, a manifest and a folder per dbt run each (hundreds of MB over the suite), are removed at its end.
+_TARGETS_BEFORE: set[Path] = set()
+
+
+def _controller(session: pytest.Session) -> bool:
+    return not hasattr(session.config, "workerinput")  # not a pytest-xdist worker
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if _controller(session):
+        _TARGETS_BEFORE.update((DBT_PROJECT_DIR / "target").glob("*"))
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    if _controller(session):
+        for path in set((DBT_PROJECT_DIR / "target").glob("*")) - _TARGETS_BEFORE:
+            if path.is_dir():
+                shutil.rmtree(path, ignore_errors=True)
 
 
 # First: pytest-xdist's own hook (loadgroup) reads the groups added here into the test ids it schedules by.
