@@ -8,7 +8,9 @@ HOST ?= 127.0.0.1
 PORT ?= 3000
 # pytest-xdist workers of `make test`: three on two cores, because much of the suite waits (the backfill daemon's
 # fixed loop, sensor ticks, run processes starting, dbt and server children), so a third keeps the cores busy
-# (measured in benchmarks/README.md). It lists its 15 slowest tests at the end, to show where CI time goes.
+# (measured in benchmarks/README.md). Groups go out in the suite's order (tests/conftest.py puts the longest first), not
+# pytest-xdist's default of the groups with the most tests first, which left the Spark modules (one or two tests each,
+# the longest) to the end. It lists its 15 slowest tests at the end, to show where CI time goes.
 TEST_WORKERS ?= 3
 
 # Offline operation: no usage tracking, Dagster state kept inside the project.
@@ -54,7 +56,7 @@ browser:
 # mypy each keep one core busy), rather than inside a test worker of the suite.
 test: services browser
 	@$(MAKE) --no-print-directory -j2 lint spark-env
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=15 tests
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=15 tests
 
 dev: setup
 	$(BIN)/dagster dev -w workspace.yaml -h $(HOST) -p $(PORT)

@@ -76,8 +76,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if shared or item.get_closest_marker("jdk"):  # a real engine's module captures once for its tests
             group = (SHARED_WORLDS[shared[0]] if shared else None) or item.nodeid.split("::")[0]
             item.add_marker(pytest.mark.xdist_group(group))
-    # Longest first: xdist hands out groups in collection order, so the Spark module (the longest by far) and the other
-    # end-to-end tests start at once instead of one of them being the last thing a worker does while the other idles.
+    # Longest first: xdist hands out groups in collection order (`make test` passes --no-loadscope-reorder), so the
+    # Spark modules (the longest by far) and the other end-to-end tests start at once instead of one of them being the
+    # last thing a worker does while the others idle.
     items.sort(key=lambda item: 0 if item.get_closest_marker("spark") else 1 if item.get_closest_marker("slow") else 2)
 
 
