@@ -151,7 +151,7 @@ def value_problem(c: contract.SourceColumn, value: Any) -> str | None:
 def landed_values(root: Path) -> Iterator[tuple[str, dict[str, Any] | None, dict[str, Any] | None, str | None]]:
     """(table, before, after, op) of every landed line that is not a tombstone; op None for pings."""
     for path in sorted((root / "topics").rglob("*.json*")):
-        topic = path.relative_to(root / "topics").parts[0]
+        source = bs.TOPIC_BY_NAME[path.relative_to(root / "topics").parts[0]]
         data = path.read_bytes()
         if path.name.endswith(".gz"):
             data = gzip.decompress(data)
@@ -161,7 +161,6 @@ def landed_values(root: Path) -> Iterator[tuple[str, dict[str, Any] | None, dict
                 value = value["payload"]
             if value is None:
                 continue
-            source = next(s for s in SOURCES.values() if s.topic == topic)
             if source.cdc:
                 yield source.table, value["before"], value["after"], value["op"]
             else:

@@ -37,22 +37,28 @@ def test_alone(n):
 """
 
 
-def test_a_modules_world_is_built_once_on_one_worker(tmp_path: Path) -> None:
-    log = tmp_path / "built.log"
+def _pytest(tmp_path: Path, modules: dict[str, str], *options: str) -> str:
+    """The verbose output of pytest on ``modules`` (name -> text) beside our conftest's hook, under ``options``."""
     (tmp_path / "conftest.py").write_text("from tests.conftest import pytest_collection_modifyitems  # noqa: F401\n")
-    (tmp_path / "test_probe.py").write_text(PROBE.format(log=str(log)))
-    env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT)}
-    args = ["-v", "-p", "no:cacheprovider", "-n", "3", "--dist", "loadgroup", "-o", "markers=jdk"]
+    for name, text in modules.items():
+        (tmp_path / name).write_text(text)
+    args = ["-v", "-p", "no:cacheprovider", "--dist", "loadgroup", "-o", "markers=jdk spark", *options]
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", *args, str(tmp_path / "test_probe.py")],
+        [sys.executable, "-m", "pytest", *args, *modules],
         cwd=tmp_path,
-        env=env,
+        env={**os.environ, "PYTHONPATH": str(PROJECT_ROOT)},
         capture_output=True,
         text=True,
         check=False,
     )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    workers = set(re.findall(r"\[(gw\d+)\].*PASSED .*test_shares_the_world", done.stdout))
+    return done.stdout
+
+
+def test_a_modules_world_is_built_once_on_one_worker(tmp_path: Path) -> None:
+    log = tmp_path / "built.log"
+    out = _pytest(tmp_path, {"test_probe.py": PROBE.format(log=str(log))}, "-n", "3")
+    workers = set(re.findall(r"\[(gw\d+)\].*PASSED .*test_shares_the_world", out))
     assert len(workers) == 1, f"the module's tests ran on {sorted(workers)}: its group did not reach pytest-xdist"
     assert log.read_text().count("built") == 1
 
@@ -80,20 +86,7 @@ def test_spark_alone():
 
 def _order(tmp_path: Path, *options: str) -> list[str]:
     """The tests in the order one worker ran them under ``options``."""
-    (tmp_path / "conftest.py").write_text("from tests.conftest import pytest_collection_modifyitems  # noqa: F401\n")
-    for name, text in ORDER_PROBES.items():
-        (tmp_path / name).write_text(text)
-    args = ["-v", "-p", "no:cacheprovider", "-n", "1", "--dist", "loadgroup", "-o", "markers=jdk spark", *options]
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", *args, *ORDER_PROBES],
-        cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(PROJECT_ROOT)},
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    return re.findall(r"PASSED .*::(test_[a-z_]+)", done.stdout)
+    return re.findall(r"PASSED .*::(test_[a-z_]+)", _pytest(tmp_path, ORDER_PROBES, "-n", "1", *options))
 
 
 def test_make_test_deals_the_spark_modules_first_whatever_the_size_of_the_groups(tmp_path: Path) -> None:
