@@ -19,7 +19,7 @@ from logistics_platform.cli import main
 from logistics_platform.defs.bronze.checks import CHECK_ACCOUNTING, bronze_check_results
 from logistics_platform.defs.bronze.keys import TOPIC_KEYS
 from logistics_platform.lib.bronze import schema as bs
-from logistics_platform.lib.bronze.accounting import account_hour, account_ingest
+from logistics_platform.lib.bronze.accounting import account_ingest
 from logistics_platform.lib.bronze.avro_container import count_records, walk_bytes
 from logistics_platform.lib.bronze.ingest import ingest_hour
 from logistics_platform.lib.bronze.landing import hour_dir, list_arrival_hours, list_hour_files
@@ -30,7 +30,7 @@ from logistics_platform.lib.timekeys import hour_start
 from logistics_platform.pipeline import landed_partitions
 from logistics_platform.settings import Settings, local_settings
 from tests.support.avro_encode import avro_record, envelope_schema, plain_schema
-from tests.support.bronze import cdc, dump, iso, order, ping, write_file
+from tests.support.bronze import account_hour, cdc, dump, iso, order, ping, write_file
 from tests.support.connect_sink import avro_container, sync_marker
 
 ORDERS, PINGS, TENANTS = "oltp.public.orders", "logistics.tracking_pings", "oltp.public.tenants"

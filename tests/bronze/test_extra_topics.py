@@ -22,7 +22,6 @@ from logistics_platform.defs.bronze.checks import CHECK_OUTSIDE_CONTRACT
 from logistics_platform.defs.bronze.keys import EXTRA_KEY
 from logistics_platform.defs.operate.alert_sensors import deliver_check_alerts
 from logistics_platform.lib.bronze import schema as bs
-from logistics_platform.lib.bronze.accounting import account_hour
 from logistics_platform.lib.bronze.ingest import ingest_hour
 from logistics_platform.lib.bronze.landing import hour_dir, topic_specs
 from logistics_platform.lib.bronze.unread import unread_files
@@ -35,7 +34,7 @@ from logistics_platform.pipeline import Summary
 from logistics_platform.resources import build_resources
 from logistics_platform.settings import Settings, local_settings
 from tests.support.avro_encode import avro_record, envelope_schema
-from tests.support.bronze import HOUR, cdc, contract_hour, dump, iso, write_file
+from tests.support.bronze import HOUR, account_hour, cdc, contract_hour, dump, iso, write_file
 from tests.support.connect_sink import avro_container, sync_marker
 
 RETURNS = "oltp.public.returns"

@@ -20,7 +20,6 @@ from logistics_platform.defs.bronze.assets import build_bronze_assets
 from logistics_platform.defs.bronze.checks import CHECK_ACCOUNTING
 from logistics_platform.defs.bronze.keys import TOPIC_KEYS
 from logistics_platform.lib.bronze import schema as bs
-from logistics_platform.lib.bronze.accounting import account_hour
 from logistics_platform.lib.bronze.errors import is_transient
 from logistics_platform.lib.bronze.ingest import ingest_hour
 from logistics_platform.lib.bronze.landing import (
@@ -34,7 +33,7 @@ from logistics_platform.lib.operate.progress import compare, read_corrupt_files,
 from logistics_platform.lib.timekeys import hour_key
 from logistics_platform.resources import build_resources
 from logistics_platform.settings import Settings, local_settings
-from tests.support.bronze import HOUR, cdc, contract_hour, dump, iter_lines, order, ping, write_file
+from tests.support.bronze import HOUR, account_hour, cdc, contract_hour, dump, iter_lines, order, ping, write_file
 
 KEY = hour_key(HOUR)
 ORDERS = "oltp.public.orders"

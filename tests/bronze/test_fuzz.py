@@ -21,7 +21,6 @@ import pytest
 
 from logistics_platform.generator import GeneratorConfig, generate
 from logistics_platform.lib.bronze import schema as bs
-from logistics_platform.lib.bronze.accounting import account_hour
 from logistics_platform.lib.bronze.blocks import CorruptRead, iter_counted_blocks
 from logistics_platform.lib.bronze.ingest import ingest_hour
 from logistics_platform.lib.bronze.landing import (
@@ -35,7 +34,7 @@ from logistics_platform.lib.bronze.landing import (
 )
 from logistics_platform.lib.connections import load_catalog
 from logistics_platform.settings import Settings, local_settings
-from tests.support.bronze import iter_lines
+from tests.support.bronze import account_hour, iter_lines
 
 SEED = 20261201
 HOUR = datetime(2026, 11, 1, 0)

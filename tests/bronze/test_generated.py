@@ -8,11 +8,11 @@ from datetime import datetime
 import pytest
 
 from logistics_platform.generator import GeneratorConfig, generate
-from logistics_platform.lib.bronze.accounting import account_hour
 from logistics_platform.lib.bronze.ingest import ingest_hour
 from logistics_platform.lib.bronze.landing import list_arrival_hours
 from logistics_platform.lib.connections import load_catalog
 from logistics_platform.settings import local_settings
+from tests.support.bronze import account_hour
 
 START = datetime(2026, 11, 1)
 HOURS = 6

@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from logistics_platform.lib.bronze import schema as bs
-from logistics_platform.lib.bronze.accounting import account_hour
 from logistics_platform.lib.bronze.ingest import ingest_hour
 from logistics_platform.lib.bronze.ingest_log import read_log_entries
 from logistics_platform.lib.bronze.reports import (
@@ -24,7 +23,7 @@ from logistics_platform.lib.bronze.reports import (
 from logistics_platform.lib.bronze.tables import TABLE_PROPERTIES, ensure_bronze_tables
 from logistics_platform.lib.connections import connect, load_catalog
 from logistics_platform.settings import Settings, local_settings
-from tests.support.bronze import HOUR, cdc, contract_hour, dump, order, ping, write_file
+from tests.support.bronze import HOUR, account_hour, cdc, contract_hour, dump, order, ping, write_file
 
 ALL_TABLES = [*bs.TOPICS, bs.QUARANTINE_TABLE, bs.INGEST_LOG_TABLE]
 

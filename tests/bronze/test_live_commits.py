@@ -16,7 +16,6 @@ from pyiceberg.table import Table
 
 from logistics_platform.cli import main
 from logistics_platform.lib.bronze import schema as bs
-from logistics_platform.lib.bronze.accounting import account_hour
 from logistics_platform.lib.bronze.commit import DEAD_MANIFESTS_MAX
 from logistics_platform.lib.bronze.ingest import ingest_hour
 from logistics_platform.lib.bronze.landing import list_hour_files
@@ -34,7 +33,7 @@ from logistics_platform.lib.operate.progress import read_ingest_log
 from logistics_platform.lib.timekeys import hour_key, hour_start
 from logistics_platform.settings import Settings, local_settings
 from tests.bronze.test_append import ORDERS, _orders, assert_same_bronze, open_hour, single_ingest
-from tests.support.bronze import contract_hour, write_file
+from tests.support.bronze import account_hour, contract_hour, write_file
 
 LIVE = ("orders", bs.INGEST_LOG_TABLE)  # the tables each micro-batch of land_batch commits to
 MERGE_AT = int(TABLE_PROPERTIES["commit.manifest.min-count-to-merge"])

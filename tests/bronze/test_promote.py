@@ -17,7 +17,6 @@ from pyiceberg.io.pyarrow import schema_to_pyarrow
 from pyiceberg.types import DecimalType, DoubleType, FloatType, IcebergType, IntegerType, LongType, StringType
 
 from logistics_platform.lib.bronze import schema as bs
-from logistics_platform.lib.bronze.accounting import account_hour
 from logistics_platform.lib.bronze.avro import read_file, row_fields
 from logistics_platform.lib.bronze.blocks import BlockTask
 from logistics_platform.lib.bronze.envelope import LineParser, Rejected, Widen
@@ -39,7 +38,7 @@ from logistics_platform.lib.bronze.values import (
 from logistics_platform.lib.connections import connect, load_catalog
 from logistics_platform.settings import Settings, local_settings
 from tests.support.avro_encode import envelope_schema
-from tests.support.bronze import HOUR, cdc, dump, order, write_file
+from tests.support.bronze import HOUR, account_hour, cdc, dump, order, write_file
 
 T = HOUR + timedelta(minutes=5)
 ORDERS, PAYMENTS = "oltp.public.orders", "oltp.public.payments"

@@ -13,10 +13,17 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from logistics_platform.lib.bronze.accounting import TopicAccount, account_hours
 from logistics_platform.lib.bronze.landing import LandingFile, hour_dir, iter_content
+from logistics_platform.settings import Settings
 
 HOUR = datetime(2026, 11, 2, 10)
 EPOCH = datetime(1970, 1, 1)
+
+
+def account_hour(settings: Settings, hour: datetime) -> dict[str, TopicAccount]:
+    """Table -> the accounting of one arrival hour (the package accounts hours in batches)."""
+    return account_hours(settings, [hour])[hour]
 
 
 def ms(dt: datetime) -> int:
