@@ -2,11 +2,15 @@
 ``returns`` while the connector streams; it sends the table's changes by default (topic ``oltp.public.returns``),
 landed in the open hour with the contract's topics. `run` ingests them into ``bronze.extra_oltp_public_returns``
 (docs/contract/sources.md, section 8), one row per row change, accounted for, and the ``outside_contract`` check fails
-as an ERROR that the check-alert sensor posts."""
+as an ERROR that the check-alert sensor posts. One engine run for both converter configs: the JSON one goes through
+the pipeline, the check and the alert; the Avro one is ingested, typed from its writer schema, and gives the contract
+tables the JSON's bronze rows."""
 
 from __future__ import annotations
 
 import base64
+from collections.abc import Iterator
+from datetime import datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -18,15 +22,18 @@ from logistics_platform.cli.render import render_summary
 from logistics_platform.defs.bronze.checks import CHECK_OUTSIDE_CONTRACT
 from logistics_platform.defs.bronze.keys import EXTRA_KEY
 from logistics_platform.defs.operate.alert_sensors import deliver_check_alerts
+from logistics_platform.lib.bronze.ingest import ingest_hour
+from logistics_platform.lib.bronze.schema import QUARANTINE_TABLE
 from logistics_platform.lib.capture.schema import KEYS, TABLES
 from logistics_platform.lib.capture.simulate import simulate
 from logistics_platform.lib.connections import connect, load_catalog
 from logistics_platform.lib.operate.alerts import read_log
 from logistics_platform.lib.operate.progress import read_ingest_log
-from logistics_platform.pipeline import run_pipeline
-from logistics_platform.settings import local_settings
+from logistics_platform.pipeline import Summary, run_pipeline
+from logistics_platform.settings import Settings, local_settings
 from tests.debezium.test_real_connector import newest_hour
 from tests.debezium.workload import oltp_database, table_rows
+from tests.support.bronze_equality import assert_same_bronze
 from tests.support.connect_sink import land
 from tests.support.debezium import ENGINE_MARKS, ConverterConfig, capture
 
@@ -82,34 +89,19 @@ def decimal_of(value: Any) -> Decimal:
     return Decimal(int.from_bytes(base64.b64decode(value), "big", signed=True)).scaleb(-2)
 
 
-@pytest.mark.parametrize("config", [PRECISE_JSON, PRECISE_AVRO], ids=lambda c: c.name)
-def test_a_new_table_lands_in_bronze_with_its_rows_counted_and_an_alert(
-    world: Any, config: ConverterConfig, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    captured, tables = world
-    landed = [r for r in captured[config].records if r.topic == TOPIC and r.value is not None]
-    assert len(landed) == INSERTS + UPDATES + DELETES  # every row change of returns, as the connector sent it
-    home = tmp_path / "dagster_home"
-    home.mkdir()
-    monkeypatch.setenv("DAGSTER_HOME", str(home))  # a kept instance: its check evaluations are read below
-    settings = local_settings(tmp_path / "platform", dagster_home=home)
-    land(captured[config], settings.landing_dir, newest_hour(settings))  # the open hour, as a live sink does
-
-    summary = run_pipeline(settings)
-
-    assert summary.ok, render_summary(summary)
-    assert not [p for p in summary.skipped if TOPIC in p]  # ingested, not left out
-    assert summary.bronze[TABLE] == len(landed)
-    duck = connect(settings.duckdb_path, read_only=True)
-    try:
-        assert duck.execute("select count(*) from bronze.quarantine").fetchone() == (0,)
-        rows = duck.execute(
-            f"select {', '.join(COLUMNS)}, _op, _lsn, _topic from bronze.{TABLE} order by _lsn, _offset"
-        ).fetchall()
-        orders = duck.execute(f"select {', '.join(TABLES['orders'])} from marts.fct_orders order by 1").fetchall()
-    finally:
-        duck.close()
-    assert len(rows) == len(landed) and {r[-1] for r in rows} == {TOPIC}
+def assert_returns(settings: Settings, config: ConverterConfig, landed: int, returns: list[tuple[Any, ...]]) -> None:
+    """bronze.extra_oltp_public_returns holds every landed change once, replays to the PostgreSQL table, is typed
+    from the records' own schema and accounted for in bronze.ingest_log."""
+    catalog = load_catalog(settings)
+    assert len(catalog.load_table(("bronze", QUARANTINE_TABLE)).scan().to_arrow()) == 0
+    table = (
+        catalog.load_table(("bronze", TABLE))
+        .scan()
+        .to_arrow()
+        .sort_by([("_lsn", "ascending"), ("_offset", "ascending")])
+    )
+    rows = list(zip(*(table[c].to_pylist() for c in (*COLUMNS, "_op", "_lsn", "_topic")), strict=True))
+    assert len(rows) == landed and {r[-1] for r in rows} == {TOPIC}
     assert [r[6] for r in rows] == ["c"] * INSERTS + ["u"] * UPDATES + ["d"] * DELETES
     # Its changes replayed (the highest lsn of each key wins, a delete removes) give the PostgreSQL table.
     state: dict[int, tuple[Any, ...]] = {}
@@ -118,16 +110,56 @@ def test_a_new_table_lands_in_bronze_with_its_rows_counted_and_an_alert(
             state.pop(r[0])
         else:
             state[r[0]] = (r[0], r[1], decimal_of(r[2]), *r[3:6])
-    assert [state[k] for k in sorted(state)] == tables["returns"]
-    assert orders == tables["orders"]  # the contract's marts as before
+    assert [state[k] for k in sorted(state)] == returns
     # Typed from the records' own schema: the Avro writer schema declares the decimal.
-    types = {f.name: str(f.field_type) for f in load_catalog(settings).load_table(f"bronze.{TABLE}").schema().fields}
-    amount = "string" if config is PRECISE_JSON else "decimal(12, 2)"
+    types = {f.name: str(f.field_type) for f in catalog.load_table(f"bronze.{TABLE}").schema().fields}
+    amount = "decimal(12, 2)" if config.converter == "avro" else "string"
     expected = {"return_id": "long", "order_id": "long", "amount": amount, "reason": "string"}
     assert {c: types[c] for c in COLUMNS} == {**expected, "restocked": "boolean", "created_at": "timestamp"}
     # Accounted like a contract topic, in bronze.ingest_log.
-    [entry] = [e for (topic, _), e in read_ingest_log(load_catalog(settings)).items() if topic == TOPIC]
-    assert (entry.lines, entry.rows, entry.quarantined, entry.tombstones) == (len(landed), len(landed), 0, 0)
+    [entry] = [e for (topic, _), e in read_ingest_log(catalog).items() if topic == TOPIC]
+    assert (entry.lines, entry.rows, entry.quarantined, entry.tombstones) == (landed, landed, 0, 0)
+
+
+@pytest.fixture(scope="module")
+def landing_hour(tmp_path_factory: pytest.TempPathFactory) -> datetime:
+    """The open hour, as a live sink lands in it: both configs land there."""
+    return newest_hour(local_settings(tmp_path_factory.mktemp("hour")))
+
+
+@pytest.fixture(scope="module")
+def json_platform(
+    world: Any, landing_hour: datetime, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Settings, Summary]]:
+    """The JSON config's records landed and run through `logistics-platform run`'s pipeline, in a kept instance."""
+    captured, _ = world
+    root = tmp_path_factory.mktemp(PRECISE_JSON.name)
+    home = root / "dagster_home"
+    home.mkdir()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("DAGSTER_HOME", str(home))  # a kept instance: its check evaluations are read below
+        settings = local_settings(root / "platform", dagster_home=home)
+        land(captured[PRECISE_JSON], settings.landing_dir, landing_hour)
+        yield settings, run_pipeline(settings)
+
+
+def test_a_new_table_lands_in_bronze_with_its_rows_counted_and_an_alert(
+    world: Any, json_platform: tuple[Settings, Summary]
+) -> None:
+    captured, tables = world
+    settings, summary = json_platform
+    landed = [r for r in captured[PRECISE_JSON].records if r.topic == TOPIC and r.value is not None]
+    assert len(landed) == INSERTS + UPDATES + DELETES  # every row change of returns, as the connector sent it
+    assert summary.ok, render_summary(summary)
+    assert not [p for p in summary.skipped if TOPIC in p]  # ingested, not left out
+    assert summary.bronze[TABLE] == len(landed)
+    assert_returns(settings, PRECISE_JSON, len(landed), tables["returns"])
+    duck = connect(settings.duckdb_path, read_only=True)
+    try:
+        orders = duck.execute(f"select {', '.join(TABLES['orders'])} from marts.fct_orders order by 1").fetchall()
+    finally:
+        duck.close()
+    assert orders == tables["orders"]  # the contract's marts as before
     # The check in the UI: an ERROR (a new topic), which the check-alert sensor posts.
     instance = dg.DagsterInstance.get()
     key = dg.AssetCheckKey(EXTRA_KEY, CHECK_OUTSIDE_CONTRACT)
@@ -140,3 +172,15 @@ def test_a_new_table_lands_in_bronze_with_its_rows_counted_and_an_alert(
     [alert] = read_log(settings.alerts_log)
     assert alert["check_name"] == CHECK_OUTSIDE_CONTRACT and TOPIC in alert["error"]
     assert f'"table": "bronze.{TABLE}"' in alert["error"]
+
+
+def test_avro_lands_the_new_table_typed_by_its_writer_schema(
+    world: Any, json_platform: tuple[Settings, Summary], landing_hour: datetime, tmp_path: Path
+) -> None:
+    captured, tables = world
+    settings = local_settings(tmp_path)
+    land(captured[PRECISE_AVRO], settings.landing_dir, landing_hour)
+    ingest_hour(settings, landing_hour)
+    landed = [r for r in captured[PRECISE_AVRO].records if r.topic == TOPIC and r.value is not None]
+    assert_returns(settings, PRECISE_AVRO, len(landed), tables["returns"])
+    assert_same_bronze(json_platform[0], settings, TABLES)  # the contract's tables as the JSON's

@@ -3,10 +3,12 @@
 becomes ``bigint`` and takes 5,000,000,000, while the platform runs (docs/contract/sources.md, "Types that widen").
 
 One engine run captures the workload under every converter config; each config lands it in the open hour in two
-parts, what the connector sent before the ALTERs and what it sent after, with a ``run`` after each as the landing
-sensor does. Bronze promotes its columns in place in the second run (an append: no rebuild, nothing quarantined),
-staging and the intermediate models hold the widened values and are widened in place themselves, the marts equal
-PostgreSQL after each run, and every landed record is one bronze row.
+parts, what the connector sent before the ALTERs and what it sent after. The connector and Kafka Connect at their
+defaults (precise decimals, JSON with schemas) go through a ``run`` after each part as the landing sensor does: bronze
+promotes its columns in place in the second run (an append: no rebuild, nothing quarantined), staging and the
+intermediate models hold the widened values and are widened in place themselves, the marts equal PostgreSQL after
+each run, and every landed record is one bronze row. The other configs are ingested part by part and promote the same
+columns in place, to the same bronze rows, so the same marts.
 """
 
 from __future__ import annotations
@@ -14,15 +16,16 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from logistics_platform.cli.render import render_summary
+from logistics_platform.lib.bronze.ingest import ingest_hour
 from logistics_platform.lib.capture.schema import KEYS, TABLES
 from logistics_platform.lib.capture.simulate import simulate
 from logistics_platform.lib.connections import connect, load_catalog
@@ -30,6 +33,7 @@ from logistics_platform.pipeline import run_pipeline
 from logistics_platform.settings import Settings, local_settings
 from tests.debezium.test_real_connector import newest_hour
 from tests.debezium.workload import oltp_database, table_rows
+from tests.support.bronze_equality import assert_same_bronze
 from tests.support.connect_sink import land
 from tests.support.debezium import ENGINE_MARKS, Captured, ConverterConfig, Record, capture
 
@@ -37,12 +41,13 @@ pytestmark = ENGINE_MARKS
 
 # One config per way a widened type reaches bronze: the values alone (schemaless JSON), a Connect schema block that
 # declares the new precision, an Avro writer schema. The other two JSON configs read like these (test_real_connector
-# runs all five); each config here costs an engine capture and two pipeline runs.
+# compares all five).
 CONFIGS = (
     ConverterConfig("string", "json", schemas_enable=False),
     ConverterConfig("precise", "json", schemas_enable=True),
     ConverterConfig("precise", "avro"),
 )
+DEFAULTS = CONFIGS[1]  # the one taken through the pipeline
 BIG = Decimal("123456789012.34")  # numeric(14,2): two integer digits more than numeric(12,2) holds
 FITS = Decimal("1234567890.12")  # what the order is corrected to: the marts' DECIMAL(12,2) holds it
 BIG_PRIORITY = 5_000_000_000  # beyond 32 bits
@@ -186,18 +191,25 @@ def run_phase(settings: Settings, captured: Captured, hour: datetime, landed: Co
 
 
 @pytest.fixture(scope="module")
-def phases(world: World, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[ConverterConfig, list[Phase]]]:
-    """Per config: the run after the first part landed, and the run after the second part landed too."""
-    out: dict[ConverterConfig, list[Phase]] = {}
+def landing_hour(tmp_path_factory: pytest.TempPathFactory) -> datetime:
+    """The open hour, as a live sink lands in it: every config's two parts land there."""
+    return newest_hour(local_settings(tmp_path_factory.mktemp("hour")))
+
+
+@pytest.fixture(scope="module")
+def phases(
+    world: World, landing_hour: datetime, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[Settings, list[Phase]]:
+    """The defaults config: the run after the first part landed, and the run after the second part landed too."""
     with pytest.MonkeyPatch.context() as mp:
         mp.delenv("DAGSTER_HOME", raising=False)  # an ephemeral Dagster instance per run
-        for config in CONFIGS:
-            settings = local_settings(tmp_path_factory.mktemp(config.name))
-            first, second = parts(world, config)
-            hour = newest_hour(settings)  # the open hour, as a live sink does: both parts land in it
-            landed: Counter[str] = Counter()
-            out[config] = [run_phase(settings, first, hour, landed), run_phase(settings, second, hour, landed)]
-        yield out
+        settings = local_settings(tmp_path_factory.mktemp(DEFAULTS.name))
+        first, second = parts(world, DEFAULTS)
+        landed: Counter[str] = Counter()
+        return settings, [
+            run_phase(settings, first, landing_hour, landed),
+            run_phase(settings, second, landing_hour, landed),
+        ]
 
 
 def current(tables: dict[str, list[tuple[Any, ...]]]) -> dict[str, list[tuple[Any, ...]]]:
@@ -216,11 +228,10 @@ def differing(got: list[tuple[Any, ...]], want: list[tuple[Any, ...]]) -> str:
     )
 
 
-@pytest.mark.parametrize("config", CONFIGS, ids=lambda c: c.name)
 def test_widened_types_are_promoted_and_the_marts_equal_postgresql(
-    world: World, phases: dict[ConverterConfig, list[Phase]], config: ConverterConfig
+    world: World, phases: tuple[Settings, list[Phase]]
 ) -> None:
-    before, after = phases[config]
+    before, after = phases[1]
     # Before the ALTERs: the contract's types everywhere, the marts equal to the tables as they were.
     assert before.quarantined == 0 and before.bronze_rows == {t: before.landed[t] for t in TABLES}
     want = current(world.before)
@@ -248,3 +259,40 @@ def test_widened_types_are_promoted_and_the_marts_equal_postgresql(
     assert after.marts["orders"] == want["orders"], differing(after.marts["orders"], want["orders"])
     assert after.marts == want and after.payments == world.after["payments"]
     assert (BIG_ID, BIG_ID, BIG) in [r[:3] for r in after.payments]
+
+
+def bronze_types(settings: Settings) -> dict[str, str]:
+    """bronze.<table>.<column> -> Iceberg type, for the columns the workload widens."""
+    catalog = load_catalog(settings)
+    return {
+        f"bronze.{table}.{field.name}": str(field.field_type)
+        for table in ("orders", "payments")
+        for field in catalog.load_table(("bronze", table)).schema().fields
+        if field.name in ("total_amount", "amount", "priority")
+    }
+
+
+@pytest.mark.parametrize("config", [c for c in CONFIGS if c != DEFAULTS], ids=lambda c: c.name)
+def test_every_config_promotes_bronze_in_place_to_the_rows_of_the_defaults(
+    world: World, phases: tuple[Settings, list[Phase]], landing_hour: datetime, config: ConverterConfig, tmp_path: Path
+) -> None:
+    settings = local_settings(tmp_path)
+    first, second = parts(world, config)
+    land(first, settings.landing_dir, landing_hour)
+    ingest_hour(settings, landing_hour)
+    assert bronze_types(settings) == {
+        "bronze.orders.total_amount": "decimal(12, 2)",
+        "bronze.payments.amount": "decimal(12, 2)",
+    }
+    land(second, settings.landing_dir, landing_hour)
+    ingest_hour(settings, landing_hour)
+    snapshot = load_catalog(settings).load_table("bronze.orders").current_snapshot()
+    assert snapshot is not None and snapshot.summary is not None
+    assert snapshot.summary.get("logistics.ingest-mode") == "append"  # promoted in place, not rebuilt
+    assert bronze_types(settings) == {
+        "bronze.orders.total_amount": "decimal(14, 2)",
+        "bronze.orders.priority": "long",
+        "bronze.payments.amount": "decimal(14, 2)",
+    }
+    landed = Counter(r.topic.rsplit(".", 1)[1] for part in (first, second) for r in part.records if r.value is not None)
+    assert assert_same_bronze(phases[0], settings, TABLES) == {t: landed[t] for t in TABLES}

@@ -1,23 +1,28 @@
 """TRUNCATE through the real Debezium 3.6 PostgreSQL connector with ``skipped.operations=none`` (issue #36): the
 op ``t`` records land in the open hour and the current-state marts equal the PostgreSQL tables, with every landed
-record accounted for (docs/contract/sources.md, §7)."""
+record accounted for (docs/contract/sources.md, §7). One engine run for both converter configs: the JSON one goes
+through the pipeline; the Avro one gives the same bronze rows, truncates included, so the same marts."""
 
 from __future__ import annotations
 
 import json
 from collections import Counter
+from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from logistics_platform.cli.render import render_summary
+from logistics_platform.lib.bronze.ingest import ingest_hour
 from logistics_platform.lib.capture.schema import KEYS, TABLES
 from logistics_platform.lib.capture.simulate import simulate
 from logistics_platform.lib.connections import connect
 from logistics_platform.pipeline import run_pipeline
-from logistics_platform.settings import local_settings
+from logistics_platform.settings import Settings, local_settings
 from tests.debezium.test_real_connector import newest_hour
 from tests.debezium.workload import oltp_database, table_rows
+from tests.support.bronze_equality import assert_same_bronze
 from tests.support.connect_sink import land
 from tests.support.debezium import ENGINE_MARKS, ConverterConfig, capture
 
@@ -49,22 +54,33 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Any:
     return captured, tables
 
 
-@pytest.mark.parametrize("config", [PRECISE_JSON, PRECISE_AVRO], ids=lambda c: c.name)
-def test_truncates_leave_the_current_state_marts_equal_to_postgresql(
-    world: Any, config: ConverterConfig, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    captured, tables = world
-    records = captured[config].records
-    if config.converter == "json":
-        truncates = [json.loads(r.value) for r in records if r.value and b'"op":"t"' in r.value]
-        # One event per table of a statement: before and after null, the table and position in source.
-        assert sorted(e["source"]["table"] for e in truncates) == ["orders", "payments", "payments"]
-        assert all(e["before"] is None and e["after"] is None for e in truncates)
-    monkeypatch.delenv("DAGSTER_HOME", raising=False)
-    settings = local_settings(tmp_path_factory.mktemp(config.name))
-    land(captured[config], settings.landing_dir, newest_hour(settings))  # the open hour, as a live sink does
-    summary = run_pipeline(settings)
+@pytest.fixture(scope="module")
+def landing_hour(tmp_path_factory: pytest.TempPathFactory) -> datetime:
+    """The open hour, as a live sink lands in it: both configs land there."""
+    return newest_hour(local_settings(tmp_path_factory.mktemp("hour")))
+
+
+@pytest.fixture(scope="module")
+def json_run(world: Any, landing_hour: datetime, tmp_path_factory: pytest.TempPathFactory) -> Settings:
+    """The JSON config's records landed and run through `logistics-platform run`'s pipeline."""
+    captured, _ = world
+    settings = local_settings(tmp_path_factory.mktemp(PRECISE_JSON.name))
+    land(captured[PRECISE_JSON], settings.landing_dir, landing_hour)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("DAGSTER_HOME", raising=False)  # an ephemeral Dagster instance for the run
+        summary = run_pipeline(settings)
     assert summary.ok, render_summary(summary)
+    return settings
+
+
+def test_truncates_leave_the_current_state_marts_equal_to_postgresql(world: Any, json_run: Settings) -> None:
+    captured, tables = world
+    records = captured[PRECISE_JSON].records
+    truncates = [json.loads(r.value) for r in records if r.value and b'"op":"t"' in r.value]
+    # One event per table of a statement: before and after null, the table and position in source.
+    assert sorted(e["source"]["table"] for e in truncates) == ["orders", "payments", "payments"]
+    assert all(e["before"] is None and e["after"] is None for e in truncates)
+    settings = json_run
     landed = Counter(r.topic.rsplit(".", 1)[1] for r in records if r.value is not None)
     duck = connect(settings.duckdb_path, read_only=True)
     try:
@@ -93,3 +109,14 @@ def test_truncates_leave_the_current_state_marts_equal_to_postgresql(
     assert payments == tables["payments"] and len(payments) > 20
     assert current["couriers"] == [r[:5] for r in tables["couriers"]]
     assert current["tenants"] == [r[:4] for r in tables["tenants"]]
+
+
+def test_avro_gives_the_bronze_rows_of_json_truncates_included(
+    world: Any, json_run: Settings, landing_hour: datetime, tmp_path: Path
+) -> None:
+    captured, _ = world
+    settings = local_settings(tmp_path)
+    land(captured[PRECISE_AVRO], settings.landing_dir, landing_hour)
+    ingest_hour(settings, landing_hour)
+    landed = Counter(r.topic.rsplit(".", 1)[1] for r in captured[PRECISE_AVRO].records if r.value is not None)
+    assert assert_same_bronze(json_run, settings, TABLES) == {t: landed[t] for t in TABLES}
