@@ -10,7 +10,7 @@ PORT ?= 3000
 # fixed loop, sensor ticks, run processes starting, dbt and server children), so a third keeps the cores busy
 # (measured in benchmarks/README.md). Groups go out in the suite's order (tests/conftest.py puts the longest first), not
 # pytest-xdist's default of the groups with the most tests first, which left the Spark modules (one or two tests each,
-# the longest) to the end. It lists its 15 slowest tests at the end, to show where CI time goes.
+# the longest) to the end. It lists its 40 slowest tests at the end, to show where CI time goes.
 TEST_WORKERS ?= 3
 
 # Offline operation: no usage tracking, Dagster state kept inside the project.
@@ -56,7 +56,7 @@ browser:
 # mypy each keep one core busy), rather than inside a test worker of the suite.
 test: services browser
 	@$(MAKE) --no-print-directory -j2 lint spark-env
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=15 tests
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=40 tests
 
 dev: setup
 	$(BIN)/dagster dev -w workspace.yaml -h $(HOST) -p $(PORT)
