@@ -140,12 +140,6 @@ class PlatformRun:
 
 
 @pytest.fixture(scope="module")
-def landing_hour(tmp_path_factory: pytest.TempPathFactory) -> datetime:
-    """The one arrival hour every config lands in, so that their bronze rows can be compared whole."""
-    return newest_hour(local_settings(tmp_path_factory.mktemp("hour")))
-
-
-@pytest.fixture(scope="module")
 def platform(world: World, landing_hour: datetime, tmp_path_factory: pytest.TempPathFactory) -> PlatformRun:
     """The defaults config's records landed and run through `logistics-platform run`'s pipeline."""
     settings = local_settings(tmp_path_factory.mktemp(DEFAULTS.name))

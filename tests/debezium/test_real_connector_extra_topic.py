@@ -31,7 +31,6 @@ from logistics_platform.lib.operate.alerts import read_log
 from logistics_platform.lib.operate.progress import read_ingest_log
 from logistics_platform.pipeline import Summary, run_pipeline
 from logistics_platform.settings import Settings, local_settings
-from tests.debezium.test_real_connector import newest_hour
 from tests.debezium.workload import oltp_database, table_rows
 from tests.support.bronze_equality import assert_same_bronze
 from tests.support.connect_sink import land
@@ -119,12 +118,6 @@ def assert_returns(settings: Settings, config: ConverterConfig, landed: int, ret
     # Accounted like a contract topic, in bronze.ingest_log.
     [entry] = [e for (topic, _), e in read_ingest_log(catalog).items() if topic == TOPIC]
     assert (entry.lines, entry.rows, entry.quarantined, entry.tombstones) == (landed, landed, 0, 0)
-
-
-@pytest.fixture(scope="module")
-def landing_hour(tmp_path_factory: pytest.TempPathFactory) -> datetime:
-    """The open hour, as a live sink lands in it: both configs land there."""
-    return newest_hour(local_settings(tmp_path_factory.mktemp("hour")))
 
 
 @pytest.fixture(scope="module")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -184,9 +185,11 @@ def test_an_incompatible_type_is_an_incident_and_the_way_out_brings_the_marts_ba
     assert [a["check_name"] for a in read_log(settings.alerts_log)].count(CHECK_SCHEMA_INCIDENT) == 2
 
 
-def test_avro_quarantines_the_same_lines_and_the_same_way_out_gives_the_same_bronze(world: Any, tmp_path: Path) -> None:
+def test_avro_quarantines_the_same_lines_and_the_same_way_out_gives_the_same_bronze(
+    world: Any, landing_hour: datetime, tmp_path: Path
+) -> None:
     captured, _ = world
-    hour = newest_hour(local_settings(tmp_path / "hour"))
+    hour = landing_hour
     sides = {}
     for config in (STRING_JSON, PRECISE_AVRO):
         settings = local_settings(tmp_path / config.name)

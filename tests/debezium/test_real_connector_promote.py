@@ -31,7 +31,6 @@ from logistics_platform.lib.capture.simulate import simulate
 from logistics_platform.lib.connections import connect, load_catalog
 from logistics_platform.pipeline import run_pipeline
 from logistics_platform.settings import Settings, local_settings
-from tests.debezium.test_real_connector import newest_hour
 from tests.debezium.workload import oltp_database, table_rows
 from tests.support.bronze_equality import assert_same_bronze
 from tests.support.connect_sink import land
@@ -188,12 +187,6 @@ def run_phase(settings: Settings, captured: Captured, hour: datetime, landed: Co
     snapshot = load_catalog(settings).load_table("bronze.orders").current_snapshot()
     mode = snapshot.summary.get("logistics.ingest-mode", "") if snapshot is not None and snapshot.summary else ""
     return Phase(Counter(landed), bronze_rows, quarantined, marts, payments, types, history, mode)
-
-
-@pytest.fixture(scope="module")
-def landing_hour(tmp_path_factory: pytest.TempPathFactory) -> datetime:
-    """The open hour, as a live sink lands in it: every config's two parts land there."""
-    return newest_hour(local_settings(tmp_path_factory.mktemp("hour")))
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,6 @@ from logistics_platform.lib.capture.simulate import simulate
 from logistics_platform.lib.connections import connect
 from logistics_platform.pipeline import run_pipeline
 from logistics_platform.settings import Settings, local_settings
-from tests.debezium.test_real_connector import newest_hour
 from tests.debezium.workload import oltp_database, table_rows
 from tests.support.bronze_equality import assert_same_bronze
 from tests.support.connect_sink import land
@@ -52,12 +51,6 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Any:
         finally:
             conn.close()
     return captured, tables
-
-
-@pytest.fixture(scope="module")
-def landing_hour(tmp_path_factory: pytest.TempPathFactory) -> datetime:
-    """The open hour, as a live sink lands in it: both configs land there."""
-    return newest_hour(local_settings(tmp_path_factory.mktemp("hour")))
 
 
 @pytest.fixture(scope="module")
