@@ -3,6 +3,7 @@ the marts' contract, folding a window's late events back in, and publishing the 
 
 from __future__ import annotations
 
+import shutil
 from datetime import date
 from pathlib import Path
 
@@ -223,3 +224,33 @@ def test_fold_brings_a_windows_late_events_back(built: tuple[Settings, str]) -> 
         rebuilt, "select coalesce(sum(pings), 0) from marts.fct_courier_hourly_activity where window_start = ?", [start]
     )[0][0]
     assert full_pings == pings_after
+
+
+def test_columns_not_null_fails_naming_each_column_that_holds_nulls(
+    built: tuple[Settings, str], tmp_path: Path
+) -> None:
+    """One test a model checks its required columns: nulls in two of them fail it, and its failing rows name both."""
+    settings, _ = built
+    copy = settings.with_overrides(duckdb_path=tmp_path / "copy.duckdb")
+    shutil.copyfile(settings.duckdb_path, copy.duckdb_path)
+    con = duck.connect(copy.duckdb_path)
+    try:
+        con.execute(
+            "update intermediate.int_orders_current set last_lsn = null, is_deleted = null where order_id = (select min(order_id) from intermediate.int_orders_current)"
+        )
+    finally:
+        con.close()
+    selection = ["--select", "int_orders_current,test_name:columns_not_null"]
+    run = run_dbt(copy, ["test", *selection], check=False, target_path=tmp_path / "target")
+    tests = [r for r in run.results if r["unique_id"].startswith("test.")]
+    assert [r["status"] for r in tests] == ["fail"], run.output[-2000:]
+    assert tests[0]["failures"] == 2  # one row per column holding nulls: last_lsn and is_deleted
+    con = duck.connect(copy.duckdb_path)
+    try:
+        con.execute(
+            "update intermediate.int_orders_current set last_lsn = 1, is_deleted = false where last_lsn is null"
+        )
+    finally:
+        con.close()
+    run = run_dbt(copy, ["test", *selection], check=False, target_path=tmp_path / "target")
+    assert [r["status"] for r in run.results if r["unique_id"].startswith("test.")] == ["pass"], run.output[-2000:]
