@@ -1,5 +1,5 @@
-"""Invariant 3 of marts.md: arrival hours processed one by one, shuffled and re-run, equal a full refresh; and the open
-hour processed in micro-batches as its files land."""
+"""Invariant 3 of marts.md: arrival hours processed one by one and in ranges, out of order and re-run, with the open
+hour processed in micro-batches as its files land, equal a full refresh."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from logistics_platform.lib.bronze.landing import LandingFile, list_arrival_hour
 from logistics_platform.lib.bronze.schema import TOPICS
 from logistics_platform.lib.timekeys import hour_start
 from logistics_platform.lib.transform.project import MART_MODELS, run_dbt, window_vars
-from logistics_platform.settings import Settings, local_settings
+from logistics_platform.settings import local_settings
 from tests.support.ops_world import DAY_HOURS, build_ops_world
 from tests.support.transform_world import write_landing
 
@@ -57,61 +57,6 @@ def _staged_by(duckdb_path: Path) -> set[tuple[str, str, str]]:
         return rows
     finally:
         con.close()
-
-
-@pytest.fixture(scope="module")
-def world_settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
-    """7 arrival hours from the generator with its default anomaly rates (duplicates, out-of-order, late, deletes,
-    invalid lines, a delayed file, the tip_amount column appearing mid-way)."""
-    settings = local_settings(tmp_path_factory.mktemp("transform"))
-    config = GeneratorConfig(start=datetime(2026, 11, 1), hours=7, seed=7, orders_per_day=1000, pings_per_day=6000)
-    generate(settings.landing_dir, replace(config, late_beyond_rate=0.04, out_of_order_rate=0.05))
-    return settings
-
-
-def test_shuffled_hours_with_reruns_equal_full_refresh(world_settings: Settings, tmp_path: Path) -> None:
-    settings = world_settings
-    hours = list_arrival_hours(settings.landing_dir)
-    assert len(hours) == 7
-    # Arrival hours one by one in a shuffled order, as hourly runs would process them, with one two-hour range (a
-    # Dagster backfill of a range is one dbt run); hour 2 is re-run right away, hour 5 after later hours were done.
-    steps = [(5, 5), (2, 2), (2, 2), (0, 0), (6, 6), (1, 1), (3, 4), (5, 5)]
-    assert {i for a, b in steps for i in range(a, b + 1)} == set(range(len(hours)))
-    target = tmp_path / "target"
-    staged: list[set[tuple[str, str, str]]] = []
-    for n, (first, last) in enumerate(steps):
-        for hour in hours[first : last + 1]:
-            ingest_hour(settings, hour)
-        # The first step builds the tables (nothing exists yet); the others are real incremental runs.
-        window = window_vars(hours[first], hours[last])
-        if n in (1, 6):
-            # The window as dbt vars on the dbt CLI (the documented interface for running dbt by hand) ...
-            run_dbt(settings, ["build", *NO_TESTS], window, target_path=target)
-        else:
-            # ... and as the Dagster assets pass it: in the environment, read by the macros at execution only.
-            run_dbt(settings, ["build", *NO_TESTS], window=window, target_path=target)
-        if n == 0:
-            con = duck.connect(settings.duckdb_path)
-            assert con.sql("select count(*) from marts.fct_orders").fetchone()[0] > 0
-            con.close()
-        if n in (1, 2):
-            staged.append(_staged_by(settings.duckdb_path))
-    # Re-running hour 2 right away changed no staged row, so it rewrote none (event_merge skips unchanged rows).
-    assert staged[0] == staged[1] and len(staged[0]) > 100
-
-    rebuilt = settings.with_overrides(duckdb_path=tmp_path / "rebuilt.duckdb")
-    # Raises with the failing nodes if any model or test fails.
-    result = run_dbt(rebuilt, ["build", "--full-refresh"], target_path=tmp_path / "target_full")
-    tests_run = [r for r in result.results if r["unique_id"].startswith("test.")]
-    failed = [r["unique_id"] for r in tests_run if r["status"] in ("fail", "error")]
-    assert result.ok and len(tests_run) > 50 and not failed, failed
-
-    counts = _compare(settings.duckdb_path, rebuilt.duckdb_path, [f"marts.{mart}" for mart in MART_MODELS])
-    # Staging too, all columns but _staged_by (the run that last changed a row).
-    staging = [f"staging.{model}" for model in STAGING_MODELS]
-    _compare(settings.duckdb_path, rebuilt.duckdb_path, staging, columns="* exclude (_staged_by)")
-    for mart in MART_MODELS:
-        assert counts[f"marts.{mart}"] > 0, f"{mart} is empty: the data set does not exercise it"
 
 
 def test_operations_marts_shuffled_hours_with_reruns_equal_full_refresh(tmp_path: Path) -> None:
@@ -158,10 +103,13 @@ def _land(files: list[LandingFile], source: Path, landing: Path) -> None:
         shutil.copyfile(source / f.relpath, landing / f.relpath)
 
 
-def test_micro_batches_into_the_open_hour_in_any_order_equal_full_refresh(tmp_path: Path) -> None:
-    """Generated hours ending in the current (open) hour, on the real clock: the closed hours one by one in a shuffled
-    order, the open hour's files landed in shuffled batches between them, each batch ingested (an append of its new
-    files) and built with the open hour as the window, one batch re-run: equal a full refresh."""
+def test_hours_and_micro_batches_in_any_order_with_reruns_equal_full_refresh(tmp_path: Path) -> None:
+    """Generated hours ending in the current (open) hour, on the real clock, with the generator's anomalies
+    (duplicates, out-of-order, late, deletes, invalid lines, the tip_amount column appearing mid-way): the closed
+    hours out of order, one pair as a range (one dbt run, as a backfill or `run` makes it), one re-run after later
+    hours; the open hour's files landed in shuffled batches between them, each batch ingested (an append of its new
+    files) and built with the open hour as the window, one batch re-run right away with nothing new. The result equals
+    a full refresh, which runs every data test of the project."""
     open_hour = hour_start(datetime.now(UTC))
     source = tmp_path / "generated"
     config = GeneratorConfig(
@@ -175,39 +123,57 @@ def test_micro_batches_into_the_open_hour_in_any_order_equal_full_refresh(tmp_pa
     rng = random.Random(11)
     rng.shuffle(files)
     batches = [files[i::3] for i in range(3)]
-    closed = hours[:-1]
-    rng.shuffle(closed)
-    # (what lands, the hour it is ingested and built as): the open hour's batches between the closed hours, the second
-    # batch re-run with nothing new.
-    steps: list[tuple[list[LandingFile], datetime]] = [
-        ([f for s in TOPICS.values() for f in list_hour_files(source, s.topic, closed[0])], closed[0]),
-        (batches[0], open_hour),
-        ([f for s in TOPICS.values() for f in list_hour_files(source, s.topic, closed[1])], closed[1]),
-        (batches[1], open_hour),
-        ([], open_hour),
-        ([f for s in TOPICS.values() for f in list_hour_files(source, s.topic, closed[2])], closed[2]),
-        (batches[2], open_hour),
-        ([f for s in TOPICS.values() for f in list_hour_files(source, s.topic, closed[3])], closed[3]),
+
+    def closed(*picked: int) -> list[LandingFile]:
+        return [f for i in picked for s in TOPICS.values() for f in list_hour_files(source, s.topic, hours[i])]
+
+    # (what lands, the first and last hour ingested and built as one window): the open hour's batches between the
+    # closed hours, the second batch re-run with nothing new, hour 2 re-run after later hours were done.
+    steps: list[tuple[list[LandingFile], datetime, datetime]] = [
+        (closed(2), hours[2], hours[2]),  # the first build: nothing exists yet
+        (batches[0], open_hour, open_hour),
+        (closed(0, 1), hours[0], hours[1]),
+        (batches[1], open_hour, open_hour),
+        ([], open_hour, open_hour),
+        (closed(3), hours[3], hours[3]),
+        (batches[2], open_hour, open_hour),
+        ([], hours[2], hours[2]),
     ]
-    modes = []
+    modes, staged = [], []
     target = tmp_path / "target"
-    for landed, hour in steps:
+    for n, (landed, first, last) in enumerate(steps):
         _land(landed, source, settings.landing_dir)
-        report = ingest_hour(settings, hour)
-        if hour == open_hour:
-            modes.append(report.mode)
-        run_dbt(settings, ["build", *NO_TESTS], window=window_vars(hour), target_path=target)
+        for hour in hours[hours.index(first) : hours.index(last) + 1]:
+            report = ingest_hour(settings, hour)
+            if hour == open_hour:
+                modes.append(report.mode)
+        window = window_vars(first, last)
+        if n == 2:
+            # The window as dbt vars on the dbt CLI (the documented interface for running dbt by hand) ...
+            run_dbt(settings, ["build", *NO_TESTS], window, target_path=target)
+        else:
+            # ... and as the Dagster assets pass it: in the environment, read by the macros at execution only.
+            run_dbt(settings, ["build", *NO_TESTS], window=window, target_path=target)
+        if n in (3, 4):
+            staged.append(_staged_by(settings.duckdb_path))
     assert modes == ["replace", "append", "unchanged", "append"]
+    # Re-running the open hour right away changed no staged row, so it rewrote none (event_merge skips unchanged rows).
+    assert staged[0] == staged[1] and len(staged[0]) > 100
 
     rebuilt = settings.with_overrides(duckdb_path=tmp_path / "rebuilt.duckdb")
-    run_dbt(rebuilt, ["build", "--full-refresh", *NO_TESTS], target_path=tmp_path / "target_full")
+    # Raises with the failing nodes if any model or test fails.
+    result = run_dbt(rebuilt, ["build", "--full-refresh"], target_path=tmp_path / "target_full")
+    tests_run = [r for r in result.results if r["unique_id"].startswith("test.")]
+    failed = [r["unique_id"] for r in tests_run if r["status"] in ("fail", "error")]
+    assert result.ok and len(tests_run) > 50 and not failed, failed
     counts = _compare(settings.duckdb_path, rebuilt.duckdb_path, [f"marts.{mart}" for mart in MART_MODELS])
-    # Staging by column name: a column that appeared mid-way (tip_amount) was added at the end of the staging table
-    # built before it, and in place by the full refresh.
+    # Staging by column name, all columns but _staged_by (the run that last changed a row): a column that appeared
+    # mid-way (tip_amount) was added at the end of the staging table built before it, and in place by the full refresh.
     for model in STAGING_MODELS:
         columns = ", ".join(c for c in _columns(rebuilt.duckdb_path, "staging", model) if c != '"_staged_by"')
         _compare(settings.duckdb_path, rebuilt.duckdb_path, [f"staging.{model}"], columns=columns)
-    assert counts["marts.fct_orders"] > 0 and counts["marts.fct_region_sla"] > 0
+    for mart in MART_MODELS:
+        assert counts[f"marts.{mart}"] > 0, f"{mart} is empty: the data set does not exercise it"
 
 
 def _columns(duckdb_path: Path, schema: str, relation: str) -> list[str]:
