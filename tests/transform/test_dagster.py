@@ -165,3 +165,5 @@ def test_a_window_of_hours_and_a_whole_day_are_one_dbt_run_each(tmp_path: Path) 
     # Data tests run with the models; dbt's unit tests are left to CI (tests/transform/test_dbt.py runs them).
     kinds = {r["unique_id"].split(".")[0] for r in results}
     assert "test" in kinds and "unit_test" not in kinds, kinds
+    # Nor do the sources' tests, which read every bronze row (dbt names them source_<test>_<source>_<table>...).
+    assert not [r["unique_id"] for r in results if r["unique_id"].split(".")[2].startswith("source_")]
