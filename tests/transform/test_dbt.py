@@ -236,7 +236,8 @@ def test_columns_not_null_fails_naming_each_column_that_holds_nulls(
     con = duck.connect(copy.duckdb_path)
     try:
         con.execute(
-            "update intermediate.int_orders_current set last_lsn = null, is_deleted = null where order_id = (select min(order_id) from intermediate.int_orders_current)"
+            "update intermediate.int_orders_current set last_lsn = null, is_deleted = null "
+            "where order_id = (select min(order_id) from intermediate.int_orders_current)"
         )
     finally:
         con.close()
