@@ -1,8 +1,9 @@
-"""End to end through the UI's API: `dagster dev` (webserver + daemon) runs a partition-range backfill.
+"""End to end through the UI's API: `dagster dev` (webserver + daemon) runs partition-range backfills.
 
 The backfills are launched with the `launchPartitionBackfill` GraphQL mutation that the UI's "Launch backfill"
-button sends: the bronze assets for 4 arrival hours (hourly partitions), then every dbt asset for their arrival day
-(daily partitions) with the published marts.
+button sends: the bronze assets for 5 arrival hours (hourly partitions), which run in ranges of
+INGEST_MAX_HOURS_PER_RUN (2 here: 3 runs of 2 + 2 + 1 hours), then every dbt asset for their arrival day (daily
+partitions) with the published marts.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from logistics_platform.lib.transform.project import MART_MODELS, project_target
 from logistics_platform.settings import local_settings
 from tests.support.dagster_ui import asset_keys, backfill, dagster_dev, land_small_world
 
-HOURS = ["2026-11-01-00:00", "2026-11-01-01:00", "2026-11-01-02:00", "2026-11-01-03:00"]
+HOURS = [f"2026-11-01-{h:02d}:00" for h in range(5)]
+PER_RUN = 2
 DAY = "2026-11-01"
 LAYERS = ("bronze", "staging", "intermediate", "marts")
 
@@ -27,7 +29,7 @@ LAYERS = ("bronze", "staging", "intermediate", "marts")
 def test_partition_range_backfill_through_graphql(tmp_path: Path) -> None:
     settings = local_settings(tmp_path / "state")
     land_small_world(settings, hours=len(HOURS), seed=11)
-    with dagster_dev(settings, tmp_path) as gql:
+    with dagster_dev(settings, tmp_path, INGEST_MAX_HOURS_PER_RUN=str(PER_RUN)) as gql:
         keys = asset_keys(gql, LAYERS)
         assert any(k[0] == "bronze" for k in keys) and any(k[0] == "marts" for k in keys), keys
 
@@ -36,12 +38,28 @@ def test_partition_range_backfill_through_graphql(tmp_path: Path) -> None:
         bronze = [k for k in keys if k[0] == "bronze"]
         downstream = [k for k in keys if k[0] != "bronze"]
         ingest_runs = backfill(gql, bronze, HOURS[0], HOURS[-1], "e2e: bronze")
+        ranges = sorted(
+            (
+                r["tags"].get("dagster/asset_partition_range_start", r["tags"].get("dagster/partition")),
+                r["tags"].get("dagster/asset_partition_range_end", r["tags"].get("dagster/partition")),
+            )
+            for r in ingest_runs
+        )
+        assert ranges == [(HOURS[0], HOURS[1]), (HOURS[2], HOURS[3]), (HOURS[4], HOURS[4])], ingest_runs
+        materialized = gql(
+            """query($path: [String!]!) { assetNodeOrError(assetKey: {path: $path}) {
+                ... on AssetNode { assetPartitionStatuses { ... on TimePartitionStatuses {
+                    ranges { startKey endKey status } } } } } }""",
+            path=["bronze", "ingest_log"],
+        )["assetNodeOrError"]["assetPartitionStatuses"]["ranges"]
+        assert [(r["startKey"], r["endKey"]) for r in materialized if r["status"] == "MATERIALIZED"] == [
+            (HOURS[0], HOURS[-1])
+        ]
         # The published marts are not partitioned (a publish replaces a mart's whole state): selected with the
         # dbt layer, as "Materialize selected" over the marts group does, they are published once, after it.
         published = [k for k in asset_keys(gql, ("marts",), partitioned=False) if k[0] == "iceberg_marts"]
         assert len(published) == len(MART_MODELS), published
         runs = backfill(gql, downstream, DAY, DAY, "e2e: dbt layer", unpartitioned=published)
-        assert len(ingest_runs) == 1, ingest_runs  # the 4 hours in one run (up to INGEST_MAX_HOURS_PER_RUN each)
         dbt_runs = [
             r
             for r in runs
