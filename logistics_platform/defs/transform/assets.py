@@ -99,9 +99,7 @@ def build_dbt_assets(settings: Settings) -> dg.AssetsDefinition:
         manifest=project.manifest_path,
         project=project,
         name=DBT_ASSETS_NAME,
-        # The sources' tests read every bronze row, so each run would cost more as history grows; bronze is
-        # accounted for by the ingest's own checks, and `dbt test` / `logistics-platform dbt build` still run them.
-        exclude="source:*",
+        exclude="source:*",  # source tests read all of bronze each run; `dbt test` runs them (docs/design.md)
         partitions_def=arrival_day_partitions(settings),
         backfill_policy=dg.BackfillPolicy.single_run(),
         dagster_dbt_translator=LogisticsDbtTranslator(settings=DagsterDbtTranslatorSettings(enable_asset_checks=True)),
