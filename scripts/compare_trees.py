@@ -3,7 +3,9 @@ DuckDB table (staging, intermediate, marts, ops), as multisets both ways (EXCEPT
 
 Usage: `.venv/bin/python scripts/compare_trees.py OLD_CHECKOUT NEW_CHECKOUT` after `make run` in both. Only the
 columns that hold a Dagster run id (`_staged_by`, `run_id`) are left out: they differ between any two runs.
-Exits 1 and names the tables when anything differs.
+The catalog is read under the name `make run` wrote it with (`ICEBERG_CATALOG_NAME`, read by the platform's settings),
+and opened with pyiceberg directly, not `load_catalog`, which would create namespaces in the catalogs it compares.
+Exits 1 and names the tables when anything differs, or when a checkout's catalog lists no table under that name.
 """
 
 from __future__ import annotations
@@ -14,12 +16,14 @@ from pathlib import Path
 import duckdb
 from pyiceberg.catalog.sql import SqlCatalog
 
+from logistics_platform.settings import load_settings
+
 RUN_ID_COLUMNS = {"_staged_by", "run_id"}
 
 
-def _catalog(root: Path) -> SqlCatalog:
+def _catalog(root: Path, name: str) -> SqlCatalog:
     warehouse = root / "iceberg_warehouse"
-    return SqlCatalog("logistics", uri=f"sqlite:///{warehouse / 'catalog.db'}", warehouse=f"file://{warehouse}")
+    return SqlCatalog(name, uri=f"sqlite:///{warehouse / 'catalog.db'}", warehouse=f"file://{warehouse}")
 
 
 def _differences(con: duckdb.DuckDBPyConnection, left: str, right: str, columns: list[str]) -> tuple[int, int]:
@@ -33,10 +37,18 @@ def _differences(con: duckdb.DuckDBPyConnection, left: str, right: str, columns:
 def main(old: Path, new: Path) -> int:
     con = duckdb.connect()
     differ = []
-    old_catalog, new_catalog = _catalog(old), _catalog(new)
+    for root in (old, new):
+        for state in ("catalog.db", "analytics.duckdb"):  # SqlCatalog would create a missing catalog file
+            if not (root / "iceberg_warehouse" / state).is_file():
+                sys.exit(f"{root}: no iceberg_warehouse/{state}; run `make run` there first")
+    catalog_name = load_settings().catalog_name
+    old_catalog, new_catalog = _catalog(old, catalog_name), _catalog(new, catalog_name)
     names = [
         sorted(".".join(t) for ns in c.list_namespaces() for t in c.list_tables(ns)) for c in (old_catalog, new_catalog)
     ]
+    for root, listed in zip((old, new), names, strict=True):
+        if not listed:  # a wrong path or catalog name lists nothing, and nothing would compare "equal"
+            sys.exit(f"{root}: its catalog lists no table as {catalog_name!r}; run `make run` there first")
     differ += [f"iceberg {n}: in one checkout only" for n in sorted(set(names[0]) ^ set(names[1]))]
     for name in sorted(set(names[0]) & set(names[1])):
         a, b = old_catalog.load_table(name).scan().to_arrow(), new_catalog.load_table(name).scan().to_arrow()
